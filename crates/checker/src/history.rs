@@ -1,0 +1,285 @@
+//! Histories in the CONTRACT's JSON-lines shape (Elle's, so independent
+//! checkers can read them).
+//!
+//! ```json
+//! {"index":0,"type":"invoke","process":3,"time":12000000,"value":[["append",7,41],["r",9,null]]}
+//! {"index":1,"type":"ok","process":3,"time":98000000,"value":[["append",7,41],["r",9,[3,12,41]]]}
+//! ```
+//!
+//! `type` is `invoke`, `ok` (committed), `fail` (certainly not committed) or
+//! `info` (unknown). Micro-operations are `["r", key, value]`,
+//! `["w", key, value]` and `["append", key, element]`; a read's value is
+//! `null` on an invocation, and on a completion `null` (the initial state),
+//! an integer (the tag of the register version read) or a list (a list
+//! key's elements). Written values and appended elements are unique.
+
+use serde_json::Value as Json;
+use std::fmt;
+
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Hash)]
+pub enum OpType {
+    Invoke,
+    Ok,
+    Fail,
+    Info,
+}
+
+impl OpType {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpType::Invoke => "invoke",
+            OpType::Ok => "ok",
+            OpType::Fail => "fail",
+            OpType::Info => "info",
+        }
+    }
+}
+
+/// What a read returned.
+#[derive(Clone, PartialEq, Eq, Debug, Hash)]
+pub enum ReadValue {
+    /// `null`: not known yet (invocations) or the initial state (completions).
+    Nil,
+    /// The unique value (tag) of the register version read.
+    Register(u64),
+    /// The elements of a list key, in order.
+    List(Vec<u64>),
+}
+
+/// A micro-operation.
+#[derive(Clone, PartialEq, Eq, Debug, Hash)]
+pub enum Mop {
+    Read { key: u64, value: ReadValue },
+    Write { key: u64, value: u64 },
+    Append { key: u64, element: u64 },
+}
+
+impl Mop {
+    pub fn key(&self) -> u64 {
+        match self {
+            Mop::Read { key, .. } | Mop::Write { key, .. } | Mop::Append { key, .. } => *key,
+        }
+    }
+}
+
+/// One line of a history.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct HistoryOp {
+    pub index: u64,
+    pub kind: OpType,
+    pub process: u64,
+    /// Nanoseconds of true (simulated) time, or the client's monotonic clock
+    /// in real runs.
+    pub time_ns: u64,
+    pub value: Vec<Mop>,
+}
+
+/// A bad history line: where and what.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: {}", self.line, self.message)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+impl HistoryOp {
+    /// One JSON line, without the newline, fields in the CONTRACT's order.
+    pub fn to_line(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::with_capacity(64 + 24 * self.value.len());
+        let _ = write!(
+            out,
+            "{{\"index\":{},\"type\":\"{}\",\"process\":{},\"time\":{},\"value\":[",
+            self.index,
+            self.kind.name(),
+            self.process,
+            self.time_ns
+        );
+        for (i, m) in self.value.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = match m {
+                Mop::Read {
+                    key,
+                    value: ReadValue::Nil,
+                } => write!(out, "[\"r\",{key},null]"),
+                Mop::Read {
+                    key,
+                    value: ReadValue::Register(x),
+                } => write!(out, "[\"r\",{key},{x}]"),
+                Mop::Read {
+                    key,
+                    value: ReadValue::List(xs),
+                } => {
+                    let _ = write!(out, "[\"r\",{key},[");
+                    for (j, x) in xs.iter().enumerate() {
+                        let _ = if j > 0 {
+                            write!(out, ",{x}")
+                        } else {
+                            write!(out, "{x}")
+                        };
+                    }
+                    write!(out, "]]")
+                }
+                Mop::Write { key, value } => write!(out, "[\"w\",{key},{value}]"),
+                Mop::Append { key, element } => write!(out, "[\"append\",{key},{element}]"),
+            };
+        }
+        out.push_str("]}");
+        out
+    }
+
+    pub fn from_json(line: usize, v: &Json) -> Result<HistoryOp, ParseError> {
+        let err = |message: String| ParseError { line, message };
+        let obj = v
+            .as_object()
+            .ok_or_else(|| err("an operation must be a JSON object".into()))?;
+        let field = |name: &str| {
+            obj.get(name)
+                .ok_or_else(|| err(format!("missing field `{name}`")))
+        };
+        let index = field("index")?
+            .as_u64()
+            .ok_or_else(|| err("`index` must be a non-negative integer".into()))?;
+        let kind = match field("type")?.as_str() {
+            Some("invoke") => OpType::Invoke,
+            Some("ok") => OpType::Ok,
+            Some("fail") => OpType::Fail,
+            Some("info") => OpType::Info,
+            _ => return Err(err("`type` must be one of invoke, ok, fail, info".into())),
+        };
+        let process = field("process")?
+            .as_u64()
+            .ok_or_else(|| err("`process` must be a non-negative integer".into()))?;
+        let time_ns = match obj.get("time") {
+            None | Some(Json::Null) => 0,
+            Some(t) => t
+                .as_u64()
+                .ok_or_else(|| err("`time` must be a non-negative integer (ns)".into()))?,
+        };
+        let mops = field("value")?
+            .as_array()
+            .ok_or_else(|| err("`value` must be a list of micro-operations".into()))?;
+        let mut value = Vec::with_capacity(mops.len());
+        for (i, m) in mops.iter().enumerate() {
+            value.push(parse_mop(m).map_err(|e| err(format!("micro-operation {i}: {e}")))?);
+        }
+        Ok(HistoryOp {
+            index,
+            kind,
+            process,
+            time_ns,
+            value,
+        })
+    }
+}
+
+fn parse_mop(m: &Json) -> Result<Mop, String> {
+    let parts = m.as_array().ok_or("must be a list [f, key, value]")?;
+    if parts.len() != 3 {
+        return Err(format!("must have 3 elements, has {}", parts.len()));
+    }
+    let key = parts[1]
+        .as_u64()
+        .ok_or("key must be a non-negative integer")?;
+    match parts[0].as_str() {
+        Some("r") => {
+            let value = match &parts[2] {
+                Json::Null => ReadValue::Nil,
+                Json::Array(xs) => ReadValue::List(
+                    xs.iter()
+                        .map(|x| {
+                            x.as_u64()
+                                .ok_or("list elements must be non-negative integers")
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                x => ReadValue::Register(
+                    x.as_u64()
+                        .ok_or("a read value must be null, an integer or a list")?,
+                ),
+            };
+            Ok(Mop::Read { key, value })
+        }
+        Some("w") => Ok(Mop::Write {
+            key,
+            value: parts[2]
+                .as_u64()
+                .ok_or("a written value must be an integer")?,
+        }),
+        Some("append") => Ok(Mop::Append {
+            key,
+            element: parts[2]
+                .as_u64()
+                .ok_or("an appended element must be an integer")?,
+        }),
+        _ => Err("function must be \"r\", \"w\" or \"append\"".into()),
+    }
+}
+
+/// Parses a JSON-lines history; blank lines are skipped. Errors name the
+/// 1-based line.
+pub fn parse_jsonl(text: &str) -> Result<Vec<HistoryOp>, ParseError> {
+    let mut ops = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Json = serde_json::from_str(line).map_err(|e| ParseError {
+            line: i + 1,
+            message: format!("not JSON: {e}"),
+        })?;
+        ops.push(HistoryOp::from_json(i + 1, &v)?);
+    }
+    Ok(ops)
+}
+
+/// Renders a history as JSON lines (each followed by a newline).
+pub fn to_jsonl(ops: &[HistoryOp]) -> String {
+    let mut out = String::new();
+    for op in ops {
+        out.push_str(&op.to_line());
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contract_example_round_trips() {
+        let text = r#"{"index":0,"type":"invoke","process":3,"time":12000000,"value":[["append",7,41],["r",9,null]]}
+{"index":1,"type":"ok","process":3,"time":98000000,"value":[["append",7,41],["r",9,[3,12,41]]]}
+"#;
+        let ops = parse_jsonl(text).unwrap();
+        assert_eq!(ops.len(), 2);
+        assert_eq!(
+            ops[1].value[1],
+            Mop::Read {
+                key: 9,
+                value: ReadValue::List(vec![3, 12, 41])
+            }
+        );
+        assert_eq!(to_jsonl(&ops), text);
+    }
+
+    #[test]
+    fn bad_lines_are_named() {
+        let err = parse_jsonl("\n{\"index\":0}").unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(err.message.contains("`type`"), "{err}");
+        let err =
+            parse_jsonl(r#"{"index":0,"type":"ok","process":1,"value":[["x",1,2]]}"#).unwrap_err();
+        assert!(err.message.contains("micro-operation 0"), "{err}");
+    }
+}

@@ -1,0 +1,26 @@
+//! Meridian's core: the vocabulary every layer shares.
+//!
+//! Identifiers, time, the seeded random stream, topology and latency
+//! presets, transaction programs, protocol parameters, and the sans-IO
+//! [`Process`]/[`Env`] contract that protocols implement and drivers (the
+//! simulator, the real runtime) execute. Nothing here performs I/O.
+
+pub mod ids;
+pub mod latency;
+pub mod params;
+pub mod process;
+pub mod program;
+pub mod rng;
+pub mod time;
+pub mod topology;
+
+pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, TimerId, TxnId};
+pub use latency::LatencyMatrix;
+pub use params::{ParamDoc, ParamValue, Params};
+pub use process::{
+    Consistency, Ctx, Deployment, Env, Mapped, Message, Process, Protocol, TimerTag,
+};
+pub use program::{AbortReason, Data, Execution, Op, OpResult, Outcome, Piece, Program, Value};
+pub use rng::Rng;
+pub use time::{NS_PER_MS, NS_PER_S, NS_PER_US, TrueTime, ms_to_ns, ns_to_ms, us_to_ns};
+pub use topology::{ClusterSpec, LeaderPlacement, NodeInfo, Role, ServiceSpec, Topology};

@@ -1,0 +1,212 @@
+//! The sans-IO contract between protocols and drivers.
+//!
+//! A protocol is a set of deterministic state machines ([`Process`]), one per
+//! node. A process never reads a real clock, opens a socket, spawns a thread
+//! or touches a file: it is handed events (start or restart with its durable
+//! records, a message, a timer, a persistence acknowledgement, a client
+//! request) and acts only through its [`Env`]: its own clock, a TrueTime
+//! interval, `send`, timers, a durable log whose appends are acknowledged by a
+//! later `on_persisted` event, seeded randomness, counters, and `complete`
+//! for client outcomes. The simulator and the real runtime implement `Env`
+//! and drive the very same process code.
+//!
+//! Shared mechanisms (the Paxos log, 2PC, ...) are written against `Env` with
+//! their own message, record and timer types; a protocol embeds them through
+//! [`Mapped`], which converts those types into the protocol's with `From`.
+
+use crate::ids::{Lsn, NodeId, RequestId, TimerId};
+use crate::params::{ParamDoc, Params};
+use crate::program::{Outcome, Program};
+use crate::rng::Rng;
+use crate::time::TrueTime;
+use crate::topology::{ServiceSpec, Topology};
+use serde::{Serialize, de::DeserializeOwned};
+use std::fmt::Debug;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// What can travel between nodes or into the durable log: cloneable (the
+/// network may duplicate), printable, and serializable for the real runtime.
+pub trait Message: Clone + Debug + Send + Serialize + DeserializeOwned + 'static {}
+impl<T: Clone + Debug + Send + Serialize + DeserializeOwned + 'static> Message for T {}
+
+/// What a timer carries back to its process when it fires.
+pub trait TimerTag: Clone + Debug + Send + 'static {}
+impl<T: Clone + Debug + Send + 'static> TimerTag for T {}
+
+/// The consistency level a protocol promises; the checker holds every run of
+/// the protocol to it.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Consistency {
+    StrictSerializable,
+    Serializable,
+    /// Read atomicity with read-your-writes.
+    ReadAtomic,
+    /// Transactional causal consistency with convergence.
+    Causal,
+}
+
+impl Consistency {
+    pub fn name(self) -> &'static str {
+        match self {
+            Consistency::StrictSerializable => "strict-serializable",
+            Consistency::Serializable => "serializable",
+            Consistency::ReadAtomic => "read-atomic",
+            Consistency::Causal => "causal",
+        }
+    }
+}
+
+/// Everything a process can do. Implemented by the simulator and by the
+/// real runtime; components see it through [`Mapped`].
+pub trait Env<M, R, T> {
+    /// This node.
+    fn me(&self) -> NodeId;
+    fn topology(&self) -> &Topology;
+    /// The node's own wall clock in ns: possibly offset, drifting, jumping.
+    fn clock_ns(&self) -> u64;
+    /// A TrueTime interval that contains the true time (width 2ε).
+    fn truetime(&self) -> TrueTime;
+    /// Sends a message; delivery is not guaranteed (loss, partitions,
+    /// crashes) and not ordered unless the network is FIFO.
+    fn send(&mut self, to: NodeId, msg: M);
+    /// Fires `timer` after `after_ns` of this node's monotonic clock.
+    fn set_timer(&mut self, after_ns: u64, timer: T) -> TimerId;
+    /// Cancels a pending timer; cancelling a fired or unknown one is a no-op.
+    fn cancel_timer(&mut self, id: TimerId);
+    /// Appends a record to the node's durable log. It is durable only once
+    /// `on_persisted` reports an LSN at or past the one returned; a crash
+    /// before that loses it.
+    fn append(&mut self, record: R) -> Lsn;
+    /// Replaces every durable record up to `upto` by `snapshot`, atomically
+    /// once persisted (a checkpoint); a restart then sees `snapshot` first.
+    fn compact(&mut self, upto: Lsn, snapshot: R);
+    /// The node's seeded random stream.
+    fn rng(&mut self) -> &mut Rng;
+    /// Adds to one of the protocol's report counters.
+    fn count(&mut self, counter: &'static str, delta: u64);
+    /// Reports the outcome of a client request made to this node.
+    fn complete(&mut self, request: RequestId, outcome: Outcome);
+}
+
+/// The context handed to a process of protocol `P`.
+pub type Ctx<'a, P> =
+    dyn Env<<P as Protocol>::Msg, <P as Protocol>::Record, <P as Protocol>::Timer> + 'a;
+
+/// What a run gives a protocol to build its nodes from.
+#[derive(Clone, Debug)]
+pub struct Deployment {
+    pub topology: Arc<Topology>,
+    pub params: Params,
+    /// The TrueTime bound ε served by `Env::truetime`, in µs.
+    pub epsilon_us: u64,
+}
+
+/// A commit protocol: its name, promise, types, parameters and how to build
+/// the process of each node.
+pub trait Protocol: Sized + 'static {
+    /// The CONTRACT name (`2pl-paxos`, `tiga`, ...).
+    const NAME: &'static str;
+    const CONSISTENCY: Consistency;
+    type Msg: Message;
+    type Record: Message;
+    type Timer: TimerTag;
+    type Node: Process<Self>;
+
+    /// The protocol's parameters with defaults and documentation; any other
+    /// key in `[protocol.params]` is rejected.
+    fn params() -> &'static [ParamDoc] {
+        &[]
+    }
+
+    /// Extra service nodes the protocol needs (view manager, sequencer, ...).
+    fn services(_params: &Params) -> Vec<ServiceSpec> {
+        Vec::new()
+    }
+
+    /// Builds the process of one node. Called once per node at the start of a
+    /// run and again at every restart (the new process gets its durable
+    /// records in `on_start`). Errors name the offending parameter.
+    fn build(deployment: &Deployment, node: NodeId) -> Result<Self::Node, String>;
+}
+
+/// One node's state machine.
+pub trait Process<P: Protocol> {
+    /// The node starts: `durable` is empty on the first start and holds the
+    /// records persisted before a crash on a restart (snapshot first).
+    fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<P::Record>);
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: P::Msg);
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: P::Timer);
+    /// Every record appended with an LSN `<= upto` is now durable.
+    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, P>, _upto: Lsn) {}
+    /// A client asks this node (a client/coordinator node) to run a
+    /// transaction; the process answers once with `Env::complete`.
+    fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, _program: Program) {
+        ctx.complete(
+            request,
+            Outcome::Aborted {
+                reason: crate::program::AbortReason::Rejected,
+            },
+        );
+    }
+}
+
+/// An `Env` for a component with its own message, record and timer types
+/// (`M2`, `R2`, `T2`), converting them into the host's with `From`.
+pub struct Mapped<'a, M, R, T> {
+    inner: &'a mut dyn Env<M, R, T>,
+    _types: PhantomData<(M, R, T)>,
+}
+
+impl<'a, M, R, T> Mapped<'a, M, R, T> {
+    pub fn new(inner: &'a mut dyn Env<M, R, T>) -> Self {
+        Mapped {
+            inner,
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<M, R, T, M2, R2, T2> Env<M2, R2, T2> for Mapped<'_, M, R, T>
+where
+    M: From<M2>,
+    R: From<R2>,
+    T: From<T2>,
+{
+    fn me(&self) -> NodeId {
+        self.inner.me()
+    }
+    fn topology(&self) -> &Topology {
+        self.inner.topology()
+    }
+    fn clock_ns(&self) -> u64 {
+        self.inner.clock_ns()
+    }
+    fn truetime(&self) -> TrueTime {
+        self.inner.truetime()
+    }
+    fn send(&mut self, to: NodeId, msg: M2) {
+        self.inner.send(to, M::from(msg))
+    }
+    fn set_timer(&mut self, after_ns: u64, timer: T2) -> TimerId {
+        self.inner.set_timer(after_ns, T::from(timer))
+    }
+    fn cancel_timer(&mut self, id: TimerId) {
+        self.inner.cancel_timer(id)
+    }
+    fn append(&mut self, record: R2) -> Lsn {
+        self.inner.append(R::from(record))
+    }
+    fn compact(&mut self, upto: Lsn, snapshot: R2) {
+        self.inner.compact(upto, R::from(snapshot))
+    }
+    fn rng(&mut self) -> &mut Rng {
+        self.inner.rng()
+    }
+    fn count(&mut self, counter: &'static str, delta: u64) {
+        self.inner.count(counter, delta)
+    }
+    fn complete(&mut self, request: RequestId, outcome: Outcome) {
+        self.inner.complete(request, outcome)
+    }
+}

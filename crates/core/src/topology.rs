@@ -1,0 +1,295 @@
+//! Who is where: regions, shards, replicas, leaders, services and clients,
+//! with stable node names (`shard0-replica1`, `client-finland-0`,
+//! `viewmgr-2`).
+//!
+//! Replicas of a shard are placed one per server region, in order (replica
+//! `r` lives in `server_regions[r % n]`). The initial leader of each shard
+//! follows the placement policy: `Colocated` puts every shard's leader at
+//! replica 0 (so all leaders share `server_regions[0]`), `Spread` rotates the
+//! leader of shard `s` to replica `s % replicas`.
+
+use crate::ids::{Key, NodeId, RegionId, ShardId};
+use serde::{Deserialize, Serialize};
+
+/// Where the initial shard leaders go.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum LeaderPlacement {
+    Colocated,
+    Spread,
+}
+
+/// What a node does.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Role {
+    /// Replica `replica` of shard `shard`.
+    Replica { shard: ShardId, replica: u32 },
+    /// A protocol service (view manager, sequencer, oracle, ...): `kind` is
+    /// the service name, `index` its member number.
+    Service { kind: String, index: u32 },
+    /// A client (and the coordinator co-located with it): `index` counts the
+    /// clients of its region, `global` all clients.
+    Client { index: u32, global: u32 },
+}
+
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub name: String,
+    pub region: RegionId,
+    pub role: Role,
+}
+
+/// A protocol's extra service: `members` nodes named `{kind}-{i}`, placed in
+/// the server regions round-robin starting at `server_regions[0]`.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ServiceSpec {
+    pub kind: String,
+    pub members: u32,
+}
+
+/// The shape a topology is built from (the `[cluster]` and `[clients]`
+/// sections of an experiment file, with region names resolved).
+#[derive(Clone, PartialEq, Debug)]
+pub struct ClusterSpec {
+    pub regions: Vec<String>,
+    pub server_regions: Vec<RegionId>,
+    pub shards: u32,
+    pub replicas_per_shard: u32,
+    pub leaders: LeaderPlacement,
+    pub client_regions: Vec<RegionId>,
+    pub clients_per_region: u32,
+}
+
+/// The whole deployment, fixed for a run.
+#[derive(Clone, PartialEq, Debug)]
+pub struct Topology {
+    pub regions: Vec<String>,
+    pub server_regions: Vec<RegionId>,
+    pub nodes: Vec<NodeInfo>,
+    pub shards: u32,
+    pub replicas_per_shard: u32,
+    pub leaders: LeaderPlacement,
+    /// `replicas[s][r]` is replica `r` of shard `s`.
+    replicas: Vec<Vec<NodeId>>,
+    clients: Vec<NodeId>,
+    services: Vec<(String, Vec<NodeId>)>,
+}
+
+impl Topology {
+    pub fn build(spec: &ClusterSpec, services: &[ServiceSpec]) -> Topology {
+        assert!(
+            spec.shards > 0 && spec.replicas_per_shard > 0,
+            "empty cluster"
+        );
+        assert!(!spec.server_regions.is_empty(), "no server regions");
+        let mut nodes = Vec::new();
+        let mut replicas = Vec::new();
+        let n_server = spec.server_regions.len() as u32;
+        for s in 0..spec.shards {
+            let mut members = Vec::new();
+            for r in 0..spec.replicas_per_shard {
+                members.push(NodeId(nodes.len() as u32));
+                nodes.push(NodeInfo {
+                    name: format!("shard{s}-replica{r}"),
+                    region: spec.server_regions[(r % n_server) as usize],
+                    role: Role::Replica {
+                        shard: ShardId(s),
+                        replica: r,
+                    },
+                });
+            }
+            replicas.push(members);
+        }
+        let mut service_nodes = Vec::new();
+        for svc in services {
+            let mut members = Vec::new();
+            for i in 0..svc.members {
+                members.push(NodeId(nodes.len() as u32));
+                nodes.push(NodeInfo {
+                    name: format!("{}-{i}", svc.kind),
+                    region: spec.server_regions[(i % n_server) as usize],
+                    role: Role::Service {
+                        kind: svc.kind.clone(),
+                        index: i,
+                    },
+                });
+            }
+            service_nodes.push((svc.kind.clone(), members));
+        }
+        let mut clients = Vec::new();
+        for region in &spec.client_regions {
+            for i in 0..spec.clients_per_region {
+                clients.push(NodeId(nodes.len() as u32));
+                nodes.push(NodeInfo {
+                    name: format!("client-{}-{i}", spec.regions[region.index()]),
+                    region: *region,
+                    role: Role::Client {
+                        index: i,
+                        global: clients.len() as u32 - 1,
+                    },
+                });
+            }
+        }
+        Topology {
+            regions: spec.regions.clone(),
+            server_regions: spec.server_regions.clone(),
+            nodes,
+            shards: spec.shards,
+            replicas_per_shard: spec.replicas_per_shard,
+            leaders: spec.leaders,
+            replicas,
+            clients,
+            services: service_nodes,
+        }
+    }
+
+    pub fn shard_of(&self, key: Key) -> ShardId {
+        ShardId((key.0 % u64::from(self.shards)) as u32)
+    }
+
+    pub fn node(&self, id: NodeId) -> &NodeInfo {
+        &self.nodes[id.index()]
+    }
+
+    pub fn name(&self, id: NodeId) -> &str {
+        &self.nodes[id.index()].name
+    }
+
+    pub fn region_of(&self, id: NodeId) -> RegionId {
+        self.nodes[id.index()].region
+    }
+
+    pub fn region_name(&self, region: RegionId) -> &str {
+        &self.regions[region.index()]
+    }
+
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| NodeId(i as u32))
+    }
+
+    pub fn region_by_name(&self, name: &str) -> Option<RegionId> {
+        self.regions
+            .iter()
+            .position(|r| r == name)
+            .map(|i| RegionId(i as u16))
+    }
+
+    /// The replicas of a shard, by replica index.
+    pub fn replicas(&self, shard: ShardId) -> &[NodeId] {
+        &self.replicas[shard.index()]
+    }
+
+    /// The replica index of the shard's leader when the run starts.
+    pub fn initial_leader_index(&self, shard: ShardId) -> u32 {
+        match self.leaders {
+            LeaderPlacement::Colocated => 0,
+            LeaderPlacement::Spread => shard.0 % self.replicas_per_shard,
+        }
+    }
+
+    pub fn initial_leader(&self, shard: ShardId) -> NodeId {
+        self.replicas(shard)[self.initial_leader_index(shard) as usize]
+    }
+
+    /// Every node that is a replica of some shard.
+    pub fn all_replicas(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.replicas.iter().flatten().copied()
+    }
+
+    pub fn clients(&self) -> &[NodeId] {
+        &self.clients
+    }
+
+    /// The members of a protocol service, or an empty slice.
+    pub fn service(&self, kind: &str) -> &[NodeId] {
+        self.services
+            .iter()
+            .find(|(k, _)| k == kind)
+            .map(|(_, m)| m.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// Shard and replica index of a replica node.
+    pub fn replica_of(&self, id: NodeId) -> Option<(ShardId, u32)> {
+        match self.nodes[id.index()].role {
+            Role::Replica { shard, replica } => Some((shard, replica)),
+            _ => None,
+        }
+    }
+
+    pub fn is_client(&self, id: NodeId) -> bool {
+        matches!(self.nodes[id.index()].role, Role::Client { .. })
+    }
+
+    /// Largest number of simultaneous replica failures a shard tolerates.
+    pub fn f(&self) -> u32 {
+        (self.replicas_per_shard - 1) / 2
+    }
+
+    /// Size of a majority of a shard's replicas.
+    pub fn majority(&self) -> usize {
+        self.replicas_per_shard as usize / 2 + 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(leaders: LeaderPlacement) -> ClusterSpec {
+        ClusterSpec {
+            regions: vec!["a".into(), "b".into(), "c".into(), "d".into()],
+            server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+            shards: 3,
+            replicas_per_shard: 3,
+            leaders,
+            client_regions: vec![RegionId(0), RegionId(3)],
+            clients_per_region: 2,
+        }
+    }
+
+    #[test]
+    fn names_and_placement_are_stable() {
+        let svc = [ServiceSpec {
+            kind: "viewmgr".into(),
+            members: 3,
+        }];
+        let t = Topology::build(&spec(LeaderPlacement::Colocated), &svc);
+        assert_eq!(t.nodes.len(), 9 + 3 + 4);
+        assert_eq!(t.name(NodeId(0)), "shard0-replica0");
+        assert_eq!(t.name(NodeId(5)), "shard1-replica2");
+        assert_eq!(t.region_of(NodeId(5)), RegionId(2));
+        assert_eq!(t.name(NodeId(9)), "viewmgr-0");
+        assert_eq!(t.service("viewmgr").len(), 3);
+        assert_eq!(t.name(t.clients()[3]), "client-d-1");
+        assert_eq!(t.node_by_name("client-a-1"), Some(t.clients()[1]));
+        assert_eq!(t.node_by_name("nope"), None);
+        assert_eq!(t.replica_of(NodeId(4)), Some((ShardId(1), 1)));
+        assert!(t.is_client(t.clients()[0]));
+        assert_eq!(t.f(), 1);
+        assert_eq!(t.majority(), 2);
+    }
+
+    #[test]
+    fn colocated_leaders_share_region_spread_leaders_rotate() {
+        let t = Topology::build(&spec(LeaderPlacement::Colocated), &[]);
+        let regions: Vec<_> = (0..3)
+            .map(|s| t.region_of(t.initial_leader(ShardId(s))))
+            .collect();
+        assert_eq!(regions, vec![RegionId(0); 3]);
+        let t = Topology::build(&spec(LeaderPlacement::Spread), &[]);
+        let regions: Vec<_> = (0..3)
+            .map(|s| t.region_of(t.initial_leader(ShardId(s))))
+            .collect();
+        assert_eq!(regions, vec![RegionId(0), RegionId(1), RegionId(2)]);
+    }
+
+    #[test]
+    fn keys_map_to_shards_by_modulo() {
+        let t = Topology::build(&spec(LeaderPlacement::Colocated), &[]);
+        assert_eq!(t.shard_of(Key(7)), ShardId(1));
+        assert_eq!(t.shard_of(Key(9)), ShardId(0));
+    }
+}
