@@ -5,6 +5,7 @@
 //! [`Process`]/[`Env`] contract that protocols implement and drivers (the
 //! simulator, the real runtime) execute. Nothing here performs I/O.
 
+pub mod driver;
 pub mod ids;
 pub mod latency;
 pub mod params;
@@ -14,6 +15,7 @@ pub mod rng;
 pub mod time;
 pub mod topology;
 
+pub use driver::{ClientIo, Clients};
 pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, TimerId, TxnId};
 pub use latency::LatencyMatrix;
 pub use params::{ParamDoc, ParamValue, Params};

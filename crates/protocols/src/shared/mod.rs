@@ -1,0 +1,6 @@
+//! Mechanisms written once and shared by every protocol: quorum counting,
+//! the Multi-Paxos log, two-phase commit, the multi-version store and the
+//! lock table.
+
+pub mod paxos;
+pub mod quorum;

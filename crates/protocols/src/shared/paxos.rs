@@ -1,0 +1,981 @@
+//! Multi-Paxos: a replicated log with a stable leader, written once for
+//! every protocol that replicates through consensus (2PL+Paxos and the
+//! other layered baselines' shard groups, Tiga's view manager, SLOG's
+//! per-region and global logs).
+//!
+//! Classic Multi-Paxos (Lamport, "Paxos Made Simple" §3): a candidate runs
+//! phase 1 with a ballot `(round, rank)` for every slot past its commit
+//! point, adopts the highest-ballot value of each slot (filling holes with
+//! no-ops) and re-proposes them; a leader then runs phase 2 (`Accept` /
+//! `Accepted`) per slot, a slot being chosen once a majority accepted it.
+//! Acceptors persist promises and accepted values before answering (the
+//! answers wait for the host's `on_persisted`). Followers learn the commit
+//! point from the leader's `Accept`s and heartbeats and mark a slot chosen
+//! when the value they hold was accepted at the leader's ballot; anything
+//! else they fetch. Failure detection runs on a periodic tick: a follower
+//! that hears nothing from a leader for its (staggered, randomized) timeout
+//! starts phase 1. Round 1 is reserved for the preferred member of a fresh
+//! group, which leads at once; elections use rounds from 2.
+//!
+//! The component never sends a message that depends on state not yet
+//! durable, and it emits [`PaxosEvent::Committed`] strictly in slot order,
+//! each slot exactly once per process lifetime (a restarted node replays its
+//! durable chosen prefix from slot 1).
+
+use crate::shared::quorum::Quorum;
+use meridian_core::{Env, Lsn, NodeId};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// A ballot: rounds are compared first, then the proposer's rank.
+#[derive(
+    Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default,
+)]
+pub struct Ballot {
+    pub round: u64,
+    pub rank: u32,
+}
+
+/// Timing knobs, in ticks of `tick_ns`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct PaxosConfig {
+    pub tick_ns: u64,
+    /// Ticks without hearing the leader before the first candidate runs.
+    pub election_ticks: u32,
+    /// Extra ticks per step of distance from the preferred leader, so that
+    /// the next in line usually wins without a duel.
+    pub stagger_ticks: u32,
+    /// Random extra ticks, `0..=jitter_ticks`.
+    pub jitter_ticks: u32,
+    /// Most slots re-sent per tick, and most entries per fetch reply.
+    pub batch_max: usize,
+}
+
+impl PaxosConfig {
+    /// Timings for a group whose members are up to `max_rtt_ns` apart.
+    pub fn for_rtt(max_rtt_ns: u64) -> PaxosConfig {
+        let tick_ns = (max_rtt_ns / 2).clamp(5_000_000, 100_000_000);
+        PaxosConfig {
+            tick_ns,
+            election_ticks: 8,
+            stagger_ticks: 4,
+            jitter_ticks: 3,
+            batch_max: 256,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PromisedEntry<V> {
+    pub slot: u64,
+    pub ballot: Ballot,
+    pub value: Option<V>,
+    /// The acceptor knows this value is chosen.
+    pub chosen: bool,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum PaxosBody<V> {
+    Prepare {
+        ballot: Ballot,
+        from_slot: u64,
+    },
+    Promise {
+        ballot: Ballot,
+        entries: Vec<PromisedEntry<V>>,
+    },
+    Nack {
+        ballot: Ballot,
+        promised: Ballot,
+    },
+    Accept {
+        ballot: Ballot,
+        slot: u64,
+        value: Option<V>,
+        commit_upto: u64,
+    },
+    Accepted {
+        ballot: Ballot,
+        slot: u64,
+    },
+    Commit {
+        ballot: Ballot,
+        commit_upto: u64,
+    },
+    Fetch {
+        from_slot: u64,
+        to_slot: u64,
+    },
+    Chosen {
+        entries: Vec<(u64, Option<V>)>,
+    },
+}
+
+/// A message of group `group`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PaxosMsg<V> {
+    pub group: u32,
+    pub body: PaxosBody<V>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum PaxosRecordBody<V> {
+    Promised(Ballot),
+    Accepted {
+        slot: u64,
+        ballot: Ballot,
+        value: Option<V>,
+    },
+    Chosen {
+        slot: u64,
+        value: Option<V>,
+    },
+}
+
+/// A durable record of group `group`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PaxosRecord<V> {
+    pub group: u32,
+    pub body: PaxosRecordBody<V>,
+}
+
+/// The periodic tick of group `group`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PaxosTimer {
+    pub group: u32,
+}
+
+/// What the host learns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PaxosEvent<V> {
+    /// Slot `slot` holds `value` for ever; emitted in slot order (no-op slots
+    /// are skipped).
+    Committed { slot: u64, value: V },
+    /// This node leads with `ballot` and every slot before its first new
+    /// proposal is committed: it may serve.
+    LeaderReady { ballot: Ballot },
+    /// This node stopped leading.
+    Deposed,
+}
+
+/// Why a proposal was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotLeader {
+    pub hint: Option<NodeId>,
+}
+
+#[derive(Clone, Debug)]
+struct Slot<V> {
+    ballot: Ballot,
+    value: Option<V>,
+    chosen: bool,
+}
+
+#[derive(Debug)]
+enum Role<V> {
+    Follower,
+    Candidate {
+        ballot: Ballot,
+        promises: Quorum,
+        merged: BTreeMap<u64, PromisedEntry<V>>,
+    },
+    /// `acks` holds, per unchosen slot, its votes and the tick it was last sent.
+    Leader {
+        ballot: Ballot,
+        next_slot: u64,
+        acks: BTreeMap<u64, (Quorum, u64)>,
+        ready: bool,
+        recover_upto: u64,
+    },
+}
+
+enum Deferred<V> {
+    Send(NodeId, PaxosBody<V>),
+    SelfPromise(Ballot),
+    SelfAccept(Ballot, u64),
+}
+
+pub type PaxosEnv<'a, V> = dyn Env<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> + 'a;
+
+/// One member's replica of a Multi-Paxos group.
+pub struct MultiPaxos<V> {
+    group: u32,
+    members: Vec<NodeId>,
+    me: usize,
+    preferred: usize,
+    cfg: PaxosConfig,
+    promised: Ballot,
+    /// Highest round seen anywhere, so a new candidate outbids it.
+    max_round_seen: u64,
+    log: BTreeMap<u64, Slot<V>>,
+    commit_upto: u64,
+    delivered_upto: u64,
+    role: Role<V>,
+    leader: Option<usize>,
+    /// The commit point the leader last announced.
+    leader_commit: u64,
+    ticks_since_heard: u32,
+    timeout_ticks: u32,
+    fetch_pending_ticks: u32,
+    awaiting: VecDeque<(Lsn, Deferred<V>)>,
+    last_appended: Lsn,
+    durable_upto: Lsn,
+    /// Ticks since start, to age unacknowledged proposals.
+    ticks: u64,
+    events: Vec<PaxosEvent<V>>,
+}
+
+impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
+    /// A member of `members` (all nodes of the group, in rank order);
+    /// `preferred` is the rank that leads first.
+    pub fn new(
+        group: u32,
+        members: Vec<NodeId>,
+        me: NodeId,
+        preferred: usize,
+        cfg: PaxosConfig,
+    ) -> Self {
+        let me = members
+            .iter()
+            .position(|m| *m == me)
+            .expect("a member of its own group");
+        assert!(members.len() <= 64 && preferred < members.len());
+        MultiPaxos {
+            group,
+            members,
+            me,
+            preferred,
+            cfg,
+            promised: Ballot::default(),
+            max_round_seen: 0,
+            log: BTreeMap::new(),
+            commit_upto: 0,
+            delivered_upto: 0,
+            role: Role::Follower,
+            leader: Some(preferred),
+            leader_commit: 0,
+            ticks_since_heard: 0,
+            timeout_ticks: 0,
+            fetch_pending_ticks: 0,
+            awaiting: VecDeque::new(),
+            last_appended: Lsn(0),
+            durable_upto: Lsn(0),
+            ticks: 0,
+            events: Vec::new(),
+        }
+    }
+
+    pub fn group(&self) -> u32 {
+        self.group
+    }
+
+    pub fn members(&self) -> &[NodeId] {
+        &self.members
+    }
+
+    /// Starts (or restarts from durable records): replays the durable chosen
+    /// prefix as `Committed` events, and the preferred member of a fresh
+    /// group leads at ballot (1, rank) without phase 1 (no lower ballot can
+    /// have accepted anything).
+    pub fn start(
+        &mut self,
+        env: &mut PaxosEnv<'_, V>,
+        durable: impl IntoIterator<Item = PaxosRecordBody<V>>,
+    ) {
+        let mut fresh = true;
+        for record in durable {
+            fresh = false;
+            self.replay(record);
+        }
+        self.max_round_seen = self.promised.round;
+        self.advance_commit();
+        self.reset_timeout(env);
+        env.set_timer(self.cfg.tick_ns, PaxosTimer { group: self.group });
+        if fresh && self.me == self.preferred {
+            // Round 1 belongs to the preferred member alone (elections start
+            // at round 2), so (1, preferred) is the lowest ballot there is and
+            // phase 1 has nothing to learn.
+            let ballot = Ballot {
+                round: 1,
+                rank: self.me as u32,
+            };
+            self.begin_candidacy(env, ballot, false);
+        }
+    }
+
+    fn replay(&mut self, record: PaxosRecordBody<V>) {
+        match record {
+            PaxosRecordBody::Promised(b) => self.promised = self.promised.max(b),
+            PaxosRecordBody::Accepted {
+                slot,
+                ballot,
+                value,
+            } => {
+                self.promised = self.promised.max(ballot);
+                if !self.log.get(&slot).is_some_and(|s| s.chosen) {
+                    self.log.insert(
+                        slot,
+                        Slot {
+                            ballot,
+                            value,
+                            chosen: false,
+                        },
+                    );
+                }
+            }
+            PaxosRecordBody::Chosen { slot, value } => {
+                self.log.insert(
+                    slot,
+                    Slot {
+                        ballot: Ballot::default(),
+                        value,
+                        chosen: true,
+                    },
+                );
+            }
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader { ready: true, .. })
+    }
+
+    /// The leader this member believes in (itself included).
+    pub fn leader_hint(&self) -> Option<NodeId> {
+        self.leader.map(|r| self.members[r])
+    }
+
+    pub fn commit_upto(&self) -> u64 {
+        self.commit_upto
+    }
+
+    pub fn ballot(&self) -> Ballot {
+        match &self.role {
+            Role::Leader { ballot, .. } | Role::Candidate { ballot, .. } => *ballot,
+            Role::Follower => self.promised,
+        }
+    }
+
+    /// Takes the events produced so far.
+    pub fn drain_events(&mut self) -> Vec<PaxosEvent<V>> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Proposes a value in the next free slot (ready leaders only).
+    pub fn propose(&mut self, env: &mut PaxosEnv<'_, V>, value: V) -> Result<u64, NotLeader> {
+        let Role::Leader {
+            ballot,
+            next_slot,
+            acks,
+            ready: true,
+            ..
+        } = &mut self.role
+        else {
+            return Err(NotLeader {
+                hint: self.leader.map(|r| self.members[r]),
+            });
+        };
+        let (ballot, slot) = (*ballot, *next_slot);
+        *next_slot += 1;
+        acks.insert(slot, (Quorum::majority(self.members.len()), self.ticks));
+        self.accept_own(env, ballot, slot, Some(value));
+        Ok(slot)
+    }
+
+    /// Proposes `value` as leader in `slot` at `ballot`: persist, then count
+    /// our own vote; send to the others at once (they persist in parallel).
+    fn accept_own(
+        &mut self,
+        env: &mut PaxosEnv<'_, V>,
+        ballot: Ballot,
+        slot: u64,
+        value: Option<V>,
+    ) {
+        self.log.insert(
+            slot,
+            Slot {
+                ballot,
+                value: value.clone(),
+                chosen: false,
+            },
+        );
+        let lsn = self.persist(
+            env,
+            PaxosRecordBody::Accepted {
+                slot,
+                ballot,
+                value: value.clone(),
+            },
+        );
+        self.awaiting
+            .push_back((lsn, Deferred::SelfAccept(ballot, slot)));
+        let body = PaxosBody::Accept {
+            ballot,
+            slot,
+            value,
+            commit_upto: self.commit_upto,
+        };
+        self.send_others(env, &body);
+    }
+
+    pub fn on_persisted(&mut self, env: &mut PaxosEnv<'_, V>, upto: Lsn) {
+        self.durable_upto = self.durable_upto.max(upto);
+        while self.awaiting.front().is_some_and(|(lsn, _)| *lsn <= upto) {
+            let (_, deferred) = self.awaiting.pop_front().expect("checked non-empty");
+            match deferred {
+                Deferred::Send(to, body) => self.send(env, to, body),
+                Deferred::SelfPromise(b) => self.on_promise(env, self.me, b, Vec::new()),
+                Deferred::SelfAccept(b, slot) => self.on_accepted(env, self.me, b, slot),
+            }
+        }
+    }
+
+    pub fn on_timer(&mut self, env: &mut PaxosEnv<'_, V>, _timer: PaxosTimer) {
+        env.set_timer(self.cfg.tick_ns, PaxosTimer { group: self.group });
+        self.ticks += 1;
+        self.fetch_pending_ticks = self.fetch_pending_ticks.saturating_sub(1);
+        if let Role::Leader { ballot, .. } = self.role {
+            let body = PaxosBody::Commit {
+                ballot,
+                commit_upto: self.commit_upto,
+            };
+            self.send_others(env, &body);
+            self.retransmit(env);
+            return;
+        }
+        self.ticks_since_heard += 1;
+        if self.leader_commit > self.commit_upto {
+            self.request_missing(env);
+        }
+        if self.ticks_since_heard >= self.timeout_ticks {
+            let round = self.max_round_seen.max(self.promised.round).max(1) + 1;
+            self.begin_candidacy(
+                env,
+                Ballot {
+                    round,
+                    rank: self.me as u32,
+                },
+                true,
+            );
+        }
+    }
+
+    pub fn on_message(&mut self, env: &mut PaxosEnv<'_, V>, from: NodeId, msg: PaxosMsg<V>) {
+        debug_assert_eq!(msg.group, self.group);
+        let Some(rank) = self.members.iter().position(|m| *m == from) else {
+            return;
+        };
+        match msg.body {
+            PaxosBody::Prepare { ballot, from_slot } => {
+                self.on_prepare(env, rank, ballot, from_slot)
+            }
+            PaxosBody::Promise { ballot, entries } => self.on_promise(env, rank, ballot, entries),
+            PaxosBody::Nack { ballot, promised } => self.on_nack(env, ballot, promised),
+            PaxosBody::Accept {
+                ballot,
+                slot,
+                value,
+                commit_upto,
+            } => self.on_accept(env, rank, ballot, slot, value, commit_upto),
+            PaxosBody::Accepted { ballot, slot } => self.on_accepted(env, rank, ballot, slot),
+            PaxosBody::Commit {
+                ballot,
+                commit_upto,
+            } => self.on_commit(env, rank, ballot, commit_upto),
+            PaxosBody::Fetch { from_slot, to_slot } => self.on_fetch(env, from, from_slot, to_slot),
+            PaxosBody::Chosen { entries } => self.on_chosen(env, entries),
+        }
+    }
+
+    // ---- phase 1 ----
+
+    /// Promises `ballot` to ourselves and, with `phase1`, asks the others;
+    /// without it our own durable promise suffices (the fresh round-1 case).
+    fn begin_candidacy(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, phase1: bool) {
+        self.step_down_if_leading();
+        self.promised = ballot;
+        self.max_round_seen = self.max_round_seen.max(ballot.round);
+        let from_slot = self.commit_upto + 1;
+        let merged = self
+            .entries_from(from_slot)
+            .into_iter()
+            .map(|e| (e.slot, e))
+            .collect();
+        let promises = if phase1 {
+            Quorum::majority(self.members.len())
+        } else {
+            Quorum::new(1)
+        };
+        self.role = Role::Candidate {
+            ballot,
+            promises,
+            merged,
+        };
+        self.leader = None;
+        self.reset_timeout(env);
+        let lsn = self.persist(env, PaxosRecordBody::Promised(ballot));
+        self.awaiting
+            .push_back((lsn, Deferred::SelfPromise(ballot)));
+        if phase1 {
+            env.count("paxos_elections", 1);
+            self.send_others(env, &PaxosBody::Prepare { ballot, from_slot });
+        }
+    }
+
+    fn on_prepare(
+        &mut self,
+        env: &mut PaxosEnv<'_, V>,
+        rank: usize,
+        ballot: Ballot,
+        from_slot: u64,
+    ) {
+        self.max_round_seen = self.max_round_seen.max(ballot.round);
+        if ballot < self.promised || (ballot == self.promised && rank != ballot.rank as usize) {
+            let promised = self.promised;
+            self.send(
+                env,
+                self.members[rank],
+                PaxosBody::Nack { ballot, promised },
+            );
+            return;
+        }
+        if ballot > self.promised {
+            self.step_down_if_leading();
+            self.role = Role::Follower;
+            self.promised = ballot;
+            self.leader = Some(rank);
+            self.ticks_since_heard = 0;
+            self.persist(env, PaxosRecordBody::Promised(ballot));
+        }
+        // Answer once the promise is durable (a duplicate Prepare waits too).
+        let entries = self.entries_from(from_slot);
+        self.after_durable(
+            env,
+            Deferred::Send(self.members[rank], PaxosBody::Promise { ballot, entries }),
+        );
+    }
+
+    fn on_promise(
+        &mut self,
+        env: &mut PaxosEnv<'_, V>,
+        rank: usize,
+        ballot: Ballot,
+        entries: Vec<PromisedEntry<V>>,
+    ) {
+        let Role::Candidate {
+            ballot: mine,
+            promises,
+            merged,
+        } = &mut self.role
+        else {
+            return;
+        };
+        if *mine != ballot {
+            return;
+        }
+        for e in entries {
+            let better = match merged.get(&e.slot) {
+                None => true,
+                Some(old) => !old.chosen && (e.chosen || e.ballot > old.ballot),
+            };
+            if better {
+                merged.insert(e.slot, e);
+            }
+        }
+        if promises.add(rank) {
+            self.become_leader(env, ballot);
+        }
+    }
+
+    fn on_nack(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, promised: Ballot) {
+        self.max_round_seen = self.max_round_seen.max(promised.round);
+        let mine = match &self.role {
+            Role::Candidate { ballot, .. } | Role::Leader { ballot, .. } => *ballot,
+            Role::Follower => return,
+        };
+        if mine == ballot && promised > ballot {
+            self.step_down_if_leading();
+            self.role = Role::Follower;
+            self.leader = None;
+            self.reset_timeout(env);
+        }
+    }
+
+    /// Phase 1 succeeded: adopt every recovered slot at our ballot.
+    fn become_leader(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot) {
+        let Role::Candidate { merged, .. } = std::mem::replace(&mut self.role, Role::Follower)
+        else {
+            unreachable!("only candidates become leaders")
+        };
+        let recover_upto = merged
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0)
+            .max(self.commit_upto);
+        self.role = Role::Leader {
+            ballot,
+            next_slot: recover_upto + 1,
+            acks: BTreeMap::new(),
+            ready: false,
+            recover_upto,
+        };
+        self.leader = Some(self.me);
+        env.count("paxos_leader_changes", 1);
+        for slot in self.commit_upto + 1..=recover_upto {
+            match merged.get(&slot) {
+                Some(e) if e.chosen => self.learn_chosen(env, slot, e.value.clone()),
+                other => {
+                    let value = other.and_then(|e| e.value.clone());
+                    if let Role::Leader { acks, .. } = &mut self.role {
+                        acks.insert(slot, (Quorum::majority(self.members.len()), self.ticks));
+                    }
+                    self.accept_own(env, ballot, slot, value);
+                }
+            }
+        }
+        self.advance_commit();
+        self.check_ready();
+    }
+
+    fn check_ready(&mut self) {
+        if let Role::Leader {
+            ballot,
+            ready,
+            recover_upto,
+            ..
+        } = &mut self.role
+        {
+            if !*ready && self.commit_upto >= *recover_upto {
+                *ready = true;
+                self.events
+                    .push(PaxosEvent::LeaderReady { ballot: *ballot });
+            }
+        }
+    }
+
+    // ---- phase 2 ----
+
+    fn on_accept(
+        &mut self,
+        env: &mut PaxosEnv<'_, V>,
+        rank: usize,
+        ballot: Ballot,
+        slot: u64,
+        value: Option<V>,
+        commit_upto: u64,
+    ) {
+        self.max_round_seen = self.max_round_seen.max(ballot.round);
+        if ballot < self.promised {
+            let promised = self.promised;
+            self.send(
+                env,
+                self.members[rank],
+                PaxosBody::Nack { ballot, promised },
+            );
+            return;
+        }
+        self.follow(rank, ballot);
+        let to = self.members[rank];
+        if self.log.get(&slot).is_some_and(|s| s.chosen) {
+            // Already chosen here: the leader proposes the same value.
+            self.send(env, to, PaxosBody::Accepted { ballot, slot });
+        } else {
+            self.log.insert(
+                slot,
+                Slot {
+                    ballot,
+                    value: value.clone(),
+                    chosen: false,
+                },
+            );
+            let lsn = self.persist(
+                env,
+                PaxosRecordBody::Accepted {
+                    slot,
+                    ballot,
+                    value,
+                },
+            );
+            self.awaiting.push_back((
+                lsn,
+                Deferred::Send(to, PaxosBody::Accepted { ballot, slot }),
+            ));
+        }
+        self.learn_commit(env, ballot, commit_upto);
+    }
+
+    fn on_accepted(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, slot: u64) {
+        let Role::Leader {
+            ballot: mine, acks, ..
+        } = &mut self.role
+        else {
+            return;
+        };
+        if *mine != ballot {
+            return;
+        }
+        let Some((q, _)) = acks.get_mut(&slot) else {
+            return;
+        };
+        if q.add(rank) {
+            acks.remove(&slot);
+            if let Some(s) = self.log.get_mut(&slot) {
+                s.chosen = true;
+            }
+            self.advance_commit();
+            self.check_ready();
+            let _ = env;
+        }
+    }
+
+    fn on_commit(
+        &mut self,
+        env: &mut PaxosEnv<'_, V>,
+        rank: usize,
+        ballot: Ballot,
+        commit_upto: u64,
+    ) {
+        self.max_round_seen = self.max_round_seen.max(ballot.round);
+        if ballot < self.promised {
+            let promised = self.promised;
+            self.send(
+                env,
+                self.members[rank],
+                PaxosBody::Nack { ballot, promised },
+            );
+            return;
+        }
+        self.follow(rank, ballot);
+        self.learn_commit(env, ballot, commit_upto);
+    }
+
+    /// Hearing a leader at `ballot >= promised`: follow it.
+    fn follow(&mut self, rank: usize, ballot: Ballot) {
+        if ballot > self.promised {
+            // An Accept at a higher ballot implies the promise; its Accepted
+            // record makes that durable.
+            self.promised = ballot;
+        }
+        if rank != self.me {
+            self.step_down_if_leading();
+            if !matches!(self.role, Role::Follower) {
+                self.role = Role::Follower;
+            }
+        }
+        self.leader = Some(rank);
+        self.ticks_since_heard = 0;
+    }
+
+    /// The leader of `ballot` says slots up to `upto` are chosen.
+    fn learn_commit(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, upto: u64) {
+        self.leader_commit = self.leader_commit.max(upto);
+        let mut slot = self.commit_upto + 1;
+        while slot <= upto {
+            match self.log.get_mut(&slot) {
+                Some(s) if s.chosen => {}
+                Some(s) if s.ballot == ballot => s.chosen = true,
+                _ => break,
+            }
+            slot += 1;
+        }
+        self.advance_commit();
+        if self.commit_upto < upto {
+            self.request_missing(env);
+        }
+    }
+
+    fn request_missing(&mut self, env: &mut PaxosEnv<'_, V>) {
+        let (Some(leader), 0) = (self.leader, self.fetch_pending_ticks) else {
+            return;
+        };
+        if leader == self.me {
+            return;
+        }
+        let from_slot = self.commit_upto + 1;
+        let to_slot = self
+            .leader_commit
+            .min(from_slot + self.cfg.batch_max as u64 - 1);
+        self.fetch_pending_ticks = 2;
+        self.send(
+            env,
+            self.members[leader],
+            PaxosBody::Fetch { from_slot, to_slot },
+        );
+    }
+
+    fn on_fetch(&mut self, env: &mut PaxosEnv<'_, V>, from: NodeId, from_slot: u64, to_slot: u64) {
+        let to_slot = to_slot
+            .min(self.commit_upto)
+            .min(from_slot.saturating_add(self.cfg.batch_max as u64 - 1));
+        if from_slot == 0 || from_slot > to_slot {
+            return;
+        }
+        let entries: Vec<(u64, Option<V>)> = self
+            .log
+            .range(from_slot..=to_slot)
+            .filter(|(_, s)| s.chosen)
+            .map(|(slot, s)| (*slot, s.value.clone()))
+            .collect();
+        if !entries.is_empty() {
+            self.send(env, from, PaxosBody::Chosen { entries });
+        }
+    }
+
+    fn on_chosen(&mut self, env: &mut PaxosEnv<'_, V>, entries: Vec<(u64, Option<V>)>) {
+        for (slot, value) in entries {
+            if !self.log.get(&slot).is_some_and(|s| s.chosen) {
+                self.learn_chosen(env, slot, value);
+            }
+        }
+        self.fetch_pending_ticks = 0;
+        self.advance_commit();
+        self.check_ready();
+    }
+
+    /// Records a value known to be chosen, durably.
+    fn learn_chosen(&mut self, env: &mut PaxosEnv<'_, V>, slot: u64, value: Option<V>) {
+        let ballot = self.log.get(&slot).map(|s| s.ballot).unwrap_or_default();
+        self.log.insert(
+            slot,
+            Slot {
+                ballot,
+                value: value.clone(),
+                chosen: true,
+            },
+        );
+        self.persist(env, PaxosRecordBody::Chosen { slot, value });
+    }
+
+    /// Moves the commit point over contiguous chosen slots and delivers them.
+    fn advance_commit(&mut self) {
+        while self
+            .log
+            .get(&(self.commit_upto + 1))
+            .is_some_and(|s| s.chosen)
+        {
+            self.commit_upto += 1;
+        }
+        while self.delivered_upto < self.commit_upto {
+            self.delivered_upto += 1;
+            let slot = self.delivered_upto;
+            if let Some(value) = self.log.get(&slot).and_then(|s| s.value.clone()) {
+                self.events.push(PaxosEvent::Committed { slot, value });
+            }
+        }
+    }
+
+    /// Re-sends proposals unacknowledged for `RETRANSMIT_TICKS` ticks (lost
+    /// messages, restarted followers), at most `batch_max` slots a tick.
+    fn retransmit(&mut self, env: &mut PaxosEnv<'_, V>) {
+        const RETRANSMIT_TICKS: u64 = 4;
+        let now = self.ticks;
+        let Role::Leader { ballot, acks, .. } = &mut self.role else {
+            return;
+        };
+        let ballot = *ballot;
+        let mut pending = Vec::new();
+        for (slot, (q, sent)) in acks.iter_mut() {
+            if pending.len() >= self.cfg.batch_max {
+                break;
+            }
+            if now >= *sent + RETRANSMIT_TICKS {
+                *sent = now;
+                pending.push((*slot, *q));
+            }
+        }
+        for (slot, q) in pending {
+            let Some(s) = self.log.get(&slot) else {
+                continue;
+            };
+            let body = PaxosBody::Accept {
+                ballot,
+                slot,
+                value: s.value.clone(),
+                commit_upto: self.commit_upto,
+            };
+            for (rank, to) in self.members.clone().into_iter().enumerate() {
+                if rank != self.me && !q.has(rank) {
+                    self.send(env, to, body.clone());
+                }
+            }
+        }
+    }
+
+    // ---- helpers ----
+
+    fn entries_from(&self, from_slot: u64) -> Vec<PromisedEntry<V>> {
+        self.log
+            .range(from_slot..)
+            .map(|(slot, s)| PromisedEntry {
+                slot: *slot,
+                ballot: s.ballot,
+                value: s.value.clone(),
+                chosen: s.chosen,
+            })
+            .collect()
+    }
+
+    fn step_down_if_leading(&mut self) {
+        if matches!(self.role, Role::Leader { .. }) {
+            self.role = Role::Follower;
+            self.events.push(PaxosEvent::Deposed);
+        }
+    }
+
+    fn reset_timeout(&mut self, env: &mut PaxosEnv<'_, V>) {
+        let n = self.members.len();
+        let distance = (self.me + n - self.preferred) % n;
+        let jitter = env.rng().below(u64::from(self.cfg.jitter_ticks) + 1) as u32;
+        self.timeout_ticks =
+            self.cfg.election_ticks + distance as u32 * self.cfg.stagger_ticks + jitter;
+        self.ticks_since_heard = 0;
+    }
+
+    fn persist(&mut self, env: &mut PaxosEnv<'_, V>, body: PaxosRecordBody<V>) -> Lsn {
+        let lsn = env.append(PaxosRecord {
+            group: self.group,
+            body,
+        });
+        debug_assert!(lsn > self.last_appended, "LSNs grow");
+        self.last_appended = lsn;
+        lsn
+    }
+
+    /// Runs `deferred` once everything appended so far is durable: at once if
+    /// it already is.
+    fn after_durable(&mut self, env: &mut PaxosEnv<'_, V>, deferred: Deferred<V>) {
+        if self.last_appended <= self.durable_upto {
+            match deferred {
+                Deferred::Send(to, body) => self.send(env, to, body),
+                _ => unreachable!("only sends are deferred this way"),
+            }
+        } else {
+            self.awaiting.push_back((self.last_appended, deferred));
+        }
+    }
+
+    fn send(&self, env: &mut PaxosEnv<'_, V>, to: NodeId, body: PaxosBody<V>) {
+        env.send(
+            to,
+            PaxosMsg {
+                group: self.group,
+                body,
+            },
+        );
+    }
+
+    fn send_others(&self, env: &mut PaxosEnv<'_, V>, body: &PaxosBody<V>) {
+        for (rank, to) in self.members.iter().enumerate() {
+            if rank != self.me {
+                env.send(
+                    *to,
+                    PaxosMsg {
+                        group: self.group,
+                        body: body.clone(),
+                    },
+                );
+            }
+        }
+    }
+}

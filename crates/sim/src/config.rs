@@ -1,0 +1,130 @@
+//! What a simulated run is made of: the topology, the latency matrix, the
+//! per-node clock, CPU and disk models, the network's misbehaviour and the
+//! fault schedule. Built by the experiment layer; the simulator only reads it.
+
+use meridian_core::{LatencyMatrix, NodeId, Topology};
+use std::sync::Arc;
+
+/// A node's clock: `wall = true + offset + drift * true + jumps`; its
+/// monotonic clock (timers) runs at `1 + drift` and never jumps.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct ClockModel {
+    pub offset_ns: i64,
+    pub drift_ppm: f64,
+}
+
+/// Network misbehaviour, all of it seeded.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct NetConfig {
+    /// Mean of the exponential extra one-way delay added to every message.
+    pub jitter_mean_ns: u64,
+    /// Probability a message is dropped.
+    pub loss: f64,
+    /// Probability a message is delivered twice.
+    pub duplicate: f64,
+    /// False: each directed link is FIFO (as over TCP), jitter only delays.
+    /// True: messages on a link may overtake each other.
+    pub reorder: bool,
+}
+
+impl Default for NetConfig {
+    fn default() -> Self {
+        NetConfig {
+            jitter_mean_ns: 0,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: false,
+        }
+    }
+}
+
+/// Something the schedule does to the cluster at a given time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultAction {
+    Crash(NodeId),
+    /// Restarts a crashed node from its durable records (no-op if it is up).
+    Restart(NodeId),
+    /// Cuts every link between `nodes` and the rest; cuts accumulate.
+    Partition(Vec<NodeId>),
+    /// Removes every cut.
+    Heal,
+    /// Moves a node's wall clock by the (signed) amount.
+    ClockJump(NodeId, i64),
+    SetLoss(f64),
+    SetDuplicate(f64),
+    /// Heals every cut, restarts every crashed node and stops loss and
+    /// duplication (the end of a swarm run's fault window).
+    HealAll,
+}
+
+/// One scheduled fault.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScheduledFault {
+    pub at_ns: u64,
+    pub action: FaultAction,
+}
+
+/// A whole simulated deployment.
+#[derive(Clone, Debug)]
+pub struct SimConfig {
+    pub seed: u64,
+    pub topology: Arc<Topology>,
+    /// Indexed by the topology's region ids (same order as `topology.regions`).
+    pub matrix: LatencyMatrix,
+    pub net: NetConfig,
+    /// One per node.
+    pub clocks: Vec<ClockModel>,
+    /// TrueTime's ε.
+    pub epsilon_ns: u64,
+    /// Simulated CPU time each node spends per event it handles.
+    pub cpu_ns: Vec<u64>,
+    /// Latency of a durable append (group commit: appends made while a flush
+    /// is in flight go in the next one).
+    pub fsync_ns: u64,
+    pub faults: Vec<ScheduledFault>,
+}
+
+impl SimConfig {
+    /// A fault-free configuration with ideal clocks and free CPU, for tests.
+    pub fn ideal(seed: u64, topology: Arc<Topology>, matrix: LatencyMatrix) -> SimConfig {
+        let n = topology.nodes.len();
+        SimConfig {
+            seed,
+            topology,
+            matrix,
+            net: NetConfig::default(),
+            clocks: vec![ClockModel::default(); n],
+            epsilon_ns: 100_000,
+            cpu_ns: vec![0; n],
+            fsync_ns: 100_000,
+            faults: Vec::new(),
+        }
+    }
+
+    /// Checks that per-node vectors match the topology and the matrix covers
+    /// every region.
+    pub fn validate(&self) -> Result<(), String> {
+        let n = self.topology.nodes.len();
+        if self.clocks.len() != n || self.cpu_ns.len() != n {
+            return Err(format!(
+                "per-node settings cover {} clocks and {} cpus for {n} nodes",
+                self.clocks.len(),
+                self.cpu_ns.len()
+            ));
+        }
+        if self.matrix.regions != self.topology.regions {
+            return Err("latency matrix regions differ from the topology's".into());
+        }
+        if !(0.0..=1.0).contains(&self.net.loss) || !(0.0..=1.0).contains(&self.net.duplicate) {
+            return Err("loss and duplicate are probabilities in [0, 1]".into());
+        }
+        let mut last = 0;
+        for f in &self.faults {
+            if f.at_ns < last {
+                return Err("faults must be in time order".into());
+            }
+            last = f.at_ns;
+        }
+        Ok(())
+    }
+}

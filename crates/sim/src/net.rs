@@ -1,0 +1,100 @@
+//! The simulated wide-area network: one-way delays from the latency matrix,
+//! exponential jitter, loss, duplication, optional reordering (links are FIFO
+//! otherwise, as TCP is) and partitions (sets of nodes cut off from the rest).
+
+use crate::config::NetConfig;
+use meridian_core::{LatencyMatrix, NodeId, Rng, Topology};
+use std::collections::BTreeSet;
+
+pub struct Network {
+    pub cfg: NetConfig,
+    rng: Rng,
+    /// One-way delay between the regions of every pair of nodes, ns.
+    one_way_ns: Vec<u64>,
+    /// Latest delivery time on each directed link, for FIFO links.
+    last_delivery_ns: Vec<u64>,
+    n: usize,
+    cuts: Vec<BTreeSet<NodeId>>,
+}
+
+/// Where a sent message goes: up to two deliveries (duplication).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    pub first_ns: Option<u64>,
+    pub second_ns: Option<u64>,
+}
+
+impl Network {
+    pub fn new(cfg: NetConfig, seed: u64, topology: &Topology, matrix: &LatencyMatrix) -> Network {
+        let n = topology.nodes.len();
+        let mut one_way_ns = vec![0; n * n];
+        for a in 0..n {
+            for b in 0..n {
+                if a != b {
+                    let (ra, rb) = (
+                        topology.nodes[a].region.index(),
+                        topology.nodes[b].region.index(),
+                    );
+                    one_way_ns[a * n + b] = matrix.one_way_ns(ra, rb);
+                }
+            }
+        }
+        Network {
+            cfg,
+            rng: Rng::derive(seed, 0x6e65_7477),
+            one_way_ns,
+            last_delivery_ns: vec![0; n * n],
+            n,
+            cuts: Vec::new(),
+        }
+    }
+
+    /// The base one-way delay between two nodes (no jitter).
+    pub fn base_delay_ns(&self, from: NodeId, to: NodeId) -> u64 {
+        self.one_way_ns[from.index() * self.n + to.index()]
+    }
+
+    pub fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
+        self.cuts
+            .iter()
+            .any(|cut| cut.contains(&a) != cut.contains(&b))
+    }
+
+    pub fn partition(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
+        self.cuts.push(nodes.into_iter().collect());
+    }
+
+    pub fn heal(&mut self) {
+        self.cuts.clear();
+    }
+
+    /// Decides the fate of one message sent at `depart_ns`; `extra_ns` is an
+    /// interceptor's added delay.
+    pub fn route(&mut self, from: NodeId, to: NodeId, depart_ns: u64, extra_ns: u64) -> Route {
+        if from != to && (self.is_cut(from, to) || self.rng.chance(self.cfg.loss)) {
+            return Route::default();
+        }
+        let first = self.delivery(from, to, depart_ns, extra_ns);
+        let second = (from != to && self.rng.chance(self.cfg.duplicate))
+            .then(|| self.delivery(from, to, depart_ns, extra_ns));
+        Route {
+            first_ns: Some(first),
+            second_ns: second,
+        }
+    }
+
+    fn delivery(&mut self, from: NodeId, to: NodeId, depart_ns: u64, extra_ns: u64) -> u64 {
+        let jitter = if from == to {
+            0
+        } else {
+            self.rng.exponential(self.cfg.jitter_mean_ns as f64) as u64
+        };
+        let mut at = depart_ns + self.base_delay_ns(from, to) + jitter + extra_ns;
+        let link = from.index() * self.n + to.index();
+        if !self.cfg.reorder {
+            at = at.max(self.last_delivery_ns[link]);
+            self.last_delivery_ns[link] = at;
+        }
+        at
+    }
+}

@@ -1,0 +1,724 @@
+//! The deterministic discrete-event simulator.
+//!
+//! Single-threaded, seeded, virtual time in nanoseconds. Events are ordered
+//! by `(time, insertion sequence)`; every random draw comes from a seeded
+//! stream (one per node, one for the network), so the same seed and
+//! configuration give the same run bit for bit, which the trace hash
+//! witnesses. Each node is a single CPU: an event arriving while it is busy
+//! waits in its inbox, so load saturates as on real hardware. A crash drops
+//! the process, its inbox, timers and unflushed appends; a restart builds a
+//! fresh process from its durable records.
+//!
+//! This module must never read the wall clock or iterate a hash map.
+
+use crate::config::{ClockModel, FaultAction, SimConfig};
+use crate::disk::Disk;
+use crate::net::Network;
+use crate::queue::EventQueue;
+use meridian_core::{
+    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol,
+    RequestId, Rng, TimerId, Topology, TrueTime,
+};
+use rustc_hash::FxHashSet;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// Wall clocks start here so that negative offsets never underflow.
+pub const EPOCH_NS: u64 = 1_000_000_000_000;
+
+/// What an interceptor decides for a message (scripted tests).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Deliver,
+    Drop,
+    /// Deliver with this much extra one-way delay.
+    Delay(u64),
+}
+
+/// Sees every message as it is sent: `(now_ns, from, to, msg)`.
+pub type Interceptor<M> = Box<dyn FnMut(u64, NodeId, NodeId, &M) -> Verdict>;
+
+enum Event<P: Protocol> {
+    Deliver {
+        to: NodeId,
+        from: NodeId,
+        msg: P::Msg,
+    },
+    Timer {
+        node: NodeId,
+        incarnation: u32,
+        id: u64,
+        tag: P::Timer,
+    },
+    Flush {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Persisted {
+        node: NodeId,
+        upto: Lsn,
+    },
+    Request {
+        node: NodeId,
+        request: RequestId,
+        program: Program,
+    },
+    Ready {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Wake {
+        client: NodeId,
+    },
+    Fault(FaultAction),
+}
+
+impl<P: Protocol> Event<P> {
+    /// The node whose CPU handles the event, if any.
+    fn target(&self) -> Option<NodeId> {
+        match self {
+            Event::Deliver { to, .. } => Some(*to),
+            Event::Timer { node, .. }
+            | Event::Persisted { node, .. }
+            | Event::Request { node, .. } => Some(*node),
+            _ => None,
+        }
+    }
+
+    fn code(&self) -> u64 {
+        match self {
+            Event::Deliver { .. } => 1,
+            Event::Timer { .. } => 2,
+            Event::Flush { .. } => 3,
+            Event::Persisted { .. } => 4,
+            Event::Request { .. } => 5,
+            Event::Ready { .. } => 6,
+            Event::Wake { .. } => 7,
+            Event::Fault(_) => 8,
+        }
+    }
+}
+
+/// Everything about a node except its process.
+struct NodeRt<P: Protocol> {
+    up: bool,
+    incarnation: u32,
+    busy_until_ns: u64,
+    inbox: VecDeque<Event<P>>,
+    ready_scheduled: bool,
+    clock: ClockModel,
+    jump_ns: i64,
+    rng: Rng,
+    timers: FxHashSet<u64>,
+    next_timer: u64,
+    disk: Disk<P::Record>,
+    cpu_ns: u64,
+}
+
+/// A completed client request, kept when no driver is attached.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Completion {
+    pub at_ns: u64,
+    pub node: NodeId,
+    pub request: RequestId,
+    pub outcome: Outcome,
+}
+
+/// The simulator for protocol `P`.
+pub struct Sim<P: Protocol> {
+    deployment: Deployment,
+    seed: u64,
+    epsilon_ns: u64,
+    fsync_ns: u64,
+    now_ns: u64,
+    queue: EventQueue<Event<P>>,
+    processes: Vec<Option<P::Node>>,
+    nodes: Vec<NodeRt<P>>,
+    net: Network,
+    interceptor: Option<Interceptor<P::Msg>>,
+    clients: Option<Box<dyn Clients>>,
+    counters: BTreeMap<&'static str, u64>,
+    completions: Vec<(NodeId, RequestId, Outcome)>,
+    unclaimed: Vec<Completion>,
+    events: u64,
+    trace: u64,
+    started: bool,
+}
+
+fn mix(h: u64, x: u64) -> u64 {
+    // A 64-bit multiply-xorshift step: cheap, order-sensitive.
+    let h = (h ^ x).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    h ^ (h >> 29)
+}
+
+impl<P: Protocol> Sim<P> {
+    /// Builds every node's process; errors name the parameter a protocol
+    /// rejected.
+    pub fn new(cfg: SimConfig, deployment: Deployment) -> Result<Sim<P>, String> {
+        cfg.validate()?;
+        assert!(
+            Arc::ptr_eq(&cfg.topology, &deployment.topology)
+                || *cfg.topology == *deployment.topology
+        );
+        let n = cfg.topology.nodes.len();
+        let mut processes = Vec::with_capacity(n);
+        let mut nodes = Vec::with_capacity(n);
+        for i in 0..n {
+            processes.push(Some(P::build(&deployment, NodeId(i as u32))?));
+            nodes.push(NodeRt {
+                up: true,
+                incarnation: 0,
+                busy_until_ns: 0,
+                inbox: VecDeque::new(),
+                ready_scheduled: false,
+                clock: cfg.clocks[i],
+                jump_ns: 0,
+                rng: Rng::derive(cfg.seed, 1 + i as u64),
+                timers: FxHashSet::default(),
+                next_timer: 1,
+                disk: Disk::new(),
+                cpu_ns: cfg.cpu_ns[i],
+            });
+        }
+        let mut queue = EventQueue::new();
+        for f in &cfg.faults {
+            queue.push(f.at_ns, Event::Fault(f.action.clone()));
+        }
+        Ok(Sim {
+            net: Network::new(cfg.net, cfg.seed, &cfg.topology, &cfg.matrix),
+            deployment,
+            seed: cfg.seed,
+            epsilon_ns: cfg.epsilon_ns,
+            fsync_ns: cfg.fsync_ns,
+            now_ns: 0,
+            queue,
+            processes,
+            nodes,
+            interceptor: None,
+            clients: None,
+            counters: BTreeMap::new(),
+            completions: Vec::new(),
+            unclaimed: Vec::new(),
+            events: 0,
+            trace: cfg.seed,
+            started: false,
+        })
+    }
+
+    /// Attaches the workload driver (before the first step).
+    pub fn set_clients(&mut self, clients: Box<dyn Clients>) {
+        assert!(!self.started, "attach clients before the run starts");
+        self.clients = Some(clients);
+    }
+
+    /// Takes the driver back (after the run, to read its results).
+    pub fn take_clients(&mut self) -> Option<Box<dyn Clients>> {
+        self.clients.take()
+    }
+
+    pub fn set_interceptor(&mut self, interceptor: Interceptor<P::Msg>) {
+        self.interceptor = Some(interceptor);
+    }
+
+    pub fn topology(&self) -> &Topology {
+        &self.deployment.topology
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    /// Events handled so far (deliveries, timers, persistence
+    /// acknowledgements, requests).
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// An order-sensitive hash of every event handled.
+    pub fn trace_hash(&self) -> u64 {
+        self.trace
+    }
+
+    pub fn counters(&self) -> &BTreeMap<&'static str, u64> {
+        &self.counters
+    }
+
+    /// The process of a node that is up (for assertions in tests).
+    pub fn process(&self, node: NodeId) -> Option<&P::Node> {
+        self.processes[node.index()].as_ref()
+    }
+
+    pub fn is_up(&self, node: NodeId) -> bool {
+        self.nodes[node.index()].up
+    }
+
+    /// Completions reported while no driver was attached.
+    pub fn take_completions(&mut self) -> Vec<Completion> {
+        std::mem::take(&mut self.unclaimed)
+    }
+
+    /// Schedules a fault (scripted tests; the configured ones are queued at
+    /// construction).
+    pub fn schedule(&mut self, at_ns: u64, action: FaultAction) {
+        assert!(at_ns >= self.now_ns, "scheduling a fault in the past");
+        self.queue.push(at_ns, Event::Fault(action));
+    }
+
+    /// Hands a client request to a node at the current time.
+    pub fn request(&mut self, node: NodeId, request: RequestId, program: Program) {
+        self.start();
+        self.queue.push(
+            self.now_ns,
+            Event::Request {
+                node,
+                request,
+                program,
+            },
+        );
+    }
+
+    /// The node's wall clock now.
+    pub fn clock_of(&self, node: NodeId) -> u64 {
+        wall_clock(&self.nodes[node.index()], self.now_ns)
+    }
+
+    fn start(&mut self) {
+        if self.started {
+            return;
+        }
+        self.started = true;
+        for i in 0..self.nodes.len() {
+            self.handle_start(NodeId(i as u32), Vec::new());
+        }
+        if let Some(mut clients) = self.clients.take() {
+            clients.start(&mut self.client_io());
+            self.clients = Some(clients);
+        }
+    }
+
+    /// Runs every event up to and including `end_ns`, then sets the clock
+    /// there.
+    pub fn run_until(&mut self, end_ns: u64) {
+        self.start();
+        while self.queue.peek_time().is_some_and(|t| t <= end_ns) {
+            self.step();
+        }
+        self.now_ns = self.now_ns.max(end_ns);
+    }
+
+    /// Handles the next event; false when the queue is empty.
+    pub fn step(&mut self) -> bool {
+        self.start();
+        let Some((t, event)) = self.queue.pop() else {
+            return false;
+        };
+        debug_assert!(t >= self.now_ns, "time went backwards");
+        self.now_ns = t;
+        self.trace = mix(self.trace, t ^ (event.code() << 56));
+        match event {
+            Event::Ready { node, incarnation } => self.on_ready(node, incarnation),
+            Event::Flush { node, incarnation } => self.on_flush(node, incarnation),
+            Event::Wake { client } => {
+                if let Some(mut clients) = self.clients.take() {
+                    clients.on_wake(client, &mut self.client_io());
+                    self.clients = Some(clients);
+                }
+            }
+            Event::Fault(action) => self.apply_fault(action),
+            ev => self.arrive(ev),
+        }
+        true
+    }
+
+    /// An event for a node's CPU: handle it now, queue it, or drop it.
+    fn arrive(&mut self, event: Event<P>) {
+        let node = event.target().expect("arrive() takes node events");
+        let rt = &mut self.nodes[node.index()];
+        let stale = match &event {
+            Event::Timer {
+                incarnation, id, ..
+            } => *incarnation != rt.incarnation || !rt.timers.contains(id),
+            _ => false,
+        };
+        if !rt.up || stale {
+            return;
+        }
+        if rt.busy_until_ns > self.now_ns || !rt.inbox.is_empty() {
+            rt.inbox.push_back(event);
+            if !rt.ready_scheduled {
+                rt.ready_scheduled = true;
+                let (at, incarnation) = (rt.busy_until_ns.max(self.now_ns), rt.incarnation);
+                self.queue.push(at, Event::Ready { node, incarnation });
+            }
+            return;
+        }
+        self.handle(node, event);
+    }
+
+    fn on_ready(&mut self, node: NodeId, incarnation: u32) {
+        let rt = &mut self.nodes[node.index()];
+        if rt.incarnation != incarnation || !rt.up {
+            return;
+        }
+        rt.ready_scheduled = false;
+        let Some(event) = rt.inbox.pop_front() else {
+            return;
+        };
+        self.handle(node, event);
+        let rt = &mut self.nodes[node.index()];
+        if !rt.inbox.is_empty() && rt.up && rt.incarnation == incarnation {
+            rt.ready_scheduled = true;
+            self.queue
+                .push(rt.busy_until_ns, Event::Ready { node, incarnation });
+        }
+    }
+
+    fn on_flush(&mut self, node: NodeId, incarnation: u32) {
+        let rt = &mut self.nodes[node.index()];
+        if rt.incarnation != incarnation || !rt.up {
+            return;
+        }
+        let (upto, more) = rt.disk.complete_flush();
+        if more && rt.disk.start_flush() {
+            self.queue.push(
+                self.now_ns + self.fsync_ns,
+                Event::Flush { node, incarnation },
+            );
+        }
+        self.arrive(Event::Persisted { node, upto });
+    }
+
+    /// Runs one event through the node's process.
+    fn handle(&mut self, node: NodeId, event: Event<P>) {
+        if let Event::Timer { id, .. } = &event {
+            // Cancelled while it waited in the inbox.
+            if !self.nodes[node.index()].timers.remove(id) {
+                return;
+            }
+        }
+        self.events += 1;
+        self.trace = mix(self.trace, u64::from(node.0) | (event.code() << 32));
+        let mut process = self.processes[node.index()]
+            .take()
+            .expect("an up node has a process");
+        {
+            let mut env = self.env(node);
+            match event {
+                Event::Deliver { from, msg, .. } => process.on_message(&mut env, from, msg),
+                Event::Timer { tag, .. } => process.on_timer(&mut env, tag),
+                Event::Persisted { upto, .. } => process.on_persisted(&mut env, upto),
+                Event::Request {
+                    request, program, ..
+                } => process.on_request(&mut env, request, program),
+                _ => unreachable!("not a node event"),
+            }
+        }
+        self.processes[node.index()] = Some(process);
+        let rt = &mut self.nodes[node.index()];
+        rt.busy_until_ns = self.now_ns + rt.cpu_ns;
+        self.start_flush(node);
+        self.flush_completions();
+    }
+
+    /// Starts a group-commit flush of what the last handler appended.
+    fn start_flush(&mut self, node: NodeId) {
+        let rt = &mut self.nodes[node.index()];
+        if rt.disk.start_flush() {
+            let at = rt.busy_until_ns.max(self.now_ns) + self.fsync_ns;
+            self.queue.push(
+                at,
+                Event::Flush {
+                    node,
+                    incarnation: rt.incarnation,
+                },
+            );
+        }
+    }
+
+    fn handle_start(&mut self, node: NodeId, durable: Vec<P::Record>) {
+        let mut process = self.processes[node.index()]
+            .take()
+            .expect("a starting node has a process");
+        process.on_start(&mut self.env(node), durable);
+        self.processes[node.index()] = Some(process);
+        self.start_flush(node);
+        self.flush_completions();
+    }
+
+    fn env(&mut self, node: NodeId) -> SimEnv<'_, P> {
+        let depart_ns = self.now_ns + self.nodes[node.index()].cpu_ns;
+        SimEnv {
+            now_ns: self.now_ns,
+            depart_ns,
+            node,
+            epsilon_ns: self.epsilon_ns,
+            topology: &self.deployment.topology,
+            rt: &mut self.nodes[node.index()],
+            queue: &mut self.queue,
+            net: &mut self.net,
+            interceptor: &mut self.interceptor,
+            counters: &mut self.counters,
+            completions: &mut self.completions,
+        }
+    }
+
+    fn flush_completions(&mut self) {
+        if self.completions.is_empty() {
+            return;
+        }
+        let done = std::mem::take(&mut self.completions);
+        match self.clients.take() {
+            Some(mut clients) => {
+                for (node, request, outcome) in done {
+                    clients.on_complete(node, request, outcome, &mut self.client_io());
+                }
+                self.clients = Some(clients);
+            }
+            None => {
+                let at_ns = self.now_ns;
+                self.unclaimed
+                    .extend(done.into_iter().map(|(node, request, outcome)| Completion {
+                        at_ns,
+                        node,
+                        request,
+                        outcome,
+                    }));
+            }
+        }
+    }
+
+    fn client_io(&mut self) -> SimClientIo<'_, P> {
+        SimClientIo {
+            now_ns: self.now_ns,
+            queue: &mut self.queue,
+        }
+    }
+
+    fn apply_fault(&mut self, action: FaultAction) {
+        match action {
+            FaultAction::Crash(node) => self.crash(node),
+            FaultAction::Restart(node) => self.restart(node),
+            FaultAction::Partition(nodes) => self.net.partition(nodes),
+            FaultAction::Heal => self.net.heal(),
+            FaultAction::ClockJump(node, by_ns) => self.nodes[node.index()].jump_ns += by_ns,
+            FaultAction::SetLoss(p) => self.net.cfg.loss = p,
+            FaultAction::SetDuplicate(p) => self.net.cfg.duplicate = p,
+            FaultAction::HealAll => {
+                self.net.heal();
+                self.net.cfg.loss = 0.0;
+                self.net.cfg.duplicate = 0.0;
+                for i in 0..self.nodes.len() {
+                    self.restart(NodeId(i as u32));
+                }
+            }
+        }
+    }
+
+    /// Crashes a node now: its process, inbox, timers and unflushed appends
+    /// are lost.
+    pub fn crash(&mut self, node: NodeId) {
+        let rt = &mut self.nodes[node.index()];
+        if !rt.up {
+            return;
+        }
+        rt.up = false;
+        rt.incarnation += 1;
+        rt.inbox.clear();
+        rt.ready_scheduled = false;
+        rt.timers.clear();
+        rt.disk.crash();
+        self.processes[node.index()] = None;
+        self.count_fault("crashes");
+        if self.deployment.topology.is_client(node) {
+            if let Some(mut clients) = self.clients.take() {
+                clients.on_node_down(node, &mut self.client_io());
+                self.clients = Some(clients);
+            }
+        }
+    }
+
+    /// Restarts a crashed node from its durable records.
+    pub fn restart(&mut self, node: NodeId) {
+        if self.nodes[node.index()].up {
+            return;
+        }
+        let process =
+            P::build(&self.deployment, node).expect("a node that built once builds again");
+        self.processes[node.index()] = Some(process);
+        let rt = &mut self.nodes[node.index()];
+        rt.up = true;
+        rt.busy_until_ns = self.now_ns;
+        let durable = rt.disk.recover();
+        self.count_fault("restarts");
+        self.handle_start(node, durable);
+        if self.deployment.topology.is_client(node) {
+            if let Some(mut clients) = self.clients.take() {
+                clients.on_node_up(node, &mut self.client_io());
+                self.clients = Some(clients);
+            }
+        }
+    }
+
+    fn count_fault(&mut self, name: &'static str) {
+        *self.counters.entry(name).or_default() += 1;
+    }
+}
+
+fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
+    let drift = (now_ns as f64 * rt.clock.drift_ppm / 1e6) as i64;
+    let wall = EPOCH_NS as i64 + now_ns as i64 + rt.clock.offset_ns + drift + rt.jump_ns;
+    wall.max(0) as u64
+}
+
+/// The `Env` a process acts through while it handles one event.
+struct SimEnv<'a, P: Protocol> {
+    now_ns: u64,
+    depart_ns: u64,
+    node: NodeId,
+    epsilon_ns: u64,
+    topology: &'a Topology,
+    rt: &'a mut NodeRt<P>,
+    queue: &'a mut EventQueue<Event<P>>,
+    net: &'a mut Network,
+    interceptor: &'a mut Option<Interceptor<P::Msg>>,
+    counters: &'a mut BTreeMap<&'static str, u64>,
+    completions: &'a mut Vec<(NodeId, RequestId, Outcome)>,
+}
+
+impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
+    fn me(&self) -> NodeId {
+        self.node
+    }
+
+    fn topology(&self) -> &Topology {
+        self.topology
+    }
+
+    fn clock_ns(&self) -> u64 {
+        wall_clock(self.rt, self.now_ns)
+    }
+
+    fn truetime(&self) -> TrueTime {
+        // The estimate errs by up to ε either way; the interval always holds
+        // the true time. A deterministic per-call draw would need &mut: use
+        // a hash of the time instead.
+        let truth = EPOCH_NS + self.now_ns;
+        let e = self.epsilon_ns;
+        let err = if e == 0 {
+            0
+        } else {
+            (mix(self.now_ns, u64::from(self.node.0)) % (2 * e + 1)) as i64 - e as i64
+        };
+        let est = (truth as i64 + err) as u64;
+        TrueTime {
+            earliest_ns: est - e,
+            latest_ns: est + e,
+        }
+    }
+
+    fn send(&mut self, to: NodeId, msg: P::Msg) {
+        let mut extra_ns = 0;
+        if let Some(intercept) = self.interceptor.as_mut() {
+            match intercept(self.now_ns, self.node, to, &msg) {
+                Verdict::Deliver => {}
+                Verdict::Drop => return,
+                Verdict::Delay(ns) => extra_ns = ns,
+            }
+        }
+        let route = self.net.route(self.node, to, self.depart_ns, extra_ns);
+        if let Some(at) = route.second_ns {
+            self.queue.push(
+                at,
+                Event::Deliver {
+                    to,
+                    from: self.node,
+                    msg: msg.clone(),
+                },
+            );
+        }
+        if let Some(at) = route.first_ns {
+            self.queue.push(
+                at,
+                Event::Deliver {
+                    to,
+                    from: self.node,
+                    msg,
+                },
+            );
+        }
+    }
+
+    fn set_timer(&mut self, after_ns: u64, timer: P::Timer) -> TimerId {
+        let id = self.rt.next_timer;
+        self.rt.next_timer += 1;
+        self.rt.timers.insert(id);
+        // The monotonic clock runs at 1 + drift: a local duration takes
+        // after / (1 + drift) of true time.
+        let true_after = (after_ns as f64 / (1.0 + self.rt.clock.drift_ppm / 1e6)) as u64;
+        let ev = Event::Timer {
+            node: self.node,
+            incarnation: self.rt.incarnation,
+            id,
+            tag: timer,
+        };
+        self.queue.push(self.now_ns + true_after, ev);
+        TimerId(id)
+    }
+
+    fn cancel_timer(&mut self, id: TimerId) {
+        self.rt.timers.remove(&id.0);
+    }
+
+    fn append(&mut self, record: P::Record) -> Lsn {
+        // The flush starts when the handler returns, so that every append of
+        // one event shares one fsync.
+        self.rt.disk.append(record).0
+    }
+
+    fn compact(&mut self, upto: Lsn, snapshot: P::Record) {
+        self.rt.disk.compact(upto, snapshot);
+    }
+
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rt.rng
+    }
+
+    fn count(&mut self, counter: &'static str, delta: u64) {
+        *self.counters.entry(counter).or_default() += delta;
+    }
+
+    fn complete(&mut self, request: RequestId, outcome: Outcome) {
+        self.completions.push((self.node, request, outcome));
+    }
+}
+
+struct SimClientIo<'a, P: Protocol> {
+    now_ns: u64,
+    queue: &'a mut EventQueue<Event<P>>,
+}
+
+impl<P: Protocol> ClientIo for SimClientIo<'_, P> {
+    fn now_ns(&self) -> u64 {
+        self.now_ns
+    }
+
+    fn submit(&mut self, client: NodeId, request: RequestId, program: Program) {
+        self.queue.push(
+            self.now_ns,
+            Event::Request {
+                node: client,
+                request,
+                program,
+            },
+        );
+    }
+
+    fn wake_at(&mut self, client: NodeId, at_ns: u64) {
+        self.queue
+            .push(at_ns.max(self.now_ns), Event::Wake { client });
+    }
+}

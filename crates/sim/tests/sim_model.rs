@@ -1,0 +1,336 @@
+//! The simulator's model of a WAN, clocks, CPU and disk, checked with a toy
+//! echo protocol: each claim of the simulator's documentation is a test.
+
+use meridian_core::{
+    AbortReason, ClusterSpec, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, NodeId,
+    Outcome, Params, Process, Program, Protocol, RegionId, RequestId, ShardId, Topology,
+};
+use meridian_sim::{ClockModel, FaultAction, Sim, SimConfig, Verdict};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+struct Echo;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+enum Msg {
+    Ping { seq: u64 },
+    Pong { seq: u64 },
+}
+
+#[derive(Clone, Debug, Default)]
+struct EchoNode {
+    /// (seq, arrival wall clock) of every ping received.
+    pings: Vec<(u64, u64)>,
+    recovered: Vec<u64>,
+    persisted_upto: u64,
+    timer_fired_at: Vec<u64>,
+    truetimes: Vec<meridian_core::TrueTime>,
+}
+
+impl Protocol for Echo {
+    const NAME: &'static str = "echo";
+    const CONSISTENCY: meridian_core::Consistency = meridian_core::Consistency::Serializable;
+    type Msg = Msg;
+    type Record = u64;
+    type Timer = u64;
+    type Node = EchoNode;
+
+    fn build(_: &Deployment, _: NodeId) -> Result<EchoNode, String> {
+        Ok(EchoNode::default())
+    }
+}
+
+/// Requests ping shard 0's replica 0 (the echo target) with seq = request id;
+/// the request completes when the pong comes back.
+impl Process<Echo> for EchoNode {
+    fn on_start(&mut self, _ctx: &mut Ctx<'_, Echo>, durable: Vec<u64>) {
+        self.recovered = durable;
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Echo>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Ping { seq } => {
+                self.pings.push((seq, ctx.clock_ns()));
+                ctx.send(from, Msg::Pong { seq });
+            }
+            Msg::Pong { seq } => {
+                ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] })
+            }
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Echo>, timer: u64) {
+        if timer == 0 {
+            ctx.complete(
+                RequestId(0),
+                Outcome::Aborted {
+                    reason: AbortReason::Timeout,
+                },
+            );
+        }
+        self.timer_fired_at.push(timer);
+        self.truetimes.push(ctx.truetime());
+    }
+
+    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, Echo>, upto: Lsn) {
+        self.persisted_upto = upto.0;
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, Echo>, request: RequestId, program: Program) {
+        // A program with ops means "append one record per op" instead.
+        if !program.ops.is_empty() {
+            for _ in &program.ops {
+                ctx.append(request.0);
+            }
+            return;
+        }
+        if request.0 >= 1_000_000 {
+            ctx.set_timer(request.0, request.0);
+            return;
+        }
+        let target = ctx.topology().replicas(ShardId(0))[0];
+        ctx.send(target, Msg::Ping { seq: request.0 });
+    }
+}
+
+fn setup(seed: u64, tweak: impl FnOnce(&mut SimConfig)) -> Sim<Echo> {
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 1,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0), RegionId(3)],
+        clients_per_region: 1,
+    };
+    let topology = Arc::new(Topology::build(&spec, &[]));
+    let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
+    tweak(&mut cfg);
+    let deployment = Deployment {
+        topology,
+        params: Params::new(),
+        epsilon_us: 100,
+    };
+    Sim::new(cfg, deployment).unwrap()
+}
+
+fn hong_kong_client(sim: &Sim<Echo>) -> NodeId {
+    sim.topology().node_by_name("client-hong-kong-0").unwrap()
+}
+
+fn ms(x: u64) -> u64 {
+    x * 1_000_000
+}
+
+#[test]
+fn one_round_trip_takes_the_matrix_rtt() {
+    let mut sim = setup(1, |_| {});
+    let c = hong_kong_client(&sim);
+    sim.request(c, RequestId(1), Program::default());
+    sim.run_until(ms(1000));
+    let done = sim.take_completions();
+    assert_eq!(done.len(), 1);
+    assert_eq!(
+        done[0].at_ns,
+        ms(197),
+        "HK-SC round trip is 197 ms in tiga-gcp"
+    );
+}
+
+#[test]
+fn same_seed_same_trace_different_seed_different_trace() {
+    let run = |seed: u64| {
+        let mut sim = setup(seed, |cfg| {
+            cfg.net.jitter_mean_ns = ms(5);
+            cfg.net.loss = 0.1;
+            cfg.net.duplicate = 0.1;
+            cfg.net.reorder = true;
+        });
+        let c = hong_kong_client(&sim);
+        for i in 0..200 {
+            sim.request(c, RequestId(i), Program::default());
+            sim.run_until(sim.now_ns() + ms(3));
+        }
+        sim.run_until(ms(5_000));
+        (sim.trace_hash(), sim.events(), sim.take_completions())
+    };
+    let (a, b) = (run(7), run(7));
+    assert_eq!(a.0, b.0);
+    assert_eq!(a.1, b.1);
+    assert_eq!(a.2, b.2);
+    assert_ne!(run(8).0, a.0);
+}
+
+#[test]
+fn fifo_links_keep_send_order_under_jitter_and_reordering_links_do_not() {
+    let order = |reorder: bool| {
+        let mut sim = setup(3, |cfg| {
+            cfg.net.jitter_mean_ns = ms(20);
+            cfg.net.reorder = reorder;
+        });
+        let c = hong_kong_client(&sim);
+        for i in 0..100 {
+            sim.request(c, RequestId(i), Program::default());
+        }
+        sim.run_until(ms(5_000));
+        let target = sim.topology().replicas(ShardId(0))[0];
+        sim.process(target)
+            .unwrap()
+            .pings
+            .iter()
+            .map(|(s, _)| *s)
+            .collect::<Vec<_>>()
+    };
+    let fifo = order(false);
+    assert_eq!(fifo, (0..100).collect::<Vec<_>>());
+    let reordered = order(true);
+    assert_eq!(reordered.len(), 100);
+    assert_ne!(
+        reordered, fifo,
+        "20 ms jitter on 100 back-to-back messages reorders some"
+    );
+}
+
+#[test]
+fn a_crash_keeps_only_flushed_appends() {
+    let mut sim = setup(1, |cfg| cfg.fsync_ns = ms(10));
+    let c = hong_kong_client(&sim);
+    let two_ops = Program::new(vec![
+        meridian_core::Op::Read {
+            key: meridian_core::Key(1)
+        };
+        2
+    ]);
+    sim.request(c, RequestId(5), two_ops.clone());
+    sim.run_until(ms(11));
+    assert_eq!(sim.process(c).unwrap().persisted_upto, 2);
+    sim.request(c, RequestId(6), two_ops);
+    sim.run_until(ms(15));
+    sim.crash(c);
+    sim.restart(c);
+    assert_eq!(
+        sim.process(c).unwrap().recovered,
+        vec![5, 5],
+        "the unflushed appends of request 6 are lost"
+    );
+}
+
+#[test]
+fn a_busy_cpu_queues_events() {
+    let mut sim = setup(1, |cfg| {
+        let target = cfg.topology.replicas(ShardId(0))[0];
+        cfg.cpu_ns[target.index()] = ms(1);
+    });
+    let c = sim
+        .topology()
+        .node_by_name("client-south-carolina-0")
+        .unwrap();
+    for i in 0..10 {
+        sim.request(c, RequestId(i), Program::default());
+    }
+    sim.run_until(ms(100));
+    let done: Vec<u64> = sim.take_completions().iter().map(|d| d.at_ns).collect();
+    assert_eq!(done.len(), 10);
+    for w in done.windows(2) {
+        assert_eq!(
+            w[1] - w[0],
+            ms(1),
+            "one ms of CPU per ping serializes the replies"
+        );
+    }
+}
+
+#[test]
+fn partitions_drop_messages_until_healed() {
+    let mut sim = setup(1, |_| {});
+    let c = hong_kong_client(&sim);
+    let target = sim.topology().replicas(ShardId(0))[0];
+    sim.schedule(0, FaultAction::Partition(vec![target]));
+    sim.request(c, RequestId(1), Program::default());
+    sim.run_until(ms(1000));
+    assert!(sim.take_completions().is_empty());
+    sim.schedule(ms(1000), FaultAction::Heal);
+    sim.run_until(ms(1000));
+    sim.request(c, RequestId(2), Program::default());
+    sim.run_until(ms(2000));
+    assert_eq!(sim.take_completions().len(), 1);
+}
+
+#[test]
+fn timers_run_on_the_drifting_monotonic_clock_and_ignore_jumps() {
+    let mut sim = setup(1, |cfg| {
+        for c in cfg.clocks.iter_mut() {
+            *c = ClockModel {
+                offset_ns: ms(50) as i64,
+                drift_ppm: 1000.0,
+            };
+        }
+    });
+    let c = hong_kong_client(&sim);
+    let wall0 = sim.clock_of(c);
+    assert_eq!(
+        wall0,
+        meridian_sim::EPOCH_NS + ms(50),
+        "offset applies to the wall clock"
+    );
+    sim.schedule(ms(10), FaultAction::ClockJump(c, ms(500) as i64));
+    sim.request(c, RequestId(1_001_000_000), Program::default());
+    sim.run_until(ms(999));
+    assert!(sim.process(c).unwrap().timer_fired_at.is_empty());
+    sim.run_until(ms(1000));
+    assert_eq!(
+        sim.process(c).unwrap().timer_fired_at.len(),
+        1,
+        "1.001 s local at +1000 ppm is 1 s true"
+    );
+    let wall = sim.clock_of(c);
+    assert_eq!(
+        wall,
+        meridian_sim::EPOCH_NS + ms(1000) + ms(50) + ms(1) + ms(500)
+    );
+}
+
+#[test]
+fn interceptors_can_drop_and_delay_messages() {
+    let mut sim = setup(1, |_| {});
+    let c = hong_kong_client(&sim);
+    sim.set_interceptor(Box::new(|_, _, _, msg: &Msg| match msg {
+        Msg::Ping { seq: 1 } => Verdict::Drop,
+        Msg::Ping { .. } => Verdict::Delay(3_000_000),
+        Msg::Pong { .. } => Verdict::Deliver,
+    }));
+    sim.request(c, RequestId(1), Program::default());
+    sim.request(c, RequestId(2), Program::default());
+    sim.run_until(ms(1000));
+    let done = sim.take_completions();
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].at_ns, ms(200));
+}
+
+#[test]
+fn truetime_always_contains_true_time() {
+    let mut sim = setup(1, |cfg| cfg.epsilon_ns = 1_000);
+    let c = hong_kong_client(&sim);
+    let mut fired_at = Vec::new();
+    for i in 0..200u64 {
+        let after = 1_000_000 + i * 7_919;
+        sim.request(c, RequestId(after), Program::default());
+        fired_at.push(sim.now_ns() + after);
+        sim.run_until(sim.now_ns() + 2_000_000);
+    }
+    sim.run_until(sim.now_ns() + 10_000_000);
+    let tts = &sim.process(c).unwrap().truetimes;
+    assert_eq!(tts.len(), 200);
+    let mut widths = std::collections::BTreeSet::new();
+    for (tt, at) in tts.iter().zip(&fired_at) {
+        let truth = meridian_sim::EPOCH_NS + at;
+        assert!(
+            tt.earliest_ns <= truth && truth <= tt.latest_ns,
+            "{tt:?} misses {truth}"
+        );
+        assert_eq!(tt.width_ns(), 2_000, "width is 2ε");
+        widths.insert(truth - tt.earliest_ns);
+    }
+    assert!(widths.len() > 10, "the estimate's error varies");
+}
