@@ -1,4 +1,5 @@
 //! Meridian's commit protocols, one folder each, and the mechanisms they
-//! share.
+//! share (`shared`).
 
 pub mod shared;
+pub mod twopl_paxos;

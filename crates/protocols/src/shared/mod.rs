@@ -2,5 +2,9 @@
 //! the Multi-Paxos log, two-phase commit, the multi-version store and the
 //! lock table.
 
+pub mod locks;
+pub mod mvstore;
 pub mod paxos;
 pub mod quorum;
+pub mod recent;
+pub mod twopc;

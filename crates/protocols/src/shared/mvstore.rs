@@ -1,0 +1,187 @@
+//! The multi-version key-value store every protocol's replicas keep.
+//!
+//! Each key holds versions ordered by a protocol-chosen version number (a
+//! log slot, a timestamp). Reads ask for the latest version or the latest
+//! at or below a version; protocols that execute optimistically can revoke a
+//! version (Tiga §3.5); garbage collection keeps the newest version at or
+//! below a watermark and everything above it. An absent key reads as `None`
+//! (the initial state of a pre-populated store: counter 0, empty list).
+//!
+//! Lookups only: nothing here depends on hash-map iteration order, and the
+//! snapshot is sorted.
+
+use meridian_core::{Key, Value};
+use rustc_hash::FxHashMap;
+
+/// One version of a key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Version {
+    pub version: u64,
+    pub value: Value,
+}
+
+#[derive(Default, Clone, Debug)]
+pub struct MvStore {
+    map: FxHashMap<Key, Vec<Version>>,
+    versions: usize,
+}
+
+impl MvStore {
+    pub fn new() -> MvStore {
+        MvStore::default()
+    }
+
+    /// The newest version of a key.
+    pub fn latest(&self, key: Key) -> Option<&Value> {
+        self.map
+            .get(&key)
+            .and_then(|vs| vs.last())
+            .map(|v| &v.value)
+    }
+
+    /// The newest version numbered at or below `version`.
+    pub fn read_at(&self, key: Key, version: u64) -> Option<&Value> {
+        let vs = self.map.get(&key)?;
+        let i = vs.partition_point(|v| v.version <= version);
+        (i > 0).then(|| &vs[i - 1].value)
+    }
+
+    /// The version number of the newest version of a key.
+    pub fn latest_version(&self, key: Key) -> Option<u64> {
+        self.map
+            .get(&key)
+            .and_then(|vs| vs.last())
+            .map(|v| v.version)
+    }
+
+    /// Installs a version (replacing one with the same number).
+    pub fn install(&mut self, key: Key, version: u64, value: Value) {
+        let vs = self.map.entry(key).or_default();
+        let i = vs.partition_point(|v| v.version < version);
+        if i < vs.len() && vs[i].version == version {
+            vs[i].value = value;
+        } else {
+            vs.insert(i, Version { version, value });
+            self.versions += 1;
+        }
+    }
+
+    /// Installs a value as the only version of the key (single-version
+    /// protocols such as 2PL).
+    pub fn put(&mut self, key: Key, version: u64, value: Value) {
+        let vs = self.map.entry(key).or_default();
+        self.versions -= vs.len();
+        vs.clear();
+        vs.push(Version { version, value });
+        self.versions += 1;
+    }
+
+    /// Removes one version; true if it existed.
+    pub fn revoke(&mut self, key: Key, version: u64) -> bool {
+        let Some(vs) = self.map.get_mut(&key) else {
+            return false;
+        };
+        let Ok(i) = vs.binary_search_by_key(&version, |v| v.version) else {
+            return false;
+        };
+        vs.remove(i);
+        self.versions -= 1;
+        if vs.is_empty() {
+            self.map.remove(&key);
+        }
+        true
+    }
+
+    /// Drops versions of `key` older than the newest one at or below
+    /// `watermark` (no reader will ask for them again).
+    pub fn gc(&mut self, key: Key, watermark: u64) {
+        let Some(vs) = self.map.get_mut(&key) else {
+            return;
+        };
+        let i = vs.partition_point(|v| v.version <= watermark);
+        if i > 1 {
+            vs.drain(..i - 1);
+            self.versions -= i - 1;
+        }
+    }
+
+    pub fn keys(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn versions(&self) -> usize {
+        self.versions
+    }
+
+    /// Every key's versions, sorted by key (for checkpoints and tests).
+    pub fn snapshot(&self) -> Vec<(Key, Vec<Version>)> {
+        let mut all: Vec<(Key, Vec<Version>)> =
+            self.map.iter().map(|(k, v)| (*k, v.clone())).collect();
+        all.sort_unstable_by_key(|(k, _)| *k);
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(tag: u64) -> Value {
+        Value::int(tag, tag as i64)
+    }
+
+    #[test]
+    fn reads_see_the_newest_version_at_or_below() {
+        let mut s = MvStore::new();
+        s.install(Key(1), 10, v(1));
+        s.install(Key(1), 30, v(3));
+        s.install(Key(1), 20, v(2));
+        assert_eq!(s.read_at(Key(1), 25), Some(&v(2)));
+        assert_eq!(s.read_at(Key(1), 9), None);
+        assert_eq!(s.latest(Key(1)), Some(&v(3)));
+        assert_eq!(s.latest(Key(2)), None);
+        assert_eq!(s.versions(), 3);
+    }
+
+    #[test]
+    fn revoke_removes_exactly_one_version() {
+        let mut s = MvStore::new();
+        s.install(Key(1), 10, v(1));
+        s.install(Key(1), 20, v(2));
+        assert!(s.revoke(Key(1), 20));
+        assert!(!s.revoke(Key(1), 20));
+        assert_eq!(s.latest(Key(1)), Some(&v(1)));
+        assert!(s.revoke(Key(1), 10));
+        assert_eq!(s.keys(), 0);
+    }
+
+    #[test]
+    fn gc_keeps_the_version_readers_at_the_watermark_need() {
+        let mut s = MvStore::new();
+        for t in [10, 20, 30, 40] {
+            s.install(Key(1), t, v(t));
+        }
+        s.gc(Key(1), 35);
+        assert_eq!(s.read_at(Key(1), 35), Some(&v(30)));
+        assert_eq!(s.read_at(Key(1), 15), None, "older versions are gone");
+        assert_eq!(s.versions(), 2);
+    }
+
+    #[test]
+    fn put_keeps_a_single_version() {
+        let mut s = MvStore::new();
+        s.put(Key(1), 1, v(1));
+        s.put(Key(1), 2, v(2));
+        assert_eq!(s.versions(), 1);
+        assert_eq!(
+            s.snapshot(),
+            vec![(
+                Key(1),
+                vec![Version {
+                    version: 2,
+                    value: v(2)
+                }]
+            )]
+        );
+    }
+}

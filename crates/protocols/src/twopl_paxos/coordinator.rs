@@ -1,0 +1,461 @@
+//! The coordinator of `2pl-paxos`, co-located with each client.
+//!
+//! A request runs as attempts. Each attempt is interactive two-phase
+//! locking with two-phase commit: execute (every participant leader locks
+//! the keys of its piece and returns what it read), compute the writes,
+//! prepare (each leader makes a prepare record durable through its Paxos
+//! group and votes), then decide. The client learns the outcome as soon as
+//! the votes decide it; the decision is then sent until acknowledged. An
+//! attempt wounded by an older transaction is restarted with the same
+//! priority (so it eventually becomes the oldest and cannot starve), at most
+//! `max_attempts` times.
+
+use super::messages::{Msg, Priority, Refusal, Timer};
+use super::{Config, TwoPlPaxos};
+use crate::shared::twopc::{Decision, Tally};
+use meridian_core::{
+    AbortReason, Ctx, Execution, Key, NodeId, Outcome, Program, RequestId, ShardId, TimerId, TxnId,
+    Value,
+};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Debug)]
+struct Request {
+    program: Program,
+    shards: Vec<ShardId>,
+    prio: Option<Priority>,
+    attempts: u32,
+}
+
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+enum Phase {
+    Executing,
+    Preparing,
+    /// Decided; sending the decision until every participant acknowledges.
+    Deciding(Decision),
+}
+
+#[derive(Debug)]
+struct Attempt {
+    request: RequestId,
+    phase: Phase,
+    reads: BTreeMap<Key, Option<Value>>,
+    executed: BTreeSet<ShardId>,
+    writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
+    tally: Option<Tally>,
+    unacked: BTreeSet<ShardId>,
+    timer: Option<TimerId>,
+    /// Prepare re-sends so far (bounded by the decision timeout).
+    prepare_rounds: u32,
+    decide_rounds: u32,
+    redirects: u32,
+}
+
+pub struct Coordinator {
+    me: NodeId,
+    cfg: Config,
+    leader_hint: Vec<NodeId>,
+    next_seq: u64,
+    requests: BTreeMap<RequestId, Request>,
+    attempts: BTreeMap<TxnId, Attempt>,
+}
+
+impl Coordinator {
+    pub fn new(me: NodeId, leaders: Vec<NodeId>, cfg: Config) -> Coordinator {
+        Coordinator {
+            me,
+            cfg,
+            leader_hint: leaders,
+            next_seq: 0,
+            requests: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+        }
+    }
+
+    /// Requests in progress (for tests and bounds).
+    pub fn in_flight(&self) -> usize {
+        self.requests.len()
+    }
+
+    pub fn on_request(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        request: RequestId,
+        program: Program,
+    ) {
+        if program.ops.is_empty() {
+            return ctx.complete(
+                request,
+                Outcome::Committed {
+                    results: Vec::new(),
+                },
+            );
+        }
+        let topo = ctx.topology();
+        let shards = program.shards(|k| topo.shard_of(k));
+        self.requests.insert(
+            request,
+            Request {
+                program,
+                shards,
+                prio: None,
+                attempts: 0,
+            },
+        );
+        self.start_attempt(ctx, request);
+    }
+
+    fn start_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId) {
+        let txn = TxnId {
+            node: self.me,
+            seq: self.next_seq,
+        };
+        self.next_seq += 1;
+        let req = self
+            .requests
+            .get_mut(&request)
+            .expect("attempts belong to live requests");
+        req.attempts += 1;
+        let prio = *req.prio.get_or_insert(Priority {
+            start_ns: ctx.clock_ns(),
+            first: txn,
+        });
+        for shard in req.shards.clone() {
+            let topo = ctx.topology();
+            let ops = req.program.piece(shard, |k| topo.shard_of(k)).ops;
+            ctx.send(
+                self.leader_hint[shard.index()],
+                Msg::Execute { txn, prio, ops },
+            );
+        }
+        let timer = ctx.set_timer(self.cfg.execute_timeout_ns, Timer::Execute(txn));
+        let attempt = Attempt {
+            request,
+            phase: Phase::Executing,
+            reads: BTreeMap::new(),
+            executed: BTreeSet::new(),
+            writes: BTreeMap::new(),
+            tally: None,
+            unacked: BTreeSet::new(),
+            timer: Some(timer),
+            prepare_rounds: 0,
+            decide_rounds: 0,
+            redirects: 0,
+        };
+        self.attempts.insert(txn, attempt);
+    }
+
+    pub fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Executed { txn, shard, reads } => self.on_executed(ctx, from, txn, shard, reads),
+            Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
+            Msg::Decided { txn, shard } => self.on_decided(txn, shard),
+            Msg::Refused { txn, shard, reason } => self.on_refused(ctx, txn, shard, reason),
+            _ => {}
+        }
+    }
+
+    fn on_executed(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        shard: ShardId,
+        reads: Vec<(Key, Option<Value>)>,
+    ) {
+        let Some(a) = self
+            .attempts
+            .get_mut(&txn)
+            .filter(|a| a.phase == Phase::Executing)
+        else {
+            // A stale attempt still holds locks there: release them.
+            if !self.attempts.contains_key(&txn) {
+                ctx.send(
+                    from,
+                    Msg::Decide {
+                        txn,
+                        decision: Decision::Abort,
+                    },
+                );
+            }
+            return;
+        };
+        a.reads.extend(reads);
+        a.executed.insert(shard);
+        let req = &self.requests[&a.request];
+        if a.executed.len() < req.shards.len() {
+            return;
+        }
+        // Every lock is held: compute the writes from what was read.
+        let exec: Execution = req.program.execute(|k| a.reads.get(&k).cloned().flatten());
+        let topo = ctx.topology();
+        for (key, value) in exec.writes {
+            a.writes
+                .entry(topo.shard_of(key))
+                .or_default()
+                .push((key, value));
+        }
+        a.phase = Phase::Preparing;
+        a.tally = Some(Tally::new(&req.shards));
+        self.reset_timer(
+            ctx,
+            txn,
+            self.cfg.prepare_retry_ns,
+            Timer::PrepareRetry(txn),
+        );
+        for shard in self.requests[&self.attempts[&txn].request].shards.clone() {
+            self.send_prepare(ctx, txn, shard, self.leader_hint[shard.index()]);
+        }
+    }
+
+    fn send_prepare(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, to: NodeId) {
+        let a = &self.attempts[&txn];
+        let participants = self.requests[&a.request].shards.clone();
+        let writes = a.writes.get(&shard).cloned().unwrap_or_default();
+        ctx.send(
+            to,
+            Msg::Prepare {
+                txn,
+                participants,
+                writes,
+            },
+        );
+    }
+
+    fn on_vote(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, yes: bool) {
+        let Some(a) = self
+            .attempts
+            .get_mut(&txn)
+            .filter(|a| a.phase == Phase::Preparing)
+        else {
+            return;
+        };
+        let tally = a.tally.as_mut().expect("preparing attempts tally votes");
+        let decided = if yes {
+            tally.yes(shard)
+        } else {
+            tally.no(shard)
+        };
+        match decided {
+            Some(Decision::Commit) => self.commit(ctx, txn),
+            Some(Decision::Abort) => self.abort_attempt(ctx, txn, AbortReason::Conflict),
+            None => {}
+        }
+    }
+
+    /// Every participant prepared: the transaction is committed.
+    fn commit(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let a = self
+            .attempts
+            .get_mut(&txn)
+            .expect("committing a live attempt");
+        let req = self.requests.remove(&a.request).expect("a live request");
+        let results = req
+            .program
+            .execute(|k| a.reads.get(&k).cloned().flatten())
+            .results;
+        ctx.complete(a.request, Outcome::Committed { results });
+        if req.attempts > 1 {
+            ctx.count("retries", u64::from(req.attempts - 1));
+        }
+        self.decide(ctx, txn, Decision::Commit, req.shards);
+    }
+
+    /// Sends the decision to every participant until acknowledged.
+    fn decide(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        txn: TxnId,
+        decision: Decision,
+        shards: Vec<ShardId>,
+    ) {
+        let a = self
+            .attempts
+            .get_mut(&txn)
+            .expect("deciding a live attempt");
+        a.phase = Phase::Deciding(decision);
+        a.unacked = shards.iter().copied().collect();
+        for shard in shards {
+            ctx.send(
+                self.leader_hint[shard.index()],
+                Msg::Decide { txn, decision },
+            );
+        }
+        self.reset_timer(ctx, txn, self.cfg.decide_retry_ns, Timer::DecideRetry(txn));
+    }
+
+    /// Gives up this attempt: abort it everywhere, then restart the request
+    /// or report the abort.
+    fn abort_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, reason: AbortReason) {
+        let request = self.attempts[&txn].request;
+        let shards = self.requests[&request].shards.clone();
+        self.decide(ctx, txn, Decision::Abort, shards);
+        let req = &self.requests[&request];
+        if req.attempts < self.cfg.max_attempts {
+            let backoff = self.cfg.retry_backoff_ns * u64::from(req.attempts);
+            let jitter = ctx.rng().below(self.cfg.retry_backoff_ns.max(1));
+            ctx.set_timer(backoff + jitter, Timer::Restart(request));
+        } else {
+            let req = self.requests.remove(&request).expect("a live request");
+            ctx.count("retries", u64::from(req.attempts - 1));
+            ctx.complete(request, Outcome::Aborted { reason });
+        }
+    }
+
+    fn on_decided(&mut self, txn: TxnId, shard: ShardId) {
+        let Some(a) = self.attempts.get_mut(&txn) else {
+            return;
+        };
+        a.unacked.remove(&shard);
+        if matches!(a.phase, Phase::Deciding(_)) && a.unacked.is_empty() {
+            self.attempts.remove(&txn);
+        }
+    }
+
+    fn on_refused(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        txn: TxnId,
+        shard: ShardId,
+        reason: Refusal,
+    ) {
+        let Some(a) = self.attempts.get_mut(&txn) else {
+            return;
+        };
+        match reason {
+            Refusal::Wounded => {
+                if matches!(a.phase, Phase::Executing | Phase::Preparing) {
+                    self.abort_attempt(ctx, txn, AbortReason::Conflict);
+                }
+            }
+            Refusal::NotLeader { hint } => {
+                let replicas = ctx.topology().replicas(shard);
+                let current = self.leader_hint[shard.index()];
+                let next = hint
+                    .filter(|h| *h != current)
+                    .unwrap_or_else(|| next_replica(replicas, current));
+                self.leader_hint[shard.index()] = next;
+                a.redirects += 1;
+                if a.redirects > self.cfg.max_redirects {
+                    return; // the phase's timer takes over
+                }
+                match a.phase {
+                    // Locks taken elsewhere would be held by a leader that may
+                    // no longer lead: restart the attempt cleanly.
+                    Phase::Executing => self.abort_attempt(ctx, txn, AbortReason::Timeout),
+                    Phase::Preparing => self.send_prepare(ctx, txn, shard, next),
+                    Phase::Deciding(decision) => ctx.send(next, Msg::Decide { txn, decision }),
+                }
+            }
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
+        match timer {
+            Timer::Execute(txn) => {
+                let Some(a) = self
+                    .attempts
+                    .get(&txn)
+                    .filter(|a| a.phase == Phase::Executing)
+                else {
+                    return;
+                };
+                // Shards that did not answer may have lost their leader.
+                let silent: Vec<ShardId> = self.requests[&a.request]
+                    .shards
+                    .iter()
+                    .copied()
+                    .filter(|s| !a.executed.contains(s))
+                    .collect();
+                for shard in silent {
+                    let replicas = ctx.topology().replicas(shard);
+                    self.leader_hint[shard.index()] =
+                        next_replica(replicas, self.leader_hint[shard.index()]);
+                }
+                self.abort_attempt(ctx, txn, AbortReason::Timeout);
+            }
+            Timer::PrepareRetry(txn) => self.retry_prepare(ctx, txn),
+            Timer::DecideRetry(txn) => self.retry_decide(ctx, txn),
+            Timer::Restart(request) if self.requests.contains_key(&request) => {
+                self.start_attempt(ctx, request)
+            }
+            _ => {}
+        }
+    }
+
+    /// Votes are missing: ask every replica of the silent shards (the new
+    /// leader answers), until the decision timeout says we cannot know.
+    fn retry_prepare(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let Some(a) = self
+            .attempts
+            .get_mut(&txn)
+            .filter(|a| a.phase == Phase::Preparing)
+        else {
+            return;
+        };
+        a.prepare_rounds += 1;
+        if u64::from(a.prepare_rounds) * self.cfg.prepare_retry_ns >= self.cfg.decision_timeout_ns {
+            // The participants will settle it among themselves.
+            let a = self.attempts.remove(&txn).expect("checked");
+            self.requests.remove(&a.request);
+            ctx.count("unknown_outcomes", 1);
+            return ctx.complete(a.request, Outcome::Unknown);
+        }
+        let pending: Vec<ShardId> = a.tally.as_ref().expect("preparing").pending().collect();
+        self.reset_timer(
+            ctx,
+            txn,
+            self.cfg.prepare_retry_ns,
+            Timer::PrepareRetry(txn),
+        );
+        for shard in pending {
+            for replica in ctx.topology().replicas(shard).to_vec() {
+                self.send_prepare(ctx, txn, shard, replica);
+            }
+        }
+    }
+
+    fn retry_decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let Some(a) = self.attempts.get_mut(&txn) else {
+            return;
+        };
+        let Phase::Deciding(decision) = a.phase else {
+            return;
+        };
+        a.decide_rounds += 1;
+        if a.decide_rounds > self.cfg.max_decide_rounds {
+            // Participants still in doubt resolve it by termination.
+            self.attempts.remove(&txn);
+            return;
+        }
+        let unacked: Vec<ShardId> = a.unacked.iter().copied().collect();
+        self.reset_timer(ctx, txn, self.cfg.decide_retry_ns, Timer::DecideRetry(txn));
+        for shard in unacked {
+            for replica in ctx.topology().replicas(shard).to_vec() {
+                ctx.send(replica, Msg::Decide { txn, decision });
+            }
+        }
+    }
+
+    fn reset_timer(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        txn: TxnId,
+        after_ns: u64,
+        timer: Timer,
+    ) {
+        let a = self
+            .attempts
+            .get_mut(&txn)
+            .expect("timers belong to live attempts");
+        if let Some(old) = a.timer.take() {
+            ctx.cancel_timer(old);
+        }
+        a.timer = Some(ctx.set_timer(after_ns, timer));
+    }
+}
+
+fn next_replica(replicas: &[NodeId], current: NodeId) -> NodeId {
+    let i = replicas.iter().position(|r| *r == current).unwrap_or(0);
+    replicas[(i + 1) % replicas.len()]
+}

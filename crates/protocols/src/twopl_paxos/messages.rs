@@ -1,0 +1,128 @@
+//! The messages, log commands, durable records and timers of `2pl-paxos`.
+
+use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
+use crate::shared::twopc::{Decision, TxnStatus};
+use meridian_core::{Key, NodeId, Op, RequestId, ShardId, TxnId, Value};
+use serde::{Deserialize, Serialize};
+
+/// Wound-wait priority: the older (smaller) wins. A transaction keeps the
+/// priority of its first attempt across restarts, so it cannot starve.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Priority {
+    pub start_ns: u64,
+    pub first: TxnId,
+}
+
+/// A participant's prepare record, replicated through its shard's log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PrepareRecord {
+    pub txn: TxnId,
+    pub coordinator: NodeId,
+    pub participants: Vec<ShardId>,
+    /// Keys held with shared locks (read only here).
+    pub reads: Vec<Key>,
+    /// Values to install on commit; their keys are held exclusively.
+    pub writes: Vec<(Key, Value)>,
+}
+
+/// A command in a shard's replicated log.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Cmd {
+    Prepare(PrepareRecord),
+    Commit(TxnId),
+    Abort(TxnId),
+}
+
+/// Why a leader refused a request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Refusal {
+    /// Not the shard's leader; try `hint`.
+    NotLeader { hint: Option<NodeId> },
+    /// An older transaction took the lock (wound-wait).
+    Wounded,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    Paxos(PaxosMsg<Cmd>),
+    /// Coordinator → leader: lock the piece's keys and read them.
+    Execute {
+        txn: TxnId,
+        prio: Priority,
+        ops: Vec<Op>,
+    },
+    /// Leader → coordinator: every lock is held; the values read.
+    Executed {
+        txn: TxnId,
+        shard: ShardId,
+        reads: Vec<(Key, Option<Value>)>,
+    },
+    /// Coordinator → leader: make the prepare record durable.
+    Prepare {
+        txn: TxnId,
+        participants: Vec<ShardId>,
+        writes: Vec<(Key, Value)>,
+    },
+    /// Leader → coordinator: the prepare vote.
+    Vote {
+        txn: TxnId,
+        shard: ShardId,
+        yes: bool,
+    },
+    /// Coordinator → leader: the outcome.
+    Decide {
+        txn: TxnId,
+        decision: Decision,
+    },
+    /// Leader → coordinator: the outcome is applied.
+    Decided {
+        txn: TxnId,
+        shard: ShardId,
+    },
+    Refused {
+        txn: TxnId,
+        shard: ShardId,
+        reason: Refusal,
+    },
+    /// In-doubt participant → the replicas of another participant.
+    Query {
+        txn: TxnId,
+    },
+    /// The answer; `None`: this replica cannot tell (a follower that never
+    /// saw the transaction).
+    Status {
+        txn: TxnId,
+        shard: ShardId,
+        status: Option<TxnStatus>,
+    },
+}
+
+impl From<PaxosMsg<Cmd>> for Msg {
+    fn from(m: PaxosMsg<Cmd>) -> Msg {
+        Msg::Paxos(m)
+    }
+}
+
+/// The durable log of a replica is its Paxos acceptor state.
+pub type Record = PaxosRecord<Cmd>;
+
+#[derive(Clone, Debug)]
+pub enum Timer {
+    Paxos(PaxosTimer),
+    /// A leader's periodic check of its in-doubt transactions.
+    Termination,
+    /// Coordinator: the execute phase of an attempt took too long.
+    Execute(TxnId),
+    /// Coordinator: re-send prepares that got no vote.
+    PrepareRetry(TxnId),
+    /// Coordinator: re-send decisions not yet acknowledged.
+    DecideRetry(TxnId),
+    /// Coordinator: start the next attempt of a request.
+    Restart(RequestId),
+}
+
+impl From<PaxosTimer> for Timer {
+    fn from(t: PaxosTimer) -> Timer {
+        Timer::Paxos(t)
+    }
+}

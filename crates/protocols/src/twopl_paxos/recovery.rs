@@ -1,0 +1,148 @@
+//! Resolving in-doubt transactions after coordinator or leader failure
+//! (cooperative termination, see `shared::twopc`).
+//!
+//! A leader holding a prepared transaction without a decision for
+//! `in_doubt_ticks` termination ticks asks every replica of every other
+//! participant. Replicas answer from their applied log; a leader that never
+//! saw the transaction first makes an abort durable in its log (so a late
+//! prepare can no longer succeed there) and answers once it is applied. The
+//! asker decides when the answers do (any abort or commit, or all prepared)
+//! and logs the decision like a coordinator's.
+
+use super::TwoPlPaxos;
+use super::messages::{Cmd, Msg};
+use super::replica::{Replica, Stage};
+use crate::shared::twopc::{Decision, TxnStatus, termination_decision};
+use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+
+impl Replica {
+    /// Called every termination tick: query for transactions long in doubt.
+    pub(super) fn check_in_doubt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        if !self.leading {
+            return;
+        }
+        let mut due: Vec<TxnId> = Vec::new();
+        for (txn, a) in self.active.iter_mut() {
+            if a.stage == Stage::Prepared {
+                a.prepared_ticks += 1;
+                let over = a.prepared_ticks.saturating_sub(self.cfg.in_doubt_ticks);
+                if a.prepared_ticks >= self.cfg.in_doubt_ticks
+                    && over % self.cfg.in_doubt_ticks == 0
+                {
+                    due.push(*txn);
+                }
+            }
+        }
+        due.sort_unstable();
+        for txn in due {
+            self.query_participants(ctx, txn);
+        }
+    }
+
+    fn query_participants(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let Some(record) = self.prepared.get(&txn) else {
+            return;
+        };
+        let others: Vec<ShardId> = record
+            .participants
+            .iter()
+            .copied()
+            .filter(|s| *s != self.shard)
+            .collect();
+        self.in_doubt.entry(txn).or_default();
+        ctx.count("in_doubt_queries", 1);
+        if others.is_empty() {
+            // A single-shard transaction whose coordinator vanished: nobody
+            // else can have decided; it was prepared, so commit would also be
+            // safe, but abort frees it without guessing the client's intent.
+            self.propose(ctx, Cmd::Abort(txn));
+            return;
+        }
+        for shard in others {
+            for replica in ctx.topology().replicas(shard).to_vec() {
+                ctx.send(replica, Msg::Query { txn });
+            }
+        }
+    }
+
+    pub(super) fn on_query(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId) {
+        let known = if self.prepared.contains_key(&txn) {
+            Some(TxnStatus::Prepared)
+        } else {
+            self.outcomes.lookup(txn)
+        };
+        if let Some(status) = known {
+            return ctx.send(
+                from,
+                Msg::Status {
+                    txn,
+                    shard: self.shard,
+                    status: Some(status),
+                },
+            );
+        }
+        if !self.leading {
+            return ctx.send(
+                from,
+                Msg::Status {
+                    txn,
+                    shard: self.shard,
+                    status: None,
+                },
+            );
+        }
+        match self.active.get(&txn).map(|a| a.stage) {
+            // Its prepare is in flight here: the asker will ask again.
+            Some(Stage::Preparing) => {}
+            _ => {
+                if let Some(a) = self.active.remove(&txn) {
+                    let granted = self.release_locks(txn, &a.locks);
+                    self.acquire(ctx, granted);
+                }
+                self.refused.insert(txn);
+                self.pending_answers.entry(txn).or_default().push(from);
+                self.propose(ctx, Cmd::Abort(txn));
+            }
+        }
+    }
+
+    pub(super) fn on_status(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        txn: TxnId,
+        shard: ShardId,
+        status: Option<TxnStatus>,
+    ) {
+        if !self.leading || !self.prepared.contains_key(&txn) {
+            return;
+        }
+        let Some(answers) = self.in_doubt.get_mut(&txn) else {
+            return;
+        };
+        match (status, answers.get(&shard)) {
+            (None | Some(TxnStatus::Forgotten), _) => {}
+            // A decided answer outranks a prepared one from another replica.
+            (Some(s), Some(TxnStatus::Prepared) | None) => {
+                answers.insert(shard, s);
+            }
+            (Some(_), Some(_)) => {}
+        }
+        let participants = &self.prepared[&txn].participants;
+        let decision = termination_decision(
+            participants
+                .iter()
+                .filter(|s| **s != self.shard)
+                .map(|s| answers.get(s).copied()),
+        );
+        if let Some(decision) = decision {
+            self.in_doubt.remove(&txn);
+            ctx.count("in_doubt_resolved", 1);
+            let cmd = if decision == Decision::Commit {
+                Cmd::Commit(txn)
+            } else {
+                Cmd::Abort(txn)
+            };
+            self.propose(ctx, cmd);
+        }
+    }
+}

@@ -1,0 +1,666 @@
+//! The shard replica of `2pl-paxos`: a Multi-Paxos member whose log holds
+//! prepare, commit and abort commands, and, while it leads, the lock table
+//! and the transactions executing under it.
+//!
+//! Every replica applies the log in order to the same state machine (the
+//! store, the prepared transactions, the remembered outcomes). Only the
+//! leader locks: wound-wait over a priority-ordered wait queue, where an
+//! older transaction wounds a younger holder that has not started to
+//! prepare, and otherwise waits (so nobody ever waits for a younger
+//! unprepared transaction and deadlock cannot form). A new leader re-takes
+//! the locks of every prepared, undecided transaction from the log before it
+//! serves, then resolves the ones left in doubt (recovery.rs).
+
+use super::messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, Timer};
+use super::{Config, TwoPlPaxos};
+use crate::shared::locks::{Acquire, LockMode, LockTable};
+use crate::shared::mvstore::MvStore;
+use crate::shared::paxos::{MultiPaxos, PaxosEvent};
+use crate::shared::recent::RecentSet;
+use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
+use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, Op, ShardId, TxnId, Value};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+
+/// Where a transaction stands at this leader.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Acquiring locks, `next` is the index of the next lock to take.
+    Locking { next: usize },
+    /// Holds every lock; the reads were sent.
+    Executed,
+    /// Its prepare record is in the log pipeline: no longer woundable.
+    Preparing,
+    /// Its prepare record is applied; waiting for the decision.
+    Prepared,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Active {
+    pub prio: Priority,
+    pub coordinator: NodeId,
+    pub ops: Vec<Op>,
+    /// Sorted, one entry per key (exclusive if any op writes it).
+    pub locks: Vec<(Key, LockMode)>,
+    pub stage: Stage,
+    /// Termination ticks spent prepared (for in-doubt detection).
+    pub prepared_ticks: u32,
+}
+
+pub struct Replica {
+    pub(super) shard: ShardId,
+    pub(super) cfg: Config,
+    pub(super) paxos: MultiPaxos<Cmd>,
+    // The replicated state machine.
+    pub(super) store: MvStore,
+    pub(super) prepared: BTreeMap<TxnId, PrepareRecord>,
+    pub(super) outcomes: Outcomes,
+    applied_slot: u64,
+    // Leader-only state, rebuilt on every LeaderReady.
+    pub(super) leading: bool,
+    pub(super) locks: LockTable<TxnId, Priority>,
+    pub(super) active: FxHashMap<TxnId, Active>,
+    /// Transactions this leader aborted or wounded before they prepared: a
+    /// late duplicate of their execute request is ignored.
+    pub(super) refused: RecentSet<TxnId>,
+    /// Coordinators to acknowledge once a decision is applied.
+    pub(super) awaiting_decision: BTreeMap<TxnId, NodeId>,
+    /// In-doubt transactions: the answers gathered so far, by shard.
+    pub(super) in_doubt: BTreeMap<TxnId, BTreeMap<ShardId, TxnStatus>>,
+    /// Queries to answer once an abort we proposed for them is applied.
+    pub(super) pending_answers: BTreeMap<TxnId, Vec<NodeId>>,
+}
+
+impl Replica {
+    pub fn new(shard: ShardId, paxos: MultiPaxos<Cmd>, cfg: Config) -> Replica {
+        Replica {
+            shard,
+            outcomes: Outcomes::new(cfg.outcomes_kept),
+            cfg,
+            paxos,
+            store: MvStore::new(),
+            prepared: BTreeMap::new(),
+            applied_slot: 0,
+            leading: false,
+            locks: LockTable::new(),
+            active: FxHashMap::default(),
+            refused: RecentSet::new(cfg_refused_kept()),
+            awaiting_decision: BTreeMap::new(),
+            in_doubt: BTreeMap::new(),
+            pending_answers: BTreeMap::new(),
+        }
+    }
+
+    pub fn is_leading(&self) -> bool {
+        self.leading
+    }
+
+    pub fn store(&self) -> &MvStore {
+        &self.store
+    }
+
+    pub fn applied_slot(&self) -> u64 {
+        self.applied_slot
+    }
+
+    pub fn prepared_count(&self) -> usize {
+        self.prepared.len()
+    }
+
+    pub fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
+        self.paxos
+            .start(&mut Mapped::new(ctx), durable.into_iter().map(|r| r.body));
+        ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
+        self.drain(ctx);
+    }
+
+    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
+        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
+        self.drain(ctx);
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
+        match timer {
+            Timer::Paxos(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
+            Timer::Termination => {
+                ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
+                self.check_in_doubt(ctx);
+            }
+            _ => {}
+        }
+        self.drain(ctx);
+    }
+
+    pub fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
+            Msg::Execute { txn, prio, ops } => self.on_execute(ctx, from, txn, prio, ops),
+            Msg::Prepare {
+                txn,
+                participants,
+                writes,
+            } => self.on_prepare(ctx, from, txn, participants, writes),
+            Msg::Decide { txn, decision } => self.on_decide(ctx, from, txn, decision),
+            Msg::Query { txn } => self.on_query(ctx, from, txn),
+            Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
+            _ => {}
+        }
+        self.drain(ctx);
+    }
+
+    fn refuse_not_leader(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, to: NodeId, txn: TxnId) {
+        let hint = self.paxos.leader_hint();
+        ctx.send(
+            to,
+            Msg::Refused {
+                txn,
+                shard: self.shard,
+                reason: Refusal::NotLeader { hint },
+            },
+        );
+    }
+
+    // ---- execute: lock and read ----
+
+    fn on_execute(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        prio: Priority,
+        ops: Vec<Op>,
+    ) {
+        if !self.leading {
+            return self.refuse_not_leader(ctx, from, txn);
+        }
+        if self.refused.contains(&txn)
+            || self.outcomes.lookup(txn).is_some()
+            || self.prepared.contains_key(&txn)
+        {
+            return; // late or duplicated: the coordinator has moved on
+        }
+        if let Some(a) = self.active.get(&txn) {
+            if a.stage == Stage::Executed {
+                self.send_reads(ctx, txn);
+            }
+            return; // a duplicate of a request in progress
+        }
+        let locks = lock_list(&ops);
+        assert!(!locks.is_empty(), "an execute request has operations");
+        let active = Active {
+            prio,
+            coordinator: from,
+            ops,
+            locks,
+            stage: Stage::Locking { next: 0 },
+            prepared_ticks: 0,
+        };
+        self.active.insert(txn, active);
+        self.acquire(ctx, vec![txn]);
+    }
+
+    /// Advances each listed transaction through its lock list, wounding
+    /// younger holders and waiting behind older ones; transactions granted
+    /// a lock by a release join the work list.
+    pub(super) fn acquire(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, mut work: Vec<TxnId>) {
+        let mut rounds = 0usize;
+        while let Some(txn) = work.pop() {
+            rounds += 1;
+            assert!(rounds < 1_000_000, "lock acquisition does not converge");
+            let Some(a) = self.active.get(&txn) else {
+                continue;
+            };
+            let Stage::Locking { mut next } = a.stage else {
+                continue;
+            };
+            let (prio, locks) = (a.prio, a.locks.clone());
+            let mut waiting = false;
+            while next < locks.len() {
+                let (key, mode) = locks[next];
+                match self.locks.try_acquire(key, txn, mode) {
+                    Acquire::Granted => next += 1,
+                    Acquire::Blocked(blockers) => {
+                        for b in blockers {
+                            if self.woundable_by(b, prio) {
+                                work.extend(self.wound(ctx, b));
+                            }
+                        }
+                        if self.locks.try_acquire(key, txn, mode) == Acquire::Granted {
+                            next += 1;
+                            continue;
+                        }
+                        self.locks.enqueue(key, txn, mode, prio);
+                        work.extend(self.locks.grant(key).into_iter().filter(|g| *g != txn));
+                        waiting = !self.locks.holds(key, txn);
+                        if !waiting {
+                            next += 1;
+                            continue;
+                        }
+                        break;
+                    }
+                }
+            }
+            if let Some(a) = self.active.get_mut(&txn) {
+                a.stage = if waiting {
+                    Stage::Locking { next }
+                } else {
+                    Stage::Executed
+                };
+                if !waiting {
+                    self.send_reads(ctx, txn);
+                }
+            }
+        }
+    }
+
+    /// Wound-wait: `b` is wounded by an older requester only while it holds
+    /// locks without having started to prepare.
+    fn woundable_by(&self, b: TxnId, prio: Priority) -> bool {
+        self.active.get(&b).is_some_and(|a| {
+            a.prio > prio && matches!(a.stage, Stage::Locking { .. } | Stage::Executed)
+        })
+    }
+
+    /// Aborts `b` here: releases its locks and tells its coordinator.
+    /// Returns the transactions its release granted locks to.
+    fn wound(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, b: TxnId) -> Vec<TxnId> {
+        let a = self
+            .active
+            .remove(&b)
+            .expect("woundable transactions are active");
+        self.refused.insert(b);
+        ctx.count("wounds", 1);
+        ctx.send(
+            a.coordinator,
+            Msg::Refused {
+                txn: b,
+                shard: self.shard,
+                reason: Refusal::Wounded,
+            },
+        );
+        self.release_locks(b, &a.locks)
+    }
+
+    pub(super) fn release_locks(&mut self, txn: TxnId, locks: &[(Key, LockMode)]) -> Vec<TxnId> {
+        let mut granted = Vec::new();
+        for (key, _) in locks {
+            granted.extend(self.locks.release(*key, txn));
+        }
+        granted
+    }
+
+    /// Every lock is held: read the piece's keys and answer.
+    fn send_reads(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let a = &self.active[&txn];
+        let mut reads: Vec<(Key, Option<Value>)> = Vec::new();
+        for op in &a.ops {
+            let key = op.key();
+            if (op.reads() || matches!(op, Op::Append { .. }))
+                && !reads.iter().any(|(k, _)| *k == key)
+            {
+                reads.push((key, self.store.latest(key).cloned()));
+            }
+        }
+        ctx.send(
+            a.coordinator,
+            Msg::Executed {
+                txn,
+                shard: self.shard,
+                reads,
+            },
+        );
+    }
+
+    // ---- prepare ----
+
+    fn on_prepare(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        participants: Vec<ShardId>,
+        writes: Vec<(Key, Value)>,
+    ) {
+        if !self.leading {
+            return self.refuse_not_leader(ctx, from, txn);
+        }
+        let vote = |yes| Msg::Vote {
+            txn,
+            shard: self.shard,
+            yes,
+        };
+        if self.prepared.contains_key(&txn)
+            || self.outcomes.lookup(txn) == Some(TxnStatus::Committed)
+        {
+            return ctx.send(from, vote(true));
+        }
+        let Some(a) = self.active.get_mut(&txn) else {
+            // Never executed under this leader (wounded, aborted, or locked
+            // under a deposed one): its reads cannot be trusted.
+            return ctx.send(from, vote(false));
+        };
+        match a.stage {
+            Stage::Executed => {}
+            Stage::Preparing | Stage::Prepared => return,
+            Stage::Locking { .. } => return ctx.send(from, vote(false)),
+        }
+        let exclusive = |k: &Key| {
+            a.locks
+                .iter()
+                .any(|(l, m)| l == k && *m == LockMode::Exclusive)
+        };
+        if !writes.iter().all(|(k, _)| exclusive(k)) {
+            return ctx.send(from, vote(false)); // writes outside the locked write set
+        }
+        let reads = a
+            .locks
+            .iter()
+            .filter(|(_, m)| *m == LockMode::Shared)
+            .map(|(k, _)| *k)
+            .collect();
+        let record = PrepareRecord {
+            txn,
+            coordinator: from,
+            participants,
+            reads,
+            writes,
+        };
+        a.stage = Stage::Preparing;
+        if self
+            .paxos
+            .propose(&mut Mapped::new(ctx), Cmd::Prepare(record))
+            .is_err()
+        {
+            self.refuse_not_leader(ctx, from, txn);
+        }
+    }
+
+    // ---- decide ----
+
+    fn on_decide(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        decision: Decision,
+    ) {
+        if !self.leading {
+            return self.refuse_not_leader(ctx, from, txn);
+        }
+        if self.outcomes.lookup(txn).is_some() {
+            return ctx.send(
+                from,
+                Msg::Decided {
+                    txn,
+                    shard: self.shard,
+                },
+            );
+        }
+        let preparing = self
+            .active
+            .get(&txn)
+            .is_some_and(|a| a.stage == Stage::Preparing);
+        if self.prepared.contains_key(&txn) || preparing {
+            self.awaiting_decision.insert(txn, from);
+            let cmd = match decision {
+                Decision::Commit => Cmd::Commit(txn),
+                Decision::Abort => Cmd::Abort(txn),
+            };
+            self.propose(ctx, cmd);
+            return;
+        }
+        // Never prepared here: only an abort is possible, and nothing durable
+        // needs to say so (a later prepare finds no executed transaction).
+        debug_assert_eq!(
+            decision,
+            Decision::Abort,
+            "commit of {txn} that never prepared at {}",
+            self.shard
+        );
+        if let Some(a) = self.active.remove(&txn) {
+            let granted = self.release_locks(txn, &a.locks);
+            self.acquire(ctx, granted);
+        }
+        self.refused.insert(txn);
+        ctx.send(
+            from,
+            Msg::Decided {
+                txn,
+                shard: self.shard,
+            },
+        );
+    }
+
+    pub(super) fn propose(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
+        // A refusal means leadership was just lost; Deposed follows and the
+        // requester retries elsewhere.
+        let _ = self.paxos.propose(&mut Mapped::new(ctx), cmd);
+    }
+
+    // ---- the replicated state machine ----
+
+    /// Applies what the log committed and reacts to leadership changes.
+    pub(super) fn drain(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        loop {
+            let events = self.paxos.drain_events();
+            if events.is_empty() {
+                return;
+            }
+            for ev in events {
+                match ev {
+                    PaxosEvent::Committed { slot, value } => {
+                        assert!(slot > self.applied_slot, "slots apply in order");
+                        self.applied_slot = slot;
+                        self.apply(ctx, value);
+                    }
+                    PaxosEvent::LeaderReady { .. } => self.take_over(ctx),
+                    PaxosEvent::Deposed => self.step_down(ctx),
+                }
+            }
+        }
+    }
+
+    fn apply(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
+        match cmd {
+            Cmd::Prepare(record) => {
+                let txn = record.txn;
+                if self.outcomes.lookup(txn).is_some() {
+                    return; // decided (aborted) before its prepare: it stays so
+                }
+                let coordinator = record.coordinator;
+                self.prepared.insert(txn, record);
+                let leading = self.leading;
+                if let Some(a) = self.active.get_mut(&txn).filter(|_| leading) {
+                    a.stage = Stage::Prepared;
+                    ctx.send(
+                        coordinator,
+                        Msg::Vote {
+                            txn,
+                            shard: self.shard,
+                            yes: true,
+                        },
+                    );
+                }
+            }
+            Cmd::Commit(txn) => self.apply_decision(ctx, txn, Decision::Commit),
+            Cmd::Abort(txn) => self.apply_decision(ctx, txn, Decision::Abort),
+        }
+    }
+
+    fn apply_decision(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision) {
+        if self.outcomes.lookup(txn).is_some() {
+            return; // a duplicate decision
+        }
+        let record = self.prepared.remove(&txn);
+        match (decision, &record) {
+            (Decision::Commit, Some(r)) => {
+                for (key, value) in &r.writes {
+                    self.store.put(*key, self.applied_slot, value.clone());
+                }
+            }
+            (Decision::Commit, None) => {
+                panic!("{txn} committed at {} without a prepare record", self.shard)
+            }
+            (Decision::Abort, _) => {}
+        }
+        self.outcomes.record(txn, decision);
+        self.in_doubt.remove(&txn);
+        if self.leading {
+            if let Some(a) = self.active.remove(&txn) {
+                let granted = self.release_locks(txn, &a.locks);
+                self.acquire(ctx, granted);
+            }
+            if let Some(coordinator) = self.awaiting_decision.remove(&txn) {
+                ctx.send(
+                    coordinator,
+                    Msg::Decided {
+                        txn,
+                        shard: self.shard,
+                    },
+                );
+            }
+            let status = if decision == Decision::Commit {
+                TxnStatus::Committed
+            } else {
+                TxnStatus::Aborted
+            };
+            for asker in self.pending_answers.remove(&txn).unwrap_or_default() {
+                ctx.send(
+                    asker,
+                    Msg::Status {
+                        txn,
+                        shard: self.shard,
+                        status: Some(status),
+                    },
+                );
+            }
+        }
+    }
+
+    /// This replica now leads: re-take the locks of every prepared,
+    /// undecided transaction before serving anything.
+    fn take_over(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        self.clear_leader_state();
+        self.leading = true;
+        ctx.count("leader_takeovers", 1);
+        let prepared: Vec<PrepareRecord> = self.prepared.values().cloned().collect();
+        for r in prepared {
+            let mut ops: Vec<Op> = r.reads.iter().map(|k| Op::Read { key: *k }).collect();
+            ops.extend(r.writes.iter().map(|(k, v)| Op::Write {
+                key: *k,
+                value: v.clone(),
+            }));
+            let locks = lock_list(&ops);
+            for (key, mode) in &locks {
+                let granted = self.locks.try_acquire(*key, r.txn, *mode);
+                assert_eq!(
+                    granted,
+                    Acquire::Granted,
+                    "prepared transactions never conflict"
+                );
+            }
+            let prio = Priority {
+                start_ns: 0,
+                first: r.txn,
+            };
+            let active = Active {
+                prio,
+                coordinator: r.coordinator,
+                ops,
+                locks,
+                stage: Stage::Prepared,
+                prepared_ticks: 0,
+            };
+            self.active.insert(r.txn, active);
+        }
+    }
+
+    fn step_down(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        // Tell coordinators of unprepared work to go elsewhere; prepared work
+        // survives in the log and the next leader resolves it.
+        let hint = self.paxos.leader_hint();
+        let mut told: Vec<(TxnId, NodeId)> = self
+            .active
+            .iter()
+            .map(|(t, a)| (*t, a.coordinator))
+            .collect();
+        told.sort_unstable();
+        for (txn, coordinator) in told {
+            ctx.send(
+                coordinator,
+                Msg::Refused {
+                    txn,
+                    shard: self.shard,
+                    reason: Refusal::NotLeader { hint },
+                },
+            );
+        }
+        self.clear_leader_state();
+    }
+
+    fn clear_leader_state(&mut self) {
+        self.leading = false;
+        self.locks = LockTable::new();
+        self.active.clear();
+        self.refused = RecentSet::new(cfg_refused_kept());
+        self.awaiting_decision.clear();
+        self.in_doubt.clear();
+        self.pending_answers.clear();
+    }
+}
+
+/// How many refused transactions a leader remembers (late duplicates of
+/// older ones are answered by the coordinator with an abort).
+fn cfg_refused_kept() -> usize {
+    65_536
+}
+
+/// The locks a piece needs: one per key, exclusive if any op writes it,
+/// sorted by key.
+fn lock_list(ops: &[Op]) -> Vec<(Key, LockMode)> {
+    let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(ops.len());
+    for op in ops {
+        let mode = if op.writes() {
+            LockMode::Exclusive
+        } else {
+            LockMode::Shared
+        };
+        match locks.iter_mut().find(|(k, _)| *k == op.key()) {
+            Some(l) if mode == LockMode::Exclusive => l.1 = mode,
+            Some(_) => {}
+            None => locks.push((op.key(), mode)),
+        }
+    }
+    locks.sort_unstable_by_key(|(k, _)| *k);
+    locks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_list_takes_the_strongest_mode_per_key_in_key_order() {
+        let ops = vec![
+            Op::Read { key: Key(5) },
+            Op::Increment {
+                key: Key(2),
+                delta: 1,
+                tag: 9,
+            },
+            Op::Append {
+                key: Key(5),
+                element: 3,
+            },
+            Op::Read { key: Key(1) },
+        ];
+        assert_eq!(
+            lock_list(&ops),
+            vec![
+                (Key(1), LockMode::Shared),
+                (Key(2), LockMode::Exclusive),
+                (Key(5), LockMode::Exclusive)
+            ]
+        );
+    }
+}
