@@ -107,25 +107,12 @@ impl HistoryOp {
                 out.push(',');
             }
             let _ = match m {
-                Mop::Read {
-                    key,
-                    value: ReadValue::Nil,
-                } => write!(out, "[\"r\",{key},null]"),
-                Mop::Read {
-                    key,
-                    value: ReadValue::Register(x),
-                } => write!(out, "[\"r\",{key},{x}]"),
-                Mop::Read {
-                    key,
-                    value: ReadValue::List(xs),
-                } => {
+                Mop::Read { key, value: ReadValue::Nil } => write!(out, "[\"r\",{key},null]"),
+                Mop::Read { key, value: ReadValue::Register(x) } => write!(out, "[\"r\",{key},{x}]"),
+                Mop::Read { key, value: ReadValue::List(xs) } => {
                     let _ = write!(out, "[\"r\",{key},[");
                     for (j, x) in xs.iter().enumerate() {
-                        let _ = if j > 0 {
-                            write!(out, ",{x}")
-                        } else {
-                            write!(out, "{x}")
-                        };
+                        let _ = if j > 0 { write!(out, ",{x}") } else { write!(out, "{x}") };
                     }
                     write!(out, "]]")
                 }
@@ -139,16 +126,9 @@ impl HistoryOp {
 
     pub fn from_json(line: usize, v: &Json) -> Result<HistoryOp, ParseError> {
         let err = |message: String| ParseError { line, message };
-        let obj = v
-            .as_object()
-            .ok_or_else(|| err("an operation must be a JSON object".into()))?;
-        let field = |name: &str| {
-            obj.get(name)
-                .ok_or_else(|| err(format!("missing field `{name}`")))
-        };
-        let index = field("index")?
-            .as_u64()
-            .ok_or_else(|| err("`index` must be a non-negative integer".into()))?;
+        let obj = v.as_object().ok_or_else(|| err("an operation must be a JSON object".into()))?;
+        let field = |name: &str| obj.get(name).ok_or_else(|| err(format!("missing field `{name}`")));
+        let index = field("index")?.as_u64().ok_or_else(|| err("`index` must be a non-negative integer".into()))?;
         let kind = match field("type")?.as_str() {
             Some("invoke") => OpType::Invoke,
             Some("ok") => OpType::Ok,
@@ -156,29 +136,19 @@ impl HistoryOp {
             Some("info") => OpType::Info,
             _ => return Err(err("`type` must be one of invoke, ok, fail, info".into())),
         };
-        let process = field("process")?
-            .as_u64()
-            .ok_or_else(|| err("`process` must be a non-negative integer".into()))?;
+        let process =
+            field("process")?.as_u64().ok_or_else(|| err("`process` must be a non-negative integer".into()))?;
         let time_ns = match obj.get("time") {
             None | Some(Json::Null) => 0,
-            Some(t) => t
-                .as_u64()
-                .ok_or_else(|| err("`time` must be a non-negative integer (ns)".into()))?,
+            Some(t) => t.as_u64().ok_or_else(|| err("`time` must be a non-negative integer (ns)".into()))?,
         };
-        let mops = field("value")?
-            .as_array()
-            .ok_or_else(|| err("`value` must be a list of micro-operations".into()))?;
+        let mops =
+            field("value")?.as_array().ok_or_else(|| err("`value` must be a list of micro-operations".into()))?;
         let mut value = Vec::with_capacity(mops.len());
         for (i, m) in mops.iter().enumerate() {
             value.push(parse_mop(m).map_err(|e| err(format!("micro-operation {i}: {e}")))?);
         }
-        Ok(HistoryOp {
-            index,
-            kind,
-            process,
-            time_ns,
-            value,
-        })
+        Ok(HistoryOp { index, kind, process, time_ns, value })
     }
 }
 
@@ -187,40 +157,24 @@ fn parse_mop(m: &Json) -> Result<Mop, String> {
     if parts.len() != 3 {
         return Err(format!("must have 3 elements, has {}", parts.len()));
     }
-    let key = parts[1]
-        .as_u64()
-        .ok_or("key must be a non-negative integer")?;
+    let key = parts[1].as_u64().ok_or("key must be a non-negative integer")?;
     match parts[0].as_str() {
         Some("r") => {
             let value = match &parts[2] {
                 Json::Null => ReadValue::Nil,
                 Json::Array(xs) => ReadValue::List(
                     xs.iter()
-                        .map(|x| {
-                            x.as_u64()
-                                .ok_or("list elements must be non-negative integers")
-                        })
+                        .map(|x| x.as_u64().ok_or("list elements must be non-negative integers"))
                         .collect::<Result<_, _>>()?,
                 ),
-                x => ReadValue::Register(
-                    x.as_u64()
-                        .ok_or("a read value must be null, an integer or a list")?,
-                ),
+                x => ReadValue::Register(x.as_u64().ok_or("a read value must be null, an integer or a list")?),
             };
             Ok(Mop::Read { key, value })
         }
-        Some("w") => Ok(Mop::Write {
-            key,
-            value: parts[2]
-                .as_u64()
-                .ok_or("a written value must be an integer")?,
-        }),
-        Some("append") => Ok(Mop::Append {
-            key,
-            element: parts[2]
-                .as_u64()
-                .ok_or("an appended element must be an integer")?,
-        }),
+        Some("w") => Ok(Mop::Write { key, value: parts[2].as_u64().ok_or("a written value must be an integer")? }),
+        Some("append") => {
+            Ok(Mop::Append { key, element: parts[2].as_u64().ok_or("an appended element must be an integer")? })
+        }
         _ => Err("function must be \"r\", \"w\" or \"append\"".into()),
     }
 }
@@ -233,10 +187,8 @@ pub fn parse_jsonl(text: &str) -> Result<Vec<HistoryOp>, ParseError> {
         if line.trim().is_empty() {
             continue;
         }
-        let v: Json = serde_json::from_str(line).map_err(|e| ParseError {
-            line: i + 1,
-            message: format!("not JSON: {e}"),
-        })?;
+        let v: Json =
+            serde_json::from_str(line).map_err(|e| ParseError { line: i + 1, message: format!("not JSON: {e}") })?;
         ops.push(HistoryOp::from_json(i + 1, &v)?);
     }
     Ok(ops)
@@ -252,6 +204,78 @@ pub fn to_jsonl(ops: &[HistoryOp]) -> String {
     out
 }
 
+/// A history that parses but breaks the CONTRACT's rules.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct WellFormedError {
+    /// Position of the offending operation in the history (0-based).
+    pub position: usize,
+    /// Its `index` field.
+    pub index: u64,
+    pub message: String,
+}
+
+impl fmt::Display for WellFormedError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "operation {} (entry {}): {}", self.index, self.position + 1, self.message)
+    }
+}
+
+impl std::error::Error for WellFormedError {}
+
+/// Checks the rules the checker relies on: each completion follows an
+/// invocation on the same process, a process has one operation open at a
+/// time, written values and appended elements are unique per key, and each
+/// key is used either as a register (`w`, integer reads) or as a list
+/// (`append`, list reads). [`crate::check`] tolerates violations (and warns);
+/// a command that must reject bad input calls this first.
+pub fn validate(ops: &[HistoryOp]) -> Result<(), WellFormedError> {
+    use std::collections::{HashMap, HashSet};
+    let mut open: HashMap<u64, u64> = HashMap::new();
+    let mut written: HashSet<(u64, u64)> = HashSet::new();
+    // key -> (is a list, index of the operation that showed it)
+    let mut shape: HashMap<u64, (bool, u64)> = HashMap::new();
+    for (position, op) in ops.iter().enumerate() {
+        let fail = |message: String| WellFormedError { position, index: op.index, message };
+        if op.kind == OpType::Invoke {
+            if let Some(prev) = open.insert(op.process, op.index) {
+                return Err(fail(format!(
+                    "process {} invoked again while operation {prev} was still open",
+                    op.process
+                )));
+            }
+        } else if open.remove(&op.process).is_none() {
+            return Err(fail(format!(
+                "a completion ({}) with no open invocation on process {}",
+                op.kind.name(),
+                op.process
+            )));
+        }
+        for m in &op.value {
+            let (list, written_value) = match m {
+                Mop::Write { value, .. } => (Some(false), Some(*value)),
+                Mop::Append { element, .. } => (Some(true), Some(*element)),
+                Mop::Read { value: ReadValue::List(_), .. } => (Some(true), None),
+                Mop::Read { value: ReadValue::Register(_), .. } => (Some(false), None),
+                Mop::Read { value: ReadValue::Nil, .. } => (None, None),
+            };
+            let key = m.key();
+            if let (Some(v), OpType::Invoke) = (written_value, op.kind) {
+                if !written.insert((key, v)) {
+                    return Err(fail(format!("value {v} is written to key {key} more than once")));
+                }
+            }
+            if let Some(list) = list {
+                let (was, at) = *shape.entry(key).or_insert((list, op.index));
+                if was != list {
+                    let (now, then) = if list { ("list", "register") } else { ("register", "list") };
+                    return Err(fail(format!("key {key} is used as a {now} here but as a {then} by operation {at}")));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,14 +287,36 @@ mod tests {
 "#;
         let ops = parse_jsonl(text).unwrap();
         assert_eq!(ops.len(), 2);
-        assert_eq!(
-            ops[1].value[1],
-            Mop::Read {
-                key: 9,
-                value: ReadValue::List(vec![3, 12, 41])
-            }
-        );
+        assert_eq!(ops[1].value[1], Mop::Read { key: 9, value: ReadValue::List(vec![3, 12, 41]) });
         assert_eq!(to_jsonl(&ops), text);
+    }
+
+    #[test]
+    fn validate_accepts_the_contract_example_and_names_broken_rules() {
+        let good = parse_jsonl(
+            r#"{"index":0,"type":"invoke","process":3,"time":1,"value":[["append",7,41],["r",9,null]]}
+{"index":1,"type":"ok","process":3,"time":2,"value":[["append",7,41],["r",9,[3,12,41]]]}"#,
+        )
+        .unwrap();
+        assert_eq!(validate(&good), Ok(()));
+        let cases = [
+            (r#"{"index":5,"type":"ok","process":1,"value":[]}"#, "no open invocation"),
+            (
+                r#"{"index":0,"type":"invoke","process":1,"value":[]}
+{"index":1,"type":"invoke","process":1,"value":[]}"#,
+                "still open",
+            ),
+            (
+                r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,5]]}
+{"index":1,"type":"invoke","process":2,"value":[["w",1,5]]}"#,
+                "more than once",
+            ),
+            (r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,5],["append",1,6]]}"#, "used as a list"),
+        ];
+        for (text, want) in cases {
+            let err = validate(&parse_jsonl(text).unwrap()).unwrap_err();
+            assert!(err.to_string().contains(want), "{err}");
+        }
     }
 
     #[test]
@@ -278,8 +324,7 @@ mod tests {
         let err = parse_jsonl("\n{\"index\":0}").unwrap_err();
         assert_eq!(err.line, 2);
         assert!(err.message.contains("`type`"), "{err}");
-        let err =
-            parse_jsonl(r#"{"index":0,"type":"ok","process":1,"value":[["x",1,2]]}"#).unwrap_err();
+        let err = parse_jsonl(r#"{"index":0,"type":"ok","process":1,"value":[["x",1,2]]}"#).unwrap_err();
         assert!(err.message.contains("micro-operation 0"), "{err}");
     }
 }

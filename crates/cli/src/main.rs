@@ -1,3 +1,282 @@
-fn main() {
-    println!("Hello, world!");
+//! `meridian`: the command line of Meridian (CONTRACT.md "Commands").
+//!
+//! Exit status: 0 success; 1 a check found anomalies or a swarm seed failed;
+//! 2 bad input (a one-line error naming the file, line and field).
+
+use clap::{Parser, Subcommand};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use meridian_checker::{Model, parse_jsonl, to_jsonl};
+use meridian_cli::demo;
+use meridian_cli::runner::{RunOptions, run_experiment};
+use meridian_cli::swarm::{self, SwarmOptions};
+use meridian_experiment::Experiment;
+use meridian_protocols::registry;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+#[derive(Parser)]
+#[command(name = "meridian", version, about = "Geo-distributed transactions, one substrate, many commit protocols")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List the protocols with the consistency level each promises.
+    Protocols {
+        #[arg(long)]
+        json: bool,
+        /// Also list the protocols not implemented yet.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Run one experiment in the deterministic simulator.
+    Sim {
+        #[arg(long)]
+        config: PathBuf,
+        #[arg(long)]
+        protocol: Option<String>,
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Write the report JSON here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+        /// Write the history (JSON lines) here.
+        #[arg(long)]
+        history: Option<PathBuf>,
+        /// Skip recording and checking the history (for speed runs).
+        #[arg(long)]
+        no_check: bool,
+        /// Log every simulated event to this file (slow; for debugging).
+        #[arg(long)]
+        event_log: Option<PathBuf>,
+    },
+    /// Check a history against a consistency model.
+    Check {
+        /// strict-serializable | serializable | read-atomic | causal
+        #[arg(long)]
+        model: String,
+        file: PathBuf,
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+    /// Many short runs with random fault profiles; every history checked.
+    Swarm {
+        #[arg(long)]
+        protocol: String,
+        #[arg(long)]
+        seeds: u64,
+        #[arg(long, default_value_t = 0)]
+        start: u64,
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Worker threads (default: the machine's cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        /// Write the history of each failing seed into this directory.
+        #[arg(long)]
+        history_dir: Option<PathBuf>,
+        /// Log every simulated event of each seed into this directory (slow).
+        #[arg(long)]
+        event_log_dir: Option<PathBuf>,
+    },
+    /// Every finished protocol side by side on a simulated three-region cluster.
+    Demo,
+}
+
+/// A failure with its exit status.
+struct Failure(u8, String);
+
+fn bad(msg: impl Into<String>) -> Failure {
+    Failure(2, msg.into())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Protocols { json, all } => protocols(json, all),
+        Command::Sim { config, protocol, seed, report, history, no_check, event_log } => {
+            sim(&config, protocol.as_deref(), seed, report.as_deref(), history.as_deref(), no_check, event_log)
+        }
+        Command::Check { model, file, report } => check(&model, &file, report.as_deref()),
+        Command::Swarm { protocol, seeds, start, config, threads, history_dir, event_log_dir } => {
+            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            run_swarm(SwarmOptions { protocol, seeds, start, config, threads, history_dir, event_log_dir })
+        }
+        Command::Demo => run_demo(),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure(code, msg)) => {
+            if !msg.is_empty() {
+                eprintln!("meridian: {msg}");
+            }
+            ExitCode::from(code)
+        }
+    }
+}
+
+fn protocols(json: bool, all: bool) -> Result<(), Failure> {
+    let list: Vec<_> = registry::PROTOCOLS.iter().filter(|p| all || p.implemented).collect();
+    if json {
+        let items: Vec<serde_json::Value> = list
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "name": p.name,
+                    "consistency": p.consistency.name(),
+                    "status": if p.implemented { "implemented" } else { "planned" },
+                    "summary": p.summary,
+                    "params": p.params.iter().map(|d| serde_json::json!({"name": d.name, "default": d.default, "doc": d.doc})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&items).expect("json"));
+        return Ok(());
+    }
+    for p in list {
+        let status = if p.implemented { "" } else { "  (planned)" };
+        println!("{:<12} {:<20} {}{}", p.name, p.consistency.name(), p.summary, status);
+    }
+    Ok(())
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
+    std::fs::write(path, text).map_err(|e| bad(format!("{}: cannot write: {e}", path.display())))
+}
+
+/// A progress bar that appears only once a run has taken a couple of
+/// seconds of wall time.
+struct LazyBar {
+    started: Instant,
+    bar: Option<ProgressBar>,
+}
+
+impl LazyBar {
+    fn new() -> LazyBar {
+        LazyBar { started: Instant::now(), bar: None }
+    }
+
+    fn update(&mut self, now_ns: u64, end_ns: u64) {
+        if self.bar.is_none() && self.started.elapsed() > Duration::from_secs(2) {
+            let bar = ProgressBar::new(end_ns / 1_000_000);
+            bar.set_style(
+                ProgressStyle::with_template("{spinner} simulated {pos}/{len} ms [{bar:30}] {elapsed} (eta {eta})")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            self.bar = Some(bar);
+        }
+        if let Some(bar) = &self.bar {
+            bar.set_position(now_ns / 1_000_000);
+        }
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn sim(
+    config: &Path,
+    protocol: Option<&str>,
+    seed: Option<u64>,
+    report_path: Option<&Path>,
+    history_path: Option<&Path>,
+    no_check: bool,
+    event_log: Option<PathBuf>,
+) -> Result<(), Failure> {
+    let mut exp = Experiment::load(config).map_err(|e| bad(e.to_string()))?;
+    exp.apply_overrides(protocol, seed);
+    let mut bar = LazyBar::new();
+    let mut progress = |now, end| bar.update(now, end);
+    let opts = RunOptions { record_history: !no_check, extra_faults: None, progress: Some(&mut progress), event_log };
+    let out = run_experiment(&exp, opts).map_err(|e| bad(e.to_string()))?;
+    bar.finish();
+    print!("{}", meridian_cli::summary(&out.report));
+    if let Some(path) = report_path {
+        write_file(path, &serde_json::to_string_pretty(&out.report.to_json()).expect("json"))?;
+    }
+    if let Some(path) = history_path {
+        write_file(path, &to_jsonl(&out.history))?;
+    }
+    match out.report.check_valid() {
+        Some(false) => Err(Failure(1, String::new())),
+        _ => Ok(()),
+    }
+}
+
+fn check(model: &str, file: &Path, report_path: Option<&Path>) -> Result<(), Failure> {
+    let model = Model::from_name(model).ok_or_else(|| {
+        bad(format!("--model: unknown model `{model}` (strict-serializable, serializable, read-atomic, causal)"))
+    })?;
+    let text = std::fs::read_to_string(file).map_err(|e| bad(format!("{}: cannot read: {e}", file.display())))?;
+    let ops = parse_jsonl(&text).map_err(|e| bad(format!("{}:{}: {}", file.display(), e.line, e.message)))?;
+    let report = meridian_checker::check(&ops, model);
+    print!("{}", report.summary());
+    if let Some(path) = report_path {
+        write_file(path, &serde_json::to_string_pretty(&report.to_json()).expect("json"))?;
+    }
+    if report.valid { Ok(()) } else { Err(Failure(1, String::new())) }
+}
+
+fn run_swarm(opts: SwarmOptions) -> Result<(), Failure> {
+    let base = swarm::base_experiment(&opts).map_err(|e| bad(e.to_string()))?;
+    // A bad protocol or parameter fails every seed alike: say so once.
+    if registry::find(&opts.protocol).is_none_or(|p| !p.implemented) {
+        let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
+        return Err(bad(format!(
+            "--protocol: `{}` is not an implemented protocol ({})",
+            opts.protocol,
+            implemented.join(", ")
+        )));
+    }
+    let started = Instant::now();
+    let done = std::sync::atomic::AtomicU64::new(0);
+    let report = |r: &swarm::SeedResult| {
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if let Some(why) = &r.failure {
+            eprintln!("seed {} FAILED: {why}", r.seed);
+        } else if n % 25 == 0 || n == opts.seeds {
+            eprintln!("{n}/{} seeds done ({:.0} s)", opts.seeds, started.elapsed().as_secs_f64());
+        }
+    };
+    let results = swarm::run_swarm(&base, &opts, &report);
+    let failed: Vec<_> = results.iter().filter(|r| r.failure.is_some()).collect();
+    let committed: u64 = results.iter().map(|r| r.committed).sum();
+    let faults: usize = results.iter().map(|r| r.faults).sum();
+    println!(
+        "swarm {}: {} seeds from {}, {} faults injected, {} transactions committed, {} failed ({:.0} s)",
+        opts.protocol,
+        results.len(),
+        opts.start,
+        faults,
+        committed,
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    for r in &failed {
+        println!(
+            "seed {}: {}\n  reproduce: {}",
+            r.seed,
+            r.failure.as_deref().unwrap_or(""),
+            swarm::reproduce_command(&opts, r.seed)
+        );
+    }
+    if failed.is_empty() { Ok(()) } else { Err(Failure(1, String::new())) }
+}
+
+fn run_demo() -> Result<(), Failure> {
+    let reports = demo::run_demo(|name| eprintln!("running {name} ...")).map_err(|e| bad(e.to_string()))?;
+    println!("Meridian demo: {}", Experiment::demo().file);
+    print!("{}", demo::table(&reports));
+    if reports.iter().any(|r| r.check_valid() == Some(false)) {
+        return Err(Failure(1, "a protocol broke its consistency promise".into()));
+    }
+    Ok(())
 }

@@ -24,13 +24,7 @@ pub trait ClientIo {
 pub trait Clients {
     fn start(&mut self, io: &mut dyn ClientIo);
     fn on_wake(&mut self, client: NodeId, io: &mut dyn ClientIo);
-    fn on_complete(
-        &mut self,
-        client: NodeId,
-        request: RequestId,
-        outcome: Outcome,
-        io: &mut dyn ClientIo,
-    );
+    fn on_complete(&mut self, client: NodeId, request: RequestId, outcome: Outcome, io: &mut dyn ClientIo);
     /// A client node crashed: its outstanding requests will never complete.
     fn on_node_down(&mut self, _node: NodeId, _io: &mut dyn ClientIo) {}
     /// A client node restarted.

@@ -40,9 +40,7 @@ pub struct TxnId {
 /// A position in a node's durable log. LSNs start at 1 and grow by one per
 /// append, across restarts (a restarted node continues after its last durable
 /// record).
-#[derive(
-    Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default,
-)]
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default)]
 pub struct Lsn(pub u64);
 
 /// A timer handle returned by `set_timer`, used to cancel it.

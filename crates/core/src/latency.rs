@@ -15,12 +15,7 @@ pub struct LatencyMatrix {
 }
 
 /// Names of the built-in presets.
-pub const PRESETS: &[&str] = &[
-    "tiga-gcp",
-    "k2-five-regions",
-    "starry-three-regions",
-    "slog-six-regions",
-];
+pub const PRESETS: &[&str] = &["tiga-gcp", "k2-five-regions", "starry-three-regions", "slog-six-regions"];
 
 impl LatencyMatrix {
     /// A matrix from pairs `(a, b, rtt_ms)` and an intra-region RTT. Pairs
@@ -35,18 +30,12 @@ impl LatencyMatrix {
         for (i, row) in rtt.iter_mut().enumerate() {
             row[i] = local_rtt_ms;
         }
-        let index = |name: &str| {
-            regions
-                .iter()
-                .position(|r| *r == name)
-                .ok_or_else(|| format!("unknown region `{name}`"))
-        };
+        let index =
+            |name: &str| regions.iter().position(|r| *r == name).ok_or_else(|| format!("unknown region `{name}`"));
         for (a, b, ms) in pairs {
             let (i, j) = (index(a)?, index(b)?);
             if !ms.is_finite() || *ms < 0.0 {
-                return Err(format!(
-                    "rtt {a}-{b} must be a non-negative number of ms, got {ms}"
-                ));
+                return Err(format!("rtt {a}-{b} must be a non-negative number of ms, got {ms}"));
             }
             rtt[i][j] = *ms;
             rtt[j][i] = *ms;
@@ -54,17 +43,11 @@ impl LatencyMatrix {
         for i in 0..n {
             for j in 0..n {
                 if rtt[i][j].is_nan() {
-                    return Err(format!(
-                        "no rtt given between `{}` and `{}`",
-                        regions[i], regions[j]
-                    ));
+                    return Err(format!("no rtt given between `{}` and `{}`", regions[i], regions[j]));
                 }
             }
         }
-        Ok(LatencyMatrix {
-            regions: regions.iter().map(|s| s.to_string()).collect(),
-            rtt_ms: rtt,
-        })
+        Ok(LatencyMatrix { regions: regions.iter().map(|s| s.to_string()).collect(), rtt_ms: rtt })
     }
 
     /// One of the presets of DESIGN.md, by name.
@@ -108,14 +91,7 @@ impl LatencyMatrix {
                 0.3,
             ),
             "slog-six-regions" => Self::from_pairs(
-                &[
-                    "virginia",
-                    "ohio",
-                    "oregon",
-                    "california",
-                    "ireland",
-                    "london",
-                ],
+                &["virginia", "ohio", "oregon", "california", "ireland", "london"],
                 &[
                     ("virginia", "ohio", 11.0),
                     ("virginia", "oregon", 67.0),

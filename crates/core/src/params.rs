@@ -66,11 +66,7 @@ impl Params {
                 let known: Vec<&str> = docs.iter().map(|d| d.name).collect();
                 return Err(format!(
                     "unknown parameter `{name}` for protocol {protocol} (known: {})",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
+                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
                 ));
             }
         }
@@ -90,9 +86,7 @@ impl Params {
         match self.values.get(name) {
             None => Ok(default),
             Some(ParamValue::Int(i)) if *i >= 0 => Ok(*i as u64),
-            Some(other) => Err(format!(
-                "parameter `{name}` must be a non-negative integer, got {other}"
-            )),
+            Some(other) => Err(format!("parameter `{name}` must be a non-negative integer, got {other}")),
         }
     }
 
@@ -100,9 +94,7 @@ impl Params {
         match self.values.get(name) {
             None => Ok(default),
             Some(ParamValue::Bool(b)) => Ok(*b),
-            Some(other) => Err(format!(
-                "parameter `{name}` must be true or false, got {other}"
-            )),
+            Some(other) => Err(format!("parameter `{name}` must be true or false, got {other}")),
         }
     }
 
@@ -119,20 +111,13 @@ impl Params {
 mod tests {
     use super::*;
 
-    const DOCS: &[ParamDoc] = &[ParamDoc {
-        name: "timeout_ms",
-        default: "100",
-        doc: "a timeout",
-    }];
+    const DOCS: &[ParamDoc] = &[ParamDoc { name: "timeout_ms", default: "100", doc: "a timeout" }];
 
     #[test]
     fn unknown_and_mistyped_parameters_are_named() {
         let p = Params::new().with("timeot_ms", ParamValue::Int(3));
         let err = p.check_known("x", DOCS).unwrap_err();
-        assert!(
-            err.contains("`timeot_ms`") && err.contains("timeout_ms"),
-            "{err}"
-        );
+        assert!(err.contains("`timeot_ms`") && err.contains("timeout_ms"), "{err}");
         let p = Params::new().with("timeout_ms", ParamValue::Str("fast".into()));
         assert!(p.check_known("x", DOCS).is_ok());
         let err = p.f64_or("timeout_ms", 1.0).unwrap_err();
@@ -145,11 +130,6 @@ mod tests {
         assert_eq!(p.f64_or("a", 1.0), Ok(3.0));
         assert_eq!(p.u64_or("b", 7), Ok(7));
         assert_eq!(p.bool_or("c", true), Ok(true));
-        assert!(
-            Params::new()
-                .with("n", ParamValue::Int(-1))
-                .u64_or("n", 0)
-                .is_err()
-        );
+        assert!(Params::new().with("n", ParamValue::Int(-1)).u64_or("n", 0).is_err());
     }
 }

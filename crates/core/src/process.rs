@@ -90,8 +90,7 @@ pub trait Env<M, R, T> {
 }
 
 /// The context handed to a process of protocol `P`.
-pub type Ctx<'a, P> =
-    dyn Env<<P as Protocol>::Msg, <P as Protocol>::Record, <P as Protocol>::Timer> + 'a;
+pub type Ctx<'a, P> = dyn Env<<P as Protocol>::Msg, <P as Protocol>::Record, <P as Protocol>::Timer> + 'a;
 
 /// What a run gives a protocol to build its nodes from.
 #[derive(Clone, Debug)]
@@ -142,12 +141,7 @@ pub trait Process<P: Protocol> {
     /// A client asks this node (a client/coordinator node) to run a
     /// transaction; the process answers once with `Env::complete`.
     fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, _program: Program) {
-        ctx.complete(
-            request,
-            Outcome::Aborted {
-                reason: crate::program::AbortReason::Rejected,
-            },
-        );
+        ctx.complete(request, Outcome::Aborted { reason: crate::program::AbortReason::Rejected });
     }
 }
 
@@ -160,10 +154,7 @@ pub struct Mapped<'a, M, R, T> {
 
 impl<'a, M, R, T> Mapped<'a, M, R, T> {
     pub fn new(inner: &'a mut dyn Env<M, R, T>) -> Self {
-        Mapped {
-            inner,
-            _types: PhantomData,
-        }
+        Mapped { inner, _types: PhantomData }
     }
 }
 

@@ -34,10 +34,7 @@ pub struct Value {
 
 impl Value {
     pub fn int(tag: u64, v: i64) -> Value {
-        Value {
-            tag,
-            data: Data::Int(v),
-        }
+        Value { tag, data: Data::Int(v) }
     }
 
     /// The counter this value holds; absent values, lists and non-numeric
@@ -45,10 +42,7 @@ impl Value {
     pub fn as_int(v: Option<&Value>) -> i64 {
         match v.map(|v| &v.data) {
             Some(Data::Int(i)) => *i,
-            Some(Data::Bytes(b)) => std::str::from_utf8(b)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .unwrap_or(0),
+            Some(Data::Bytes(b)) => std::str::from_utf8(b).ok().and_then(|s| s.parse().ok()).unwrap_or(0),
             _ => 0,
         }
     }
@@ -70,10 +64,7 @@ pub enum Op {
 impl Op {
     pub fn key(&self) -> Key {
         match self {
-            Op::Read { key }
-            | Op::Write { key, .. }
-            | Op::Increment { key, .. }
-            | Op::Append { key, .. } => *key,
+            Op::Read { key } | Op::Write { key, .. } | Op::Increment { key, .. } | Op::Append { key, .. } => *key,
         }
     }
 
@@ -93,20 +84,16 @@ impl Op {
         match self {
             Op::Read { .. } => None,
             Op::Write { value, .. } => Some(value.clone()),
-            Op::Increment { delta, tag, .. } => Some(Value {
-                tag: *tag,
-                data: Data::Int(Value::as_int(before).wrapping_add(*delta)),
-            }),
+            Op::Increment { delta, tag, .. } => {
+                Some(Value { tag: *tag, data: Data::Int(Value::as_int(before).wrapping_add(*delta)) })
+            }
             Op::Append { element, .. } => {
                 let mut list = match before.map(|v| &v.data) {
                     Some(Data::List(l)) => Vec::clone(l),
                     _ => Vec::new(),
                 };
                 list.push(*element);
-                Some(Value {
-                    tag: *element,
-                    data: Data::List(Arc::new(list)),
-                })
+                Some(Value { tag: *element, data: Data::List(Arc::new(list)) })
             }
         }
     }
@@ -133,12 +120,7 @@ impl Program {
 
     /// Distinct keys the program reads, sorted.
     pub fn read_set(&self) -> Vec<Key> {
-        let mut keys: Vec<Key> = self
-            .ops
-            .iter()
-            .filter(|op| op.reads())
-            .map(Op::key)
-            .collect();
+        let mut keys: Vec<Key> = self.ops.iter().filter(|op| op.reads()).map(Op::key).collect();
         keys.sort_unstable();
         keys.dedup();
         keys
@@ -146,12 +128,7 @@ impl Program {
 
     /// Distinct keys the program writes, sorted.
     pub fn write_set(&self) -> Vec<Key> {
-        let mut keys: Vec<Key> = self
-            .ops
-            .iter()
-            .filter(|op| op.writes())
-            .map(Op::key)
-            .collect();
+        let mut keys: Vec<Key> = self.ops.iter().filter(|op| op.writes()).map(Op::key).collect();
         keys.sort_unstable();
         keys.dedup();
         keys
@@ -213,10 +190,7 @@ pub struct Execution {
 }
 
 fn execute_ops(ops: &[Op], mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
-    let mut exec = Execution {
-        results: Vec::with_capacity(ops.len()),
-        writes: Vec::new(),
-    };
+    let mut exec = Execution { results: Vec::with_capacity(ops.len()), writes: Vec::new() };
     for op in ops {
         let key = op.key();
         let before = match exec.writes.iter().find(|(k, _)| *k == key) {
@@ -224,8 +198,7 @@ fn execute_ops(ops: &[Op], mut read: impl FnMut(Key) -> Option<Value>) -> Execut
             None if op.reads() || matches!(op, Op::Append { .. }) => read(key),
             None => None,
         };
-        exec.results
-            .push(if op.reads() { before.clone() } else { None });
+        exec.results.push(if op.reads() { before.clone() } else { None });
         if let Some(after) = op.apply(before.as_ref()) {
             match exec.writes.iter_mut().find(|(k, _)| *k == key) {
                 Some(slot) => slot.1 = after,
@@ -273,11 +246,7 @@ mod tests {
     #[test]
     fn increment_reads_then_writes_old_plus_delta() {
         let s = store();
-        let p = Program::new(vec![Op::Increment {
-            key: Key(1),
-            delta: 2,
-            tag: 77,
-        }]);
+        let p = Program::new(vec![Op::Increment { key: Key(1), delta: 2, tag: 77 }]);
         let e = p.execute(|k| s.get(&k).cloned());
         assert_eq!(e.results, vec![Some(Value::int(10, 5))]);
         assert_eq!(e.writes, vec![(Key(1), Value::int(77, 7))]);
@@ -287,20 +256,10 @@ mod tests {
     fn later_ops_see_earlier_writes_of_the_same_program() {
         let s = store();
         let p = Program::new(vec![
-            Op::Increment {
-                key: Key(1),
-                delta: 1,
-                tag: 20,
-            },
+            Op::Increment { key: Key(1), delta: 1, tag: 20 },
             Op::Read { key: Key(1) },
-            Op::Append {
-                key: Key(2),
-                element: 30,
-            },
-            Op::Append {
-                key: Key(2),
-                element: 31,
-            },
+            Op::Append { key: Key(2), element: 30 },
+            Op::Append { key: Key(2), element: 31 },
             Op::Read { key: Key(2) },
         ]);
         let e = p.execute(|k| s.get(&k).cloned());
@@ -312,11 +271,7 @@ mod tests {
 
     #[test]
     fn pieces_partition_the_program_by_shard() {
-        let p = Program::new(vec![
-            Op::Read { key: Key(0) },
-            Op::Read { key: Key(1) },
-            Op::Read { key: Key(2) },
-        ]);
+        let p = Program::new(vec![Op::Read { key: Key(0) }, Op::Read { key: Key(1) }, Op::Read { key: Key(2) }]);
         let shard_of = |k: Key| ShardId((k.0 % 2) as u32);
         let even = p.piece(ShardId(0), shard_of);
         let odd = p.piece(ShardId(1), shard_of);
@@ -329,10 +284,7 @@ mod tests {
 
     #[test]
     fn blind_write_does_not_read() {
-        let p = Program::new(vec![Op::Write {
-            key: Key(1),
-            value: Value::int(9, 1),
-        }]);
+        let p = Program::new(vec![Op::Write { key: Key(1), value: Value::int(9, 1) }]);
         let e = p.execute(|_| panic!("a blind write must not read"));
         assert_eq!(e.results, vec![None]);
         assert_eq!(p.read_set(), vec![]);

@@ -15,20 +15,12 @@ pub const NS_PER_S: u64 = 1_000_000_000;
 /// Milliseconds (fractional) to nanoseconds, rounding to the nearest ns and
 /// clamping negative values to zero.
 pub fn ms_to_ns(ms: f64) -> u64 {
-    if ms <= 0.0 {
-        0
-    } else {
-        (ms * NS_PER_MS as f64).round() as u64
-    }
+    if ms <= 0.0 { 0 } else { (ms * NS_PER_MS as f64).round() as u64 }
 }
 
 /// Microseconds (fractional) to nanoseconds, clamping negative values to zero.
 pub fn us_to_ns(us: f64) -> u64 {
-    if us <= 0.0 {
-        0
-    } else {
-        (us * NS_PER_US as f64).round() as u64
-    }
+    if us <= 0.0 { 0 } else { (us * NS_PER_US as f64).round() as u64 }
 }
 
 /// Nanoseconds to fractional milliseconds, for reports.
@@ -73,10 +65,7 @@ mod tests {
 
     #[test]
     fn truetime_after_and_before_are_strict() {
-        let tt = TrueTime {
-            earliest_ns: 10,
-            latest_ns: 20,
-        };
+        let tt = TrueTime { earliest_ns: 10, latest_ns: 20 };
         assert!(tt.after(9));
         assert!(!tt.after(10));
         assert!(tt.before(21));

@@ -76,10 +76,7 @@ pub struct Topology {
 
 impl Topology {
     pub fn build(spec: &ClusterSpec, services: &[ServiceSpec]) -> Topology {
-        assert!(
-            spec.shards > 0 && spec.replicas_per_shard > 0,
-            "empty cluster"
-        );
+        assert!(spec.shards > 0 && spec.replicas_per_shard > 0, "empty cluster");
         assert!(!spec.server_regions.is_empty(), "no server regions");
         let mut nodes = Vec::new();
         let mut replicas = Vec::new();
@@ -91,10 +88,7 @@ impl Topology {
                 nodes.push(NodeInfo {
                     name: format!("shard{s}-replica{r}"),
                     region: spec.server_regions[(r % n_server) as usize],
-                    role: Role::Replica {
-                        shard: ShardId(s),
-                        replica: r,
-                    },
+                    role: Role::Replica { shard: ShardId(s), replica: r },
                 });
             }
             replicas.push(members);
@@ -107,10 +101,7 @@ impl Topology {
                 nodes.push(NodeInfo {
                     name: format!("{}-{i}", svc.kind),
                     region: spec.server_regions[(i % n_server) as usize],
-                    role: Role::Service {
-                        kind: svc.kind.clone(),
-                        index: i,
-                    },
+                    role: Role::Service { kind: svc.kind.clone(), index: i },
                 });
             }
             service_nodes.push((svc.kind.clone(), members));
@@ -122,10 +113,7 @@ impl Topology {
                 nodes.push(NodeInfo {
                     name: format!("client-{}-{i}", spec.regions[region.index()]),
                     region: *region,
-                    role: Role::Client {
-                        index: i,
-                        global: clients.len() as u32 - 1,
-                    },
+                    role: Role::Client { index: i, global: clients.len() as u32 - 1 },
                 });
             }
         }
@@ -163,17 +151,11 @@ impl Topology {
     }
 
     pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
-        self.nodes
-            .iter()
-            .position(|n| n.name == name)
-            .map(|i| NodeId(i as u32))
+        self.nodes.iter().position(|n| n.name == name).map(|i| NodeId(i as u32))
     }
 
     pub fn region_by_name(&self, name: &str) -> Option<RegionId> {
-        self.regions
-            .iter()
-            .position(|r| r == name)
-            .map(|i| RegionId(i as u16))
+        self.regions.iter().position(|r| r == name).map(|i| RegionId(i as u16))
     }
 
     /// The replicas of a shard, by replica index.
@@ -204,11 +186,7 @@ impl Topology {
 
     /// The members of a protocol service, or an empty slice.
     pub fn service(&self, kind: &str) -> &[NodeId] {
-        self.services
-            .iter()
-            .find(|(k, _)| k == kind)
-            .map(|(_, m)| m.as_slice())
-            .unwrap_or(&[])
+        self.services.iter().find(|(k, _)| k == kind).map(|(_, m)| m.as_slice()).unwrap_or(&[])
     }
 
     /// Shard and replica index of a replica node.
@@ -252,10 +230,7 @@ mod tests {
 
     #[test]
     fn names_and_placement_are_stable() {
-        let svc = [ServiceSpec {
-            kind: "viewmgr".into(),
-            members: 3,
-        }];
+        let svc = [ServiceSpec { kind: "viewmgr".into(), members: 3 }];
         let t = Topology::build(&spec(LeaderPlacement::Colocated), &svc);
         assert_eq!(t.nodes.len(), 9 + 3 + 4);
         assert_eq!(t.name(NodeId(0)), "shard0-replica0");
@@ -275,14 +250,10 @@ mod tests {
     #[test]
     fn colocated_leaders_share_region_spread_leaders_rotate() {
         let t = Topology::build(&spec(LeaderPlacement::Colocated), &[]);
-        let regions: Vec<_> = (0..3)
-            .map(|s| t.region_of(t.initial_leader(ShardId(s))))
-            .collect();
+        let regions: Vec<_> = (0..3).map(|s| t.region_of(t.initial_leader(ShardId(s)))).collect();
         assert_eq!(regions, vec![RegionId(0); 3]);
         let t = Topology::build(&spec(LeaderPlacement::Spread), &[]);
-        let regions: Vec<_> = (0..3)
-            .map(|s| t.region_of(t.initial_leader(ShardId(s))))
-            .collect();
+        let regions: Vec<_> = (0..3).map(|s| t.region_of(t.initial_leader(ShardId(s)))).collect();
         assert_eq!(regions, vec![RegionId(0), RegionId(1), RegionId(2)]);
     }
 

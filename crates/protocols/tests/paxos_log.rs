@@ -5,12 +5,10 @@
 //! reordering.
 
 use meridian_core::{
-    ClusterSpec, Consistency, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, Mapped, NodeId,
-    Op, Outcome, Params, Process, Program, Protocol, RegionId, RequestId, Rng, ShardId, Topology,
+    ClusterSpec, Consistency, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, Mapped, NodeId, Op, Outcome,
+    Params, Process, Program, Protocol, RegionId, RequestId, Rng, ShardId, Topology,
 };
-use meridian_protocols::shared::paxos::{
-    MultiPaxos, PaxosConfig, PaxosEvent, PaxosMsg, PaxosRecord, PaxosTimer,
-};
+use meridian_protocols::shared::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosMsg, PaxosRecord, PaxosTimer};
 use meridian_sim::{FaultAction, Sim, SimConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -43,16 +41,8 @@ impl From<PaxosTimer> for Timer {
 }
 
 enum Node {
-    Replica {
-        paxos: Box<MultiPaxos<u64>>,
-        committed: Vec<(u64, u64)>,
-        waiting: BTreeMap<u64, NodeId>,
-    },
-    Client {
-        target: usize,
-        replicas: Vec<NodeId>,
-        pending: BTreeMap<u64, RequestId>,
-    },
+    Replica { paxos: Box<MultiPaxos<u64>>, committed: Vec<(u64, u64)>, waiting: BTreeMap<u64, NodeId> },
+    Client { target: usize, replicas: Vec<NodeId>, pending: BTreeMap<u64, RequestId> },
 }
 
 impl Protocol for Log {
@@ -66,40 +56,23 @@ impl Protocol for Log {
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
         let replicas = d.topology.replicas(ShardId(0)).to_vec();
         if d.topology.is_client(node) {
-            return Ok(Node::Client {
-                target: 0,
-                replicas,
-                pending: BTreeMap::new(),
-            });
+            return Ok(Node::Client { target: 0, replicas, pending: BTreeMap::new() });
         }
-        let cfg = PaxosConfig {
-            tick_ns: 20_000_000,
-            election_ticks: 6,
-            stagger_ticks: 3,
-            jitter_ticks: 3,
-            batch_max: 64,
-        };
+        let cfg =
+            PaxosConfig { tick_ns: 20_000_000, election_ticks: 6, stagger_ticks: 3, jitter_ticks: 3, batch_max: 64 };
         let paxos = Box::new(MultiPaxos::new(0, replicas, node, 0, cfg));
-        Ok(Node::Replica {
-            paxos,
-            committed: Vec::new(),
-            waiting: BTreeMap::new(),
-        })
+        Ok(Node::Replica { paxos, committed: Vec::new(), waiting: BTreeMap::new() })
     }
 }
 
 impl Node {
     fn drain(&mut self, ctx: &mut Ctx<'_, Log>) {
-        let Node::Replica {
-            paxos,
-            committed,
-            waiting,
-        } = self
-        else {
+        let Node::Replica { paxos, committed, waiting } = self else {
             return;
         };
         for ev in paxos.drain_events() {
             if let PaxosEvent::Committed { slot, value } = ev {
+                let value = *value;
                 if let Some((last, _)) = committed.last() {
                     assert!(slot > *last, "slots delivered in order");
                 }
@@ -122,9 +95,7 @@ impl Process<Log> for Node {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Log>, from: NodeId, msg: Msg) {
         match (&mut *self, msg) {
-            (Node::Replica { paxos, .. }, Msg::Paxos(m)) => {
-                paxos.on_message(&mut Mapped::new(ctx), from, m)
-            }
+            (Node::Replica { paxos, .. }, Msg::Paxos(m)) => paxos.on_message(&mut Mapped::new(ctx), from, m),
             (Node::Replica { paxos, waiting, .. }, Msg::Propose { value }) => {
                 let proposed = paxos.propose(&mut Mapped::new(ctx), value);
                 if proposed.is_ok() {
@@ -158,12 +129,7 @@ impl Process<Log> for Node {
     /// Each request proposes the value `request + 1` (unique) to one replica,
     /// rotating through replicas so proposals also reach followers.
     fn on_request(&mut self, ctx: &mut Ctx<'_, Log>, request: RequestId, _p: Program) {
-        if let Node::Client {
-            target,
-            replicas,
-            pending,
-        } = self
-        {
+        if let Node::Client { target, replicas, pending } = self {
             let value = request.0 + 1;
             pending.insert(value, request);
             *target = (*target + 1) % replicas.len();
@@ -187,15 +153,7 @@ fn sim(seed: u64, replicas: u32) -> Sim<Log> {
     };
     let topology = Arc::new(Topology::build(&spec, &[]));
     let cfg = SimConfig::ideal(seed, topology.clone(), matrix);
-    Sim::new(
-        cfg,
-        Deployment {
-            topology,
-            params: Params::new(),
-            epsilon_us: 100,
-        },
-    )
-    .unwrap()
+    Sim::new(cfg, Deployment { topology, params: Params::new(), epsilon_us: 100 }).unwrap()
 }
 
 fn committed(sim: &Sim<Log>, node: NodeId) -> Option<Vec<(u64, u64)>> {
@@ -211,10 +169,7 @@ fn assert_agreement(sim: &Sim<Log>, seed: u64) -> BTreeMap<u64, u64> {
     for node in sim.topology().replicas(ShardId(0)).to_vec() {
         for (slot, value) in committed(sim, node).unwrap_or_default() {
             let prev = chosen.insert(slot, value);
-            assert!(
-                prev.is_none() || prev == Some(value),
-                "seed {seed}: slot {slot} holds {prev:?} and {value}"
-            );
+            assert!(prev.is_none() || prev == Some(value), "seed {seed}: slot {slot} holds {prev:?} and {value}");
         }
     }
     // (A value may sit in two slots: a duplicated Propose is proposed twice.
@@ -223,9 +178,7 @@ fn assert_agreement(sim: &Sim<Log>, seed: u64) -> BTreeMap<u64, u64> {
 }
 
 fn program() -> Program {
-    Program::new(vec![Op::Read {
-        key: meridian_core::Key(0),
-    }])
+    Program::new(vec![Op::Read { key: meridian_core::Key(0) }])
 }
 
 #[test]
@@ -240,17 +193,9 @@ fn fault_free_log_commits_every_proposal_once_in_order() {
     let done = s.take_completions();
     assert_eq!(done.len(), 100);
     let chosen = assert_agreement(&s, 1);
-    assert_eq!(
-        chosen.len(),
-        100,
-        "no loss, no duplication: one slot per proposal"
-    );
+    assert_eq!(chosen.len(), 100, "no loss, no duplication: one slot per proposal");
     for node in s.topology().replicas(ShardId(0)).to_vec() {
-        assert_eq!(
-            committed(&s, node).unwrap().len(),
-            100,
-            "followers learn every slot"
-        );
+        assert_eq!(committed(&s, node).unwrap().len(), 100, "followers learn every slot");
     }
 }
 
@@ -267,10 +212,7 @@ fn leader_crash_elects_a_new_leader_and_keeps_committing() {
     s.run_until(s.now_ns() + 3_000_000_000);
     let done = s.take_completions();
     let late = done.iter().filter(|c| c.at_ns > 2_500_000_000).count();
-    assert!(
-        late > 50,
-        "commits resume after the election ({late} late commits)"
-    );
+    assert!(late > 50, "commits resume after the election ({late} late commits)");
     assert_agreement(&s, 2);
 }
 
@@ -306,40 +248,20 @@ fn safety_and_liveness_under_random_faults() {
             s.request(client, RequestId(req), program());
             req += 1;
             s.run_until(s.now_ns() + 20_000_000);
-            acked.extend(
-                s.take_completions()
-                    .into_iter()
-                    .map(|c| (c.at_ns, c.request.0 + 1)),
-            );
+            acked.extend(s.take_completions().into_iter().map(|c| (c.at_ns, c.request.0 + 1)));
         }
         let chosen = assert_agreement(&s, seed);
         let values: std::collections::BTreeSet<u64> = chosen.values().copied().collect();
         for (_, v) in &acked {
-            assert!(
-                values.contains(v),
-                "seed {seed}: acknowledged value {v} lost"
-            );
+            assert!(values.contains(v), "seed {seed}: acknowledged value {v} lost");
         }
-        let after_heal = acked
-            .iter()
-            .filter(|(at, _)| *at > heal_at + 2_000_000_000)
-            .count();
-        assert!(
-            after_heal > 10,
-            "seed {seed}: only {after_heal} commits after healing"
-        );
-        leader_changes += s
-            .counters()
-            .get("paxos_leader_changes")
-            .copied()
-            .unwrap_or(0);
+        let after_heal = acked.iter().filter(|(at, _)| *at > heal_at + 2_000_000_000).count();
+        assert!(after_heal > 10, "seed {seed}: only {after_heal} commits after healing");
+        leader_changes += s.counters().get("paxos_leader_changes").copied().unwrap_or(0);
         restarts += s.counters().get("restarts").copied().unwrap_or(0);
     }
     // The schedule must actually have exercised elections and recovery.
-    assert!(
-        leader_changes > 40,
-        "only {leader_changes} leader changes over 40 seeds"
-    );
+    assert!(leader_changes > 40, "only {leader_changes} leader changes over 40 seeds");
     assert!(restarts > 40, "only {restarts} restarts over 40 seeds");
     eprintln!("leader changes {leader_changes}, restarts {restarts}");
 }

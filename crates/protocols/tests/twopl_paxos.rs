@@ -3,8 +3,8 @@
 //! durability of prepared work across leader failure).
 
 use meridian_core::{
-    ClusterSpec, Data, Deployment, Key, LatencyMatrix, LeaderPlacement, NodeId, Op, Outcome,
-    Params, Program, RegionId, RequestId, ShardId, Topology,
+    ClusterSpec, Data, Deployment, Key, LatencyMatrix, LeaderPlacement, NodeId, Op, Outcome, Params, Program, RegionId,
+    RequestId, ShardId, Topology,
 };
 use meridian_protocols::twopl_paxos::{Node, TwoPlPaxos};
 use meridian_sim::{Completion, FaultAction, Sim, SimConfig};
@@ -30,15 +30,7 @@ fn sim_with(seed: u64, params: Params) -> Sim<TwoPlPaxos> {
     let topology = Arc::new(Topology::build(&spec, &[]));
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     cfg.fsync_ns = 0;
-    Sim::new(
-        cfg,
-        Deployment {
-            topology,
-            params,
-            epsilon_us: 100,
-        },
-    )
-    .unwrap()
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100 }).unwrap()
 }
 
 fn client(sim: &Sim<TwoPlPaxos>, name: &str) -> NodeId {
@@ -47,15 +39,7 @@ fn client(sim: &Sim<TwoPlPaxos>, name: &str) -> NodeId {
 
 /// Increments keys 0, 1 and 2 (one per shard) with unique tags.
 fn three_shard_increment(tag: u64) -> Program {
-    Program::new(
-        (0..3)
-            .map(|k| Op::Increment {
-                key: Key(k),
-                delta: 1,
-                tag: tag * 10 + k,
-            })
-            .collect(),
-    )
+    Program::new((0..3).map(|k| Op::Increment { key: Key(k), delta: 1, tag: tag * 10 + k }).collect())
 }
 
 fn counter(sim: &Sim<TwoPlPaxos>, key: Key) -> i64 {
@@ -74,20 +58,13 @@ fn counter(sim: &Sim<TwoPlPaxos>, key: Key) -> i64 {
 }
 
 fn committed(done: &[Completion]) -> usize {
-    done.iter()
-        .filter(|c| matches!(c.outcome, Outcome::Committed { .. }))
-        .count()
+    done.iter().filter(|c| matches!(c.outcome, Outcome::Committed { .. })).count()
 }
 
 #[test]
 fn latency_matches_the_analytical_formula_per_region() {
     // execute RTT(c, SC) + prepare RTT(c, SC) + majority RTT(SC, FI) = 114.
-    let expected_ms = [
-        ("south-carolina", 114.4),
-        ("finland", 342.0),
-        ("brazil", 348.0),
-        ("hong-kong", 508.0),
-    ];
+    let expected_ms = [("south-carolina", 114.4), ("finland", 342.0), ("brazil", 348.0), ("hong-kong", 508.0)];
     for (i, (region, want)) in expected_ms.iter().enumerate() {
         let mut s = sim(1);
         s.run_until(200 * MS); // leaders are up
@@ -98,19 +75,13 @@ fn latency_matches_the_analytical_formula_per_region() {
         let done = s.take_completions();
         assert_eq!(committed(&done), 1, "{region}");
         let got = (done[0].at_ns - start) as f64 / MS as f64;
-        assert!(
-            (got - want).abs() / want < 0.02,
-            "{region}: {got:.1} ms vs analytical {want} ms"
-        );
+        assert!((got - want).abs() / want < 0.02, "{region}: {got:.1} ms vs analytical {want} ms");
     }
 }
 
 #[test]
 fn wound_wait_commits_every_contended_transaction_and_loses_no_increment() {
-    let mut s = sim_with(
-        2,
-        Params::new().with("max_attempts", meridian_core::ParamValue::Int(1000)),
-    );
+    let mut s = sim_with(2, Params::new().with("max_attempts", meridian_core::ParamValue::Int(1000)));
     s.run_until(200 * MS);
     let clients: Vec<NodeId> = s.topology().clients().to_vec();
     let mut req = 0;
@@ -124,35 +95,16 @@ fn wound_wait_commits_every_contended_transaction_and_loses_no_increment() {
     s.run_until(s.now_ns() + 120_000 * MS);
     let done = s.take_completions();
     assert_eq!(done.len(), req as usize, "every request completes");
-    assert_eq!(
-        committed(&done),
-        req as usize,
-        "no starvation: the oldest always wins eventually"
-    );
+    assert_eq!(committed(&done), req as usize, "no starvation: the oldest always wins eventually");
     for k in 0..3 {
-        assert_eq!(
-            counter(&s, Key(k)),
-            req as i64,
-            "key {k} counts exactly the committed increments"
-        );
+        assert_eq!(counter(&s, Key(k)), req as i64, "key {k} counts exactly the committed increments");
     }
-    assert!(
-        s.counters().get("wounds").copied().unwrap_or(0) > 0,
-        "the schedule was contended"
-    );
+    assert!(s.counters().get("wounds").copied().unwrap_or(0) > 0, "the schedule was contended");
 }
 
 /// Request `r` increments its own key on each shard: `3r`, `3r+1`, `3r+2`.
 fn own_keys_increment(r: u64) -> Program {
-    Program::new(
-        (0..3)
-            .map(|s| Op::Increment {
-                key: Key(3 * r + s),
-                delta: 1,
-                tag: 100_000 + 3 * r + s,
-            })
-            .collect(),
-    )
+    Program::new((0..3).map(|s| Op::Increment { key: Key(3 * r + s), delta: 1, tag: 100_000 + 3 * r + s }).collect())
 }
 
 #[test]
@@ -173,28 +125,72 @@ fn a_crashed_leader_is_replaced_and_every_transaction_stays_atomic() {
     s.run_until(s.now_ns() + 40_000 * MS);
     let done = s.take_completions();
     assert_eq!(done.len(), req as usize, "every request completes");
-    let late = done
-        .iter()
-        .filter(|c| c.at_ns > 5_000 * MS && matches!(c.outcome, Outcome::Committed { .. }))
-        .count();
-    assert!(
-        late > 100,
-        "commits resume after the new leader takes over ({late})"
-    );
+    let late = done.iter().filter(|c| c.at_ns > 5_000 * MS && matches!(c.outcome, Outcome::Committed { .. })).count();
+    assert!(late > 100, "commits resume after the new leader takes over ({late})");
     for c in &done {
         let r = c.request.0;
         let values: Vec<i64> = (0..3).map(|k| counter(&s, Key(3 * r + k))).collect();
         match c.outcome {
             Outcome::Committed { .. } => assert_eq!(values, vec![1, 1, 1], "request {r} committed"),
             Outcome::Aborted { .. } => assert_eq!(values, vec![0, 0, 0], "request {r} aborted"),
-            Outcome::Unknown => assert!(
-                values == vec![0, 0, 0] || values == vec![1, 1, 1],
-                "request {r} torn: {values:?}"
-            ),
+            Outcome::Unknown => {
+                assert!(values == vec![0, 0, 0] || values == vec![1, 1, 1], "request {r} torn: {values:?}")
+            }
         }
     }
-    assert!(
-        s.counters().get("leader_takeovers").copied().unwrap_or(0) >= 4,
-        "a new leader took over shard 1"
-    );
+    assert!(s.counters().get("leader_takeovers").copied().unwrap_or(0) >= 4, "a new leader took over shard 1");
+}
+
+#[test]
+fn a_single_shard_transaction_left_in_doubt_commits() {
+    // The coordinator's decision never arrives: the only participant is
+    // prepared, so cooperative termination must commit (the client was
+    // already told it committed).
+    let mut s = sim(4);
+    s.set_interceptor(Box::new(|_, _, _, msg: &meridian_protocols::twopl_paxos::Msg| match msg {
+        meridian_protocols::twopl_paxos::Msg::Decide { .. } => meridian_sim::Verdict::Drop,
+        _ => meridian_sim::Verdict::Deliver,
+    }));
+    s.run_until(200 * MS);
+    let c = client(&s, "client-finland-0");
+    let program = Program::new(vec![Op::Increment { key: Key(3), delta: 1, tag: 77 }]);
+    s.request(c, RequestId(1), program);
+    s.run_until(20_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 1);
+    assert_eq!(counter(&s, Key(3)), 1, "the in-doubt transaction was committed, not aborted");
+    assert!(s.counters()["in_doubt_resolved"] >= 1);
+}
+
+#[test]
+fn a_restarted_coordinator_never_reuses_transaction_ids() {
+    use meridian_protocols::twopl_paxos::Msg;
+    use std::sync::{Arc, Mutex};
+    let mut s = sim(5);
+    let seen: Arc<Mutex<Vec<(u64, meridian_core::TxnId)>>> = Arc::default();
+    let log = seen.clone();
+    s.set_interceptor(Box::new(move |now, _, _, msg: &Msg| {
+        if let Msg::Execute { txn, .. } = msg {
+            log.lock().unwrap().push((now, *txn));
+        }
+        meridian_sim::Verdict::Deliver
+    }));
+    let c = client(&s, "client-brazil-0");
+    s.run_until(200 * MS);
+    for i in 0..5 {
+        s.request(c, RequestId(i), own_keys_increment(i));
+    }
+    s.run_until(3_000 * MS);
+    s.crash(c);
+    s.restart(c);
+    for i in 5..10 {
+        s.request(c, RequestId(i), own_keys_increment(i));
+    }
+    s.run_until(6_000 * MS);
+    assert_eq!(committed(&s.take_completions()), 10);
+    let seen = seen.lock().unwrap();
+    let before: std::collections::BTreeSet<_> = seen.iter().filter(|(t, _)| *t < 3_000 * MS).map(|(_, x)| *x).collect();
+    let after: std::collections::BTreeSet<_> = seen.iter().filter(|(t, _)| *t >= 3_000 * MS).map(|(_, x)| *x).collect();
+    assert!(!before.is_empty() && !after.is_empty());
+    assert!(before.is_disjoint(&after), "ids reused after restart");
 }

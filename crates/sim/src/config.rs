@@ -29,12 +29,7 @@ pub struct NetConfig {
 
 impl Default for NetConfig {
     fn default() -> Self {
-        NetConfig {
-            jitter_mean_ns: 0,
-            loss: 0.0,
-            duplicate: 0.0,
-            reorder: false,
-        }
+        NetConfig { jitter_mean_ns: 0, loss: 0.0, duplicate: 0.0, reorder: false }
     }
 }
 

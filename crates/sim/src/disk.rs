@@ -49,10 +49,7 @@ impl<R: Clone> Disk<R> {
 
     /// Queues a compaction; returns whether a flush must be started.
     pub fn compact(&mut self, upto: Lsn, snapshot: R) -> bool {
-        assert!(
-            upto.0 < self.next_lsn,
-            "compaction past the last appended record"
-        );
+        assert!(upto.0 < self.next_lsn, "compaction past the last appended record");
         self.pending.push(Pending::Compact { upto, snapshot });
         self.flushing_upto.is_none()
     }
@@ -98,11 +95,7 @@ impl<R: Clone> Disk<R> {
 
     /// The durable records a restarted node recovers: snapshot first.
     pub fn recover(&self) -> Vec<R> {
-        self.snapshot
-            .iter()
-            .cloned()
-            .chain(self.durable.iter().map(|(_, r)| r.clone()))
-            .collect()
+        self.snapshot.iter().cloned().chain(self.durable.iter().map(|(_, r)| r.clone())).collect()
     }
 
     pub fn durable_len(&self) -> usize {

@@ -31,10 +31,7 @@ impl Network {
         for a in 0..n {
             for b in 0..n {
                 if a != b {
-                    let (ra, rb) = (
-                        topology.nodes[a].region.index(),
-                        topology.nodes[b].region.index(),
-                    );
+                    let (ra, rb) = (topology.nodes[a].region.index(), topology.nodes[b].region.index());
                     one_way_ns[a * n + b] = matrix.one_way_ns(ra, rb);
                 }
             }
@@ -55,9 +52,7 @@ impl Network {
     }
 
     pub fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
-        self.cuts
-            .iter()
-            .any(|cut| cut.contains(&a) != cut.contains(&b))
+        self.cuts.iter().any(|cut| cut.contains(&a) != cut.contains(&b))
     }
 
     pub fn partition(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
@@ -75,20 +70,13 @@ impl Network {
             return Route::default();
         }
         let first = self.delivery(from, to, depart_ns, extra_ns);
-        let second = (from != to && self.rng.chance(self.cfg.duplicate))
-            .then(|| self.delivery(from, to, depart_ns, extra_ns));
-        Route {
-            first_ns: Some(first),
-            second_ns: second,
-        }
+        let second =
+            (from != to && self.rng.chance(self.cfg.duplicate)).then(|| self.delivery(from, to, depart_ns, extra_ns));
+        Route { first_ns: Some(first), second_ns: second }
     }
 
     fn delivery(&mut self, from: NodeId, to: NodeId, depart_ns: u64, extra_ns: u64) -> u64 {
-        let jitter = if from == to {
-            0
-        } else {
-            self.rng.exponential(self.cfg.jitter_mean_ns as f64) as u64
-        };
+        let jitter = if from == to { 0 } else { self.rng.exponential(self.cfg.jitter_mean_ns as f64) as u64 };
         let mut at = depart_ns + self.base_delay_ns(from, to) + jitter + extra_ns;
         let link = from.index() * self.n + to.index();
         if !self.cfg.reorder {

@@ -16,11 +16,12 @@ use crate::disk::Disk;
 use crate::net::Network;
 use crate::queue::EventQueue;
 use meridian_core::{
-    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol,
-    RequestId, Rng, TimerId, Topology, TrueTime,
+    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, TimerId,
+    Topology, TrueTime,
 };
 use rustc_hash::FxHashSet;
 use std::collections::{BTreeMap, VecDeque};
+use std::io::Write;
 use std::sync::Arc;
 
 /// Wall clocks start here so that negative offsets never underflow.
@@ -39,37 +40,13 @@ pub enum Verdict {
 pub type Interceptor<M> = Box<dyn FnMut(u64, NodeId, NodeId, &M) -> Verdict>;
 
 enum Event<P: Protocol> {
-    Deliver {
-        to: NodeId,
-        from: NodeId,
-        msg: P::Msg,
-    },
-    Timer {
-        node: NodeId,
-        incarnation: u32,
-        id: u64,
-        tag: P::Timer,
-    },
-    Flush {
-        node: NodeId,
-        incarnation: u32,
-    },
-    Persisted {
-        node: NodeId,
-        upto: Lsn,
-    },
-    Request {
-        node: NodeId,
-        request: RequestId,
-        program: Program,
-    },
-    Ready {
-        node: NodeId,
-        incarnation: u32,
-    },
-    Wake {
-        client: NodeId,
-    },
+    Deliver { to: NodeId, from: NodeId, msg: P::Msg },
+    Timer { node: NodeId, incarnation: u32, id: u64, tag: P::Timer },
+    Flush { node: NodeId, incarnation: u32 },
+    Persisted { node: NodeId, upto: Lsn },
+    Request { node: NodeId, request: RequestId, program: Program },
+    Ready { node: NodeId, incarnation: u32 },
+    Wake { client: NodeId },
     Fault(FaultAction),
 }
 
@@ -78,9 +55,7 @@ impl<P: Protocol> Event<P> {
     fn target(&self) -> Option<NodeId> {
         match self {
             Event::Deliver { to, .. } => Some(*to),
-            Event::Timer { node, .. }
-            | Event::Persisted { node, .. }
-            | Event::Request { node, .. } => Some(*node),
+            Event::Timer { node, .. } | Event::Persisted { node, .. } | Event::Request { node, .. } => Some(*node),
             _ => None,
         }
     }
@@ -143,6 +118,7 @@ pub struct Sim<P: Protocol> {
     events: u64,
     trace: u64,
     started: bool,
+    event_log: Option<Box<dyn std::io::Write>>,
 }
 
 fn mix(h: u64, x: u64) -> u64 {
@@ -156,10 +132,7 @@ impl<P: Protocol> Sim<P> {
     /// rejected.
     pub fn new(cfg: SimConfig, deployment: Deployment) -> Result<Sim<P>, String> {
         cfg.validate()?;
-        assert!(
-            Arc::ptr_eq(&cfg.topology, &deployment.topology)
-                || *cfg.topology == *deployment.topology
-        );
+        assert!(Arc::ptr_eq(&cfg.topology, &deployment.topology) || *cfg.topology == *deployment.topology);
         let n = cfg.topology.nodes.len();
         let mut processes = Vec::with_capacity(n);
         let mut nodes = Vec::with_capacity(n);
@@ -202,6 +175,7 @@ impl<P: Protocol> Sim<P> {
             events: 0,
             trace: cfg.seed,
             started: false,
+            event_log: None,
         })
     }
 
@@ -271,14 +245,7 @@ impl<P: Protocol> Sim<P> {
     /// Hands a client request to a node at the current time.
     pub fn request(&mut self, node: NodeId, request: RequestId, program: Program) {
         self.start();
-        self.queue.push(
-            self.now_ns,
-            Event::Request {
-                node,
-                request,
-                program,
-            },
-        );
+        self.queue.push(self.now_ns, Event::Request { node, request, program });
     }
 
     /// The node's wall clock now.
@@ -339,9 +306,7 @@ impl<P: Protocol> Sim<P> {
         let node = event.target().expect("arrive() takes node events");
         let rt = &mut self.nodes[node.index()];
         let stale = match &event {
-            Event::Timer {
-                incarnation, id, ..
-            } => *incarnation != rt.incarnation || !rt.timers.contains(id),
+            Event::Timer { incarnation, id, .. } => *incarnation != rt.incarnation || !rt.timers.contains(id),
             _ => false,
         };
         if !rt.up || stale {
@@ -372,8 +337,7 @@ impl<P: Protocol> Sim<P> {
         let rt = &mut self.nodes[node.index()];
         if !rt.inbox.is_empty() && rt.up && rt.incarnation == incarnation {
             rt.ready_scheduled = true;
-            self.queue
-                .push(rt.busy_until_ns, Event::Ready { node, incarnation });
+            self.queue.push(rt.busy_until_ns, Event::Ready { node, incarnation });
         }
     }
 
@@ -384,10 +348,7 @@ impl<P: Protocol> Sim<P> {
         }
         let (upto, more) = rt.disk.complete_flush();
         if more && rt.disk.start_flush() {
-            self.queue.push(
-                self.now_ns + self.fsync_ns,
-                Event::Flush { node, incarnation },
-            );
+            self.queue.push(self.now_ns + self.fsync_ns, Event::Flush { node, incarnation });
         }
         self.arrive(Event::Persisted { node, upto });
     }
@@ -402,18 +363,17 @@ impl<P: Protocol> Sim<P> {
         }
         self.events += 1;
         self.trace = mix(self.trace, u64::from(node.0) | (event.code() << 32));
-        let mut process = self.processes[node.index()]
-            .take()
-            .expect("an up node has a process");
+        if self.event_log.is_some() {
+            self.log_event(node, &event);
+        }
+        let mut process = self.processes[node.index()].take().expect("an up node has a process");
         {
             let mut env = self.env(node);
             match event {
                 Event::Deliver { from, msg, .. } => process.on_message(&mut env, from, msg),
                 Event::Timer { tag, .. } => process.on_timer(&mut env, tag),
                 Event::Persisted { upto, .. } => process.on_persisted(&mut env, upto),
-                Event::Request {
-                    request, program, ..
-                } => process.on_request(&mut env, request, program),
+                Event::Request { request, program, .. } => process.on_request(&mut env, request, program),
                 _ => unreachable!("not a node event"),
             }
         }
@@ -429,20 +389,34 @@ impl<P: Protocol> Sim<P> {
         let rt = &mut self.nodes[node.index()];
         if rt.disk.start_flush() {
             let at = rt.busy_until_ns.max(self.now_ns) + self.fsync_ns;
-            self.queue.push(
-                at,
-                Event::Flush {
-                    node,
-                    incarnation: rt.incarnation,
-                },
-            );
+            self.queue.push(at, Event::Flush { node, incarnation: rt.incarnation });
         }
     }
 
+    /// Writes one line per handled event: time, node, what happened.
+    fn log_event(&mut self, node: NodeId, event: &Event<P>) {
+        let topo = &self.deployment.topology;
+        let what = match event {
+            Event::Deliver { from, msg, .. } => format!("from {} {:?}", topo.name(*from), msg),
+            Event::Timer { tag, .. } => format!("timer {tag:?}"),
+            Event::Persisted { upto, .. } => format!("persisted {}", upto.0),
+            Event::Request { request, program, .. } => format!("request {} {:?}", request.0, program.ops),
+            _ => return,
+        };
+        let line = format!("{:>15} {:<20} {}\n", self.now_ns, topo.name(node), what);
+        if let Some(out) = self.event_log.as_mut() {
+            let _ = out.write_all(line.as_bytes());
+        }
+    }
+
+    /// Logs every handled event (and faults) to `out` — for debugging a
+    /// seed; it slows the run down.
+    pub fn set_event_log(&mut self, out: Box<dyn std::io::Write>) {
+        self.event_log = Some(out);
+    }
+
     fn handle_start(&mut self, node: NodeId, durable: Vec<P::Record>) {
-        let mut process = self.processes[node.index()]
-            .take()
-            .expect("a starting node has a process");
+        let mut process = self.processes[node.index()].take().expect("a starting node has a process");
         process.on_start(&mut self.env(node), durable);
         self.processes[node.index()] = Some(process);
         self.start_flush(node);
@@ -480,25 +454,24 @@ impl<P: Protocol> Sim<P> {
             }
             None => {
                 let at_ns = self.now_ns;
-                self.unclaimed
-                    .extend(done.into_iter().map(|(node, request, outcome)| Completion {
-                        at_ns,
-                        node,
-                        request,
-                        outcome,
-                    }));
+                self.unclaimed.extend(done.into_iter().map(|(node, request, outcome)| Completion {
+                    at_ns,
+                    node,
+                    request,
+                    outcome,
+                }));
             }
         }
     }
 
     fn client_io(&mut self) -> SimClientIo<'_, P> {
-        SimClientIo {
-            now_ns: self.now_ns,
-            queue: &mut self.queue,
-        }
+        SimClientIo { now_ns: self.now_ns, queue: &mut self.queue }
     }
 
     fn apply_fault(&mut self, action: FaultAction) {
+        if let Some(out) = self.event_log.as_mut() {
+            let _ = writeln!(out, "{:>15} {:<20} fault {:?}", self.now_ns, "-", action);
+        }
         match action {
             FaultAction::Crash(node) => self.crash(node),
             FaultAction::Restart(node) => self.restart(node),
@@ -546,8 +519,7 @@ impl<P: Protocol> Sim<P> {
         if self.nodes[node.index()].up {
             return;
         }
-        let process =
-            P::build(&self.deployment, node).expect("a node that built once builds again");
+        let process = P::build(&self.deployment, node).expect("a node that built once builds again");
         self.processes[node.index()] = Some(process);
         let rt = &mut self.nodes[node.index()];
         rt.up = true;
@@ -608,16 +580,9 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
         // a hash of the time instead.
         let truth = EPOCH_NS + self.now_ns;
         let e = self.epsilon_ns;
-        let err = if e == 0 {
-            0
-        } else {
-            (mix(self.now_ns, u64::from(self.node.0)) % (2 * e + 1)) as i64 - e as i64
-        };
+        let err = if e == 0 { 0 } else { (mix(self.now_ns, u64::from(self.node.0)) % (2 * e + 1)) as i64 - e as i64 };
         let est = (truth as i64 + err) as u64;
-        TrueTime {
-            earliest_ns: est - e,
-            latest_ns: est + e,
-        }
+        TrueTime { earliest_ns: est - e, latest_ns: est + e }
     }
 
     fn send(&mut self, to: NodeId, msg: P::Msg) {
@@ -631,24 +596,10 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
         }
         let route = self.net.route(self.node, to, self.depart_ns, extra_ns);
         if let Some(at) = route.second_ns {
-            self.queue.push(
-                at,
-                Event::Deliver {
-                    to,
-                    from: self.node,
-                    msg: msg.clone(),
-                },
-            );
+            self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone() });
         }
         if let Some(at) = route.first_ns {
-            self.queue.push(
-                at,
-                Event::Deliver {
-                    to,
-                    from: self.node,
-                    msg,
-                },
-            );
+            self.queue.push(at, Event::Deliver { to, from: self.node, msg });
         }
     }
 
@@ -659,12 +610,7 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
         // The monotonic clock runs at 1 + drift: a local duration takes
         // after / (1 + drift) of true time.
         let true_after = (after_ns as f64 / (1.0 + self.rt.clock.drift_ppm / 1e6)) as u64;
-        let ev = Event::Timer {
-            node: self.node,
-            incarnation: self.rt.incarnation,
-            id,
-            tag: timer,
-        };
+        let ev = Event::Timer { node: self.node, incarnation: self.rt.incarnation, id, tag: timer };
         self.queue.push(self.now_ns + true_after, ev);
         TimerId(id)
     }
@@ -707,18 +653,10 @@ impl<P: Protocol> ClientIo for SimClientIo<'_, P> {
     }
 
     fn submit(&mut self, client: NodeId, request: RequestId, program: Program) {
-        self.queue.push(
-            self.now_ns,
-            Event::Request {
-                node: client,
-                request,
-                program,
-            },
-        );
+        self.queue.push(self.now_ns, Event::Request { node: client, request, program });
     }
 
     fn wake_at(&mut self, client: NodeId, at_ns: u64) {
-        self.queue
-            .push(at_ns.max(self.now_ns), Event::Wake { client });
+        self.queue.push(at_ns.max(self.now_ns), Event::Wake { client });
     }
 }

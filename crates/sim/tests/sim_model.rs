@@ -2,8 +2,8 @@
 //! echo protocol: each claim of the simulator's documentation is a test.
 
 use meridian_core::{
-    AbortReason, ClusterSpec, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, NodeId,
-    Outcome, Params, Process, Program, Protocol, RegionId, RequestId, ShardId, Topology,
+    AbortReason, ClusterSpec, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, NodeId, Outcome, Params, Process,
+    Program, Protocol, RegionId, RequestId, ShardId, Topology,
 };
 use meridian_sim::{ClockModel, FaultAction, Sim, SimConfig, Verdict};
 use serde::{Deserialize, Serialize};
@@ -53,20 +53,13 @@ impl Process<Echo> for EchoNode {
                 self.pings.push((seq, ctx.clock_ns()));
                 ctx.send(from, Msg::Pong { seq });
             }
-            Msg::Pong { seq } => {
-                ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] })
-            }
+            Msg::Pong { seq } => ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] }),
         }
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Echo>, timer: u64) {
         if timer == 0 {
-            ctx.complete(
-                RequestId(0),
-                Outcome::Aborted {
-                    reason: AbortReason::Timeout,
-                },
-            );
+            ctx.complete(RequestId(0), Outcome::Aborted { reason: AbortReason::Timeout });
         }
         self.timer_fired_at.push(timer);
         self.truetimes.push(ctx.truetime());
@@ -107,11 +100,7 @@ fn setup(seed: u64, tweak: impl FnOnce(&mut SimConfig)) -> Sim<Echo> {
     let topology = Arc::new(Topology::build(&spec, &[]));
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     tweak(&mut cfg);
-    let deployment = Deployment {
-        topology,
-        params: Params::new(),
-        epsilon_us: 100,
-    };
+    let deployment = Deployment { topology, params: Params::new(), epsilon_us: 100 };
     Sim::new(cfg, deployment).unwrap()
 }
 
@@ -131,11 +120,7 @@ fn one_round_trip_takes_the_matrix_rtt() {
     sim.run_until(ms(1000));
     let done = sim.take_completions();
     assert_eq!(done.len(), 1);
-    assert_eq!(
-        done[0].at_ns,
-        ms(197),
-        "HK-SC round trip is 197 ms in tiga-gcp"
-    );
+    assert_eq!(done[0].at_ns, ms(197), "HK-SC round trip is 197 ms in tiga-gcp");
 }
 
 #[test]
@@ -175,33 +160,20 @@ fn fifo_links_keep_send_order_under_jitter_and_reordering_links_do_not() {
         }
         sim.run_until(ms(5_000));
         let target = sim.topology().replicas(ShardId(0))[0];
-        sim.process(target)
-            .unwrap()
-            .pings
-            .iter()
-            .map(|(s, _)| *s)
-            .collect::<Vec<_>>()
+        sim.process(target).unwrap().pings.iter().map(|(s, _)| *s).collect::<Vec<_>>()
     };
     let fifo = order(false);
     assert_eq!(fifo, (0..100).collect::<Vec<_>>());
     let reordered = order(true);
     assert_eq!(reordered.len(), 100);
-    assert_ne!(
-        reordered, fifo,
-        "20 ms jitter on 100 back-to-back messages reorders some"
-    );
+    assert_ne!(reordered, fifo, "20 ms jitter on 100 back-to-back messages reorders some");
 }
 
 #[test]
 fn a_crash_keeps_only_flushed_appends() {
     let mut sim = setup(1, |cfg| cfg.fsync_ns = ms(10));
     let c = hong_kong_client(&sim);
-    let two_ops = Program::new(vec![
-        meridian_core::Op::Read {
-            key: meridian_core::Key(1)
-        };
-        2
-    ]);
+    let two_ops = Program::new(vec![meridian_core::Op::Read { key: meridian_core::Key(1) }; 2]);
     sim.request(c, RequestId(5), two_ops.clone());
     sim.run_until(ms(11));
     assert_eq!(sim.process(c).unwrap().persisted_upto, 2);
@@ -209,11 +181,7 @@ fn a_crash_keeps_only_flushed_appends() {
     sim.run_until(ms(15));
     sim.crash(c);
     sim.restart(c);
-    assert_eq!(
-        sim.process(c).unwrap().recovered,
-        vec![5, 5],
-        "the unflushed appends of request 6 are lost"
-    );
+    assert_eq!(sim.process(c).unwrap().recovered, vec![5, 5], "the unflushed appends of request 6 are lost");
 }
 
 #[test]
@@ -222,10 +190,7 @@ fn a_busy_cpu_queues_events() {
         let target = cfg.topology.replicas(ShardId(0))[0];
         cfg.cpu_ns[target.index()] = ms(1);
     });
-    let c = sim
-        .topology()
-        .node_by_name("client-south-carolina-0")
-        .unwrap();
+    let c = sim.topology().node_by_name("client-south-carolina-0").unwrap();
     for i in 0..10 {
         sim.request(c, RequestId(i), Program::default());
     }
@@ -233,11 +198,7 @@ fn a_busy_cpu_queues_events() {
     let done: Vec<u64> = sim.take_completions().iter().map(|d| d.at_ns).collect();
     assert_eq!(done.len(), 10);
     for w in done.windows(2) {
-        assert_eq!(
-            w[1] - w[0],
-            ms(1),
-            "one ms of CPU per ping serializes the replies"
-        );
+        assert_eq!(w[1] - w[0], ms(1), "one ms of CPU per ping serializes the replies");
     }
 }
 
@@ -261,34 +222,20 @@ fn partitions_drop_messages_until_healed() {
 fn timers_run_on_the_drifting_monotonic_clock_and_ignore_jumps() {
     let mut sim = setup(1, |cfg| {
         for c in cfg.clocks.iter_mut() {
-            *c = ClockModel {
-                offset_ns: ms(50) as i64,
-                drift_ppm: 1000.0,
-            };
+            *c = ClockModel { offset_ns: ms(50) as i64, drift_ppm: 1000.0 };
         }
     });
     let c = hong_kong_client(&sim);
     let wall0 = sim.clock_of(c);
-    assert_eq!(
-        wall0,
-        meridian_sim::EPOCH_NS + ms(50),
-        "offset applies to the wall clock"
-    );
+    assert_eq!(wall0, meridian_sim::EPOCH_NS + ms(50), "offset applies to the wall clock");
     sim.schedule(ms(10), FaultAction::ClockJump(c, ms(500) as i64));
     sim.request(c, RequestId(1_001_000_000), Program::default());
     sim.run_until(ms(999));
     assert!(sim.process(c).unwrap().timer_fired_at.is_empty());
     sim.run_until(ms(1000));
-    assert_eq!(
-        sim.process(c).unwrap().timer_fired_at.len(),
-        1,
-        "1.001 s local at +1000 ppm is 1 s true"
-    );
+    assert_eq!(sim.process(c).unwrap().timer_fired_at.len(), 1, "1.001 s local at +1000 ppm is 1 s true");
     let wall = sim.clock_of(c);
-    assert_eq!(
-        wall,
-        meridian_sim::EPOCH_NS + ms(1000) + ms(50) + ms(1) + ms(500)
-    );
+    assert_eq!(wall, meridian_sim::EPOCH_NS + ms(1000) + ms(50) + ms(1) + ms(500));
 }
 
 #[test]
@@ -325,10 +272,7 @@ fn truetime_always_contains_true_time() {
     let mut widths = std::collections::BTreeSet::new();
     for (tt, at) in tts.iter().zip(&fired_at) {
         let truth = meridian_sim::EPOCH_NS + at;
-        assert!(
-            tt.earliest_ns <= truth && truth <= tt.latest_ns,
-            "{tt:?} misses {truth}"
-        );
+        assert!(tt.earliest_ns <= truth && truth <= tt.latest_ns, "{tt:?} misses {truth}");
         assert_eq!(tt.width_ns(), 2_000, "width is 2ε");
         widths.insert(truth - tt.earliest_ns);
     }

@@ -43,9 +43,7 @@ pub struct LockTable<T, O> {
 
 impl<T: Copy + Eq, O: Copy + Ord> Default for LockTable<T, O> {
     fn default() -> Self {
-        LockTable {
-            map: FxHashMap::default(),
-        }
+        LockTable { map: FxHashMap::default() }
     }
 }
 
@@ -58,15 +56,9 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
     /// queued ahead; a holder asking again (or upgrading as the sole holder)
     /// is granted. Does not queue.
     pub fn try_acquire(&mut self, key: Key, owner: T, mode: LockMode) -> Acquire<T> {
-        let entry = self.map.entry(key).or_insert_with(|| Entry {
-            holders: Vec::new(),
-            waiters: Vec::new(),
-        });
+        let entry = self.map.entry(key).or_insert_with(|| Entry { holders: Vec::new(), waiters: Vec::new() });
         if let Some(i) = entry.holders.iter().position(|(t, _)| *t == owner) {
-            if mode == LockMode::Shared
-                || entry.holders[i].1 == LockMode::Exclusive
-                || entry.holders.len() == 1
-            {
+            if mode == LockMode::Shared || entry.holders[i].1 == LockMode::Exclusive || entry.holders.len() == 1 {
                 if mode == LockMode::Exclusive {
                     entry.holders[i].1 = LockMode::Exclusive;
                 }
@@ -78,13 +70,7 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
             .iter()
             .filter(|(t, m)| *t != owner && !m.compatible(mode))
             .map(|(t, _)| *t)
-            .chain(
-                entry
-                    .waiters
-                    .iter()
-                    .filter(|(_, t, _)| *t != owner)
-                    .map(|(_, t, _)| *t),
-            )
+            .chain(entry.waiters.iter().filter(|(_, t, _)| *t != owner).map(|(_, t, _)| *t))
             .collect();
         if blockers.is_empty() {
             entry.holders.push((owner, mode));
@@ -96,14 +82,8 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
 
     /// Queues a waiter at its place in the order.
     pub fn enqueue(&mut self, key: Key, owner: T, mode: LockMode, order: O) {
-        let entry = self.map.entry(key).or_insert_with(|| Entry {
-            holders: Vec::new(),
-            waiters: Vec::new(),
-        });
-        debug_assert!(
-            !entry.waiters.iter().any(|(_, t, _)| *t == owner),
-            "queued twice"
-        );
+        let entry = self.map.entry(key).or_insert_with(|| Entry { holders: Vec::new(), waiters: Vec::new() });
+        debug_assert!(!entry.waiters.iter().any(|(_, t, _)| *t == owner), "queued twice");
         let i = entry.waiters.partition_point(|(o, _, _)| *o <= order);
         entry.waiters.insert(i, (order, owner, mode));
     }
@@ -136,22 +116,13 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
     fn grant_waiters(entry: &mut Entry<T, O>) -> Vec<T> {
         let mut granted = Vec::new();
         while let Some(&(_, owner, mode)) = entry.waiters.first() {
-            let compatible = entry
-                .holders
-                .iter()
-                .all(|(t, m)| *t == owner || m.compatible(mode));
+            let compatible = entry.holders.iter().all(|(t, m)| *t == owner || m.compatible(mode));
             if !compatible {
                 break;
             }
             entry.waiters.remove(0);
             match entry.holders.iter_mut().find(|(t, _)| *t == owner) {
-                Some(h) => {
-                    h.1 = if mode == LockMode::Exclusive {
-                        mode
-                    } else {
-                        h.1
-                    }
-                }
+                Some(h) => h.1 = if mode == LockMode::Exclusive { mode } else { h.1 },
                 None => entry.holders.push((owner, mode)),
             }
             granted.push(owner);
@@ -161,16 +132,11 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
 
     /// Current holders of a key.
     pub fn holders(&self, key: Key) -> Vec<(T, LockMode)> {
-        self.map
-            .get(&key)
-            .map(|e| e.holders.clone())
-            .unwrap_or_default()
+        self.map.get(&key).map(|e| e.holders.clone()).unwrap_or_default()
     }
 
     pub fn holds(&self, key: Key, owner: T) -> bool {
-        self.map
-            .get(&key)
-            .is_some_and(|e| e.holders.iter().any(|(t, _)| *t == owner))
+        self.map.get(&key).is_some_and(|e| e.holders.iter().any(|(t, _)| *t == owner))
     }
 
     /// Number of keys with holders or waiters.
@@ -193,21 +159,10 @@ mod tests {
         let mut t: LockTable<u32, u32> = LockTable::new();
         assert_eq!(t.try_acquire(Key(1), 1, Shared), Acquire::Granted);
         assert_eq!(t.try_acquire(Key(1), 2, Shared), Acquire::Granted);
-        assert_eq!(
-            t.try_acquire(Key(1), 3, Exclusive),
-            Acquire::Blocked(vec![1, 2])
-        );
-        assert_eq!(
-            t.try_acquire(Key(1), 1, Exclusive),
-            Acquire::Blocked(vec![2]),
-            "no upgrade beside another reader"
-        );
+        assert_eq!(t.try_acquire(Key(1), 3, Exclusive), Acquire::Blocked(vec![1, 2]));
+        assert_eq!(t.try_acquire(Key(1), 1, Exclusive), Acquire::Blocked(vec![2]), "no upgrade beside another reader");
         t.release(Key(1), 2);
-        assert_eq!(
-            t.try_acquire(Key(1), 1, Exclusive),
-            Acquire::Granted,
-            "sole holder upgrades"
-        );
+        assert_eq!(t.try_acquire(Key(1), 1, Exclusive), Acquire::Granted, "sole holder upgrades");
         assert_eq!(t.holders(Key(1)), vec![(1, Exclusive)]);
     }
 
@@ -218,16 +173,8 @@ mod tests {
         t.enqueue(Key(1), 5, Shared, 50);
         t.enqueue(Key(1), 3, Shared, 30);
         t.enqueue(Key(1), 4, Exclusive, 40);
-        assert_eq!(
-            t.try_acquire(Key(1), 9, Shared),
-            Acquire::Blocked(vec![1, 3, 4, 5]),
-            "no jumping the queue"
-        );
-        assert_eq!(
-            t.release(Key(1), 1),
-            vec![3],
-            "3 is first; 4 is exclusive and waits for 3"
-        );
+        assert_eq!(t.try_acquire(Key(1), 9, Shared), Acquire::Blocked(vec![1, 3, 4, 5]), "no jumping the queue");
+        assert_eq!(t.release(Key(1), 1), vec![3], "3 is first; 4 is exclusive and waits for 3");
         assert_eq!(t.release(Key(1), 3), vec![4]);
         assert_eq!(t.release(Key(1), 4), vec![5]);
         assert_eq!(t.release(Key(1), 5), Vec::<u32>::new());

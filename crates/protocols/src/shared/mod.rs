@@ -8,3 +8,4 @@ pub mod paxos;
 pub mod quorum;
 pub mod recent;
 pub mod twopc;
+pub mod txnids;

@@ -20,9 +20,37 @@ pub struct Version {
     pub value: Value,
 }
 
+/// A key's versions, oldest first; the single-version case (every key of a
+/// single-version protocol) is kept inline, without a heap allocation.
+#[derive(Clone, Debug)]
+enum Versions {
+    One(Version),
+    Many(Vec<Version>),
+}
+
+impl Versions {
+    fn as_slice(&self) -> &[Version] {
+        match self {
+            Versions::One(v) => std::slice::from_ref(v),
+            Versions::Many(vs) => vs,
+        }
+    }
+
+    fn to_vec_mut(&mut self) -> &mut Vec<Version> {
+        if let Versions::One(v) = self {
+            let v = std::mem::replace(v, Version { version: 0, value: Value::int(0, 0) });
+            *self = Versions::Many(vec![v]);
+        }
+        match self {
+            Versions::Many(vs) => vs,
+            Versions::One(_) => unreachable!("converted above"),
+        }
+    }
+}
+
 #[derive(Default, Clone, Debug)]
 pub struct MvStore {
-    map: FxHashMap<Key, Vec<Version>>,
+    map: FxHashMap<Key, Versions>,
     versions: usize,
 }
 
@@ -31,32 +59,35 @@ impl MvStore {
         MvStore::default()
     }
 
+    fn versions_of(&self, key: Key) -> &[Version] {
+        self.map.get(&key).map_or(&[], Versions::as_slice)
+    }
+
     /// The newest version of a key.
     pub fn latest(&self, key: Key) -> Option<&Value> {
-        self.map
-            .get(&key)
-            .and_then(|vs| vs.last())
-            .map(|v| &v.value)
+        self.versions_of(key).last().map(|v| &v.value)
     }
 
     /// The newest version numbered at or below `version`.
     pub fn read_at(&self, key: Key, version: u64) -> Option<&Value> {
-        let vs = self.map.get(&key)?;
+        let vs = self.versions_of(key);
         let i = vs.partition_point(|v| v.version <= version);
         (i > 0).then(|| &vs[i - 1].value)
     }
 
     /// The version number of the newest version of a key.
     pub fn latest_version(&self, key: Key) -> Option<u64> {
-        self.map
-            .get(&key)
-            .and_then(|vs| vs.last())
-            .map(|v| v.version)
+        self.versions_of(key).last().map(|v| v.version)
     }
 
     /// Installs a version (replacing one with the same number).
     pub fn install(&mut self, key: Key, version: u64, value: Value) {
-        let vs = self.map.entry(key).or_default();
+        let Some(entry) = self.map.get_mut(&key) else {
+            self.map.insert(key, Versions::One(Version { version, value }));
+            self.versions += 1;
+            return;
+        };
+        let vs = entry.to_vec_mut();
         let i = vs.partition_point(|v| v.version < version);
         if i < vs.len() && vs[i].version == version {
             vs[i].value = value;
@@ -69,21 +100,15 @@ impl MvStore {
     /// Installs a value as the only version of the key (single-version
     /// protocols such as 2PL).
     pub fn put(&mut self, key: Key, version: u64, value: Value) {
-        let vs = self.map.entry(key).or_default();
-        self.versions -= vs.len();
-        vs.clear();
-        vs.push(Version { version, value });
-        self.versions += 1;
+        let old = self.map.insert(key, Versions::One(Version { version, value }));
+        self.versions = self.versions + 1 - old.map_or(0, |vs| vs.as_slice().len());
     }
 
     /// Removes one version; true if it existed.
     pub fn revoke(&mut self, key: Key, version: u64) -> bool {
-        let Some(vs) = self.map.get_mut(&key) else {
-            return false;
-        };
-        let Ok(i) = vs.binary_search_by_key(&version, |v| v.version) else {
-            return false;
-        };
+        let Some(entry) = self.map.get_mut(&key) else { return false };
+        let vs = entry.to_vec_mut();
+        let Ok(i) = vs.binary_search_by_key(&version, |v| v.version) else { return false };
         vs.remove(i);
         self.versions -= 1;
         if vs.is_empty() {
@@ -95,9 +120,7 @@ impl MvStore {
     /// Drops versions of `key` older than the newest one at or below
     /// `watermark` (no reader will ask for them again).
     pub fn gc(&mut self, key: Key, watermark: u64) {
-        let Some(vs) = self.map.get_mut(&key) else {
-            return;
-        };
+        let Some(Versions::Many(vs)) = self.map.get_mut(&key) else { return };
         let i = vs.partition_point(|v| v.version <= watermark);
         if i > 1 {
             vs.drain(..i - 1);
@@ -115,8 +138,7 @@ impl MvStore {
 
     /// Every key's versions, sorted by key (for checkpoints and tests).
     pub fn snapshot(&self) -> Vec<(Key, Vec<Version>)> {
-        let mut all: Vec<(Key, Vec<Version>)> =
-            self.map.iter().map(|(k, v)| (*k, v.clone())).collect();
+        let mut all: Vec<(Key, Vec<Version>)> = self.map.iter().map(|(k, v)| (*k, v.as_slice().to_vec())).collect();
         all.sort_unstable_by_key(|(k, _)| *k);
         all
     }
@@ -173,15 +195,6 @@ mod tests {
         s.put(Key(1), 1, v(1));
         s.put(Key(1), 2, v(2));
         assert_eq!(s.versions(), 1);
-        assert_eq!(
-            s.snapshot(),
-            vec![(
-                Key(1),
-                vec![Version {
-                    version: 2,
-                    value: v(2)
-                }]
-            )]
-        );
+        assert_eq!(s.snapshot(), vec![(Key(1), vec![Version { version: 2, value: v(2) }])]);
     }
 }

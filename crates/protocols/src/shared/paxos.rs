@@ -26,11 +26,10 @@ use crate::shared::quorum::Quorum;
 use meridian_core::{Env, Lsn, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 /// A ballot: rounds are compared first, then the proposer's rank.
-#[derive(
-    Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default,
-)]
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default)]
 pub struct Ballot {
     pub round: u64,
     pub rank: u32,
@@ -55,13 +54,7 @@ impl PaxosConfig {
     /// Timings for a group whose members are up to `max_rtt_ns` apart.
     pub fn for_rtt(max_rtt_ns: u64) -> PaxosConfig {
         let tick_ns = (max_rtt_ns / 2).clamp(5_000_000, 100_000_000);
-        PaxosConfig {
-            tick_ns,
-            election_ticks: 8,
-            stagger_ticks: 4,
-            jitter_ticks: 3,
-            batch_max: 256,
-        }
+        PaxosConfig { tick_ns, election_ticks: 8, stagger_ticks: 4, jitter_ticks: 3, batch_max: 256 }
     }
 }
 
@@ -69,46 +62,21 @@ impl PaxosConfig {
 pub struct PromisedEntry<V> {
     pub slot: u64,
     pub ballot: Ballot,
-    pub value: Option<V>,
+    pub value: Option<Arc<V>>,
     /// The acceptor knows this value is chosen.
     pub chosen: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PaxosBody<V> {
-    Prepare {
-        ballot: Ballot,
-        from_slot: u64,
-    },
-    Promise {
-        ballot: Ballot,
-        entries: Vec<PromisedEntry<V>>,
-    },
-    Nack {
-        ballot: Ballot,
-        promised: Ballot,
-    },
-    Accept {
-        ballot: Ballot,
-        slot: u64,
-        value: Option<V>,
-        commit_upto: u64,
-    },
-    Accepted {
-        ballot: Ballot,
-        slot: u64,
-    },
-    Commit {
-        ballot: Ballot,
-        commit_upto: u64,
-    },
-    Fetch {
-        from_slot: u64,
-        to_slot: u64,
-    },
-    Chosen {
-        entries: Vec<(u64, Option<V>)>,
-    },
+    Prepare { ballot: Ballot, from_slot: u64 },
+    Promise { ballot: Ballot, entries: Vec<PromisedEntry<V>> },
+    Nack { ballot: Ballot, promised: Ballot },
+    Accept { ballot: Ballot, slot: u64, value: Option<Arc<V>>, commit_upto: u64 },
+    Accepted { ballot: Ballot, slot: u64 },
+    Commit { ballot: Ballot, commit_upto: u64 },
+    Fetch { from_slot: u64, to_slot: u64 },
+    Chosen { entries: Vec<(u64, Option<Arc<V>>)> },
 }
 
 /// A message of group `group`.
@@ -121,15 +89,8 @@ pub struct PaxosMsg<V> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PaxosRecordBody<V> {
     Promised(Ballot),
-    Accepted {
-        slot: u64,
-        ballot: Ballot,
-        value: Option<V>,
-    },
-    Chosen {
-        slot: u64,
-        value: Option<V>,
-    },
+    Accepted { slot: u64, ballot: Ballot, value: Option<Arc<V>> },
+    Chosen { slot: u64, value: Option<Arc<V>> },
 }
 
 /// A durable record of group `group`.
@@ -150,7 +111,7 @@ pub struct PaxosTimer {
 pub enum PaxosEvent<V> {
     /// Slot `slot` holds `value` for ever; emitted in slot order (no-op slots
     /// are skipped).
-    Committed { slot: u64, value: V },
+    Committed { slot: u64, value: Arc<V> },
     /// This node leads with `ballot` and every slot before its first new
     /// proposal is committed: it may serve.
     LeaderReady { ballot: Ballot },
@@ -167,8 +128,54 @@ pub struct NotLeader {
 #[derive(Clone, Debug)]
 struct Slot<V> {
     ballot: Ballot,
-    value: Option<V>,
+    value: Option<Arc<V>>,
     chosen: bool,
+}
+
+/// Most slots the log holds past its first: a bound on memory that a
+/// message naming a far-off slot cannot break.
+const LOG_WINDOW: u64 = 1 << 24;
+
+/// The log, by slot, from slot 1: O(1) access, appends at the end.
+#[derive(Debug)]
+struct SlotLog<V> {
+    slots: VecDeque<Option<Slot<V>>>,
+}
+
+impl<V> SlotLog<V> {
+    fn new() -> Self {
+        SlotLog { slots: VecDeque::new() }
+    }
+
+    fn index(slot: u64) -> Option<usize> {
+        (1..=LOG_WINDOW).contains(&slot).then(|| (slot - 1) as usize)
+    }
+
+    fn get(&self, slot: &u64) -> Option<&Slot<V>> {
+        self.slots.get(Self::index(*slot)?)?.as_ref()
+    }
+
+    fn get_mut(&mut self, slot: &u64) -> Option<&mut Slot<V>> {
+        let i = Self::index(*slot)?;
+        self.slots.get_mut(i)?.as_mut()
+    }
+
+    /// Stores a slot; false (and nothing stored) beyond the window.
+    fn insert(&mut self, slot: u64, value: Slot<V>) -> bool {
+        let Some(i) = Self::index(slot) else { return false };
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(value);
+        true
+    }
+
+    /// Occupied slots from `from` to `to` (inclusive) in order.
+    fn range(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &Slot<V>)> {
+        let start = from.max(1);
+        let end = to.min(self.slots.len() as u64);
+        (start..=end).filter_map(move |slot| self.get(&slot).map(|s| (slot, s)))
+    }
 }
 
 #[derive(Debug)]
@@ -207,7 +214,7 @@ pub struct MultiPaxos<V> {
     promised: Ballot,
     /// Highest round seen anywhere, so a new candidate outbids it.
     max_round_seen: u64,
-    log: BTreeMap<u64, Slot<V>>,
+    log: SlotLog<V>,
     commit_upto: u64,
     delivered_upto: u64,
     role: Role<V>,
@@ -228,17 +235,8 @@ pub struct MultiPaxos<V> {
 impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     /// A member of `members` (all nodes of the group, in rank order);
     /// `preferred` is the rank that leads first.
-    pub fn new(
-        group: u32,
-        members: Vec<NodeId>,
-        me: NodeId,
-        preferred: usize,
-        cfg: PaxosConfig,
-    ) -> Self {
-        let me = members
-            .iter()
-            .position(|m| *m == me)
-            .expect("a member of its own group");
+    pub fn new(group: u32, members: Vec<NodeId>, me: NodeId, preferred: usize, cfg: PaxosConfig) -> Self {
+        let me = members.iter().position(|m| *m == me).expect("a member of its own group");
         assert!(members.len() <= 64 && preferred < members.len());
         MultiPaxos {
             group,
@@ -248,7 +246,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
             cfg,
             promised: Ballot::default(),
             max_round_seen: 0,
-            log: BTreeMap::new(),
+            log: SlotLog::new(),
             commit_upto: 0,
             delivered_upto: 0,
             role: Role::Follower,
@@ -277,11 +275,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     /// prefix as `Committed` events, and the preferred member of a fresh
     /// group leads at ballot (1, rank) without phase 1 (no lower ballot can
     /// have accepted anything).
-    pub fn start(
-        &mut self,
-        env: &mut PaxosEnv<'_, V>,
-        durable: impl IntoIterator<Item = PaxosRecordBody<V>>,
-    ) {
+    pub fn start(&mut self, env: &mut PaxosEnv<'_, V>, durable: impl IntoIterator<Item = PaxosRecordBody<V>>) {
         let mut fresh = true;
         for record in durable {
             fresh = false;
@@ -295,10 +289,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
             // Round 1 belongs to the preferred member alone (elections start
             // at round 2), so (1, preferred) is the lowest ballot there is and
             // phase 1 has nothing to learn.
-            let ballot = Ballot {
-                round: 1,
-                rank: self.me as u32,
-            };
+            let ballot = Ballot { round: 1, rank: self.me as u32 };
             self.begin_candidacy(env, ballot, false);
         }
     }
@@ -306,32 +297,14 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     fn replay(&mut self, record: PaxosRecordBody<V>) {
         match record {
             PaxosRecordBody::Promised(b) => self.promised = self.promised.max(b),
-            PaxosRecordBody::Accepted {
-                slot,
-                ballot,
-                value,
-            } => {
+            PaxosRecordBody::Accepted { slot, ballot, value } => {
                 self.promised = self.promised.max(ballot);
                 if !self.log.get(&slot).is_some_and(|s| s.chosen) {
-                    self.log.insert(
-                        slot,
-                        Slot {
-                            ballot,
-                            value,
-                            chosen: false,
-                        },
-                    );
+                    self.log.insert(slot, Slot { ballot, value, chosen: false });
                 }
             }
             PaxosRecordBody::Chosen { slot, value } => {
-                self.log.insert(
-                    slot,
-                    Slot {
-                        ballot: Ballot::default(),
-                        value,
-                        chosen: true,
-                    },
-                );
+                self.log.insert(slot, Slot { ballot: Ballot::default(), value, chosen: true });
             }
         }
     }
@@ -363,58 +336,23 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     /// Proposes a value in the next free slot (ready leaders only).
     pub fn propose(&mut self, env: &mut PaxosEnv<'_, V>, value: V) -> Result<u64, NotLeader> {
-        let Role::Leader {
-            ballot,
-            next_slot,
-            acks,
-            ready: true,
-            ..
-        } = &mut self.role
-        else {
-            return Err(NotLeader {
-                hint: self.leader.map(|r| self.members[r]),
-            });
+        let Role::Leader { ballot, next_slot, acks, ready: true, .. } = &mut self.role else {
+            return Err(NotLeader { hint: self.leader.map(|r| self.members[r]) });
         };
         let (ballot, slot) = (*ballot, *next_slot);
         *next_slot += 1;
         acks.insert(slot, (Quorum::majority(self.members.len()), self.ticks));
-        self.accept_own(env, ballot, slot, Some(value));
+        self.accept_own(env, ballot, slot, Some(Arc::new(value)));
         Ok(slot)
     }
 
     /// Proposes `value` as leader in `slot` at `ballot`: persist, then count
     /// our own vote; send to the others at once (they persist in parallel).
-    fn accept_own(
-        &mut self,
-        env: &mut PaxosEnv<'_, V>,
-        ballot: Ballot,
-        slot: u64,
-        value: Option<V>,
-    ) {
-        self.log.insert(
-            slot,
-            Slot {
-                ballot,
-                value: value.clone(),
-                chosen: false,
-            },
-        );
-        let lsn = self.persist(
-            env,
-            PaxosRecordBody::Accepted {
-                slot,
-                ballot,
-                value: value.clone(),
-            },
-        );
-        self.awaiting
-            .push_back((lsn, Deferred::SelfAccept(ballot, slot)));
-        let body = PaxosBody::Accept {
-            ballot,
-            slot,
-            value,
-            commit_upto: self.commit_upto,
-        };
+    fn accept_own(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, slot: u64, value: Option<Arc<V>>) {
+        self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: false });
+        let lsn = self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value: value.clone() });
+        self.awaiting.push_back((lsn, Deferred::SelfAccept(ballot, slot)));
+        let body = PaxosBody::Accept { ballot, slot, value, commit_upto: self.commit_upto };
         self.send_others(env, &body);
     }
 
@@ -435,10 +373,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.ticks += 1;
         self.fetch_pending_ticks = self.fetch_pending_ticks.saturating_sub(1);
         if let Role::Leader { ballot, .. } = self.role {
-            let body = PaxosBody::Commit {
-                ballot,
-                commit_upto: self.commit_upto,
-            };
+            let body = PaxosBody::Commit { ballot, commit_upto: self.commit_upto };
             self.send_others(env, &body);
             self.retransmit(env);
             return;
@@ -449,14 +384,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
         if self.ticks_since_heard >= self.timeout_ticks {
             let round = self.max_round_seen.max(self.promised.round).max(1) + 1;
-            self.begin_candidacy(
-                env,
-                Ballot {
-                    round,
-                    rank: self.me as u32,
-                },
-                true,
-            );
+            self.begin_candidacy(env, Ballot { round, rank: self.me as u32 }, true);
         }
     }
 
@@ -466,22 +394,14 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
             return;
         };
         match msg.body {
-            PaxosBody::Prepare { ballot, from_slot } => {
-                self.on_prepare(env, rank, ballot, from_slot)
-            }
+            PaxosBody::Prepare { ballot, from_slot } => self.on_prepare(env, rank, ballot, from_slot),
             PaxosBody::Promise { ballot, entries } => self.on_promise(env, rank, ballot, entries),
             PaxosBody::Nack { ballot, promised } => self.on_nack(env, ballot, promised),
-            PaxosBody::Accept {
-                ballot,
-                slot,
-                value,
-                commit_upto,
-            } => self.on_accept(env, rank, ballot, slot, value, commit_upto),
+            PaxosBody::Accept { ballot, slot, value, commit_upto } => {
+                self.on_accept(env, rank, ballot, slot, value, commit_upto)
+            }
             PaxosBody::Accepted { ballot, slot } => self.on_accepted(env, rank, ballot, slot),
-            PaxosBody::Commit {
-                ballot,
-                commit_upto,
-            } => self.on_commit(env, rank, ballot, commit_upto),
+            PaxosBody::Commit { ballot, commit_upto } => self.on_commit(env, rank, ballot, commit_upto),
             PaxosBody::Fetch { from_slot, to_slot } => self.on_fetch(env, from, from_slot, to_slot),
             PaxosBody::Chosen { entries } => self.on_chosen(env, entries),
         }
@@ -496,47 +416,24 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.promised = ballot;
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         let from_slot = self.commit_upto + 1;
-        let merged = self
-            .entries_from(from_slot)
-            .into_iter()
-            .map(|e| (e.slot, e))
-            .collect();
-        let promises = if phase1 {
-            Quorum::majority(self.members.len())
-        } else {
-            Quorum::new(1)
-        };
-        self.role = Role::Candidate {
-            ballot,
-            promises,
-            merged,
-        };
+        let merged = self.entries_from(from_slot).into_iter().map(|e| (e.slot, e)).collect();
+        let promises = if phase1 { Quorum::majority(self.members.len()) } else { Quorum::new(1) };
+        self.role = Role::Candidate { ballot, promises, merged };
         self.leader = None;
         self.reset_timeout(env);
         let lsn = self.persist(env, PaxosRecordBody::Promised(ballot));
-        self.awaiting
-            .push_back((lsn, Deferred::SelfPromise(ballot)));
+        self.awaiting.push_back((lsn, Deferred::SelfPromise(ballot)));
         if phase1 {
             env.count("paxos_elections", 1);
             self.send_others(env, &PaxosBody::Prepare { ballot, from_slot });
         }
     }
 
-    fn on_prepare(
-        &mut self,
-        env: &mut PaxosEnv<'_, V>,
-        rank: usize,
-        ballot: Ballot,
-        from_slot: u64,
-    ) {
+    fn on_prepare(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, from_slot: u64) {
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         if ballot < self.promised || (ballot == self.promised && rank != ballot.rank as usize) {
             let promised = self.promised;
-            self.send(
-                env,
-                self.members[rank],
-                PaxosBody::Nack { ballot, promised },
-            );
+            self.send(env, self.members[rank], PaxosBody::Nack { ballot, promised });
             return;
         }
         if ballot > self.promised {
@@ -549,31 +446,17 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
         // Answer once the promise is durable (a duplicate Prepare waits too).
         let entries = self.entries_from(from_slot);
-        self.after_durable(
-            env,
-            Deferred::Send(self.members[rank], PaxosBody::Promise { ballot, entries }),
-        );
+        self.after_durable(env, Deferred::Send(self.members[rank], PaxosBody::Promise { ballot, entries }));
     }
 
-    fn on_promise(
-        &mut self,
-        env: &mut PaxosEnv<'_, V>,
-        rank: usize,
-        ballot: Ballot,
-        entries: Vec<PromisedEntry<V>>,
-    ) {
-        let Role::Candidate {
-            ballot: mine,
-            promises,
-            merged,
-        } = &mut self.role
-        else {
+    fn on_promise(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, entries: Vec<PromisedEntry<V>>) {
+        let Role::Candidate { ballot: mine, promises, merged } = &mut self.role else {
             return;
         };
         if *mine != ballot {
             return;
         }
-        for e in entries {
+        for e in entries.into_iter().filter(|e| SlotLog::<V>::index(e.slot).is_some()) {
             let better = match merged.get(&e.slot) {
                 None => true,
                 Some(old) => !old.chosen && (e.chosen || e.ballot > old.ballot),
@@ -603,23 +486,12 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     /// Phase 1 succeeded: adopt every recovered slot at our ballot.
     fn become_leader(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot) {
-        let Role::Candidate { merged, .. } = std::mem::replace(&mut self.role, Role::Follower)
-        else {
+        let Role::Candidate { merged, .. } = std::mem::replace(&mut self.role, Role::Follower) else {
             unreachable!("only candidates become leaders")
         };
-        let recover_upto = merged
-            .keys()
-            .next_back()
-            .copied()
-            .unwrap_or(0)
-            .max(self.commit_upto);
-        self.role = Role::Leader {
-            ballot,
-            next_slot: recover_upto + 1,
-            acks: BTreeMap::new(),
-            ready: false,
-            recover_upto,
-        };
+        let recover_upto = merged.keys().next_back().copied().unwrap_or(0).max(self.commit_upto);
+        self.role =
+            Role::Leader { ballot, next_slot: recover_upto + 1, acks: BTreeMap::new(), ready: false, recover_upto };
         self.leader = Some(self.me);
         env.count("paxos_leader_changes", 1);
         for slot in self.commit_upto + 1..=recover_upto {
@@ -639,17 +511,10 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     fn check_ready(&mut self) {
-        if let Role::Leader {
-            ballot,
-            ready,
-            recover_upto,
-            ..
-        } = &mut self.role
-        {
+        if let Role::Leader { ballot, ready, recover_upto, .. } = &mut self.role {
             if !*ready && self.commit_upto >= *recover_upto {
                 *ready = true;
-                self.events
-                    .push(PaxosEvent::LeaderReady { ballot: *ballot });
+                self.events.push(PaxosEvent::LeaderReady { ballot: *ballot });
             }
         }
     }
@@ -662,17 +527,13 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         rank: usize,
         ballot: Ballot,
         slot: u64,
-        value: Option<V>,
+        value: Option<Arc<V>>,
         commit_upto: u64,
     ) {
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         if ballot < self.promised {
             let promised = self.promised;
-            self.send(
-                env,
-                self.members[rank],
-                PaxosBody::Nack { ballot, promised },
-            );
+            self.send(env, self.members[rank], PaxosBody::Nack { ballot, promised });
             return;
         }
         self.follow(rank, ballot);
@@ -680,36 +541,15 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         if self.log.get(&slot).is_some_and(|s| s.chosen) {
             // Already chosen here: the leader proposes the same value.
             self.send(env, to, PaxosBody::Accepted { ballot, slot });
-        } else {
-            self.log.insert(
-                slot,
-                Slot {
-                    ballot,
-                    value: value.clone(),
-                    chosen: false,
-                },
-            );
-            let lsn = self.persist(
-                env,
-                PaxosRecordBody::Accepted {
-                    slot,
-                    ballot,
-                    value,
-                },
-            );
-            self.awaiting.push_back((
-                lsn,
-                Deferred::Send(to, PaxosBody::Accepted { ballot, slot }),
-            ));
+        } else if self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: false }) {
+            let lsn = self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value });
+            self.awaiting.push_back((lsn, Deferred::Send(to, PaxosBody::Accepted { ballot, slot })));
         }
         self.learn_commit(env, ballot, commit_upto);
     }
 
     fn on_accepted(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, slot: u64) {
-        let Role::Leader {
-            ballot: mine, acks, ..
-        } = &mut self.role
-        else {
+        let Role::Leader { ballot: mine, acks, .. } = &mut self.role else {
             return;
         };
         if *mine != ballot {
@@ -729,21 +569,11 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn on_commit(
-        &mut self,
-        env: &mut PaxosEnv<'_, V>,
-        rank: usize,
-        ballot: Ballot,
-        commit_upto: u64,
-    ) {
+    fn on_commit(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, commit_upto: u64) {
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         if ballot < self.promised {
             let promised = self.promised;
-            self.send(
-                env,
-                self.members[rank],
-                PaxosBody::Nack { ballot, promised },
-            );
+            self.send(env, self.members[rank], PaxosBody::Nack { ballot, promised });
             return;
         }
         self.follow(rank, ballot);
@@ -793,37 +623,29 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
             return;
         }
         let from_slot = self.commit_upto + 1;
-        let to_slot = self
-            .leader_commit
-            .min(from_slot + self.cfg.batch_max as u64 - 1);
+        let to_slot = self.leader_commit.min(from_slot + self.cfg.batch_max as u64 - 1);
         self.fetch_pending_ticks = 2;
-        self.send(
-            env,
-            self.members[leader],
-            PaxosBody::Fetch { from_slot, to_slot },
-        );
+        self.send(env, self.members[leader], PaxosBody::Fetch { from_slot, to_slot });
     }
 
     fn on_fetch(&mut self, env: &mut PaxosEnv<'_, V>, from: NodeId, from_slot: u64, to_slot: u64) {
-        let to_slot = to_slot
-            .min(self.commit_upto)
-            .min(from_slot.saturating_add(self.cfg.batch_max as u64 - 1));
+        let to_slot = to_slot.min(self.commit_upto).min(from_slot.saturating_add(self.cfg.batch_max as u64 - 1));
         if from_slot == 0 || from_slot > to_slot {
             return;
         }
-        let entries: Vec<(u64, Option<V>)> = self
+        let entries: Vec<(u64, Option<Arc<V>>)> = self
             .log
-            .range(from_slot..=to_slot)
+            .range(from_slot, to_slot)
             .filter(|(_, s)| s.chosen)
-            .map(|(slot, s)| (*slot, s.value.clone()))
+            .map(|(slot, s)| (slot, s.value.clone()))
             .collect();
         if !entries.is_empty() {
             self.send(env, from, PaxosBody::Chosen { entries });
         }
     }
 
-    fn on_chosen(&mut self, env: &mut PaxosEnv<'_, V>, entries: Vec<(u64, Option<V>)>) {
-        for (slot, value) in entries {
+    fn on_chosen(&mut self, env: &mut PaxosEnv<'_, V>, entries: Vec<(u64, Option<Arc<V>>)>) {
+        for (slot, value) in entries.into_iter().filter(|(slot, _)| SlotLog::<V>::index(*slot).is_some()) {
             if !self.log.get(&slot).is_some_and(|s| s.chosen) {
                 self.learn_chosen(env, slot, value);
             }
@@ -834,26 +656,15 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     /// Records a value known to be chosen, durably.
-    fn learn_chosen(&mut self, env: &mut PaxosEnv<'_, V>, slot: u64, value: Option<V>) {
+    fn learn_chosen(&mut self, env: &mut PaxosEnv<'_, V>, slot: u64, value: Option<Arc<V>>) {
         let ballot = self.log.get(&slot).map(|s| s.ballot).unwrap_or_default();
-        self.log.insert(
-            slot,
-            Slot {
-                ballot,
-                value: value.clone(),
-                chosen: true,
-            },
-        );
+        self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: true });
         self.persist(env, PaxosRecordBody::Chosen { slot, value });
     }
 
     /// Moves the commit point over contiguous chosen slots and delivers them.
     fn advance_commit(&mut self) {
-        while self
-            .log
-            .get(&(self.commit_upto + 1))
-            .is_some_and(|s| s.chosen)
-        {
+        while self.log.get(&(self.commit_upto + 1)).is_some_and(|s| s.chosen) {
             self.commit_upto += 1;
         }
         while self.delivered_upto < self.commit_upto {
@@ -888,12 +699,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
             let Some(s) = self.log.get(&slot) else {
                 continue;
             };
-            let body = PaxosBody::Accept {
-                ballot,
-                slot,
-                value: s.value.clone(),
-                commit_upto: self.commit_upto,
-            };
+            let body = PaxosBody::Accept { ballot, slot, value: s.value.clone(), commit_upto: self.commit_upto };
             for (rank, to) in self.members.clone().into_iter().enumerate() {
                 if rank != self.me && !q.has(rank) {
                     self.send(env, to, body.clone());
@@ -906,13 +712,8 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     fn entries_from(&self, from_slot: u64) -> Vec<PromisedEntry<V>> {
         self.log
-            .range(from_slot..)
-            .map(|(slot, s)| PromisedEntry {
-                slot: *slot,
-                ballot: s.ballot,
-                value: s.value.clone(),
-                chosen: s.chosen,
-            })
+            .range(from_slot, u64::MAX)
+            .map(|(slot, s)| PromisedEntry { slot, ballot: s.ballot, value: s.value.clone(), chosen: s.chosen })
             .collect()
     }
 
@@ -927,16 +728,12 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         let n = self.members.len();
         let distance = (self.me + n - self.preferred) % n;
         let jitter = env.rng().below(u64::from(self.cfg.jitter_ticks) + 1) as u32;
-        self.timeout_ticks =
-            self.cfg.election_ticks + distance as u32 * self.cfg.stagger_ticks + jitter;
+        self.timeout_ticks = self.cfg.election_ticks + distance as u32 * self.cfg.stagger_ticks + jitter;
         self.ticks_since_heard = 0;
     }
 
     fn persist(&mut self, env: &mut PaxosEnv<'_, V>, body: PaxosRecordBody<V>) -> Lsn {
-        let lsn = env.append(PaxosRecord {
-            group: self.group,
-            body,
-        });
+        let lsn = env.append(PaxosRecord { group: self.group, body });
         debug_assert!(lsn > self.last_appended, "LSNs grow");
         self.last_appended = lsn;
         lsn
@@ -956,25 +753,13 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     fn send(&self, env: &mut PaxosEnv<'_, V>, to: NodeId, body: PaxosBody<V>) {
-        env.send(
-            to,
-            PaxosMsg {
-                group: self.group,
-                body,
-            },
-        );
+        env.send(to, PaxosMsg { group: self.group, body });
     }
 
     fn send_others(&self, env: &mut PaxosEnv<'_, V>, body: &PaxosBody<V>) {
         for (rank, to) in self.members.iter().enumerate() {
             if rank != self.me {
-                env.send(
-                    *to,
-                    PaxosMsg {
-                        group: self.group,
-                        body: body.clone(),
-                    },
-                );
+                env.send(*to, PaxosMsg { group: self.group, body: body.clone() });
             }
         }
     }

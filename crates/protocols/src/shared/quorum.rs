@@ -12,14 +12,8 @@ pub struct Quorum {
 
 impl Quorum {
     pub fn new(needed: usize) -> Quorum {
-        assert!(
-            (1..=64).contains(&needed),
-            "a quorum needs 1..=64 votes, not {needed}"
-        );
-        Quorum {
-            votes: 0,
-            needed: needed as u32,
-        }
+        assert!((1..=64).contains(&needed), "a quorum needs 1..=64 votes, not {needed}");
+        Quorum { votes: 0, needed: needed as u32 }
     }
 
     /// A majority of `n` members.

@@ -13,11 +13,7 @@ pub struct RecentSet<T: Ord + Copy> {
 impl<T: Ord + Copy> RecentSet<T> {
     pub fn new(capacity: usize) -> Self {
         assert!(capacity > 0);
-        RecentSet {
-            set: BTreeSet::new(),
-            order: VecDeque::new(),
-            capacity,
-        }
+        RecentSet { set: BTreeSet::new(), order: VecDeque::new(), capacity }
     }
 
     /// Adds a member, forgetting the oldest beyond capacity; false if it was

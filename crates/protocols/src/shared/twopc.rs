@@ -14,6 +14,7 @@
 //! "forgotten", never guessed.
 
 use meridian_core::{NodeId, ShardId, TxnId};
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -44,10 +45,7 @@ pub struct Tally {
 impl Tally {
     pub fn new(participants: &[ShardId]) -> Tally {
         assert!(!participants.is_empty(), "a transaction has participants");
-        Tally {
-            pending: participants.iter().copied().collect(),
-            decided: None,
-        }
+        Tally { pending: participants.iter().copied().collect(), decided: None }
     }
 
     /// A yes vote; returns the decision when it completes the tally.
@@ -79,9 +77,7 @@ impl Tally {
 
 /// Cooperative termination: what the answers of the other participants
 /// decide, if anything yet (`None` entries have not answered).
-pub fn termination_decision(
-    answers: impl IntoIterator<Item = Option<TxnStatus>>,
-) -> Option<Decision> {
+pub fn termination_decision(answers: impl IntoIterator<Item = Option<TxnStatus>>) -> Option<Decision> {
     let mut all_prepared = true;
     for answer in answers {
         match answer {
@@ -97,7 +93,7 @@ pub fn termination_decision(
 /// Remembered outcomes, at most `capacity` of them.
 #[derive(Clone, Debug)]
 pub struct Outcomes {
-    map: BTreeMap<TxnId, Decision>,
+    map: FxHashMap<TxnId, Decision>,
     order: VecDeque<TxnId>,
     forgotten_upto: BTreeMap<NodeId, u64>,
     capacity: usize,
@@ -106,12 +102,7 @@ pub struct Outcomes {
 impl Outcomes {
     pub fn new(capacity: usize) -> Outcomes {
         assert!(capacity > 0);
-        Outcomes {
-            map: BTreeMap::new(),
-            order: VecDeque::new(),
-            forgotten_upto: BTreeMap::new(),
-            capacity,
-        }
+        Outcomes { map: FxHashMap::default(), order: VecDeque::new(), forgotten_upto: BTreeMap::new(), capacity }
     }
 
     pub fn record(&mut self, txn: TxnId, decision: Decision) {
@@ -132,13 +123,7 @@ impl Outcomes {
         match self.map.get(&txn) {
             Some(Decision::Commit) => Some(TxnStatus::Committed),
             Some(Decision::Abort) => Some(TxnStatus::Aborted),
-            None if self
-                .forgotten_upto
-                .get(&txn.node)
-                .is_some_and(|w| txn.seq <= *w) =>
-            {
-                Some(TxnStatus::Forgotten)
-            }
+            None if self.forgotten_upto.get(&txn.node).is_some_and(|w| txn.seq <= *w) => Some(TxnStatus::Forgotten),
             None => None,
         }
     }
@@ -157,21 +142,14 @@ mod tests {
     use super::*;
 
     fn t(node: u32, seq: u64) -> TxnId {
-        TxnId {
-            node: NodeId(node),
-            seq,
-        }
+        TxnId { node: NodeId(node), seq }
     }
 
     #[test]
     fn commit_needs_every_yes_and_one_no_aborts() {
         let mut tally = Tally::new(&[ShardId(0), ShardId(1)]);
         assert_eq!(tally.yes(ShardId(0)), None);
-        assert_eq!(
-            tally.yes(ShardId(0)),
-            None,
-            "a duplicate vote changes nothing"
-        );
+        assert_eq!(tally.yes(ShardId(0)), None, "a duplicate vote changes nothing");
         assert_eq!(tally.yes(ShardId(1)), Some(Decision::Commit));
         assert_eq!(tally.no(ShardId(1)), None, "decided once");
         let mut tally = Tally::new(&[ShardId(0), ShardId(1)]);
@@ -182,24 +160,11 @@ mod tests {
     #[test]
     fn termination_decides_only_on_certain_knowledge() {
         use TxnStatus::*;
-        assert_eq!(
-            termination_decision([Some(Prepared), Some(Aborted)]),
-            Some(Decision::Abort)
-        );
-        assert_eq!(
-            termination_decision([Some(Prepared), Some(Committed)]),
-            Some(Decision::Commit)
-        );
-        assert_eq!(
-            termination_decision([Some(Prepared), Some(Prepared)]),
-            Some(Decision::Commit)
-        );
+        assert_eq!(termination_decision([Some(Prepared), Some(Aborted)]), Some(Decision::Abort));
+        assert_eq!(termination_decision([Some(Prepared), Some(Committed)]), Some(Decision::Commit));
+        assert_eq!(termination_decision([Some(Prepared), Some(Prepared)]), Some(Decision::Commit));
         assert_eq!(termination_decision([Some(Prepared), None]), None);
-        assert_eq!(
-            termination_decision([Some(Forgotten)]),
-            None,
-            "forgotten is not a vote"
-        );
+        assert_eq!(termination_decision([Some(Forgotten)]), None, "forgotten is not a vote");
     }
 
     #[test]
@@ -211,11 +176,7 @@ mod tests {
         assert_eq!(o.len(), 2);
         assert_eq!(o.lookup(t(1, 1)), Some(TxnStatus::Forgotten));
         assert_eq!(o.lookup(t(1, 2)), Some(TxnStatus::Aborted));
-        assert_eq!(
-            o.lookup(t(1, 3)),
-            None,
-            "never seen, newer than the watermark"
-        );
+        assert_eq!(o.lookup(t(1, 3)), None, "never seen, newer than the watermark");
         assert_eq!(o.lookup(t(2, 7)), Some(TxnStatus::Committed));
     }
 }

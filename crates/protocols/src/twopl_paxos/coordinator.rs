@@ -10,12 +10,12 @@
 //! priority (so it eventually becomes the oldest and cannot starve), at most
 //! `max_attempts` times.
 
-use super::messages::{Msg, Priority, Refusal, Timer};
+use super::messages::{Msg, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
 use crate::shared::twopc::{Decision, Tally};
+use crate::shared::txnids::TxnIds;
 use meridian_core::{
-    AbortReason, Ctx, Execution, Key, NodeId, Outcome, Program, RequestId, ShardId, TimerId, TxnId,
-    Value,
+    AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,7 +44,8 @@ struct Attempt {
     writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
     tally: Option<Tally>,
     unacked: BTreeSet<ShardId>,
-    timer: Option<TimerId>,
+    /// The coordinator tick at which the current phase times out.
+    deadline_tick: u64,
     /// Prepare re-sends so far (bounded by the decision timeout).
     prepare_rounds: u32,
     decide_rounds: u32,
@@ -52,23 +53,28 @@ struct Attempt {
 }
 
 pub struct Coordinator {
-    me: NodeId,
     cfg: Config,
     leader_hint: Vec<NodeId>,
-    next_seq: u64,
+    ids: TxnIds,
+    /// Requests that arrived before the epoch was durable.
+    queued: Vec<(RequestId, Program)>,
     requests: BTreeMap<RequestId, Request>,
     attempts: BTreeMap<TxnId, Attempt>,
+    ticks: u64,
+    tick_armed: bool,
 }
 
 impl Coordinator {
     pub fn new(me: NodeId, leaders: Vec<NodeId>, cfg: Config) -> Coordinator {
         Coordinator {
-            me,
             cfg,
             leader_hint: leaders,
-            next_seq: 0,
+            ids: TxnIds::start(me, []),
+            queued: Vec::new(),
             requests: BTreeMap::new(),
             attempts: BTreeMap::new(),
+            ticks: 0,
+            tick_armed: false,
         }
     }
 
@@ -77,58 +83,49 @@ impl Coordinator {
         self.requests.len()
     }
 
-    pub fn on_request(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        request: RequestId,
-        program: Program,
-    ) {
+    /// A (re)start: a new durable epoch keeps transaction ids unique.
+    pub fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
+        let epochs = durable.into_iter().filter_map(|r| match r {
+            Record::Epoch(e) => Some(e),
+            Record::Paxos(_) => None,
+        });
+        self.ids = TxnIds::start(self.ids.next_node(), epochs);
+        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        self.ids.recorded_at(lsn);
+    }
+
+    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
+        if self.ids.persisted(upto) {
+            for (request, program) in std::mem::take(&mut self.queued) {
+                self.on_request(ctx, request, program);
+            }
+        }
+    }
+
+    pub fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
+        if !self.ids.ready() {
+            return self.queued.push((request, program));
+        }
         if program.ops.is_empty() {
-            return ctx.complete(
-                request,
-                Outcome::Committed {
-                    results: Vec::new(),
-                },
-            );
+            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
         let topo = ctx.topology();
         let shards = program.shards(|k| topo.shard_of(k));
-        self.requests.insert(
-            request,
-            Request {
-                program,
-                shards,
-                prio: None,
-                attempts: 0,
-            },
-        );
+        self.requests.insert(request, Request { program, shards, prio: None, attempts: 0 });
         self.start_attempt(ctx, request);
     }
 
     fn start_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId) {
-        let txn = TxnId {
-            node: self.me,
-            seq: self.next_seq,
-        };
-        self.next_seq += 1;
-        let req = self
-            .requests
-            .get_mut(&request)
-            .expect("attempts belong to live requests");
+        let txn = self.ids.next_id();
+        let req = self.requests.get_mut(&request).expect("attempts belong to live requests");
         req.attempts += 1;
-        let prio = *req.prio.get_or_insert(Priority {
-            start_ns: ctx.clock_ns(),
-            first: txn,
-        });
+        let prio = *req.prio.get_or_insert(Priority { start_ns: ctx.clock_ns(), first: txn });
         for shard in req.shards.clone() {
             let topo = ctx.topology();
             let ops = req.program.piece(shard, |k| topo.shard_of(k)).ops;
-            ctx.send(
-                self.leader_hint[shard.index()],
-                Msg::Execute { txn, prio, ops },
-            );
+            ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, ops });
         }
-        let timer = ctx.set_timer(self.cfg.execute_timeout_ns, Timer::Execute(txn));
+        let deadline_tick = self.deadline(ctx, self.cfg.execute_timeout_ns);
         let attempt = Attempt {
             request,
             phase: Phase::Executing,
@@ -137,7 +134,7 @@ impl Coordinator {
             writes: BTreeMap::new(),
             tally: None,
             unacked: BTreeSet::new(),
-            timer: Some(timer),
+            deadline_tick,
             prepare_rounds: 0,
             decide_rounds: 0,
             redirects: 0,
@@ -163,20 +160,12 @@ impl Coordinator {
         shard: ShardId,
         reads: Vec<(Key, Option<Value>)>,
     ) {
-        let Some(a) = self
-            .attempts
-            .get_mut(&txn)
-            .filter(|a| a.phase == Phase::Executing)
-        else {
-            // A stale attempt still holds locks there: release them.
-            if !self.attempts.contains_key(&txn) {
-                ctx.send(
-                    from,
-                    Msg::Decide {
-                        txn,
-                        decision: Decision::Abort,
-                    },
-                );
+        let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Executing) else {
+            // A late or duplicated execution of an attempt that is over or
+            // aborting holds locks there: release them.
+            let aborting = self.attempts.get(&txn).is_none_or(|a| a.phase == Phase::Deciding(Decision::Abort));
+            if aborting {
+                ctx.send(from, Msg::Decide { txn, decision: Decision::Abort });
             }
             return;
         };
@@ -190,19 +179,11 @@ impl Coordinator {
         let exec: Execution = req.program.execute(|k| a.reads.get(&k).cloned().flatten());
         let topo = ctx.topology();
         for (key, value) in exec.writes {
-            a.writes
-                .entry(topo.shard_of(key))
-                .or_default()
-                .push((key, value));
+            a.writes.entry(topo.shard_of(key)).or_default().push((key, value));
         }
         a.phase = Phase::Preparing;
         a.tally = Some(Tally::new(&req.shards));
-        self.reset_timer(
-            ctx,
-            txn,
-            self.cfg.prepare_retry_ns,
-            Timer::PrepareRetry(txn),
-        );
+        self.reset_deadline(ctx, txn, self.cfg.prepare_retry_ns);
         for shard in self.requests[&self.attempts[&txn].request].shards.clone() {
             self.send_prepare(ctx, txn, shard, self.leader_hint[shard.index()]);
         }
@@ -212,30 +193,15 @@ impl Coordinator {
         let a = &self.attempts[&txn];
         let participants = self.requests[&a.request].shards.clone();
         let writes = a.writes.get(&shard).cloned().unwrap_or_default();
-        ctx.send(
-            to,
-            Msg::Prepare {
-                txn,
-                participants,
-                writes,
-            },
-        );
+        ctx.send(to, Msg::Prepare { txn, participants, writes });
     }
 
     fn on_vote(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, yes: bool) {
-        let Some(a) = self
-            .attempts
-            .get_mut(&txn)
-            .filter(|a| a.phase == Phase::Preparing)
-        else {
+        let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Preparing) else {
             return;
         };
         let tally = a.tally.as_mut().expect("preparing attempts tally votes");
-        let decided = if yes {
-            tally.yes(shard)
-        } else {
-            tally.no(shard)
-        };
+        let decided = if yes { tally.yes(shard) } else { tally.no(shard) };
         match decided {
             Some(Decision::Commit) => self.commit(ctx, txn),
             Some(Decision::Abort) => self.abort_attempt(ctx, txn, AbortReason::Conflict),
@@ -245,15 +211,9 @@ impl Coordinator {
 
     /// Every participant prepared: the transaction is committed.
     fn commit(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
-        let a = self
-            .attempts
-            .get_mut(&txn)
-            .expect("committing a live attempt");
+        let a = self.attempts.get_mut(&txn).expect("committing a live attempt");
         let req = self.requests.remove(&a.request).expect("a live request");
-        let results = req
-            .program
-            .execute(|k| a.reads.get(&k).cloned().flatten())
-            .results;
+        let results = req.program.execute(|k| a.reads.get(&k).cloned().flatten()).results;
         ctx.complete(a.request, Outcome::Committed { results });
         if req.attempts > 1 {
             ctx.count("retries", u64::from(req.attempts - 1));
@@ -262,26 +222,14 @@ impl Coordinator {
     }
 
     /// Sends the decision to every participant until acknowledged.
-    fn decide(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        txn: TxnId,
-        decision: Decision,
-        shards: Vec<ShardId>,
-    ) {
-        let a = self
-            .attempts
-            .get_mut(&txn)
-            .expect("deciding a live attempt");
+    fn decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision, shards: Vec<ShardId>) {
+        let a = self.attempts.get_mut(&txn).expect("deciding a live attempt");
         a.phase = Phase::Deciding(decision);
         a.unacked = shards.iter().copied().collect();
         for shard in shards {
-            ctx.send(
-                self.leader_hint[shard.index()],
-                Msg::Decide { txn, decision },
-            );
+            ctx.send(self.leader_hint[shard.index()], Msg::Decide { txn, decision });
         }
-        self.reset_timer(ctx, txn, self.cfg.decide_retry_ns, Timer::DecideRetry(txn));
+        self.reset_deadline(ctx, txn, self.cfg.decide_retry_ns);
     }
 
     /// Gives up this attempt: abort it everywhere, then restart the request
@@ -312,13 +260,7 @@ impl Coordinator {
         }
     }
 
-    fn on_refused(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        txn: TxnId,
-        shard: ShardId,
-        reason: Refusal,
-    ) {
+    fn on_refused(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, reason: Refusal) {
         let Some(a) = self.attempts.get_mut(&txn) else {
             return;
         };
@@ -331,13 +273,11 @@ impl Coordinator {
             Refusal::NotLeader { hint } => {
                 let replicas = ctx.topology().replicas(shard);
                 let current = self.leader_hint[shard.index()];
-                let next = hint
-                    .filter(|h| *h != current)
-                    .unwrap_or_else(|| next_replica(replicas, current));
+                let next = hint.filter(|h| *h != current).unwrap_or_else(|| next_replica(replicas, current));
                 self.leader_hint[shard.index()] = next;
                 a.redirects += 1;
                 if a.redirects > self.cfg.max_redirects {
-                    return; // the phase's timer takes over
+                    return; // the phase's deadline takes over
                 }
                 match a.phase {
                     // Locks taken elsewhere would be held by a leader that may
@@ -352,45 +292,61 @@ impl Coordinator {
 
     pub fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
         match timer {
-            Timer::Execute(txn) => {
-                let Some(a) = self
-                    .attempts
-                    .get(&txn)
-                    .filter(|a| a.phase == Phase::Executing)
-                else {
-                    return;
-                };
-                // Shards that did not answer may have lost their leader.
-                let silent: Vec<ShardId> = self.requests[&a.request]
-                    .shards
-                    .iter()
-                    .copied()
-                    .filter(|s| !a.executed.contains(s))
-                    .collect();
-                for shard in silent {
-                    let replicas = ctx.topology().replicas(shard);
-                    self.leader_hint[shard.index()] =
-                        next_replica(replicas, self.leader_hint[shard.index()]);
-                }
-                self.abort_attempt(ctx, txn, AbortReason::Timeout);
-            }
-            Timer::PrepareRetry(txn) => self.retry_prepare(ctx, txn),
-            Timer::DecideRetry(txn) => self.retry_decide(ctx, txn),
-            Timer::Restart(request) if self.requests.contains_key(&request) => {
-                self.start_attempt(ctx, request)
-            }
+            Timer::Tick => self.on_tick(ctx),
+            Timer::Restart(request) if self.requests.contains_key(&request) => self.start_attempt(ctx, request),
             _ => {}
         }
+    }
+
+    /// The tick number `after_ns` from now; arms the tick if it is idle.
+    /// One periodic tick per coordinator, rather than timers per attempt,
+    /// keeps timeouts cheap however many transactions are in flight.
+    fn deadline(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, after_ns: u64) -> u64 {
+        if !self.tick_armed {
+            self.tick_armed = true;
+            ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::Tick);
+        }
+        self.ticks + after_ns.div_ceil(self.cfg.coordinator_tick_ns).max(1)
+    }
+
+    fn reset_deadline(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, after_ns: u64) {
+        let tick = self.deadline(ctx, after_ns);
+        self.attempts.get_mut(&txn).expect("deadlines belong to live attempts").deadline_tick = tick;
+    }
+
+    fn on_tick(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        self.ticks += 1;
+        let due: Vec<(TxnId, Phase)> =
+            self.attempts.iter().filter(|(_, a)| a.deadline_tick <= self.ticks).map(|(t, a)| (*t, a.phase)).collect();
+        for (txn, phase) in due {
+            match phase {
+                Phase::Executing => self.execute_timed_out(ctx, txn),
+                Phase::Preparing => self.retry_prepare(ctx, txn),
+                Phase::Deciding(_) => self.retry_decide(ctx, txn),
+            }
+        }
+        self.tick_armed = !self.attempts.is_empty();
+        if self.tick_armed {
+            ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::Tick);
+        }
+    }
+
+    fn execute_timed_out(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let a = &self.attempts[&txn];
+        // Shards that did not answer may have lost their leader.
+        let silent: Vec<ShardId> =
+            self.requests[&a.request].shards.iter().copied().filter(|s| !a.executed.contains(s)).collect();
+        for shard in silent {
+            let replicas = ctx.topology().replicas(shard);
+            self.leader_hint[shard.index()] = next_replica(replicas, self.leader_hint[shard.index()]);
+        }
+        self.abort_attempt(ctx, txn, AbortReason::Timeout);
     }
 
     /// Votes are missing: ask every replica of the silent shards (the new
     /// leader answers), until the decision timeout says we cannot know.
     fn retry_prepare(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
-        let Some(a) = self
-            .attempts
-            .get_mut(&txn)
-            .filter(|a| a.phase == Phase::Preparing)
-        else {
+        let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Preparing) else {
             return;
         };
         a.prepare_rounds += 1;
@@ -402,12 +358,7 @@ impl Coordinator {
             return ctx.complete(a.request, Outcome::Unknown);
         }
         let pending: Vec<ShardId> = a.tally.as_ref().expect("preparing").pending().collect();
-        self.reset_timer(
-            ctx,
-            txn,
-            self.cfg.prepare_retry_ns,
-            Timer::PrepareRetry(txn),
-        );
+        self.reset_deadline(ctx, txn, self.cfg.prepare_retry_ns);
         for shard in pending {
             for replica in ctx.topology().replicas(shard).to_vec() {
                 self.send_prepare(ctx, txn, shard, replica);
@@ -429,29 +380,12 @@ impl Coordinator {
             return;
         }
         let unacked: Vec<ShardId> = a.unacked.iter().copied().collect();
-        self.reset_timer(ctx, txn, self.cfg.decide_retry_ns, Timer::DecideRetry(txn));
+        self.reset_deadline(ctx, txn, self.cfg.decide_retry_ns);
         for shard in unacked {
             for replica in ctx.topology().replicas(shard).to_vec() {
                 ctx.send(replica, Msg::Decide { txn, decision });
             }
         }
-    }
-
-    fn reset_timer(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        txn: TxnId,
-        after_ns: u64,
-        timer: Timer,
-    ) {
-        let a = self
-            .attempts
-            .get_mut(&txn)
-            .expect("timers belong to live attempts");
-        if let Some(old) = a.timer.take() {
-            ctx.cancel_timer(old);
-        }
-        a.timer = Some(ctx.set_timer(after_ns, timer));
     }
 }
 

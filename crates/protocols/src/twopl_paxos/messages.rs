@@ -103,20 +103,28 @@ impl From<PaxosMsg<Cmd>> for Msg {
     }
 }
 
-/// The durable log of a replica is its Paxos acceptor state.
-pub type Record = PaxosRecord<Cmd>;
+/// A durable record: a replica's Paxos acceptor state, or a coordinator's
+/// epoch (see `shared::txnids`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record {
+    Paxos(PaxosRecord<Cmd>),
+    Epoch(u64),
+}
+
+impl From<PaxosRecord<Cmd>> for Record {
+    fn from(r: PaxosRecord<Cmd>) -> Record {
+        Record::Paxos(r)
+    }
+}
 
 #[derive(Clone, Debug)]
 pub enum Timer {
     Paxos(PaxosTimer),
     /// A leader's periodic check of its in-doubt transactions.
     Termination,
-    /// Coordinator: the execute phase of an attempt took too long.
-    Execute(TxnId),
-    /// Coordinator: re-send prepares that got no vote.
-    PrepareRetry(TxnId),
-    /// Coordinator: re-send decisions not yet acknowledged.
-    DecideRetry(TxnId),
+    /// Coordinator: the periodic tick that drives every attempt's deadline
+    /// (execute timeout, prepare and decision re-sends).
+    Tick,
     /// Coordinator: start the next attempt of a request.
     Restart(RequestId),
 }

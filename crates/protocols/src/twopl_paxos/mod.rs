@@ -50,8 +50,8 @@ pub use replica::Replica;
 
 use crate::shared::paxos::{MultiPaxos, PaxosConfig};
 use meridian_core::{
-    Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, Params, Process, Program, Protocol,
-    RequestId, Role, ShardId, ms_to_ns,
+    Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, Params, Process, Program, Protocol, RequestId, Role, ShardId,
+    ms_to_ns,
 };
 
 pub struct TwoPlPaxos;
@@ -65,6 +65,7 @@ pub struct Config {
     pub decide_retry_ns: u64,
     pub max_decide_rounds: u32,
     pub termination_tick_ns: u64,
+    pub coordinator_tick_ns: u64,
     pub in_doubt_ticks: u32,
     pub max_attempts: u32,
     pub retry_backoff_ns: u64,
@@ -89,11 +90,7 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "30000",
         doc: "coordinator reports an unknown outcome after this long without every vote",
     },
-    ParamDoc {
-        name: "decide_retry_ms",
-        default: "1000",
-        doc: "coordinator re-sends an unacknowledged decision",
-    },
+    ParamDoc { name: "decide_retry_ms", default: "1000", doc: "coordinator re-sends an unacknowledged decision" },
     ParamDoc {
         name: "max_decide_rounds",
         default: "10",
@@ -104,11 +101,7 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "3000",
         doc: "a leader asks the other participants about a transaction prepared this long without a decision",
     },
-    ParamDoc {
-        name: "termination_tick_ms",
-        default: "500",
-        doc: "how often a leader looks for in-doubt transactions",
-    },
+    ParamDoc { name: "termination_tick_ms", default: "500", doc: "how often a leader looks for in-doubt transactions" },
     ParamDoc {
         name: "max_attempts",
         default: "10",
@@ -119,21 +112,13 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "5",
         doc: "base backoff before a restart, multiplied by the attempt number, plus jitter",
     },
-    ParamDoc {
-        name: "max_redirects",
-        default: "16",
-        doc: "not-leader redirects followed per attempt",
-    },
+    ParamDoc { name: "max_redirects", default: "16", doc: "not-leader redirects followed per attempt" },
     ParamDoc {
         name: "outcomes_kept",
         default: "1000000",
         doc: "decided transactions each replica remembers for late questions",
     },
-    ParamDoc {
-        name: "heartbeat_ms",
-        default: "50",
-        doc: "Paxos leader heartbeat (and tick) period",
-    },
+    ParamDoc { name: "heartbeat_ms", default: "50", doc: "Paxos leader heartbeat (and tick) period" },
     ParamDoc {
         name: "election_timeout_ms",
         default: "1000",
@@ -168,6 +153,7 @@ impl Config {
             decide_retry_ns: ms("decide_retry_ms", 1000.0)?,
             max_decide_rounds: count("max_decide_rounds", 10)? as u32,
             termination_tick_ns,
+            coordinator_tick_ns: ms("coordinator_tick_ms", 50.0)?,
             in_doubt_ticks: (ms("in_doubt_ms", 3000.0)? / termination_tick_ns).max(1) as u32,
             max_attempts: count("max_attempts", 10)? as u32,
             retry_backoff_ns: ms("retry_backoff_ms", 5.0)?,
@@ -213,9 +199,7 @@ impl Protocol for TwoPlPaxos {
                 Ok(Node::Replica(Box::new(Replica::new(*shard, paxos, cfg))))
             }
             Role::Client { .. } => {
-                let leaders = (0..topo.shards)
-                    .map(|s| topo.initial_leader(ShardId(s)))
-                    .collect();
+                let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
                 Ok(Node::Client(Box::new(Coordinator::new(node, leaders, cfg))))
             }
             Role::Service { kind, .. } => Err(format!("2pl-paxos has no `{kind}` service")),
@@ -225,8 +209,9 @@ impl Protocol for TwoPlPaxos {
 
 impl Process<TwoPlPaxos> for Node {
     fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
-        if let Node::Replica(r) = self {
-            r.on_start(ctx, durable);
+        match self {
+            Node::Replica(r) => r.on_start(ctx, durable),
+            Node::Client(c) => c.on_start(ctx, durable),
         }
     }
 
@@ -245,20 +230,18 @@ impl Process<TwoPlPaxos> for Node {
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        if let Node::Replica(r) = self {
-            r.on_persisted(ctx, upto);
+        match self {
+            Node::Replica(r) => r.on_persisted(ctx, upto),
+            Node::Client(c) => c.on_persisted(ctx, upto),
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
         match self {
             Node::Client(c) => c.on_request(ctx, request, program),
-            Node::Replica(_) => ctx.complete(
-                request,
-                meridian_core::Outcome::Aborted {
-                    reason: meridian_core::AbortReason::Rejected,
-                },
-            ),
+            Node::Replica(_) => {
+                ctx.complete(request, meridian_core::Outcome::Aborted { reason: meridian_core::AbortReason::Rejected })
+            }
         }
     }
 }

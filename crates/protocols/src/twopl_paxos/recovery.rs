@@ -26,9 +26,7 @@ impl Replica {
             if a.stage == Stage::Prepared {
                 a.prepared_ticks += 1;
                 let over = a.prepared_ticks.saturating_sub(self.cfg.in_doubt_ticks);
-                if a.prepared_ticks >= self.cfg.in_doubt_ticks
-                    && over % self.cfg.in_doubt_ticks == 0
-                {
+                if a.prepared_ticks >= self.cfg.in_doubt_ticks && over % self.cfg.in_doubt_ticks == 0 {
                     due.push(*txn);
                 }
             }
@@ -43,19 +41,16 @@ impl Replica {
         let Some(record) = self.prepared.get(&txn) else {
             return;
         };
-        let others: Vec<ShardId> = record
-            .participants
-            .iter()
-            .copied()
-            .filter(|s| *s != self.shard)
-            .collect();
+        let others: Vec<ShardId> = record.participants.iter().copied().filter(|s| *s != self.shard).collect();
         self.in_doubt.entry(txn).or_default();
         ctx.count("in_doubt_queries", 1);
         if others.is_empty() {
-            // A single-shard transaction whose coordinator vanished: nobody
-            // else can have decided; it was prepared, so commit would also be
-            // safe, but abort frees it without guessing the client's intent.
-            self.propose(ctx, Cmd::Abort(txn));
+            // The only participant, and prepared: every participant prepared,
+            // so the transaction committed (its coordinator may have said so
+            // to the client already).
+            ctx.count("in_doubt_resolved", 1);
+            self.in_doubt.remove(&txn);
+            self.propose(ctx, Cmd::Commit(txn));
             return;
         }
         for shard in others {
@@ -66,30 +61,13 @@ impl Replica {
     }
 
     pub(super) fn on_query(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId) {
-        let known = if self.prepared.contains_key(&txn) {
-            Some(TxnStatus::Prepared)
-        } else {
-            self.outcomes.lookup(txn)
-        };
+        let known =
+            if self.prepared.contains_key(&txn) { Some(TxnStatus::Prepared) } else { self.outcomes.lookup(txn) };
         if let Some(status) = known {
-            return ctx.send(
-                from,
-                Msg::Status {
-                    txn,
-                    shard: self.shard,
-                    status: Some(status),
-                },
-            );
+            return ctx.send(from, Msg::Status { txn, shard: self.shard, status: Some(status) });
         }
         if !self.leading {
-            return ctx.send(
-                from,
-                Msg::Status {
-                    txn,
-                    shard: self.shard,
-                    status: None,
-                },
-            );
+            return ctx.send(from, Msg::Status { txn, shard: self.shard, status: None });
         }
         match self.active.get(&txn).map(|a| a.stage) {
             // Its prepare is in flight here: the asker will ask again.
@@ -128,20 +106,12 @@ impl Replica {
             (Some(_), Some(_)) => {}
         }
         let participants = &self.prepared[&txn].participants;
-        let decision = termination_decision(
-            participants
-                .iter()
-                .filter(|s| **s != self.shard)
-                .map(|s| answers.get(s).copied()),
-        );
+        let decision =
+            termination_decision(participants.iter().filter(|s| **s != self.shard).map(|s| answers.get(s).copied()));
         if let Some(decision) = decision {
             self.in_doubt.remove(&txn);
             ctx.count("in_doubt_resolved", 1);
-            let cmd = if decision == Decision::Commit {
-                Cmd::Commit(txn)
-            } else {
-                Cmd::Abort(txn)
-            };
+            let cmd = if decision == Decision::Commit { Cmd::Commit(txn) } else { Cmd::Abort(txn) };
             self.propose(ctx, cmd);
         }
     }

@@ -108,8 +108,11 @@ impl Replica {
     }
 
     pub fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
-        self.paxos
-            .start(&mut Mapped::new(ctx), durable.into_iter().map(|r| r.body));
+        let records = durable.into_iter().filter_map(|r| match r {
+            Record::Paxos(p) => Some(p.body),
+            Record::Epoch(_) => None,
+        });
+        self.paxos.start(&mut Mapped::new(ctx), records);
         ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
         self.drain(ctx);
     }
@@ -135,11 +138,7 @@ impl Replica {
         match msg {
             Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
             Msg::Execute { txn, prio, ops } => self.on_execute(ctx, from, txn, prio, ops),
-            Msg::Prepare {
-                txn,
-                participants,
-                writes,
-            } => self.on_prepare(ctx, from, txn, participants, writes),
+            Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
             Msg::Decide { txn, decision } => self.on_decide(ctx, from, txn, decision),
             Msg::Query { txn } => self.on_query(ctx, from, txn),
             Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
@@ -150,33 +149,16 @@ impl Replica {
 
     fn refuse_not_leader(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, to: NodeId, txn: TxnId) {
         let hint = self.paxos.leader_hint();
-        ctx.send(
-            to,
-            Msg::Refused {
-                txn,
-                shard: self.shard,
-                reason: Refusal::NotLeader { hint },
-            },
-        );
+        ctx.send(to, Msg::Refused { txn, shard: self.shard, reason: Refusal::NotLeader { hint } });
     }
 
     // ---- execute: lock and read ----
 
-    fn on_execute(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        from: NodeId,
-        txn: TxnId,
-        prio: Priority,
-        ops: Vec<Op>,
-    ) {
+    fn on_execute(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId, prio: Priority, ops: Vec<Op>) {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
-        if self.refused.contains(&txn)
-            || self.outcomes.lookup(txn).is_some()
-            || self.prepared.contains_key(&txn)
-        {
+        if self.refused.contains(&txn) || self.outcomes.lookup(txn).is_some() || self.prepared.contains_key(&txn) {
             return; // late or duplicated: the coordinator has moved on
         }
         if let Some(a) = self.active.get(&txn) {
@@ -187,14 +169,8 @@ impl Replica {
         }
         let locks = lock_list(&ops);
         assert!(!locks.is_empty(), "an execute request has operations");
-        let active = Active {
-            prio,
-            coordinator: from,
-            ops,
-            locks,
-            stage: Stage::Locking { next: 0 },
-            prepared_ticks: 0,
-        };
+        let active =
+            Active { prio, coordinator: from, ops, locks, stage: Stage::Locking { next: 0 }, prepared_ticks: 0 };
         self.active.insert(txn, active);
         self.acquire(ctx, vec![txn]);
     }
@@ -241,11 +217,7 @@ impl Replica {
                 }
             }
             if let Some(a) = self.active.get_mut(&txn) {
-                a.stage = if waiting {
-                    Stage::Locking { next }
-                } else {
-                    Stage::Executed
-                };
+                a.stage = if waiting { Stage::Locking { next } } else { Stage::Executed };
                 if !waiting {
                     self.send_reads(ctx, txn);
                 }
@@ -256,28 +228,16 @@ impl Replica {
     /// Wound-wait: `b` is wounded by an older requester only while it holds
     /// locks without having started to prepare.
     fn woundable_by(&self, b: TxnId, prio: Priority) -> bool {
-        self.active.get(&b).is_some_and(|a| {
-            a.prio > prio && matches!(a.stage, Stage::Locking { .. } | Stage::Executed)
-        })
+        self.active.get(&b).is_some_and(|a| a.prio > prio && matches!(a.stage, Stage::Locking { .. } | Stage::Executed))
     }
 
     /// Aborts `b` here: releases its locks and tells its coordinator.
     /// Returns the transactions its release granted locks to.
     fn wound(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, b: TxnId) -> Vec<TxnId> {
-        let a = self
-            .active
-            .remove(&b)
-            .expect("woundable transactions are active");
+        let a = self.active.remove(&b).expect("woundable transactions are active");
         self.refused.insert(b);
         ctx.count("wounds", 1);
-        ctx.send(
-            a.coordinator,
-            Msg::Refused {
-                txn: b,
-                shard: self.shard,
-                reason: Refusal::Wounded,
-            },
-        );
+        ctx.send(a.coordinator, Msg::Refused { txn: b, shard: self.shard, reason: Refusal::Wounded });
         self.release_locks(b, &a.locks)
     }
 
@@ -295,20 +255,11 @@ impl Replica {
         let mut reads: Vec<(Key, Option<Value>)> = Vec::new();
         for op in &a.ops {
             let key = op.key();
-            if (op.reads() || matches!(op, Op::Append { .. }))
-                && !reads.iter().any(|(k, _)| *k == key)
-            {
+            if (op.reads() || matches!(op, Op::Append { .. })) && !reads.iter().any(|(k, _)| *k == key) {
                 reads.push((key, self.store.latest(key).cloned()));
             }
         }
-        ctx.send(
-            a.coordinator,
-            Msg::Executed {
-                txn,
-                shard: self.shard,
-                reads,
-            },
-        );
+        ctx.send(a.coordinator, Msg::Executed { txn, shard: self.shard, reads });
     }
 
     // ---- prepare ----
@@ -324,14 +275,8 @@ impl Replica {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
-        let vote = |yes| Msg::Vote {
-            txn,
-            shard: self.shard,
-            yes,
-        };
-        if self.prepared.contains_key(&txn)
-            || self.outcomes.lookup(txn) == Some(TxnStatus::Committed)
-        {
+        let vote = |yes| Msg::Vote { txn, shard: self.shard, yes };
+        if self.prepared.contains_key(&txn) || self.outcomes.lookup(txn) == Some(TxnStatus::Committed) {
             return ctx.send(from, vote(true));
         }
         let Some(a) = self.active.get_mut(&txn) else {
@@ -344,62 +289,28 @@ impl Replica {
             Stage::Preparing | Stage::Prepared => return,
             Stage::Locking { .. } => return ctx.send(from, vote(false)),
         }
-        let exclusive = |k: &Key| {
-            a.locks
-                .iter()
-                .any(|(l, m)| l == k && *m == LockMode::Exclusive)
-        };
+        let exclusive = |k: &Key| a.locks.iter().any(|(l, m)| l == k && *m == LockMode::Exclusive);
         if !writes.iter().all(|(k, _)| exclusive(k)) {
             return ctx.send(from, vote(false)); // writes outside the locked write set
         }
-        let reads = a
-            .locks
-            .iter()
-            .filter(|(_, m)| *m == LockMode::Shared)
-            .map(|(k, _)| *k)
-            .collect();
-        let record = PrepareRecord {
-            txn,
-            coordinator: from,
-            participants,
-            reads,
-            writes,
-        };
+        let reads = a.locks.iter().filter(|(_, m)| *m == LockMode::Shared).map(|(k, _)| *k).collect();
+        let record = PrepareRecord { txn, coordinator: from, participants, reads, writes };
         a.stage = Stage::Preparing;
-        if self
-            .paxos
-            .propose(&mut Mapped::new(ctx), Cmd::Prepare(record))
-            .is_err()
-        {
+        if self.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(record)).is_err() {
             self.refuse_not_leader(ctx, from, txn);
         }
     }
 
     // ---- decide ----
 
-    fn on_decide(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        from: NodeId,
-        txn: TxnId,
-        decision: Decision,
-    ) {
+    fn on_decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId, decision: Decision) {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
         if self.outcomes.lookup(txn).is_some() {
-            return ctx.send(
-                from,
-                Msg::Decided {
-                    txn,
-                    shard: self.shard,
-                },
-            );
+            return ctx.send(from, Msg::Decided { txn, shard: self.shard });
         }
-        let preparing = self
-            .active
-            .get(&txn)
-            .is_some_and(|a| a.stage == Stage::Preparing);
+        let preparing = self.active.get(&txn).is_some_and(|a| a.stage == Stage::Preparing);
         if self.prepared.contains_key(&txn) || preparing {
             self.awaiting_decision.insert(txn, from);
             let cmd = match decision {
@@ -411,24 +322,13 @@ impl Replica {
         }
         // Never prepared here: only an abort is possible, and nothing durable
         // needs to say so (a later prepare finds no executed transaction).
-        debug_assert_eq!(
-            decision,
-            Decision::Abort,
-            "commit of {txn} that never prepared at {}",
-            self.shard
-        );
+        debug_assert_eq!(decision, Decision::Abort, "commit of {txn} that never prepared at {}", self.shard);
         if let Some(a) = self.active.remove(&txn) {
             let granted = self.release_locks(txn, &a.locks);
             self.acquire(ctx, granted);
         }
         self.refused.insert(txn);
-        ctx.send(
-            from,
-            Msg::Decided {
-                txn,
-                shard: self.shard,
-            },
-        );
+        ctx.send(from, Msg::Decided { txn, shard: self.shard });
     }
 
     pub(super) fn propose(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
@@ -451,7 +351,7 @@ impl Replica {
                     PaxosEvent::Committed { slot, value } => {
                         assert!(slot > self.applied_slot, "slots apply in order");
                         self.applied_slot = slot;
-                        self.apply(ctx, value);
+                        self.apply(ctx, std::sync::Arc::unwrap_or_clone(value));
                     }
                     PaxosEvent::LeaderReady { .. } => self.take_over(ctx),
                     PaxosEvent::Deposed => self.step_down(ctx),
@@ -472,14 +372,7 @@ impl Replica {
                 let leading = self.leading;
                 if let Some(a) = self.active.get_mut(&txn).filter(|_| leading) {
                     a.stage = Stage::Prepared;
-                    ctx.send(
-                        coordinator,
-                        Msg::Vote {
-                            txn,
-                            shard: self.shard,
-                            yes: true,
-                        },
-                    );
+                    ctx.send(coordinator, Msg::Vote { txn, shard: self.shard, yes: true });
                 }
             }
             Cmd::Commit(txn) => self.apply_decision(ctx, txn, Decision::Commit),
@@ -511,28 +404,11 @@ impl Replica {
                 self.acquire(ctx, granted);
             }
             if let Some(coordinator) = self.awaiting_decision.remove(&txn) {
-                ctx.send(
-                    coordinator,
-                    Msg::Decided {
-                        txn,
-                        shard: self.shard,
-                    },
-                );
+                ctx.send(coordinator, Msg::Decided { txn, shard: self.shard });
             }
-            let status = if decision == Decision::Commit {
-                TxnStatus::Committed
-            } else {
-                TxnStatus::Aborted
-            };
+            let status = if decision == Decision::Commit { TxnStatus::Committed } else { TxnStatus::Aborted };
             for asker in self.pending_answers.remove(&txn).unwrap_or_default() {
-                ctx.send(
-                    asker,
-                    Msg::Status {
-                        txn,
-                        shard: self.shard,
-                        status: Some(status),
-                    },
-                );
+                ctx.send(asker, Msg::Status { txn, shard: self.shard, status: Some(status) });
             }
         }
     }
@@ -546,31 +422,15 @@ impl Replica {
         let prepared: Vec<PrepareRecord> = self.prepared.values().cloned().collect();
         for r in prepared {
             let mut ops: Vec<Op> = r.reads.iter().map(|k| Op::Read { key: *k }).collect();
-            ops.extend(r.writes.iter().map(|(k, v)| Op::Write {
-                key: *k,
-                value: v.clone(),
-            }));
+            ops.extend(r.writes.iter().map(|(k, v)| Op::Write { key: *k, value: v.clone() }));
             let locks = lock_list(&ops);
             for (key, mode) in &locks {
                 let granted = self.locks.try_acquire(*key, r.txn, *mode);
-                assert_eq!(
-                    granted,
-                    Acquire::Granted,
-                    "prepared transactions never conflict"
-                );
+                assert_eq!(granted, Acquire::Granted, "prepared transactions never conflict");
             }
-            let prio = Priority {
-                start_ns: 0,
-                first: r.txn,
-            };
-            let active = Active {
-                prio,
-                coordinator: r.coordinator,
-                ops,
-                locks,
-                stage: Stage::Prepared,
-                prepared_ticks: 0,
-            };
+            let prio = Priority { start_ns: 0, first: r.txn };
+            let active =
+                Active { prio, coordinator: r.coordinator, ops, locks, stage: Stage::Prepared, prepared_ticks: 0 };
             self.active.insert(r.txn, active);
         }
     }
@@ -579,21 +439,10 @@ impl Replica {
         // Tell coordinators of unprepared work to go elsewhere; prepared work
         // survives in the log and the next leader resolves it.
         let hint = self.paxos.leader_hint();
-        let mut told: Vec<(TxnId, NodeId)> = self
-            .active
-            .iter()
-            .map(|(t, a)| (*t, a.coordinator))
-            .collect();
+        let mut told: Vec<(TxnId, NodeId)> = self.active.iter().map(|(t, a)| (*t, a.coordinator)).collect();
         told.sort_unstable();
         for (txn, coordinator) in told {
-            ctx.send(
-                coordinator,
-                Msg::Refused {
-                    txn,
-                    shard: self.shard,
-                    reason: Refusal::NotLeader { hint },
-                },
-            );
+            ctx.send(coordinator, Msg::Refused { txn, shard: self.shard, reason: Refusal::NotLeader { hint } });
         }
         self.clear_leader_state();
     }
@@ -620,11 +469,7 @@ fn cfg_refused_kept() -> usize {
 fn lock_list(ops: &[Op]) -> Vec<(Key, LockMode)> {
     let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(ops.len());
     for op in ops {
-        let mode = if op.writes() {
-            LockMode::Exclusive
-        } else {
-            LockMode::Shared
-        };
+        let mode = if op.writes() { LockMode::Exclusive } else { LockMode::Shared };
         match locks.iter_mut().find(|(k, _)| *k == op.key()) {
             Some(l) if mode == LockMode::Exclusive => l.1 = mode,
             Some(_) => {}
@@ -643,24 +488,13 @@ mod tests {
     fn lock_list_takes_the_strongest_mode_per_key_in_key_order() {
         let ops = vec![
             Op::Read { key: Key(5) },
-            Op::Increment {
-                key: Key(2),
-                delta: 1,
-                tag: 9,
-            },
-            Op::Append {
-                key: Key(5),
-                element: 3,
-            },
+            Op::Increment { key: Key(2), delta: 1, tag: 9 },
+            Op::Append { key: Key(5), element: 3 },
             Op::Read { key: Key(1) },
         ];
         assert_eq!(
             lock_list(&ops),
-            vec![
-                (Key(1), LockMode::Shared),
-                (Key(2), LockMode::Exclusive),
-                (Key(5), LockMode::Exclusive)
-            ]
+            vec![(Key(1), LockMode::Shared), (Key(2), LockMode::Exclusive), (Key(5), LockMode::Exclusive)]
         );
     }
 }

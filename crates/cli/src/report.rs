@@ -1,0 +1,186 @@
+//! The run report of CONTRACT.md (JSON) and its human summary.
+//!
+//! Throughput and latency count only requests committed after warm-up and
+//! before the end of the run; `txns` counts every request's final outcome.
+
+use crate::runner::RunFacts;
+use hdrhistogram::Histogram;
+use meridian_checker::{HistoryOp, Model};
+use meridian_core::{Consistency, Protocol, Topology};
+use meridian_experiment::Experiment;
+use meridian_workload::DriverStats;
+use serde::Serialize;
+use serde_json::Value as Json;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Txns {
+    pub committed: u64,
+    pub aborted: u64,
+    pub unknown: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Report {
+    pub protocol: String,
+    pub consistency: String,
+    pub seed: u64,
+    pub simulated_s: f64,
+    pub wall_s: f64,
+    pub events: u64,
+    pub events_per_wall_s: f64,
+    pub trace_hash: String,
+    pub config: String,
+    pub workload: String,
+    pub nodes: Vec<String>,
+    pub txns: Txns,
+    pub throughput_tps: f64,
+    pub latency_ms: Percentiles,
+    pub latency_ms_by_region: BTreeMap<String, Percentiles>,
+    pub counters: BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<Json>,
+}
+
+impl Report {
+    pub fn to_json(&self) -> Json {
+        serde_json::to_value(self).expect("a report serializes")
+    }
+
+    /// The JSON with `wall_s` and `events_per_wall_s` removed: what must be
+    /// identical across runs of the same seed and configuration.
+    pub fn deterministic_json(&self) -> Json {
+        let mut j = self.to_json();
+        if let Some(o) = j.as_object_mut() {
+            o.remove("wall_s");
+            o.remove("events_per_wall_s");
+        }
+        j
+    }
+
+    pub fn check_valid(&self) -> Option<bool> {
+        self.check.as_ref().and_then(|c| c.get("valid")).and_then(Json::as_bool)
+    }
+}
+
+/// The checker model for a protocol's promise.
+pub fn model_for(c: Consistency) -> Model {
+    match c {
+        Consistency::StrictSerializable => Model::StrictSerializable,
+        Consistency::Serializable => Model::Serializable,
+        Consistency::ReadAtomic => Model::ReadAtomic,
+        Consistency::Causal => Model::Causal,
+    }
+}
+
+fn percentiles(h: &Histogram<u64>) -> Percentiles {
+    let ms = |q: f64| if h.is_empty() { 0.0 } else { round3(h.value_at_quantile(q) as f64 / 1000.0) };
+    Percentiles { p50: ms(0.50), p90: ms(0.90), p99: ms(0.99) }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+pub fn build_report<P: Protocol>(
+    exp: &Experiment,
+    topology: &Topology,
+    stats: &DriverStats,
+    history: &[HistoryOp],
+    checked: bool,
+    facts: RunFacts,
+) -> Report {
+    let window_s = (exp.run.duration_s - exp.run.warmup_s).max(1e-9);
+    let mut counters: BTreeMap<String, u64> = facts.counters.into_iter().collect();
+    *counters.entry("retries".into()).or_default() += stats.retries;
+    counters.insert("client_retries".into(), stats.retries);
+    counters.insert("throttled".into(), stats.throttled);
+    let check = checked.then(|| meridian_checker::check(history, model_for(P::CONSISTENCY)).to_json());
+    Report {
+        protocol: P::NAME.to_string(),
+        consistency: P::CONSISTENCY.name().to_string(),
+        seed: exp.run.seed,
+        simulated_s: round3(facts.simulated_ns as f64 / 1e9),
+        wall_s: round3(facts.wall_s),
+        events: facts.events,
+        events_per_wall_s: (facts.events as f64 / facts.wall_s.max(1e-9)).round(),
+        trace_hash: format!("{:016x}", facts.trace_hash),
+        config: exp.file.clone(),
+        workload: exp.workload.kind.name().to_string(),
+        nodes: topology.nodes.iter().map(|n| n.name.clone()).collect(),
+        txns: Txns { committed: stats.committed, aborted: stats.aborted, unknown: stats.unknown },
+        throughput_tps: round3(stats.committed_in_window as f64 / window_s),
+        latency_ms: percentiles(&stats.latency_us),
+        latency_ms_by_region: stats
+            .latency_us_by_region
+            .iter()
+            .map(|(r, h)| (topology.region_name(*r).to_string(), percentiles(h)))
+            .collect(),
+        counters,
+        check,
+    }
+}
+
+/// The human summary printed by `meridian sim`.
+pub fn summary(r: &Report) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{} on {} (seed {}): {:.1} s simulated in {:.1} s wall, {} events ({:.2} M/s)",
+        r.protocol,
+        r.config,
+        r.seed,
+        r.simulated_s,
+        r.wall_s,
+        r.events,
+        r.events_per_wall_s / 1e6
+    );
+    let _ = writeln!(
+        s,
+        "txns: {} committed, {} aborted, {} unknown; throughput {:.1} txn/s after warm-up",
+        r.txns.committed, r.txns.aborted, r.txns.unknown, r.throughput_tps
+    );
+    let total = (r.txns.committed + r.txns.aborted + r.txns.unknown).max(1) as f64;
+    let _ = writeln!(
+        s,
+        "commit rate {:.2}%, abort rate {:.2}%",
+        100.0 * r.txns.committed as f64 / total,
+        100.0 * r.txns.aborted as f64 / total
+    );
+    let _ = writeln!(s, "{:<18}{:>10}{:>10}{:>10}", "latency (ms)", "p50", "p90", "p99");
+    let row = |s: &mut String, name: &str, p: &Percentiles| {
+        let _ = writeln!(s, "  {:<16}{:>10.1}{:>10.1}{:>10.1}", name, p.p50, p.p90, p.p99);
+    };
+    row(&mut s, "all", &r.latency_ms);
+    for (region, p) in &r.latency_ms_by_region {
+        row(&mut s, region, p);
+    }
+    let counters: Vec<String> = r.counters.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k}={v}")).collect();
+    if !counters.is_empty() {
+        let _ = writeln!(s, "counters: {}", counters.join(" "));
+    }
+    match &r.check {
+        Some(c) => {
+            let valid = c.get("valid").and_then(Json::as_bool).unwrap_or(false);
+            let model = c.get("model").and_then(Json::as_str).unwrap_or("?");
+            if valid {
+                let _ = writeln!(s, "check ({model}): valid");
+            } else {
+                let counts = c.get("anomaly_counts").map(|v| v.to_string()).unwrap_or_default();
+                let _ = writeln!(s, "check ({model}): INVALID {counts}");
+            }
+        }
+        None => {
+            let _ = writeln!(s, "check: not run (no history recorded)");
+        }
+    }
+    s
+}

@@ -1,0 +1,254 @@
+//! Runs one experiment in the simulator: builds the topology and the
+//! simulated world from the experiment file, attaches the workload driver,
+//! runs to the end of the drain, checks the history at the protocol's
+//! promised level and assembles the report.
+//!
+//! Wall-clock time is read here only to report `wall_s`; nothing the run
+//! does depends on it.
+
+use crate::report::{Report, build_report};
+use meridian_checker::HistoryOp;
+use meridian_core::{
+    ClientIo, Clients, Deployment, NodeId, Outcome, Protocol, RequestId, Rng, Role, Topology, ms_to_ns, us_to_ns,
+};
+use meridian_experiment::{ClientMode, ConfigError, Experiment, FaultKind, PartitionTarget};
+use meridian_protocols::registry;
+use meridian_sim::{ClockModel, FaultAction, NetConfig, ScheduledFault, Sim, SimConfig};
+use meridian_workload::{Driver, DriverConfig, DriverStats, Pacing};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Instant;
+
+/// Extra faults computed from the built topology (the swarm's random
+/// profiles).
+pub type FaultPlan<'a> = &'a dyn Fn(&Topology) -> Vec<ScheduledFault>;
+
+/// How to run.
+#[derive(Default)]
+pub struct RunOptions<'a> {
+    /// Record (and check) the history. Without it there is no `check`.
+    pub record_history: bool,
+    pub extra_faults: Option<FaultPlan<'a>>,
+    /// Called about every simulated 100 ms with `(now_ns, end_ns)`.
+    pub progress: Option<&'a mut dyn FnMut(u64, u64)>,
+    /// Log every event handled to this file (slow; for debugging a seed).
+    pub event_log: Option<std::path::PathBuf>,
+}
+
+/// What a run produced.
+pub struct RunOutput {
+    pub report: Report,
+    pub history: Vec<HistoryOp>,
+    pub stats: DriverStats,
+    pub trace_hash: u64,
+}
+
+/// Runs `exp` with the protocol it names. Errors are the experiment file's
+/// (unknown protocol, bad parameter, unknown node).
+pub fn run_experiment(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {
+    let name = exp.protocol.name.clone();
+    let result = meridian_protocols::with_protocol!(name.as_str(), P => run_sim::<P>(exp, opts));
+    result.unwrap_or_else(|| Err(unknown_protocol(exp, &name)))
+}
+
+fn unknown_protocol(exp: &Experiment, name: &str) -> ConfigError {
+    let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
+    let why = match registry::find(name) {
+        Some(_) => format!("protocol `{name}` is not implemented yet (implemented: {})", implemented.join(", ")),
+        None => format!("unknown protocol `{name}` (implemented: {})", implemented.join(", ")),
+    };
+    exp.error_at("protocol.name", why)
+}
+
+/// Builds the topology `P` runs on (its services included).
+pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigError> {
+    exp.protocol.params.check_known(P::NAME, P::params()).map_err(|e| exp.error_at("protocol.params", e))?;
+    let topology = Topology::build(&exp.cluster_spec(), &P::services(&exp.protocol.params));
+    exp.check_node_names(&topology)?;
+    Ok(topology)
+}
+
+fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {
+    let topology = std::sync::Arc::new(topology_for::<P>(exp)?);
+    let mut cfg = sim_config(exp, topology.clone());
+    if let Some(plan) = opts.extra_faults {
+        cfg.faults.extend(plan(&topology));
+        cfg.faults.sort_by_key(|f| f.at_ns);
+    }
+    let deployment = Deployment {
+        topology: topology.clone(),
+        params: exp.protocol.params.clone(),
+        epsilon_us: exp.clock.epsilon_us as u64,
+    };
+    let mut sim = Sim::<P>::new(cfg, deployment).map_err(|e| exp.error_at("protocol.params", e))?;
+    if let Some(path) = &opts.event_log {
+        let file = std::fs::File::create(path)
+            .map_err(|e| ConfigError::new(&path.display().to_string(), None, "", format!("cannot write: {e}")))?;
+        sim.set_event_log(Box::new(std::io::BufWriter::new(file)));
+    }
+    let driver = Rc::new(RefCell::new(build_driver(exp, &topology, opts.record_history)?));
+    sim.set_clients(Box::new(Shared(driver.clone())));
+
+    let wall = Instant::now();
+    let (duration_ns, end_ns) = (exp.run.duration_ns(), exp.run.duration_ns() + exp.run.drain_ns());
+    let mut progress = opts.progress;
+    let mut t = 0;
+    while t < end_ns {
+        t = (t + 100_000_000).min(end_ns);
+        sim.run_until(t);
+        if let Some(p) = progress.as_mut() {
+            p(t, end_ns);
+        }
+        if t >= duration_ns && driver.borrow().outstanding() == 0 {
+            break; // drained early
+        }
+    }
+    let wall_s = wall.elapsed().as_secs_f64();
+    drop(sim.take_clients());
+    let mut driver = Rc::try_unwrap(driver).ok().expect("the simulator released the driver").into_inner();
+    driver.finish(t);
+    let history = driver.take_history();
+    let stats = driver.stats().clone();
+    let report = build_report::<P>(
+        exp,
+        &topology,
+        &stats,
+        &history,
+        opts.record_history,
+        RunFacts {
+            simulated_ns: t,
+            wall_s,
+            events: sim.events(),
+            trace_hash: sim.trace_hash(),
+            counters: sim.counters().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        },
+    );
+    Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
+}
+
+/// Facts of a finished run for the report.
+pub struct RunFacts {
+    pub simulated_ns: u64,
+    pub wall_s: f64,
+    pub events: u64,
+    pub trace_hash: u64,
+    pub counters: Vec<(String, u64)>,
+}
+
+/// The simulated world of an experiment.
+pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimConfig {
+    let n = topology.nodes.len();
+    let mut rng = Rng::derive(exp.run.seed, 0x636c_6f63);
+    let clocks = (0..n)
+        .map(|i| {
+            let node = &topology.nodes[i];
+            let drawn = rng.normal(0.0, exp.clock.offset_ms_stddev);
+            let drift_ppm = (rng.next_f64() * 2.0 - 1.0) * exp.clock.drift_ppm;
+            let region = topology.region_name(node.region);
+            let offset_ms = exp
+                .clock
+                .offset_ms_by_node
+                .get(&node.name)
+                .or_else(|| exp.clock.offset_ms_by_region.get(region))
+                .copied()
+                .unwrap_or(drawn);
+            ClockModel { offset_ns: (offset_ms * 1e6).round() as i64, drift_ppm }
+        })
+        .collect();
+    let cpu_ns = topology
+        .nodes
+        .iter()
+        .map(|node| match node.role {
+            Role::Client { .. } => us_to_ns(exp.cpu.client_us_per_msg),
+            _ => us_to_ns(exp.cpu.server_us_per_msg),
+        })
+        .collect();
+    let faults = exp
+        .faults
+        .iter()
+        .flat_map(|f| {
+            fault_actions(&topology, &f.kind).into_iter().map(|action| ScheduledFault { at_ns: f.at_ns(), action })
+        })
+        .collect();
+    SimConfig {
+        seed: exp.run.seed,
+        matrix: exp.matrix().clone(),
+        topology,
+        net: NetConfig {
+            jitter_mean_ns: ms_to_ns(exp.network.jitter_ms),
+            loss: exp.network.loss,
+            duplicate: exp.network.duplicate,
+            reorder: exp.network.reorder,
+        },
+        clocks,
+        epsilon_ns: us_to_ns(exp.clock.epsilon_us),
+        cpu_ns,
+        fsync_ns: ms_to_ns(exp.disk.fsync_ms),
+        faults,
+    }
+}
+
+/// Node names were checked against the topology before this is called.
+fn fault_actions(topology: &Topology, kind: &FaultKind) -> Vec<FaultAction> {
+    let node = |name: &str| topology.node_by_name(name).expect("fault node names are checked");
+    match kind {
+        FaultKind::Crash { node: n } => vec![FaultAction::Crash(node(n))],
+        FaultKind::Restart { node: n } => vec![FaultAction::Restart(node(n))],
+        FaultKind::Heal => vec![FaultAction::Heal],
+        FaultKind::ClockJump { node: n, by_ms } => vec![FaultAction::ClockJump(node(n), (by_ms * 1e6).round() as i64)],
+        FaultKind::Partition(PartitionTarget::Nodes(names)) => {
+            vec![FaultAction::Partition(names.iter().map(|n| node(n)).collect())]
+        }
+        FaultKind::Partition(PartitionTarget::Regions(regions)) => {
+            let cut: Vec<NodeId> = (0..topology.nodes.len() as u32)
+                .map(NodeId)
+                .filter(|id| regions.iter().any(|r| r == topology.region_name(topology.region_of(*id))))
+                .collect();
+            vec![FaultAction::Partition(cut)]
+        }
+    }
+}
+
+fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool) -> Result<Driver, ConfigError> {
+    exp.workload.validate(topology.shards).map_err(|e| exp.error_at("workload", e))?;
+    let pacing = match exp.clients.mode {
+        ClientMode::Open { rate_tps, max_outstanding } => {
+            Pacing::Open { rate_tps, max_outstanding: max_outstanding as usize }
+        }
+        ClientMode::Closed { think_ms } => Pacing::Closed { think_ns: ms_to_ns(think_ms) },
+    };
+    let cfg = DriverConfig {
+        pacing,
+        max_retries: exp.clients.max_retries,
+        retry_backoff_ns: ms_to_ns(exp.clients.retry_backoff_ms),
+        warmup_ns: exp.run.warmup_ns(),
+        end_ns: exp.run.duration_ns(),
+        seed: exp.run.seed,
+        record_history,
+    };
+    let spec = exp.workload.clone();
+    let shards = topology.shards;
+    // Validated above, so building a generator cannot fail.
+    Ok(Driver::new(cfg, topology, || meridian_workload::generator(&spec, shards).expect("validated workload")))
+}
+
+/// Lets the simulator own a handle to a driver the runner still reads.
+struct Shared(Rc<RefCell<Driver>>);
+
+impl Clients for Shared {
+    fn start(&mut self, io: &mut dyn ClientIo) {
+        self.0.borrow_mut().start(io)
+    }
+    fn on_wake(&mut self, client: NodeId, io: &mut dyn ClientIo) {
+        self.0.borrow_mut().on_wake(client, io)
+    }
+    fn on_complete(&mut self, client: NodeId, request: RequestId, outcome: Outcome, io: &mut dyn ClientIo) {
+        self.0.borrow_mut().on_complete(client, request, outcome, io)
+    }
+    fn on_node_down(&mut self, node: NodeId, io: &mut dyn ClientIo) {
+        self.0.borrow_mut().on_node_down(node, io)
+    }
+    fn on_node_up(&mut self, node: NodeId, io: &mut dyn ClientIo) {
+        self.0.borrow_mut().on_node_up(node, io)
+    }
+}

@@ -1,0 +1,194 @@
+//! Swarm testing (TigerBeetle's VOPR style): many short simulated runs, each
+//! with a fault profile drawn from its seed — crashes and restarts,
+//! partitions and heals, loss, duplication, reordering, jitter, clock
+//! offsets, drift and jumps. At `heal_s` every fault is healed; the run must
+//! then make progress again, and every history must pass the checker at the
+//! protocol's promised level.
+
+use crate::runner::{RunOptions, run_experiment};
+use meridian_checker::to_jsonl;
+use meridian_core::{NodeId, Rng, Topology, ms_to_ns};
+use meridian_experiment::{ConfigError, Experiment};
+use meridian_sim::{FaultAction, ScheduledFault};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The base experiment when `--config` is not given.
+pub const BASE: &str = include_str!("swarm.toml");
+
+/// When faults stop and from when progress is required, as fractions of
+/// the run's duration.
+const FAULTS_FROM: f64 = 0.07;
+const HEAL_AT: f64 = 0.5;
+const PROGRESS_FROM: f64 = 0.7;
+
+#[derive(Clone, Debug)]
+pub struct SwarmOptions {
+    pub protocol: String,
+    pub seeds: u64,
+    pub start: u64,
+    pub config: Option<PathBuf>,
+    pub threads: usize,
+    /// Where to write the history of each failing seed.
+    pub history_dir: Option<PathBuf>,
+    /// Log every simulated event of each seed to `DIR/seed-N.events` (slow).
+    pub event_log_dir: Option<PathBuf>,
+}
+
+/// The verdict on one seed.
+#[derive(Clone, Debug)]
+pub struct SeedResult {
+    pub seed: u64,
+    pub failure: Option<String>,
+    pub committed: u64,
+    pub faults: usize,
+}
+
+/// Loads the base experiment (checked once, before any seed runs).
+pub fn base_experiment(opts: &SwarmOptions) -> Result<Experiment, ConfigError> {
+    let mut exp = match &opts.config {
+        Some(path) => Experiment::load(path)?,
+        None => Experiment::from_str(BASE, "<swarm base>")?,
+    };
+    exp.set_protocol(&opts.protocol);
+    // Fail fast on a bad protocol name or parameters, with seed 0's profile.
+    Ok(exp)
+}
+
+/// Runs every seed; results in seed order.
+pub fn run_swarm(base: &Experiment, opts: &SwarmOptions, on_done: &(dyn Fn(&SeedResult) + Sync)) -> Vec<SeedResult> {
+    let next = AtomicU64::new(opts.start);
+    let end = opts.start + opts.seeds;
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..opts.threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let seed = next.fetch_add(1, Ordering::SeqCst);
+                    if seed >= end {
+                        break;
+                    }
+                    let result = run_seed(base, opts, seed);
+                    on_done(&result);
+                    results.lock().expect("no panics while holding the lock").push(result);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().expect("threads joined");
+    results.sort_by_key(|r| r.seed);
+    results
+}
+
+/// The command that reruns one seed.
+pub fn reproduce_command(opts: &SwarmOptions, seed: u64) -> String {
+    let mut cmd = format!("meridian swarm --protocol {} --seeds 1 --start {seed}", opts.protocol);
+    if let Some(c) = &opts.config {
+        cmd.push_str(&format!(" --config {}", c.display()));
+    }
+    cmd
+}
+
+fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
+    let mut exp = base.clone();
+    let mut rng = Rng::derive(seed, 0x0073_7761_726d);
+    randomize_world(&mut exp, &mut rng, seed);
+    let duration_s = exp.run.duration_s;
+    let plan_rng = Mutex::new(rng);
+    let fault_count = Mutex::new(0usize);
+    let plan = |t: &Topology| {
+        let faults = fault_profile(t, &mut plan_rng.lock().expect("single use"), duration_s);
+        *fault_count.lock().expect("single use") = faults.len();
+        faults
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let event_log = opts.event_log_dir.as_ref().map(|d| {
+            let _ = std::fs::create_dir_all(d);
+            d.join(format!("seed-{seed}.events"))
+        });
+        run_experiment(&exp, RunOptions { record_history: true, extra_faults: Some(&plan), progress: None, event_log })
+    }));
+    let faults = *fault_count.lock().expect("run finished");
+    let out = match outcome {
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "unknown panic".into());
+            return SeedResult { seed, failure: Some(format!("panicked: {msg}")), committed: 0, faults };
+        }
+        Ok(Err(e)) => return SeedResult { seed, failure: Some(e.to_string()), committed: 0, faults },
+        Ok(Ok(out)) => out,
+    };
+    let progress_from = (duration_s * PROGRESS_FROM) as usize;
+    let late: u64 =
+        out.stats.committed_per_s.iter().skip(progress_from).take(duration_s as usize - progress_from).sum();
+    let mut failure = None;
+    if out.report.check_valid() != Some(true) {
+        let counts = out.report.check.as_ref().and_then(|c| c.get("anomaly_counts")).map(|c| c.to_string());
+        failure = Some(format!("history is not {}: {}", out.report.consistency, counts.unwrap_or_default()));
+    } else if late == 0 {
+        failure = Some(format!("no commits after healing (from {progress_from} s to the end)"));
+    }
+    if failure.is_some() {
+        if let Some(dir) = &opts.history_dir {
+            let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::write(dir.join(format!("seed-{seed}.jsonl")), to_jsonl(&out.history));
+        }
+    }
+    SeedResult { seed, failure, committed: out.report.txns.committed, faults }
+}
+
+/// Clocks and network behaviour for the whole run.
+fn randomize_world(exp: &mut Experiment, rng: &mut Rng, seed: u64) {
+    exp.set_seed(seed);
+    exp.clock.offset_ms_stddev = [0.0, 1.0, 10.0, 50.0][rng.below(4) as usize];
+    exp.clock.drift_ppm = rng.next_f64() * 200.0;
+    exp.network.jitter_ms = rng.next_f64() * 20.0;
+    exp.network.reorder = rng.chance(0.5);
+}
+
+/// Faults between `FAULTS_FROM` and `HEAL_AT` of the run, then heal all.
+fn fault_profile(t: &Topology, rng: &mut Rng, duration_s: f64) -> Vec<ScheduledFault> {
+    let from_ns = ms_to_ns(duration_s * FAULTS_FROM * 1000.0);
+    let heal_ns = ms_to_ns(duration_s * HEAL_AT * 1000.0);
+    let at = |rng: &mut Rng| from_ns + rng.below(heal_ns - from_ns);
+    let mut faults = vec![
+        ScheduledFault { at_ns: from_ns, action: FaultAction::SetLoss(rng.next_f64() * 0.1) },
+        ScheduledFault { at_ns: from_ns, action: FaultAction::SetDuplicate(rng.next_f64() * 0.1) },
+    ];
+    let servers: Vec<NodeId> = (0..t.nodes.len() as u32).map(NodeId).filter(|n| !t.is_client(*n)).collect();
+    let everyone: Vec<NodeId> = (0..t.nodes.len() as u32).map(NodeId).collect();
+    for _ in 0..rng.below(4) {
+        // Mostly servers; now and then a client (its coordinator state dies).
+        let pool = if rng.chance(0.8) { &servers } else { &everyone };
+        let victim = pool[rng.below(pool.len() as u64) as usize];
+        let crash_at = at(rng);
+        faults.push(ScheduledFault { at_ns: crash_at, action: FaultAction::Crash(victim) });
+        let restart_at = crash_at + ms_to_ns(200.0 + rng.next_f64() * 3000.0);
+        faults.push(ScheduledFault { at_ns: restart_at.min(heal_ns), action: FaultAction::Restart(victim) });
+    }
+    for _ in 0..rng.below(3) {
+        let cut: Vec<NodeId> = if rng.chance(0.5) {
+            let region = t.server_regions[rng.below(t.server_regions.len() as u64) as usize];
+            everyone.iter().copied().filter(|n| t.region_of(*n) == region).collect()
+        } else {
+            servers.iter().copied().filter(|_| rng.chance(0.3)).collect()
+        };
+        let start = at(rng);
+        faults.push(ScheduledFault { at_ns: start, action: FaultAction::Partition(cut) });
+        let end = start + ms_to_ns(200.0 + rng.next_f64() * 3000.0);
+        faults.push(ScheduledFault { at_ns: end.min(heal_ns), action: FaultAction::Heal });
+    }
+    for _ in 0..rng.below(3) {
+        let node = everyone[rng.below(everyone.len() as u64) as usize];
+        let by_ms = (10.0 + rng.next_f64() * 490.0) * if rng.chance(0.5) { 1.0 } else { -1.0 };
+        faults.push(ScheduledFault { at_ns: at(rng), action: FaultAction::ClockJump(node, (by_ms * 1e6) as i64) });
+    }
+    faults.push(ScheduledFault { at_ns: heal_ns, action: FaultAction::HealAll });
+    faults.sort_by_key(|f| f.at_ns);
+    faults
+}

@@ -1,0 +1,411 @@
+//! The workload driver: clients placed per region that submit transaction
+//! programs open-loop (Poisson arrivals at `rate_tps`, at most
+//! `max_outstanding` in flight) or closed-loop (one at a time, with think
+//! time), retry aborted ones as new attempts, record the history and measure
+//! latency.
+//!
+//! Sans-IO like the protocols: it is told the time and the outcomes through
+//! [`Clients`] and acts through [`ClientIo`], so the simulator and the real
+//! runtime's bench drive it alike. Latency is measured from a request's
+//! first attempt to its final outcome; throughput and latency count only
+//! requests committed in `[warmup, end)`.
+
+use crate::{Generator, TagSource, completion_mops, invoke_mops};
+use hdrhistogram::Histogram;
+use meridian_checker::{HistoryOp, OpType};
+use meridian_core::{ClientIo, Clients, NodeId, Op, Outcome, Program, RegionId, RequestId, Rng, Topology};
+use std::collections::BTreeMap;
+
+/// How clients pace their submissions.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pacing {
+    /// Poisson arrivals at `rate_tps` per client; an arrival finding
+    /// `max_outstanding` requests in flight is dropped (counted as throttled).
+    Open { rate_tps: f64, max_outstanding: usize },
+    /// One request at a time, the next `think_ns` after the previous ends.
+    Closed { think_ns: u64 },
+}
+
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    pub pacing: Pacing,
+    /// Attempts after the first for a request the protocol aborted.
+    pub max_retries: u32,
+    pub retry_backoff_ns: u64,
+    pub warmup_ns: u64,
+    /// No request starts at or after `end_ns`.
+    pub end_ns: u64,
+    pub seed: u64,
+    pub record_history: bool,
+}
+
+/// One request in flight.
+#[derive(Clone, Debug)]
+struct Pending {
+    program: Program,
+    first_invoke_ns: u64,
+    retries: u32,
+    process: u64,
+}
+
+struct Client {
+    node: NodeId,
+    region: RegionId,
+    rng: Rng,
+    tags: TagSource,
+    generator: Box<dyn Generator + Send>,
+    next_request: u64,
+    outstanding: BTreeMap<RequestId, Pending>,
+    /// Retries waiting for their time, by (due, sequence).
+    retries: BTreeMap<(u64, u64), (Program, u64, u32)>,
+    next_arrival_ns: u64,
+    up: bool,
+}
+
+/// Counts and latency of a run (committed requests in the window only).
+#[derive(Clone, Debug)]
+pub struct DriverStats {
+    pub committed: u64,
+    pub aborted: u64,
+    pub unknown: u64,
+    pub committed_in_window: u64,
+    pub retries: u64,
+    pub throttled: u64,
+    pub submitted: u64,
+    /// Latency in µs, all regions.
+    pub latency_us: Histogram<u64>,
+    pub latency_us_by_region: BTreeMap<RegionId, Histogram<u64>>,
+    /// Committed requests per second of true time (index = second).
+    pub committed_per_s: Vec<u64>,
+}
+
+impl DriverStats {
+    fn new() -> DriverStats {
+        DriverStats {
+            committed: 0,
+            aborted: 0,
+            unknown: 0,
+            committed_in_window: 0,
+            retries: 0,
+            throttled: 0,
+            submitted: 0,
+            latency_us: new_histogram(),
+            latency_us_by_region: BTreeMap::new(),
+            committed_per_s: Vec::new(),
+        }
+    }
+}
+
+fn new_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+pub struct Driver {
+    cfg: DriverConfig,
+    clients: Vec<Client>,
+    /// Client index by node index.
+    by_node: Vec<Option<usize>>,
+    history: Vec<HistoryOp>,
+    next_process: u64,
+    free_processes: Vec<u64>,
+    retry_seq: u64,
+    stats: DriverStats,
+}
+
+impl Driver {
+    /// A driver for every client of the topology; `generator` builds each
+    /// client's workload generator.
+    pub fn new(
+        cfg: DriverConfig,
+        topology: &Topology,
+        mut generator: impl FnMut() -> Box<dyn Generator + Send>,
+    ) -> Driver {
+        if let Pacing::Open { rate_tps, max_outstanding } = cfg.pacing {
+            assert!(rate_tps > 0.0 && max_outstanding > 0, "open-loop clients need a rate and room");
+        }
+        let mut by_node = vec![None; topology.nodes.len()];
+        let clients = topology
+            .clients()
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                by_node[node.index()] = Some(i);
+                Client {
+                    node: *node,
+                    region: topology.region_of(*node),
+                    rng: Rng::derive(cfg.seed, 0x636c_0000 + i as u64),
+                    tags: TagSource::new(i as u32),
+                    generator: generator(),
+                    next_request: 0,
+                    outstanding: BTreeMap::new(),
+                    retries: BTreeMap::new(),
+                    next_arrival_ns: 0,
+                    up: true,
+                }
+            })
+            .collect();
+        Driver {
+            cfg,
+            clients,
+            by_node,
+            history: Vec::new(),
+            next_process: 0,
+            free_processes: Vec::new(),
+            retry_seq: 0,
+            stats: DriverStats::new(),
+        }
+    }
+
+    pub fn stats(&self) -> &DriverStats {
+        &self.stats
+    }
+
+    pub fn history(&self) -> &[HistoryOp] {
+        &self.history
+    }
+
+    pub fn take_history(&mut self) -> Vec<HistoryOp> {
+        std::mem::take(&mut self.history)
+    }
+
+    /// Requests still in flight.
+    pub fn outstanding(&self) -> usize {
+        self.clients.iter().map(|c| c.outstanding.len()).sum()
+    }
+
+    /// Ends the run at `now_ns`: every request still in flight has an
+    /// unknown outcome.
+    pub fn finish(&mut self, now_ns: u64) {
+        for i in 0..self.clients.len() {
+            let pending: Vec<(RequestId, Pending)> =
+                std::mem::take(&mut self.clients[i].outstanding).into_iter().collect();
+            for (_, p) in pending {
+                self.record(OpType::Info, p.process, now_ns, invoke_mops(&p.program));
+                self.stats.unknown += 1;
+            }
+        }
+    }
+
+    fn record(&mut self, kind: OpType, process: u64, time_ns: u64, value: Vec<meridian_checker::Mop>) {
+        if self.cfg.record_history {
+            let index = self.history.len() as u64;
+            self.history.push(HistoryOp { index, kind, process, time_ns, value });
+        }
+    }
+
+    fn take_process(&mut self) -> u64 {
+        self.free_processes.pop().unwrap_or_else(|| {
+            self.next_process += 1;
+            self.next_process - 1
+        })
+    }
+
+    /// Submits a new request or a retry of one.
+    fn submit(&mut self, ci: usize, io: &mut dyn ClientIo, program: Program, first_invoke_ns: u64, retries: u32) {
+        let now = io.now_ns();
+        let process = self.take_process();
+        self.record(OpType::Invoke, process, now, invoke_mops(&program));
+        let c = &mut self.clients[ci];
+        let request = RequestId(c.next_request);
+        c.next_request += 1;
+        io.submit(c.node, request, program.clone());
+        c.outstanding.insert(request, Pending { program, first_invoke_ns, retries, process });
+        self.stats.submitted += 1;
+    }
+
+    fn new_request(&mut self, ci: usize, io: &mut dyn ClientIo) {
+        let c = &mut self.clients[ci];
+        let program = c.generator.next(&mut c.rng, &mut c.tags);
+        let now = io.now_ns();
+        self.submit(ci, io, program, now, 0);
+    }
+
+    /// Handles arrivals and retries due now, then asks for the next wake-up.
+    fn wake(&mut self, ci: usize, io: &mut dyn ClientIo) {
+        let now = io.now_ns();
+        if !self.clients[ci].up {
+            return;
+        }
+        while let Some((&(due, seq), _)) = self.clients[ci].retries.first_key_value() {
+            if due > now {
+                break;
+            }
+            let (program, first, retries) = self.clients[ci].retries.remove(&(due, seq)).expect("present");
+            self.submit(ci, io, program, first, retries);
+        }
+        if let Pacing::Open { rate_tps, max_outstanding } = self.cfg.pacing {
+            while self.clients[ci].next_arrival_ns <= now && now < self.cfg.end_ns {
+                if self.clients[ci].outstanding.len() < max_outstanding {
+                    self.new_request(ci, io);
+                } else {
+                    self.stats.throttled += 1;
+                }
+                let c = &mut self.clients[ci];
+                let gap_ns = c.rng.exponential(1e9 / rate_tps).max(1.0) as u64;
+                c.next_arrival_ns += gap_ns;
+            }
+        }
+        self.schedule_wake(ci, io);
+    }
+
+    fn schedule_wake(&mut self, ci: usize, io: &mut dyn ClientIo) {
+        let c = &self.clients[ci];
+        let mut next = c.retries.keys().next().map(|(due, _)| *due);
+        if matches!(self.cfg.pacing, Pacing::Open { .. }) && c.next_arrival_ns < self.cfg.end_ns {
+            next = Some(next.map_or(c.next_arrival_ns, |n| n.min(c.next_arrival_ns)));
+        }
+        if let Some(at) = next {
+            io.wake_at(c.node, at);
+        }
+    }
+
+    fn complete(&mut self, ci: usize, request: RequestId, outcome: Outcome, io: &mut dyn ClientIo) {
+        let now = io.now_ns();
+        let Some(p) = self.clients[ci].outstanding.remove(&request) else { return };
+        match outcome {
+            Outcome::Committed { results } => {
+                self.record(OpType::Ok, p.process, now, completion_mops(&p.program, &results));
+                self.free_processes.push(p.process);
+                self.count_commit(ci, p.first_invoke_ns, now);
+                self.next_closed(ci, io);
+            }
+            Outcome::Aborted { .. } => {
+                self.record(OpType::Fail, p.process, now, invoke_mops(&p.program));
+                self.free_processes.push(p.process);
+                if p.retries < self.cfg.max_retries && now < self.cfg.end_ns {
+                    self.stats.retries += 1;
+                    let c = &mut self.clients[ci];
+                    let program = retag(&p.program, &mut c.tags);
+                    let backoff = self.cfg.retry_backoff_ns * u64::from(p.retries + 1);
+                    let due = now + backoff + c.rng.below(self.cfg.retry_backoff_ns.max(1));
+                    self.retry_seq += 1;
+                    c.retries.insert((due, self.retry_seq), (program, p.first_invoke_ns, p.retries + 1));
+                    self.schedule_wake(ci, io);
+                } else {
+                    self.stats.aborted += 1;
+                    self.next_closed(ci, io);
+                }
+            }
+            Outcome::Unknown => {
+                // The process may still be running the transaction: retire it.
+                self.record(OpType::Info, p.process, now, invoke_mops(&p.program));
+                self.stats.unknown += 1;
+                self.next_closed(ci, io);
+            }
+        }
+    }
+
+    fn count_commit(&mut self, ci: usize, first_invoke_ns: u64, now: u64) {
+        self.stats.committed += 1;
+        let second = (now / 1_000_000_000) as usize;
+        if self.stats.committed_per_s.len() <= second {
+            self.stats.committed_per_s.resize(second + 1, 0);
+        }
+        self.stats.committed_per_s[second] += 1;
+        if now < self.cfg.warmup_ns || now >= self.cfg.end_ns {
+            return;
+        }
+        self.stats.committed_in_window += 1;
+        let latency_us = ((now - first_invoke_ns) / 1_000).max(1);
+        self.stats.latency_us.saturating_record(latency_us);
+        let region = self.clients[ci].region;
+        self.stats.latency_us_by_region.entry(region).or_insert_with(new_histogram).saturating_record(latency_us);
+    }
+
+    /// Closed loop: the next request after think time.
+    fn next_closed(&mut self, ci: usize, io: &mut dyn ClientIo) {
+        if let Pacing::Closed { think_ns } = self.cfg.pacing {
+            let at = io.now_ns() + think_ns;
+            if at < self.cfg.end_ns && self.clients[ci].up {
+                self.clients[ci].next_arrival_ns = at;
+                io.wake_at(self.clients[ci].node, at);
+            }
+        }
+    }
+}
+
+/// The same program with fresh tags: every attempt writes unique values.
+pub fn retag(program: &Program, tags: &mut TagSource) -> Program {
+    let ops = program
+        .ops
+        .iter()
+        .map(|op| match op {
+            Op::Read { key } => Op::Read { key: *key },
+            Op::Write { key, value } => {
+                let mut value = value.clone();
+                value.tag = tags.next();
+                Op::Write { key: *key, value }
+            }
+            Op::Increment { key, delta, .. } => Op::Increment { key: *key, delta: *delta, tag: tags.next() },
+            Op::Append { key, .. } => Op::Append { key: *key, element: tags.next() },
+        })
+        .collect();
+    Program::new(ops)
+}
+
+impl Clients for Driver {
+    fn start(&mut self, io: &mut dyn ClientIo) {
+        let now = io.now_ns();
+        for ci in 0..self.clients.len() {
+            match self.cfg.pacing {
+                Pacing::Open { rate_tps, .. } => {
+                    let c = &mut self.clients[ci];
+                    c.next_arrival_ns = now + c.rng.exponential(1e9 / rate_tps) as u64;
+                    self.schedule_wake(ci, io);
+                }
+                Pacing::Closed { .. } => {
+                    // Stagger the first submissions by up to a millisecond.
+                    let c = &mut self.clients[ci];
+                    let at = now + c.rng.below(1_000_000);
+                    c.next_arrival_ns = at;
+                    io.wake_at(c.node, at);
+                }
+            }
+        }
+    }
+
+    fn on_wake(&mut self, client: NodeId, io: &mut dyn ClientIo) {
+        let Some(ci) = self.by_node[client.index()] else { return };
+        if let Pacing::Closed { .. } = self.cfg.pacing {
+            let c = &self.clients[ci];
+            let due = c.next_arrival_ns <= io.now_ns() && c.outstanding.is_empty() && c.retries.is_empty();
+            if due && c.up && io.now_ns() < self.cfg.end_ns {
+                self.clients[ci].next_arrival_ns = u64::MAX;
+                self.new_request(ci, io);
+            }
+        }
+        self.wake(ci, io);
+    }
+
+    fn on_complete(&mut self, client: NodeId, request: RequestId, outcome: Outcome, io: &mut dyn ClientIo) {
+        if let Some(ci) = self.by_node[client.index()] {
+            self.complete(ci, request, outcome, io);
+        }
+    }
+
+    fn on_node_down(&mut self, node: NodeId, io: &mut dyn ClientIo) {
+        let Some(ci) = self.by_node[node.index()] else { return };
+        self.clients[ci].up = false;
+        let now = io.now_ns();
+        let pending: Vec<(RequestId, Pending)> =
+            std::mem::take(&mut self.clients[ci].outstanding).into_iter().collect();
+        for (_, p) in pending {
+            self.record(OpType::Info, p.process, now, invoke_mops(&p.program));
+            self.stats.unknown += 1;
+        }
+        self.clients[ci].retries.clear();
+    }
+
+    fn on_node_up(&mut self, node: NodeId, io: &mut dyn ClientIo) {
+        let Some(ci) = self.by_node[node.index()] else { return };
+        let now = io.now_ns();
+        let c = &mut self.clients[ci];
+        c.up = true;
+        c.next_arrival_ns = c.next_arrival_ns.max(now);
+        if let Pacing::Closed { .. } = self.cfg.pacing {
+            c.next_arrival_ns = now;
+            io.wake_at(c.node, now);
+        }
+        self.schedule_wake(ci, io);
+    }
+}
