@@ -59,6 +59,9 @@ struct Client {
     /// Retries waiting for their time, by (due, sequence).
     retries: BTreeMap<(u64, u64), (Program, u64, u32)>,
     next_arrival_ns: u64,
+    /// The earliest wake-up asked for and not yet delivered: asking again
+    /// for a later time is then unnecessary (each wake-up reschedules).
+    wake_pending_ns: Option<u64>,
     up: bool,
 }
 
@@ -140,6 +143,7 @@ impl Driver {
                     outstanding: BTreeMap::new(),
                     retries: BTreeMap::new(),
                     next_arrival_ns: 0,
+                    wake_pending_ns: None,
                     up: true,
                 }
             })
@@ -255,8 +259,18 @@ impl Driver {
             next = Some(next.map_or(c.next_arrival_ns, |n| n.min(c.next_arrival_ns)));
         }
         if let Some(at) = next {
-            io.wake_at(c.node, at);
+            self.request_wake(ci, at, io);
         }
+    }
+
+    /// Asks for a wake-up at `at` unless an earlier one is pending.
+    fn request_wake(&mut self, ci: usize, at: u64, io: &mut dyn ClientIo) {
+        let c = &mut self.clients[ci];
+        if c.wake_pending_ns.is_some_and(|w| w <= at) {
+            return;
+        }
+        c.wake_pending_ns = Some(at);
+        io.wake_at(c.node, at);
     }
 
     fn complete(&mut self, ci: usize, request: RequestId, outcome: Outcome, io: &mut dyn ClientIo) {
@@ -318,7 +332,7 @@ impl Driver {
             let at = io.now_ns() + think_ns;
             if at < self.cfg.end_ns && self.clients[ci].up {
                 self.clients[ci].next_arrival_ns = at;
-                io.wake_at(self.clients[ci].node, at);
+                self.request_wake(ci, at, io);
             }
         }
     }
@@ -358,7 +372,7 @@ impl Clients for Driver {
                     let c = &mut self.clients[ci];
                     let at = now + c.rng.below(1_000_000);
                     c.next_arrival_ns = at;
-                    io.wake_at(c.node, at);
+                    self.request_wake(ci, at, io);
                 }
             }
         }
@@ -366,6 +380,9 @@ impl Clients for Driver {
 
     fn on_wake(&mut self, client: NodeId, io: &mut dyn ClientIo) {
         let Some(ci) = self.by_node[client.index()] else { return };
+        if self.clients[ci].wake_pending_ns.is_some_and(|w| w <= io.now_ns()) {
+            self.clients[ci].wake_pending_ns = None;
+        }
         if let Pacing::Closed { .. } = self.cfg.pacing {
             let c = &self.clients[ci];
             let due = c.next_arrival_ns <= io.now_ns() && c.outstanding.is_empty() && c.retries.is_empty();
@@ -404,7 +421,7 @@ impl Clients for Driver {
         c.next_arrival_ns = c.next_arrival_ns.max(now);
         if let Pacing::Closed { .. } = self.cfg.pacing {
             c.next_arrival_ns = now;
-            io.wake_at(c.node, now);
+            self.request_wake(ci, now, io);
         }
         self.schedule_wake(ci, io);
     }

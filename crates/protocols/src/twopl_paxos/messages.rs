@@ -4,6 +4,7 @@ use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use crate::shared::twopc::{Decision, TxnStatus};
 use meridian_core::{Key, NodeId, Op, RequestId, ShardId, TxnId, Value};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Wound-wait priority: the older (smaller) wins. A transaction keeps the
 /// priority of its first attempt across restarts, so it cannot starve.
@@ -28,7 +29,9 @@ pub struct PrepareRecord {
 /// A command in a shard's replicated log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Cmd {
-    Prepare(PrepareRecord),
+    /// Shared, so that the log, the messages and the state machine hold
+    /// one copy.
+    Prepare(Arc<PrepareRecord>),
     Commit(TxnId),
     Abort(TxnId),
 }

@@ -21,6 +21,7 @@ use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
 use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, Op, ShardId, TxnId, Value};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Where a transaction stands at this leader.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -53,7 +54,7 @@ pub struct Replica {
     pub(super) paxos: MultiPaxos<Cmd>,
     // The replicated state machine.
     pub(super) store: MvStore,
-    pub(super) prepared: BTreeMap<TxnId, PrepareRecord>,
+    pub(super) prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
     pub(super) outcomes: Outcomes,
     applied_slot: u64,
     // Leader-only state, rebuilt on every LeaderReady.
@@ -296,7 +297,7 @@ impl Replica {
         let reads = a.locks.iter().filter(|(_, m)| *m == LockMode::Shared).map(|(k, _)| *k).collect();
         let record = PrepareRecord { txn, coordinator: from, participants, reads, writes };
         a.stage = Stage::Preparing;
-        if self.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(record)).is_err() {
+        if self.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(Arc::new(record))).is_err() {
             self.refuse_not_leader(ctx, from, txn);
         }
     }
@@ -419,7 +420,7 @@ impl Replica {
         self.clear_leader_state();
         self.leading = true;
         ctx.count("leader_takeovers", 1);
-        let prepared: Vec<PrepareRecord> = self.prepared.values().cloned().collect();
+        let prepared: Vec<Arc<PrepareRecord>> = self.prepared.values().cloned().collect();
         for r in prepared {
             let mut ops: Vec<Op> = r.reads.iter().map(|k| Op::Read { key: *k }).collect();
             ops.extend(r.writes.iter().map(|(k, v)| Op::Write { key: *k, value: v.clone() }));
