@@ -191,6 +191,9 @@ fn sim(
     no_check: bool,
     event_log: Option<PathBuf>,
 ) -> Result<(), Failure> {
+    if let Some(name) = protocol {
+        check_protocol_flag(name)?;
+    }
     let mut exp = Experiment::load(config).map_err(|e| bad(e.to_string()))?;
     exp.apply_overrides(protocol, seed);
     let mut bar = LazyBar::new();
@@ -269,6 +272,16 @@ fn run_swarm(opts: SwarmOptions) -> Result<(), Failure> {
         );
     }
     if failed.is_empty() { Ok(()) } else { Err(Failure(1, String::new())) }
+}
+
+/// `--protocol NAME` must name an implemented protocol.
+fn check_protocol_flag(name: &str) -> Result<(), Failure> {
+    let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
+    match registry::find(name) {
+        Some(p) if p.implemented => Ok(()),
+        Some(_) => Err(bad(format!("--protocol: `{name}` is not implemented yet (implemented: {})", implemented.join(", ")))),
+        None => Err(bad(format!("--protocol: unknown protocol `{name}` (implemented: {})", implemented.join(", ")))),
+    }
 }
 
 fn run_demo() -> Result<(), Failure> {

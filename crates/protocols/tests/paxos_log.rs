@@ -18,13 +18,16 @@ struct Log;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Msg {
-    Paxos(PaxosMsg<u64>),
+    Paxos(PaxosMsg<u64, Committed>),
     Propose { value: u64 },
     Done { value: u64 },
 }
 
-impl From<PaxosMsg<u64>> for Msg {
-    fn from(m: PaxosMsg<u64>) -> Msg {
+/// The host state a checkpoint carries: the committed sequence so far.
+type Committed = Vec<(u64, u64)>;
+
+impl From<PaxosMsg<u64, Committed>> for Msg {
+    fn from(m: PaxosMsg<u64, Committed>) -> Msg {
         Msg::Paxos(m)
     }
 }
@@ -41,7 +44,7 @@ impl From<PaxosTimer> for Timer {
 }
 
 enum Node {
-    Replica { paxos: Box<MultiPaxos<u64>>, committed: Vec<(u64, u64)>, waiting: BTreeMap<u64, NodeId> },
+    Replica { paxos: Box<MultiPaxos<u64, Committed>>, committed: Vec<(u64, u64)>, waiting: BTreeMap<u64, NodeId> },
     Client { target: usize, replicas: Vec<NodeId>, pending: BTreeMap<u64, RequestId> },
 }
 
@@ -49,7 +52,7 @@ impl Protocol for Log {
     const NAME: &'static str = "paxos-log";
     const CONSISTENCY: Consistency = Consistency::StrictSerializable;
     type Msg = Msg;
-    type Record = PaxosRecord<u64>;
+    type Record = PaxosRecord<u64, Committed>;
     type Timer = Timer;
     type Node = Node;
 
@@ -58,8 +61,16 @@ impl Protocol for Log {
         if d.topology.is_client(node) {
             return Ok(Node::Client { target: 0, replicas, pending: BTreeMap::new() });
         }
-        let cfg =
-            PaxosConfig { tick_ns: 20_000_000, election_ticks: 6, stagger_ticks: 3, jitter_ticks: 3, batch_max: 64 };
+        // Checkpoints every 16 slots, so compaction, snapshots sent to
+        // lagging members and restarts from checkpoints are all exercised.
+        let cfg = PaxosConfig {
+            tick_ns: 20_000_000,
+            election_ticks: 6,
+            stagger_ticks: 3,
+            jitter_ticks: 3,
+            batch_max: 64,
+            compact_every: 16,
+        };
         let paxos = Box::new(MultiPaxos::new(0, replicas, node, 0, cfg));
         Ok(Node::Replica { paxos, committed: Vec::new(), waiting: BTreeMap::new() })
     }
@@ -71,22 +82,39 @@ impl Node {
             return;
         };
         for ev in paxos.drain_events() {
-            if let PaxosEvent::Committed { slot, value } = ev {
-                let value = *value;
-                if let Some((last, _)) = committed.last() {
-                    assert!(slot > *last, "slots delivered in order");
+            match ev {
+                PaxosEvent::Committed { slot, value } => {
+                    let value = *value;
+                    if let Some((last, _)) = committed.last() {
+                        assert!(slot > *last, "slots delivered in order");
+                    }
+                    committed.push((slot, value));
+                    if let Some(client) = waiting.remove(&value) {
+                        ctx.send(client, Msg::Done { value });
+                    }
                 }
-                committed.push((slot, value));
-                if let Some(client) = waiting.remove(&value) {
-                    ctx.send(client, Msg::Done { value });
+                PaxosEvent::Restore { upto, state } => {
+                    assert!(state.last().is_none_or(|(s, _)| *s <= upto));
+                    *committed = Committed::clone(&state);
                 }
+                _ => {}
             }
+        }
+        if paxos.should_compact() {
+            let upto = committed.last().map_or(0, |(s, _)| *s);
+            let state = committed.clone();
+            paxos.compact(&mut Mapped::new(ctx), upto.max(paxos_applied(paxos)), state);
         }
     }
 }
 
+/// Everything delivered so far has been applied (noop slots included).
+fn paxos_applied(paxos: &MultiPaxos<u64, Committed>) -> u64 {
+    paxos.delivered_upto()
+}
+
 impl Process<Log> for Node {
-    fn on_start(&mut self, ctx: &mut Ctx<'_, Log>, durable: Vec<PaxosRecord<u64>>) {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Log>, durable: Vec<PaxosRecord<u64, Committed>>) {
         if let Node::Replica { paxos, .. } = self {
             paxos.start(&mut Mapped::new(ctx), durable.into_iter().map(|r| r.body));
         }
@@ -220,6 +248,8 @@ fn leader_crash_elects_a_new_leader_and_keeps_committing() {
 fn safety_and_liveness_under_random_faults() {
     let mut leader_changes = 0;
     let mut restarts = 0;
+    let mut checkpoints = 0;
+    let mut installs = 0;
     for seed in 0..40u64 {
         let replicas = if seed % 2 == 0 { 3 } else { 5 };
         let mut s = sim(seed, replicas);
@@ -259,9 +289,13 @@ fn safety_and_liveness_under_random_faults() {
         assert!(after_heal > 10, "seed {seed}: only {after_heal} commits after healing");
         leader_changes += s.counters().get("paxos_leader_changes").copied().unwrap_or(0);
         restarts += s.counters().get("restarts").copied().unwrap_or(0);
+        checkpoints += s.counters().get("paxos_checkpoints").copied().unwrap_or(0);
+        installs += s.counters().get("paxos_snapshots_installed").copied().unwrap_or(0);
     }
     // The schedule must actually have exercised elections and recovery.
     assert!(leader_changes > 40, "only {leader_changes} leader changes over 40 seeds");
     assert!(restarts > 40, "only {restarts} restarts over 40 seeds");
-    eprintln!("leader changes {leader_changes}, restarts {restarts}");
+    assert!(checkpoints > 100, "only {checkpoints} checkpoints over 40 seeds");
+    assert!(installs > 0, "no lagging member ever needed a snapshot");
+    eprintln!("leader changes {leader_changes}, restarts {restarts}, checkpoints {checkpoints}, installs {installs}");
 }

@@ -11,10 +11,11 @@
 //! snapshot is sorted.
 
 use meridian_core::{Key, Value};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use rustc_hash::FxHashMap;
 
 /// One version of a key.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Version {
     pub version: u64,
     pub value: Value,
@@ -141,6 +142,27 @@ impl MvStore {
         let mut all: Vec<(Key, Vec<Version>)> = self.map.iter().map(|(k, v)| (*k, v.as_slice().to_vec())).collect();
         all.sort_unstable_by_key(|(k, _)| *k);
         all
+    }
+}
+
+/// Serialized as its sorted snapshot, so the bytes do not depend on hash
+/// order.
+impl Serialize for MvStore {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        self.snapshot().serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for MvStore {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<MvStore, D::Error> {
+        let all: Vec<(Key, Vec<Version>)> = Vec::deserialize(deserializer)?;
+        let mut store = MvStore::new();
+        for (key, versions) in all {
+            for v in versions {
+                store.install(key, v.version, v.value);
+            }
+        }
+        Ok(store)
     }
 }
 

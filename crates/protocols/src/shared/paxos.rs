@@ -48,13 +48,15 @@ pub struct PaxosConfig {
     pub jitter_ticks: u32,
     /// Most slots re-sent per tick, and most entries per fetch reply.
     pub batch_max: usize,
+    /// Slots between checkpoints the host is asked for (0: never).
+    pub compact_every: u64,
 }
 
 impl PaxosConfig {
     /// Timings for a group whose members are up to `max_rtt_ns` apart.
     pub fn for_rtt(max_rtt_ns: u64) -> PaxosConfig {
         let tick_ns = (max_rtt_ns / 2).clamp(5_000_000, 100_000_000);
-        PaxosConfig { tick_ns, election_ticks: 8, stagger_ticks: 4, jitter_ticks: 3, batch_max: 256 }
+        PaxosConfig { tick_ns, election_ticks: 8, stagger_ticks: 4, jitter_ticks: 3, batch_max: 256, compact_every: 0 }
     }
 }
 
@@ -68,36 +70,44 @@ pub struct PromisedEntry<V> {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum PaxosBody<V> {
+pub enum PaxosBody<V, S = ()> {
     Prepare { ballot: Ballot, from_slot: u64 },
-    Promise { ballot: Ballot, entries: Vec<PromisedEntry<V>> },
+    /// Phase 1b. `snapshot` is the acceptor's checkpoint when the candidate
+    /// asked for slots it has compacted away.
+    Promise { ballot: Ballot, entries: Vec<PromisedEntry<V>>, snapshot: Option<(u64, Arc<S>)> },
     Nack { ballot: Ballot, promised: Ballot },
     Accept { ballot: Ballot, slot: u64, value: Option<Arc<V>>, commit_upto: u64 },
     Accepted { ballot: Ballot, slot: u64 },
     Commit { ballot: Ballot, commit_upto: u64 },
     Fetch { from_slot: u64, to_slot: u64 },
     Chosen { entries: Vec<(u64, Option<Arc<V>>)> },
+    /// The host state after slot `upto`, for a member that lags behind the
+    /// sender's compacted log.
+    Snapshot { upto: u64, state: Arc<S> },
 }
 
 /// A message of group `group`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PaxosMsg<V> {
+pub struct PaxosMsg<V, S = ()> {
     pub group: u32,
-    pub body: PaxosBody<V>,
+    pub body: PaxosBody<V, S>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum PaxosRecordBody<V> {
+pub enum PaxosRecordBody<V, S = ()> {
     Promised(Ballot),
     Accepted { slot: u64, ballot: Ballot, value: Option<Arc<V>> },
     Chosen { slot: u64, value: Option<Arc<V>> },
+    /// The whole acceptor state as of a compaction: the host's state after
+    /// slot `upto`, the promise, and every slot after `upto`.
+    Checkpoint { promised: Ballot, upto: u64, state: Arc<S>, entries: Vec<PromisedEntry<V>> },
 }
 
 /// A durable record of group `group`.
 #[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PaxosRecord<V> {
+pub struct PaxosRecord<V, S = ()> {
     pub group: u32,
-    pub body: PaxosRecordBody<V>,
+    pub body: PaxosRecordBody<V, S>,
 }
 
 /// The periodic tick of group `group`.
@@ -108,7 +118,7 @@ pub struct PaxosTimer {
 
 /// What the host learns.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PaxosEvent<V> {
+pub enum PaxosEvent<V, S = ()> {
     /// Slot `slot` holds `value` for ever; emitted in slot order (no-op slots
     /// are skipped).
     Committed { slot: u64, value: Arc<V> },
@@ -117,6 +127,10 @@ pub enum PaxosEvent<V> {
     LeaderReady { ballot: Ballot },
     /// This node stopped leading.
     Deposed,
+    /// Replace the host's state by `state`, the state after slot `upto`
+    /// (a restart from a checkpoint, or a snapshot from a peer); committed
+    /// slots after it follow.
+    Restore { upto: u64, state: Arc<S> },
 }
 
 /// Why a proposal was refused.
@@ -136,33 +150,40 @@ struct Slot<V> {
 /// message naming a far-off slot cannot break.
 const LOG_WINDOW: u64 = 1 << 24;
 
-/// The log, by slot, from slot 1: O(1) access, appends at the end.
+/// The log, by slot, from `base` (slots before it are compacted into a
+/// checkpoint): O(1) access, appends at the end.
 #[derive(Debug)]
 struct SlotLog<V> {
+    base: u64,
     slots: VecDeque<Option<Slot<V>>>,
 }
 
 impl<V> SlotLog<V> {
     fn new() -> Self {
-        SlotLog { slots: VecDeque::new() }
+        SlotLog { base: 1, slots: VecDeque::new() }
     }
 
-    fn index(slot: u64) -> Option<usize> {
-        (1..=LOG_WINDOW).contains(&slot).then(|| (slot - 1) as usize)
+    fn index(&self, slot: u64) -> Option<usize> {
+        (self.base..self.base + LOG_WINDOW).contains(&slot).then(|| (slot - self.base) as usize)
+    }
+
+    /// Whether `slot` could be held (not compacted, within the window).
+    fn in_window(&self, slot: u64) -> bool {
+        self.index(slot).is_some()
     }
 
     fn get(&self, slot: &u64) -> Option<&Slot<V>> {
-        self.slots.get(Self::index(*slot)?)?.as_ref()
+        self.slots.get(self.index(*slot)?)?.as_ref()
     }
 
     fn get_mut(&mut self, slot: &u64) -> Option<&mut Slot<V>> {
-        let i = Self::index(*slot)?;
+        let i = self.index(*slot)?;
         self.slots.get_mut(i)?.as_mut()
     }
 
-    /// Stores a slot; false (and nothing stored) beyond the window.
+    /// Stores a slot; false (and nothing stored) outside the window.
     fn insert(&mut self, slot: u64, value: Slot<V>) -> bool {
-        let Some(i) = Self::index(slot) else { return false };
+        let Some(i) = self.index(slot) else { return false };
         if self.slots.len() <= i {
             self.slots.resize_with(i + 1, || None);
         }
@@ -172,9 +193,17 @@ impl<V> SlotLog<V> {
 
     /// Occupied slots from `from` to `to` (inclusive) in order.
     fn range(&self, from: u64, to: u64) -> impl Iterator<Item = (u64, &Slot<V>)> {
-        let start = from.max(1);
-        let end = to.min(self.slots.len() as u64);
+        let start = from.max(self.base);
+        let end = to.min(self.base + self.slots.len() as u64 - 1);
         (start..=end).filter_map(move |slot| self.get(&slot).map(|s| (slot, s)))
+    }
+
+    /// Forgets every slot before `base`.
+    fn truncate_before(&mut self, base: u64) {
+        while self.base < base {
+            self.slots.pop_front();
+            self.base += 1;
+        }
     }
 }
 
@@ -196,16 +225,16 @@ enum Role<V> {
     },
 }
 
-enum Deferred<V> {
-    Send(NodeId, PaxosBody<V>),
+enum Deferred<V, S> {
+    Send(NodeId, PaxosBody<V, S>),
     SelfPromise(Ballot),
     SelfAccept(Ballot, u64),
 }
 
-pub type PaxosEnv<'a, V> = dyn Env<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> + 'a;
+pub type PaxosEnv<'a, V, S = ()> = dyn Env<PaxosMsg<V, S>, PaxosRecord<V, S>, PaxosTimer> + 'a;
 
 /// One member's replica of a Multi-Paxos group.
-pub struct MultiPaxos<V> {
+pub struct MultiPaxos<V, S = ()> {
     group: u32,
     members: Vec<NodeId>,
     me: usize,
@@ -224,15 +253,17 @@ pub struct MultiPaxos<V> {
     ticks_since_heard: u32,
     timeout_ticks: u32,
     fetch_pending_ticks: u32,
-    awaiting: VecDeque<(Lsn, Deferred<V>)>,
+    awaiting: VecDeque<(Lsn, Deferred<V, S>)>,
     last_appended: Lsn,
     durable_upto: Lsn,
     /// Ticks since start, to age unacknowledged proposals.
     ticks: u64,
-    events: Vec<PaxosEvent<V>>,
+    /// The latest checkpoint: the host state after a slot.
+    snapshot: Option<(u64, Arc<S>)>,
+    events: Vec<PaxosEvent<V, S>>,
 }
 
-impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
+impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// A member of `members` (all nodes of the group, in rank order);
     /// `preferred` is the rank that leads first.
     pub fn new(group: u32, members: Vec<NodeId>, me: NodeId, preferred: usize, cfg: PaxosConfig) -> Self {
@@ -259,6 +290,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
             last_appended: Lsn(0),
             durable_upto: Lsn(0),
             ticks: 0,
+            snapshot: None,
             events: Vec::new(),
         }
     }
@@ -275,13 +307,16 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     /// prefix as `Committed` events, and the preferred member of a fresh
     /// group leads at ballot (1, rank) without phase 1 (no lower ballot can
     /// have accepted anything).
-    pub fn start(&mut self, env: &mut PaxosEnv<'_, V>, durable: impl IntoIterator<Item = PaxosRecordBody<V>>) {
+    pub fn start(&mut self, env: &mut PaxosEnv<'_, V, S>, durable: impl IntoIterator<Item = PaxosRecordBody<V, S>>) {
         let mut fresh = true;
         for record in durable {
             fresh = false;
             self.replay(record);
         }
         self.max_round_seen = self.promised.round;
+        if let Some((upto, state)) = self.snapshot.clone() {
+            self.events.push(PaxosEvent::Restore { upto, state });
+        }
         self.advance_commit();
         self.reset_timeout(env);
         env.set_timer(self.cfg.tick_ns, PaxosTimer { group: self.group });
@@ -294,8 +329,15 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn replay(&mut self, record: PaxosRecordBody<V>) {
+    fn replay(&mut self, record: PaxosRecordBody<V, S>) {
         match record {
+            PaxosRecordBody::Checkpoint { promised, upto, state, entries } => {
+                self.promised = self.promised.max(promised);
+                self.adopt_snapshot(upto, state);
+                for e in entries {
+                    self.log.insert(e.slot, Slot { ballot: e.ballot, value: e.value, chosen: e.chosen });
+                }
+            }
             PaxosRecordBody::Promised(b) => self.promised = self.promised.max(b),
             PaxosRecordBody::Accepted { slot, ballot, value } => {
                 self.promised = self.promised.max(ballot);
@@ -322,6 +364,12 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.commit_upto
     }
 
+    /// The last slot handed to the host (as `Committed`, or skipped as a
+    /// no-op, or covered by a `Restore`).
+    pub fn delivered_upto(&self) -> u64 {
+        self.delivered_upto
+    }
+
     pub fn ballot(&self) -> Ballot {
         match &self.role {
             Role::Leader { ballot, .. } | Role::Candidate { ballot, .. } => *ballot,
@@ -330,12 +378,12 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     /// Takes the events produced so far.
-    pub fn drain_events(&mut self) -> Vec<PaxosEvent<V>> {
+    pub fn drain_events(&mut self) -> Vec<PaxosEvent<V, S>> {
         std::mem::take(&mut self.events)
     }
 
     /// Proposes a value in the next free slot (ready leaders only).
-    pub fn propose(&mut self, env: &mut PaxosEnv<'_, V>, value: V) -> Result<u64, NotLeader> {
+    pub fn propose(&mut self, env: &mut PaxosEnv<'_, V, S>, value: V) -> Result<u64, NotLeader> {
         let Role::Leader { ballot, next_slot, acks, ready: true, .. } = &mut self.role else {
             return Err(NotLeader { hint: self.leader.map(|r| self.members[r]) });
         };
@@ -348,7 +396,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     /// Proposes `value` as leader in `slot` at `ballot`: persist, then count
     /// our own vote; send to the others at once (they persist in parallel).
-    fn accept_own(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, slot: u64, value: Option<Arc<V>>) {
+    fn accept_own(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot, slot: u64, value: Option<Arc<V>>) {
         self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: false });
         let lsn = self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value: value.clone() });
         self.awaiting.push_back((lsn, Deferred::SelfAccept(ballot, slot)));
@@ -356,19 +404,19 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.send_others(env, &body);
     }
 
-    pub fn on_persisted(&mut self, env: &mut PaxosEnv<'_, V>, upto: Lsn) {
+    pub fn on_persisted(&mut self, env: &mut PaxosEnv<'_, V, S>, upto: Lsn) {
         self.durable_upto = self.durable_upto.max(upto);
         while self.awaiting.front().is_some_and(|(lsn, _)| *lsn <= upto) {
             let (_, deferred) = self.awaiting.pop_front().expect("checked non-empty");
             match deferred {
                 Deferred::Send(to, body) => self.send(env, to, body),
-                Deferred::SelfPromise(b) => self.on_promise(env, self.me, b, Vec::new()),
+                Deferred::SelfPromise(b) => self.on_promise(env, self.me, b, Vec::new(), None),
                 Deferred::SelfAccept(b, slot) => self.on_accepted(env, self.me, b, slot),
             }
         }
     }
 
-    pub fn on_timer(&mut self, env: &mut PaxosEnv<'_, V>, _timer: PaxosTimer) {
+    pub fn on_timer(&mut self, env: &mut PaxosEnv<'_, V, S>, _timer: PaxosTimer) {
         env.set_timer(self.cfg.tick_ns, PaxosTimer { group: self.group });
         self.ticks += 1;
         self.fetch_pending_ticks = self.fetch_pending_ticks.saturating_sub(1);
@@ -388,14 +436,19 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    pub fn on_message(&mut self, env: &mut PaxosEnv<'_, V>, from: NodeId, msg: PaxosMsg<V>) {
+    pub fn on_message(&mut self, env: &mut PaxosEnv<'_, V, S>, from: NodeId, msg: PaxosMsg<V, S>) {
         debug_assert_eq!(msg.group, self.group);
         let Some(rank) = self.members.iter().position(|m| *m == from) else {
             return;
         };
         match msg.body {
             PaxosBody::Prepare { ballot, from_slot } => self.on_prepare(env, rank, ballot, from_slot),
-            PaxosBody::Promise { ballot, entries } => self.on_promise(env, rank, ballot, entries),
+            PaxosBody::Promise { ballot, entries, snapshot } => self.on_promise(env, rank, ballot, entries, snapshot),
+            PaxosBody::Snapshot { upto, state } => {
+                self.install_snapshot(env, upto, state);
+                self.fetch_pending_ticks = 0;
+                self.check_ready();
+            }
             PaxosBody::Nack { ballot, promised } => self.on_nack(env, ballot, promised),
             PaxosBody::Accept { ballot, slot, value, commit_upto } => {
                 self.on_accept(env, rank, ballot, slot, value, commit_upto)
@@ -411,7 +464,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     /// Promises `ballot` to ourselves and, with `phase1`, asks the others;
     /// without it our own durable promise suffices (the fresh round-1 case).
-    fn begin_candidacy(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, phase1: bool) {
+    fn begin_candidacy(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot, phase1: bool) {
         self.step_down_if_leading();
         self.promised = ballot;
         self.max_round_seen = self.max_round_seen.max(ballot.round);
@@ -429,7 +482,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn on_prepare(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, from_slot: u64) {
+    fn on_prepare(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, from_slot: u64) {
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         if ballot < self.promised || (ballot == self.promised && rank != ballot.rank as usize) {
             let promised = self.promised;
@@ -446,17 +499,30 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
         // Answer once the promise is durable (a duplicate Prepare waits too).
         let entries = self.entries_from(from_slot);
-        self.after_durable(env, Deferred::Send(self.members[rank], PaxosBody::Promise { ballot, entries }));
+        let snapshot = self.snapshot.clone().filter(|(upto, _)| from_slot <= *upto);
+        self.after_durable(env, Deferred::Send(self.members[rank], PaxosBody::Promise { ballot, entries, snapshot }));
     }
 
-    fn on_promise(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, entries: Vec<PromisedEntry<V>>) {
-        let Role::Candidate { ballot: mine, promises, merged } = &mut self.role else {
-            return;
-        };
-        if *mine != ballot {
+    fn on_promise(
+        &mut self,
+        env: &mut PaxosEnv<'_, V, S>,
+        rank: usize,
+        ballot: Ballot,
+        entries: Vec<PromisedEntry<V>>,
+        snapshot: Option<(u64, Arc<S>)>,
+    ) {
+        if !matches!(&self.role, Role::Candidate { ballot: mine, .. } if *mine == ballot) {
             return;
         }
-        for e in entries.into_iter().filter(|e| SlotLog::<V>::index(e.slot).is_some()) {
+        // A promiser that compacted past our commit point sends its state:
+        // everything up to its checkpoint is chosen.
+        if let Some((upto, state)) = snapshot {
+            self.install_snapshot(env, upto, state);
+        }
+        let commit_upto = self.commit_upto;
+        let Role::Candidate { promises, merged, .. } = &mut self.role else { unreachable!("checked above") };
+        merged.retain(|slot, _| *slot > commit_upto);
+        for e in entries.into_iter().filter(|e| e.slot > commit_upto && e.slot < commit_upto + LOG_WINDOW) {
             let better = match merged.get(&e.slot) {
                 None => true,
                 Some(old) => !old.chosen && (e.chosen || e.ballot > old.ballot),
@@ -470,7 +536,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn on_nack(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, promised: Ballot) {
+    fn on_nack(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot, promised: Ballot) {
         self.max_round_seen = self.max_round_seen.max(promised.round);
         let mine = match &self.role {
             Role::Candidate { ballot, .. } | Role::Leader { ballot, .. } => *ballot,
@@ -485,7 +551,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     /// Phase 1 succeeded: adopt every recovered slot at our ballot.
-    fn become_leader(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot) {
+    fn become_leader(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot) {
         let Role::Candidate { merged, .. } = std::mem::replace(&mut self.role, Role::Follower) else {
             unreachable!("only candidates become leaders")
         };
@@ -523,7 +589,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     fn on_accept(
         &mut self,
-        env: &mut PaxosEnv<'_, V>,
+        env: &mut PaxosEnv<'_, V, S>,
         rank: usize,
         ballot: Ballot,
         slot: u64,
@@ -538,7 +604,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
         self.follow(rank, ballot);
         let to = self.members[rank];
-        if self.log.get(&slot).is_some_and(|s| s.chosen) {
+        if slot < self.log.base || self.log.get(&slot).is_some_and(|s| s.chosen) {
             // Already chosen here: the leader proposes the same value.
             self.send(env, to, PaxosBody::Accepted { ballot, slot });
         } else if self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: false }) {
@@ -548,7 +614,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.learn_commit(env, ballot, commit_upto);
     }
 
-    fn on_accepted(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, slot: u64) {
+    fn on_accepted(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, slot: u64) {
         let Role::Leader { ballot: mine, acks, .. } = &mut self.role else {
             return;
         };
@@ -569,7 +635,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn on_commit(&mut self, env: &mut PaxosEnv<'_, V>, rank: usize, ballot: Ballot, commit_upto: u64) {
+    fn on_commit(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, commit_upto: u64) {
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         if ballot < self.promised {
             let promised = self.promised;
@@ -598,7 +664,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     /// The leader of `ballot` says slots up to `upto` are chosen.
-    fn learn_commit(&mut self, env: &mut PaxosEnv<'_, V>, ballot: Ballot, upto: u64) {
+    fn learn_commit(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot, upto: u64) {
         self.leader_commit = self.leader_commit.max(upto);
         let mut slot = self.commit_upto + 1;
         while slot <= upto {
@@ -615,7 +681,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn request_missing(&mut self, env: &mut PaxosEnv<'_, V>) {
+    fn request_missing(&mut self, env: &mut PaxosEnv<'_, V, S>) {
         let (Some(leader), 0) = (self.leader, self.fetch_pending_ticks) else {
             return;
         };
@@ -628,7 +694,12 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.send(env, self.members[leader], PaxosBody::Fetch { from_slot, to_slot });
     }
 
-    fn on_fetch(&mut self, env: &mut PaxosEnv<'_, V>, from: NodeId, from_slot: u64, to_slot: u64) {
+    fn on_fetch(&mut self, env: &mut PaxosEnv<'_, V, S>, from: NodeId, from_slot: u64, to_slot: u64) {
+        if let Some((upto, state)) = self.snapshot.clone().filter(|(upto, _)| from_slot <= *upto) {
+            // Compacted here: the asker gets the state, then fetches on.
+            self.send(env, from, PaxosBody::Snapshot { upto, state });
+            return;
+        }
         let to_slot = to_slot.min(self.commit_upto).min(from_slot.saturating_add(self.cfg.batch_max as u64 - 1));
         if from_slot == 0 || from_slot > to_slot {
             return;
@@ -644,8 +715,9 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn on_chosen(&mut self, env: &mut PaxosEnv<'_, V>, entries: Vec<(u64, Option<Arc<V>>)>) {
-        for (slot, value) in entries.into_iter().filter(|(slot, _)| SlotLog::<V>::index(*slot).is_some()) {
+    fn on_chosen(&mut self, env: &mut PaxosEnv<'_, V, S>, entries: Vec<(u64, Option<Arc<V>>)>) {
+        let entries: Vec<_> = entries.into_iter().filter(|(slot, _)| self.log.in_window(*slot)).collect();
+        for (slot, value) in entries {
             if !self.log.get(&slot).is_some_and(|s| s.chosen) {
                 self.learn_chosen(env, slot, value);
             }
@@ -656,7 +728,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
     }
 
     /// Records a value known to be chosen, durably.
-    fn learn_chosen(&mut self, env: &mut PaxosEnv<'_, V>, slot: u64, value: Option<Arc<V>>) {
+    fn learn_chosen(&mut self, env: &mut PaxosEnv<'_, V, S>, slot: u64, value: Option<Arc<V>>) {
         let ballot = self.log.get(&slot).map(|s| s.ballot).unwrap_or_default();
         self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: true });
         self.persist(env, PaxosRecordBody::Chosen { slot, value });
@@ -678,7 +750,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     /// Re-sends proposals unacknowledged for `RETRANSMIT_TICKS` ticks (lost
     /// messages, restarted followers), at most `batch_max` slots a tick.
-    fn retransmit(&mut self, env: &mut PaxosEnv<'_, V>) {
+    fn retransmit(&mut self, env: &mut PaxosEnv<'_, V, S>) {
         const RETRANSMIT_TICKS: u64 = 4;
         let now = self.ticks;
         let Role::Leader { ballot, acks, .. } = &mut self.role else {
@@ -708,6 +780,61 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
+    // ---- checkpoints ----
+
+    /// Whether the host should checkpoint now (every `compact_every`
+    /// delivered slots).
+    pub fn should_compact(&self) -> bool {
+        let last = self.snapshot.as_ref().map_or(0, |(upto, _)| *upto);
+        self.cfg.compact_every > 0 && self.delivered_upto >= last + self.cfg.compact_every
+    }
+
+    /// The host's state after slot `upto` (which it has applied): every slot
+    /// up to it is dropped from memory and, durably, the node's log is
+    /// replaced by one checkpoint record. The node's durable log must hold
+    /// only this group's records.
+    pub fn compact(&mut self, env: &mut PaxosEnv<'_, V, S>, upto: u64, state: S) {
+        assert!(upto <= self.delivered_upto, "checkpoint of slot {upto} beyond the applied {}", self.delivered_upto);
+        if self.snapshot.as_ref().is_some_and(|(u, _)| *u >= upto) {
+            return;
+        }
+        self.adopt_snapshot(upto, Arc::new(state));
+        self.persist_checkpoint(env);
+        env.count("paxos_checkpoints", 1);
+    }
+
+    /// Adopts a peer's state if it is ahead of ours.
+    fn install_snapshot(&mut self, env: &mut PaxosEnv<'_, V, S>, upto: u64, state: Arc<S>) {
+        if upto <= self.commit_upto || upto >= self.commit_upto + LOG_WINDOW {
+            return;
+        }
+        self.adopt_snapshot(upto, state.clone());
+        self.events.push(PaxosEvent::Restore { upto, state });
+        self.persist_checkpoint(env);
+        self.advance_commit();
+        env.count("paxos_snapshots_installed", 1);
+    }
+
+    /// Everything up to `upto` is the state `state`; later slots stay.
+    fn adopt_snapshot(&mut self, upto: u64, state: Arc<S>) {
+        self.log.truncate_before(upto + 1);
+        self.commit_upto = self.commit_upto.max(upto);
+        if self.delivered_upto < upto {
+            // Restarts replay from the checkpoint; peers' snapshots are
+            // announced by install_snapshot.
+            self.delivered_upto = upto;
+        }
+        self.snapshot = Some((upto, state));
+    }
+
+    fn persist_checkpoint(&mut self, env: &mut PaxosEnv<'_, V, S>) {
+        let (upto, state) = self.snapshot.clone().expect("a checkpoint to persist");
+        let entries = self.entries_from(upto + 1);
+        let body = PaxosRecordBody::Checkpoint { promised: self.promised, upto, state, entries };
+        let last = self.last_appended;
+        env.compact(last, PaxosRecord { group: self.group, body });
+    }
+
     // ---- helpers ----
 
     fn entries_from(&self, from_slot: u64) -> Vec<PromisedEntry<V>> {
@@ -724,7 +851,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn reset_timeout(&mut self, env: &mut PaxosEnv<'_, V>) {
+    fn reset_timeout(&mut self, env: &mut PaxosEnv<'_, V, S>) {
         let n = self.members.len();
         let distance = (self.me + n - self.preferred) % n;
         let jitter = env.rng().below(u64::from(self.cfg.jitter_ticks) + 1) as u32;
@@ -732,7 +859,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         self.ticks_since_heard = 0;
     }
 
-    fn persist(&mut self, env: &mut PaxosEnv<'_, V>, body: PaxosRecordBody<V>) -> Lsn {
+    fn persist(&mut self, env: &mut PaxosEnv<'_, V, S>, body: PaxosRecordBody<V, S>) -> Lsn {
         let lsn = env.append(PaxosRecord { group: self.group, body });
         debug_assert!(lsn > self.last_appended, "LSNs grow");
         self.last_appended = lsn;
@@ -741,7 +868,7 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
 
     /// Runs `deferred` once everything appended so far is durable: at once if
     /// it already is.
-    fn after_durable(&mut self, env: &mut PaxosEnv<'_, V>, deferred: Deferred<V>) {
+    fn after_durable(&mut self, env: &mut PaxosEnv<'_, V, S>, deferred: Deferred<V, S>) {
         if self.last_appended <= self.durable_upto {
             match deferred {
                 Deferred::Send(to, body) => self.send(env, to, body),
@@ -752,11 +879,11 @@ impl<V: Clone + std::fmt::Debug> MultiPaxos<V> {
         }
     }
 
-    fn send(&self, env: &mut PaxosEnv<'_, V>, to: NodeId, body: PaxosBody<V>) {
+    fn send(&self, env: &mut PaxosEnv<'_, V, S>, to: NodeId, body: PaxosBody<V, S>) {
         env.send(to, PaxosMsg { group: self.group, body });
     }
 
-    fn send_others(&self, env: &mut PaxosEnv<'_, V>, body: &PaxosBody<V>) {
+    fn send_others(&self, env: &mut PaxosEnv<'_, V, S>, body: &PaxosBody<V, S>) {
         for (rank, to) in self.members.iter().enumerate() {
             if rank != self.me {
                 env.send(*to, PaxosMsg { group: self.group, body: body.clone() });

@@ -91,7 +91,7 @@ pub fn termination_decision(answers: impl IntoIterator<Item = Option<TxnStatus>>
 }
 
 /// Remembered outcomes, at most `capacity` of them.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcomes {
     map: FxHashMap<TxnId, Decision>,
     order: VecDeque<TxnId>,

@@ -1,7 +1,9 @@
 //! The messages, log commands, durable records and timers of `2pl-paxos`.
 
 use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
-use crate::shared::twopc::{Decision, TxnStatus};
+use crate::shared::mvstore::MvStore;
+use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
+use std::collections::BTreeMap;
 use meridian_core::{Key, NodeId, Op, RequestId, ShardId, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -45,9 +47,18 @@ pub enum Refusal {
     Wounded,
 }
 
+/// A replica's state machine as of a checkpoint (the Paxos log is
+/// compacted up to it).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReplicaState {
+    pub store: MvStore,
+    pub prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
+    pub outcomes: Outcomes,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
-    Paxos(PaxosMsg<Cmd>),
+    Paxos(PaxosMsg<Cmd, ReplicaState>),
     /// Coordinator → leader: lock the piece's keys and read them.
     Execute {
         txn: TxnId,
@@ -100,8 +111,8 @@ pub enum Msg {
     },
 }
 
-impl From<PaxosMsg<Cmd>> for Msg {
-    fn from(m: PaxosMsg<Cmd>) -> Msg {
+impl From<PaxosMsg<Cmd, ReplicaState>> for Msg {
+    fn from(m: PaxosMsg<Cmd, ReplicaState>) -> Msg {
         Msg::Paxos(m)
     }
 }
@@ -110,12 +121,12 @@ impl From<PaxosMsg<Cmd>> for Msg {
 /// epoch (see `shared::txnids`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
-    Paxos(PaxosRecord<Cmd>),
+    Paxos(PaxosRecord<Cmd, ReplicaState>),
     Epoch(u64),
 }
 
-impl From<PaxosRecord<Cmd>> for Record {
-    fn from(r: PaxosRecord<Cmd>) -> Record {
+impl From<PaxosRecord<Cmd, ReplicaState>> for Record {
+    fn from(r: PaxosRecord<Cmd, ReplicaState>) -> Record {
         Record::Paxos(r)
     }
 }

@@ -45,7 +45,7 @@ mod recovery;
 mod replica;
 
 pub use coordinator::Coordinator;
-pub use messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, Timer};
+pub use messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 pub use replica::Replica;
 
 use crate::shared::paxos::{MultiPaxos, PaxosConfig};
@@ -103,6 +103,16 @@ pub const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc { name: "termination_tick_ms", default: "500", doc: "how often a leader looks for in-doubt transactions" },
     ParamDoc {
+        name: "coordinator_tick_ms",
+        default: "50",
+        doc: "resolution of the coordinator's timeouts (one periodic tick per coordinator)",
+    },
+    ParamDoc {
+        name: "checkpoint_every_slots",
+        default: "50000",
+        doc: "log slots between replica checkpoints (state snapshot + log compaction)",
+    },
+    ParamDoc {
         name: "max_attempts",
         default: "10",
         doc: "attempts per request (restarts after wounds or leader loss) before reporting an abort",
@@ -129,7 +139,9 @@ pub const PARAMS: &[ParamDoc] = &[
 impl Config {
     pub fn from_params(p: &Params) -> Result<Config, String> {
         p.check_known(TwoPlPaxos::NAME, PARAMS)?;
+        let documented = |name: &str| debug_assert!(PARAMS.iter().any(|d| d.name == name), "undocumented `{name}`");
         let ms = |name: &str, default: f64| -> Result<u64, String> {
+            documented(name);
             let v = p.f64_or(name, default)?;
             if v <= 0.0 {
                 return Err(format!("parameter `{name}` must be positive, got {v}"));
@@ -141,6 +153,7 @@ impl Config {
         let termination_tick_ns = ms("termination_tick_ms", 500.0)?;
         let election_ticks = (election_ns / heartbeat_ns).max(3) as u32;
         let count = |name: &str, default: u64| -> Result<u64, String> {
+            documented(name);
             match p.u64_or(name, default)? {
                 0 => Err(format!("parameter `{name}` must be at least 1")),
                 n => Ok(n),
@@ -165,6 +178,7 @@ impl Config {
                 stagger_ticks: election_ticks / 2,
                 jitter_ticks: (election_ticks / 4).max(1),
                 batch_max: 256,
+                compact_every: count("checkpoint_every_slots", 50_000)?,
             },
         })
     }
@@ -243,5 +257,36 @@ impl Process<TwoPlPaxos> for Node {
                 ctx.complete(request, meridian_core::Outcome::Aborted { reason: meridian_core::AbortReason::Rejected })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::ParamValue;
+
+    #[test]
+    fn every_documented_parameter_parses_at_its_default() {
+        // Reading a parameter also asserts (in debug builds) that it is
+        // documented, so this covers both directions.
+        assert!(Config::from_params(&Params::new()).is_ok());
+        for d in PARAMS {
+            let value = match d.default.parse::<i64>() {
+                Ok(i) => ParamValue::Int(i),
+                Err(_) => ParamValue::Float(d.default.parse().expect("numeric defaults")),
+            };
+            let p = Params::new().with(d.name, value);
+            assert!(Config::from_params(&p).is_ok(), "{}", d.name);
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let p = Params::new().with("in_doubt_ms", ParamValue::Float(-1.0));
+        assert!(Config::from_params(&p).unwrap_err().contains("`in_doubt_ms`"));
+        let p = Params::new().with("max_attempts", ParamValue::Int(0));
+        assert!(Config::from_params(&p).unwrap_err().contains("`max_attempts`"));
+        let p = Params::new().with("no_such_ms", ParamValue::Int(1));
+        assert!(Config::from_params(&p).unwrap_err().contains("`no_such_ms`"));
     }
 }

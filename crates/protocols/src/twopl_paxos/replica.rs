@@ -11,7 +11,7 @@
 //! the locks of every prepared, undecided transaction from the log before it
 //! serves, then resolves the ones left in doubt (recovery.rs).
 
-use super::messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, Timer};
+use super::messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 use super::{Config, TwoPlPaxos};
 use crate::shared::locks::{Acquire, LockMode, LockTable};
 use crate::shared::mvstore::MvStore;
@@ -51,7 +51,7 @@ pub(super) struct Active {
 pub struct Replica {
     pub(super) shard: ShardId,
     pub(super) cfg: Config,
-    pub(super) paxos: MultiPaxos<Cmd>,
+    pub(super) paxos: MultiPaxos<Cmd, ReplicaState>,
     // The replicated state machine.
     pub(super) store: MvStore,
     pub(super) prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
@@ -73,7 +73,7 @@ pub struct Replica {
 }
 
 impl Replica {
-    pub fn new(shard: ShardId, paxos: MultiPaxos<Cmd>, cfg: Config) -> Replica {
+    pub fn new(shard: ShardId, paxos: MultiPaxos<Cmd, ReplicaState>, cfg: Config) -> Replica {
         Replica {
             shard,
             outcomes: Outcomes::new(cfg.outcomes_kept),
@@ -356,9 +356,28 @@ impl Replica {
                     }
                     PaxosEvent::LeaderReady { .. } => self.take_over(ctx),
                     PaxosEvent::Deposed => self.step_down(ctx),
+                    PaxosEvent::Restore { upto, state } => self.restore(upto, &state),
                 }
             }
+            if self.paxos.should_compact() {
+                let state = ReplicaState {
+                    store: self.store.clone(),
+                    prepared: self.prepared.clone(),
+                    outcomes: self.outcomes.clone(),
+                };
+                self.paxos.compact(&mut Mapped::new(ctx), self.applied_slot, state);
+            }
         }
+    }
+
+    /// Takes over a checkpoint's state (after a restart, or from a peer when
+    /// this replica lagged behind a compacted log).
+    fn restore(&mut self, upto: u64, state: &ReplicaState) {
+        assert!(!self.leading, "a leader never lags behind a checkpoint");
+        self.store = state.store.clone();
+        self.prepared = state.prepared.clone();
+        self.outcomes = state.outcomes.clone();
+        self.applied_slot = upto;
     }
 
     fn apply(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
