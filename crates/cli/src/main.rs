@@ -220,12 +220,23 @@ fn check(model: &str, file: &Path, report_path: Option<&Path>) -> Result<(), Fai
     })?;
     let text = std::fs::read_to_string(file).map_err(|e| bad(format!("{}: cannot read: {e}", file.display())))?;
     let ops = parse_jsonl(&text).map_err(|e| bad(format!("{}:{}: {}", file.display(), e.line, e.message)))?;
+    // A history that breaks the format's rules (a completion without an
+    // invocation, a value written twice) is bad input, not a verdict.
+    meridian_checker::validate(&ops).map_err(|e| {
+        let line = nth_nonblank_line(&text, e.position);
+        bad(format!("{}:{line}: {}", file.display(), e.message))
+    })?;
     let report = meridian_checker::check(&ops, model);
     print!("{}", report.summary());
     if let Some(path) = report_path {
         write_file(path, &serde_json::to_string_pretty(&report.to_json()).expect("json"))?;
     }
     if report.valid { Ok(()) } else { Err(Failure(1, String::new())) }
+}
+
+/// The 1-based line of the `n`-th (0-based) non-blank line.
+fn nth_nonblank_line(text: &str, n: usize) -> usize {
+    text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).nth(n).map_or(0, |(i, _)| i + 1)
 }
 
 fn run_swarm(opts: SwarmOptions) -> Result<(), Failure> {
@@ -279,7 +290,9 @@ fn check_protocol_flag(name: &str) -> Result<(), Failure> {
     let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
     match registry::find(name) {
         Some(p) if p.implemented => Ok(()),
-        Some(_) => Err(bad(format!("--protocol: `{name}` is not implemented yet (implemented: {})", implemented.join(", ")))),
+        Some(_) => {
+            Err(bad(format!("--protocol: `{name}` is not implemented yet (implemented: {})", implemented.join(", "))))
+        }
         None => Err(bad(format!("--protocol: unknown protocol `{name}` (implemented: {})", implemented.join(", ")))),
     }
 }

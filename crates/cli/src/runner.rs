@@ -60,9 +60,21 @@ fn unknown_protocol(exp: &Experiment, name: &str) -> ConfigError {
     exp.error_at("protocol.name", why)
 }
 
+/// A protocol's complaint about its parameters, placed at the parameter it
+/// names (`parameter `NAME` ...`) when the file has it.
+fn param_error(exp: &Experiment, message: String) -> ConfigError {
+    let name = message.split('`').nth(1).unwrap_or("");
+    let field = format!("protocol.params.{name}");
+    if !name.is_empty() && exp.line_of(&field).is_some() {
+        exp.error_at(&field, message)
+    } else {
+        exp.error_at("protocol.params", message)
+    }
+}
+
 /// Builds the topology `P` runs on (its services included).
 pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigError> {
-    exp.protocol.params.check_known(P::NAME, P::params()).map_err(|e| exp.error_at("protocol.params", e))?;
+    exp.protocol.params.check_known(P::NAME, P::params()).map_err(|e| param_error(exp, e))?;
     let topology = Topology::build(&exp.cluster_spec(), &P::services(&exp.protocol.params));
     exp.check_node_names(&topology)?;
     Ok(topology)
@@ -80,7 +92,7 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
         params: exp.protocol.params.clone(),
         epsilon_us: exp.clock.epsilon_us as u64,
     };
-    let mut sim = Sim::<P>::new(cfg, deployment).map_err(|e| exp.error_at("protocol.params", e))?;
+    let mut sim = Sim::<P>::new(cfg, deployment).map_err(|e| param_error(exp, e))?;
     if let Some(path) = &opts.event_log {
         let file = std::fs::File::create(path)
             .map_err(|e| ConfigError::new(&path.display().to_string(), None, "", format!("cannot write: {e}")))?;

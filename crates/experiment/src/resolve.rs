@@ -24,6 +24,14 @@ pub const MAX_NODES: u64 = 100_000;
 /// Longest run, in simulated seconds.
 pub const MAX_DURATION_S: f64 = 1_000_000.0;
 
+/// The largest magnitude of any number in the file (times in ms or µs,
+/// rates, offsets): large enough for any experiment, small enough that
+/// nanosecond arithmetic cannot overflow.
+pub const MAX_MAGNITUDE: f64 = 1e9;
+
+/// The largest clock drift: 10% (a drifting clock still moves forward).
+pub const MAX_DRIFT_PPM: f64 = 100_000.0;
+
 /// The file being resolved, to build located errors.
 #[derive(Clone, Copy)]
 pub struct Ctx<'a> {
@@ -36,19 +44,40 @@ impl Ctx<'_> {
         ConfigError::new(self.file, self.loc.line_of(field), field, message)
     }
 
-    /// A finite number (any sign).
+    /// A number of magnitude at most [`MAX_MAGNITUDE`] (any sign).
     pub fn finite(&self, field: &str, v: f64) -> Result<f64, ConfigError> {
-        if v.is_finite() { Ok(v) } else { Err(self.err(field, format!("must be a finite number, got {v}"))) }
+        if v.is_finite() && v.abs() <= MAX_MAGNITUDE {
+            Ok(v)
+        } else {
+            Err(self.err(field, format!("must be a number between -{MAX_MAGNITUDE:e} and {MAX_MAGNITUDE:e}, got {v}")))
+        }
     }
 
-    /// A finite number `>= 0`.
+    /// A number in `[0, MAX_MAGNITUDE]`.
     pub fn non_negative(&self, field: &str, v: f64) -> Result<f64, ConfigError> {
-        if v.is_finite() && v >= 0.0 { Ok(v) } else { Err(self.err(field, format!("must be a number >= 0, got {v}"))) }
+        if v.is_finite() && (0.0..=MAX_MAGNITUDE).contains(&v) {
+            Ok(v)
+        } else {
+            Err(self.err(field, format!("must be a number between 0 and {MAX_MAGNITUDE:e}, got {v}")))
+        }
     }
 
-    /// A finite number `> 0`.
+    /// A number in `(0, MAX_MAGNITUDE]`.
     pub fn positive(&self, field: &str, v: f64) -> Result<f64, ConfigError> {
-        if v.is_finite() && v > 0.0 { Ok(v) } else { Err(self.err(field, format!("must be a number > 0, got {v}"))) }
+        if v.is_finite() && v > 0.0 && v <= MAX_MAGNITUDE {
+            Ok(v)
+        } else {
+            Err(self.err(field, format!("must be a number > 0 and at most {MAX_MAGNITUDE:e}, got {v}")))
+        }
+    }
+
+    /// A clock drift in parts per million, below [`MAX_DRIFT_PPM`].
+    pub fn drift(&self, field: &str, v: f64) -> Result<f64, ConfigError> {
+        if v.is_finite() && (0.0..=MAX_DRIFT_PPM).contains(&v) {
+            Ok(v)
+        } else {
+            Err(self.err(field, format!("must be between 0 and {MAX_DRIFT_PPM} ppm, got {v}")))
+        }
     }
 
     /// A probability in `[0, 1]`.
@@ -186,7 +215,7 @@ pub fn clock(ctx: Ctx<'_>, raw: &RawClock, matrix: &LatencyMatrix) -> Result<Clo
     }
     Ok(Clock {
         offset_ms_stddev: ctx.or("clock.offset_ms_stddev", raw.offset_ms_stddev, 0.0, Ctx::non_negative)?,
-        drift_ppm: ctx.or("clock.drift_ppm", raw.drift_ppm, 0.0, Ctx::non_negative)?,
+        drift_ppm: ctx.or("clock.drift_ppm", raw.drift_ppm, 0.0, Ctx::drift)?,
         epsilon_us: ctx.or("clock.epsilon_us", raw.epsilon_us, 100.0, Ctx::non_negative)?,
         offset_ms_by_node: by_node,
         offset_ms_by_region: by_region,

@@ -122,7 +122,7 @@ fn bad_values_are_rejected_at_their_line() {
     let e = err(&edit("loss = 0.0", "loss = 1.5"));
     expect(&e, Some(20), "network.loss", "between 0 and 1");
     let e = err(&edit("offset_ms_stddev = 0.0", "offset_ms_stddev = nan"));
-    expect(&e, Some(17), "clock.offset_ms_stddev", ">= 0");
+    expect(&e, Some(17), "clock.offset_ms_stddev", "between 0 and");
     let e = err(&edit("shards = 3", "shards = 0"));
     expect(&e, Some(4), "cluster.shards", "at least 1");
     let e = err(&edit("rate_tps = 100", "think_ms = 3.0"));
@@ -166,7 +166,7 @@ fn explicit_matrices_are_checked() {
     let negative = edit("preset = \"tiga-gcp\"\n", "")
         .replace("loss = 0.0", "loss = 0.0\nrtt_ms = { \"south-carolina-finland\" = -1.0 }");
     let e = err(&negative);
-    expect(&e, Some(20), "network.rtt_ms.south-carolina-finland", ">= 0");
+    expect(&e, Some(20), "network.rtt_ms.south-carolina-finland", "between 0 and");
     let incomplete = edit("preset = \"tiga-gcp\"\n", "")
         .replace("loss = 0.0", "loss = 0.0\nrtt_ms = { \"south-carolina-finland\" = 10.0, \"finland-brazil\" = 20.0 }");
     let e = err(&incomplete);
@@ -272,4 +272,14 @@ fn callers_can_place_their_own_errors() {
     assert_eq!(e.to_string(), "x.toml:27: protocol.name: unknown protocol `2pl-paxos`");
     let e = exp.error_at("protocol.params.fast", "unknown parameter");
     assert_eq!(e.line, Some(26), "falls back to [protocol]");
+}
+
+#[test]
+fn huge_times_and_drifts_are_rejected_before_they_can_overflow() {
+    let e = err(&edit("loss = 0.0", "loss = 0.0\njitter_ms = 1e300"));
+    expect(&e, Some(21), "network.jitter_ms", "between 0 and 1e9");
+    let e = err(&edit("offset_ms_stddev = 0.0", "offset_ms_stddev = 1e12"));
+    expect(&e, Some(17), "clock.offset_ms_stddev", "between 0 and 1e9");
+    let e = err(&edit("offset_ms_stddev = 0.0", "offset_ms_stddev = 0.0\ndrift_ppm = 2000000.0"));
+    expect(&e, Some(18), "clock.drift_ppm", "100000 ppm");
 }

@@ -184,16 +184,17 @@ impl Driver {
             let pending: Vec<(RequestId, Pending)> =
                 std::mem::take(&mut self.clients[i].outstanding).into_iter().collect();
             for (_, p) in pending {
-                self.record(OpType::Info, p.process, now_ns, invoke_mops(&p.program));
+                self.record(OpType::Info, p.process, now_ns, || invoke_mops(&p.program));
                 self.stats.unknown += 1;
             }
         }
     }
 
-    fn record(&mut self, kind: OpType, process: u64, time_ns: u64, value: Vec<meridian_checker::Mop>) {
+    /// Records one history line; `value` is only rendered when recording.
+    fn record(&mut self, kind: OpType, process: u64, time_ns: u64, value: impl FnOnce() -> Vec<meridian_checker::Mop>) {
         if self.cfg.record_history {
             let index = self.history.len() as u64;
-            self.history.push(HistoryOp { index, kind, process, time_ns, value });
+            self.history.push(HistoryOp { index, kind, process, time_ns, value: value() });
         }
     }
 
@@ -208,7 +209,7 @@ impl Driver {
     fn submit(&mut self, ci: usize, io: &mut dyn ClientIo, program: Program, first_invoke_ns: u64, retries: u32) {
         let now = io.now_ns();
         let process = self.take_process();
-        self.record(OpType::Invoke, process, now, invoke_mops(&program));
+        self.record(OpType::Invoke, process, now, || invoke_mops(&program));
         let c = &mut self.clients[ci];
         let request = RequestId(c.next_request);
         c.next_request += 1;
@@ -278,13 +279,13 @@ impl Driver {
         let Some(p) = self.clients[ci].outstanding.remove(&request) else { return };
         match outcome {
             Outcome::Committed { results } => {
-                self.record(OpType::Ok, p.process, now, completion_mops(&p.program, &results));
+                self.record(OpType::Ok, p.process, now, || completion_mops(&p.program, &results));
                 self.free_processes.push(p.process);
                 self.count_commit(ci, p.first_invoke_ns, now);
                 self.next_closed(ci, io);
             }
             Outcome::Aborted { .. } => {
-                self.record(OpType::Fail, p.process, now, invoke_mops(&p.program));
+                self.record(OpType::Fail, p.process, now, || invoke_mops(&p.program));
                 self.free_processes.push(p.process);
                 if p.retries < self.cfg.max_retries && now < self.cfg.end_ns {
                     self.stats.retries += 1;
@@ -302,7 +303,7 @@ impl Driver {
             }
             Outcome::Unknown => {
                 // The process may still be running the transaction: retire it.
-                self.record(OpType::Info, p.process, now, invoke_mops(&p.program));
+                self.record(OpType::Info, p.process, now, || invoke_mops(&p.program));
                 self.stats.unknown += 1;
                 self.next_closed(ci, io);
             }
@@ -407,7 +408,7 @@ impl Clients for Driver {
         let pending: Vec<(RequestId, Pending)> =
             std::mem::take(&mut self.clients[ci].outstanding).into_iter().collect();
         for (_, p) in pending {
-            self.record(OpType::Info, p.process, now, invoke_mops(&p.program));
+            self.record(OpType::Info, p.process, now, || invoke_mops(&p.program));
             self.stats.unknown += 1;
         }
         self.clients[ci].retries.clear();

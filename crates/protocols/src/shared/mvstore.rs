@@ -11,8 +11,8 @@
 //! snapshot is sorted.
 
 use meridian_core::{Key, Value};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One version of a key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -71,19 +71,48 @@ pub struct PromisedEntry<V> {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PaxosBody<V, S = ()> {
-    Prepare { ballot: Ballot, from_slot: u64 },
+    Prepare {
+        ballot: Ballot,
+        from_slot: u64,
+    },
     /// Phase 1b. `snapshot` is the acceptor's checkpoint when the candidate
     /// asked for slots it has compacted away.
-    Promise { ballot: Ballot, entries: Vec<PromisedEntry<V>>, snapshot: Option<(u64, Arc<S>)> },
-    Nack { ballot: Ballot, promised: Ballot },
-    Accept { ballot: Ballot, slot: u64, value: Option<Arc<V>>, commit_upto: u64 },
-    Accepted { ballot: Ballot, slot: u64 },
-    Commit { ballot: Ballot, commit_upto: u64 },
-    Fetch { from_slot: u64, to_slot: u64 },
-    Chosen { entries: Vec<(u64, Option<Arc<V>>)> },
+    Promise {
+        ballot: Ballot,
+        entries: Vec<PromisedEntry<V>>,
+        snapshot: Option<(u64, Arc<S>)>,
+    },
+    Nack {
+        ballot: Ballot,
+        promised: Ballot,
+    },
+    Accept {
+        ballot: Ballot,
+        slot: u64,
+        value: Option<Arc<V>>,
+        commit_upto: u64,
+    },
+    Accepted {
+        ballot: Ballot,
+        slot: u64,
+    },
+    Commit {
+        ballot: Ballot,
+        commit_upto: u64,
+    },
+    Fetch {
+        from_slot: u64,
+        to_slot: u64,
+    },
+    Chosen {
+        entries: Vec<(u64, Option<Arc<V>>)>,
+    },
     /// The host state after slot `upto`, for a member that lags behind the
     /// sender's compacted log.
-    Snapshot { upto: u64, state: Arc<S> },
+    Snapshot {
+        upto: u64,
+        state: Arc<S>,
+    },
 }
 
 /// A message of group `group`.
@@ -96,11 +125,23 @@ pub struct PaxosMsg<V, S = ()> {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum PaxosRecordBody<V, S = ()> {
     Promised(Ballot),
-    Accepted { slot: u64, ballot: Ballot, value: Option<Arc<V>> },
-    Chosen { slot: u64, value: Option<Arc<V>> },
+    Accepted {
+        slot: u64,
+        ballot: Ballot,
+        value: Option<Arc<V>>,
+    },
+    Chosen {
+        slot: u64,
+        value: Option<Arc<V>>,
+    },
     /// The whole acceptor state as of a compaction: the host's state after
     /// slot `upto`, the promise, and every slot after `upto`.
-    Checkpoint { promised: Ballot, upto: u64, state: Arc<S>, entries: Vec<PromisedEntry<V>> },
+    Checkpoint {
+        promised: Ballot,
+        upto: u64,
+        state: Arc<S>,
+        entries: Vec<PromisedEntry<V>>,
+    },
 }
 
 /// A durable record of group `group`.

@@ -240,7 +240,7 @@ impl Coordinator {
         self.decide(ctx, txn, Decision::Abort, shards);
         let req = &self.requests[&request];
         if req.attempts < self.cfg.max_attempts {
-            let backoff = self.cfg.retry_backoff_ns * u64::from(req.attempts);
+            let backoff = self.cfg.retry_backoff_ns.saturating_mul(u64::from(req.attempts));
             let jitter = ctx.rng().below(self.cfg.retry_backoff_ns.max(1));
             ctx.set_timer(backoff + jitter, Timer::Restart(request));
         } else {

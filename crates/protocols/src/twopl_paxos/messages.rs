@@ -1,11 +1,11 @@
 //! The messages, log commands, durable records and timers of `2pl-paxos`.
 
-use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use crate::shared::mvstore::MvStore;
+use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
-use std::collections::BTreeMap;
 use meridian_core::{Key, NodeId, Op, RequestId, ShardId, TxnId, Value};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Wound-wait priority: the older (smaller) wins. A transaction keeps the

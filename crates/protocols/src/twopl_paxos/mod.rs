@@ -143,20 +143,21 @@ impl Config {
         let ms = |name: &str, default: f64| -> Result<u64, String> {
             documented(name);
             let v = p.f64_or(name, default)?;
-            if v <= 0.0 {
-                return Err(format!("parameter `{name}` must be positive, got {v}"));
+            // From a microsecond to a day: ticks and timeouts stay sane.
+            if !(0.001..=86_400_000.0).contains(&v) {
+                return Err(format!("parameter `{name}` must be between 0.001 and 86400000 ms, got {v}"));
             }
             Ok(ms_to_ns(v))
         };
         let heartbeat_ns = ms("heartbeat_ms", 50.0)?;
         let election_ns = ms("election_timeout_ms", 1000.0)?;
         let termination_tick_ns = ms("termination_tick_ms", 500.0)?;
-        let election_ticks = (election_ns / heartbeat_ns).max(3) as u32;
+        let election_ticks = (election_ns / heartbeat_ns).clamp(3, 1 << 20) as u32;
         let count = |name: &str, default: u64| -> Result<u64, String> {
             documented(name);
             match p.u64_or(name, default)? {
-                0 => Err(format!("parameter `{name}` must be at least 1")),
-                n => Ok(n),
+                n @ 1..=1_000_000_000 => Ok(n),
+                n => Err(format!("parameter `{name}` must be between 1 and 1000000000, got {n}")),
             }
         };
         Ok(Config {
@@ -167,7 +168,7 @@ impl Config {
             max_decide_rounds: count("max_decide_rounds", 10)? as u32,
             termination_tick_ns,
             coordinator_tick_ns: ms("coordinator_tick_ms", 50.0)?,
-            in_doubt_ticks: (ms("in_doubt_ms", 3000.0)? / termination_tick_ns).max(1) as u32,
+            in_doubt_ticks: (ms("in_doubt_ms", 3000.0)? / termination_tick_ns).clamp(1, 1 << 20) as u32,
             max_attempts: count("max_attempts", 10)? as u32,
             retry_backoff_ns: ms("retry_backoff_ms", 5.0)?,
             max_redirects: count("max_redirects", 16)? as u32,
