@@ -299,7 +299,18 @@ fn check_protocol_flag(name: &str) -> Result<(), Failure> {
 
 fn run_demo() -> Result<(), Failure> {
     let reports = demo::run_demo(|name| eprintln!("running {name} ...")).map_err(|e| bad(e.to_string()))?;
-    println!("Meridian demo: {}", Experiment::demo().file);
+    let exp = Experiment::demo();
+    println!(
+        "Meridian demo: {} shards x {} replicas in {} ({} latency preset), {} clients in {}, {} workload, {} s simulated",
+        exp.cluster.shards,
+        exp.cluster.replicas_per_shard,
+        exp.cluster.server_regions.join(", "),
+        exp.cluster.preset.as_deref().unwrap_or("explicit"),
+        exp.clients.total(),
+        exp.clients.regions.join(", "),
+        exp.workload.kind.name(),
+        exp.run.duration_s
+    );
     print!("{}", demo::table(&reports));
     if reports.iter().any(|r| r.check_valid() == Some(false)) {
         return Err(Failure(1, "a protocol broke its consistency promise".into()));
