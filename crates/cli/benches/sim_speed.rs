@@ -29,7 +29,11 @@ fn main() {
     }
     for (label, exp) in [("example load", &exp), ("a tenth of the load", &light)] {
         let best = best_of_three(exp);
-        println!("sim_speed: {label}: best {:.2} M simulated events per wall-clock second ({})", best / 1e6, path.display());
+        println!(
+            "sim_speed: {label}: best {:.2} M simulated events per wall-clock second ({})",
+            best / 1e6,
+            path.display()
+        );
     }
 }
 

@@ -3,7 +3,9 @@
 //! partitions and heals, loss, duplication, reordering, jitter, clock
 //! offsets, drift and jumps. At `heal_s` every fault is healed; the run must
 //! then make progress again, and every history must pass the checker at the
-//! protocol's promised level.
+//! protocol's promised level. The run is stretched if needed so that it
+//! has `SETTLE_S` seconds to recover and `PROGRESS_WINDOW_S` more in which
+//! commits are required.
 
 use crate::runner::{RunOptions, run_experiment};
 use meridian_checker::to_jsonl;
@@ -18,11 +20,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The base experiment when `--config` is not given.
 pub const BASE: &str = include_str!("swarm.toml");
 
-/// When faults stop and from when progress is required, as fractions of
-/// the run's duration.
+/// When faults start and stop, as fractions of the base run's duration.
 const FAULTS_FROM: f64 = 0.07;
 const HEAL_AT: f64 = 0.5;
-const PROGRESS_FROM: f64 = 0.7;
+/// After healing: seconds allowed to recover (elections, in-doubt
+/// resolution, timeouts), then seconds in which commits are required.
+const SETTLE_S: f64 = 5.0;
+const PROGRESS_WINDOW_S: f64 = 10.0;
 
 #[derive(Clone, Debug)]
 pub struct SwarmOptions {
@@ -95,11 +99,17 @@ fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
     let mut exp = base.clone();
     let mut rng = Rng::derive(seed, 0x0073_7761_726d);
     randomize_world(&mut exp, &mut rng, seed);
+    let fault_window_s = exp.run.duration_s;
+    let heal_s = fault_window_s * HEAL_AT;
+    // Whatever the base file says, the run lasts long enough to settle and
+    // then show progress.
+    exp.run.duration_s = exp.run.duration_s.max(heal_s + SETTLE_S + PROGRESS_WINDOW_S);
+    exp.run.warmup_s = exp.run.warmup_s.min(exp.run.duration_s / 10.0);
     let duration_s = exp.run.duration_s;
     let plan_rng = Mutex::new(rng);
     let fault_count = Mutex::new(0usize);
     let plan = |t: &Topology| {
-        let faults = fault_profile(t, &mut plan_rng.lock().expect("single use"), duration_s);
+        let faults = fault_profile(t, &mut plan_rng.lock().expect("single use"), fault_window_s);
         *fault_count.lock().expect("single use") = faults.len();
         faults
     };
@@ -123,7 +133,7 @@ fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
         Ok(Err(e)) => return SeedResult { seed, failure: Some(e.to_string()), committed: 0, faults },
         Ok(Ok(out)) => out,
     };
-    let progress_from = (duration_s * PROGRESS_FROM) as usize;
+    let progress_from = (heal_s + SETTLE_S).ceil() as usize;
     let late: u64 =
         out.stats.committed_per_s.iter().skip(progress_from).take(duration_s as usize - progress_from).sum();
     let mut failure = None;
@@ -151,7 +161,8 @@ fn randomize_world(exp: &mut Experiment, rng: &mut Rng, seed: u64) {
     exp.network.reorder = rng.chance(0.5);
 }
 
-/// Faults between `FAULTS_FROM` and `HEAL_AT` of the run, then heal all.
+/// Faults between `FAULTS_FROM` and `HEAL_AT` of the fault window, then
+/// heal all.
 fn fault_profile(t: &Topology, rng: &mut Rng, duration_s: f64) -> Vec<ScheduledFault> {
     let from_ns = ms_to_ns(duration_s * FAULTS_FROM * 1000.0);
     let heal_ns = ms_to_ns(duration_s * HEAL_AT * 1000.0);

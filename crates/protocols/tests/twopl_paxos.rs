@@ -194,3 +194,22 @@ fn a_restarted_coordinator_never_reuses_transaction_ids() {
     assert!(!before.is_empty() && !after.is_empty());
     assert!(before.is_disjoint(&after), "ids reused after restart");
 }
+
+#[test]
+fn locks_of_a_coordinator_that_crashed_before_preparing_are_released_by_their_lease() {
+    let mut s = sim(6);
+    s.run_until(200 * MS);
+    let (a, b) = (client(&s, "client-hong-kong-0"), client(&s, "client-south-carolina-0"));
+    let on_key_3 = |tag| Program::new(vec![Op::Increment { key: Key(3), delta: 1, tag }]);
+    // A's execute reaches the leader at ~98 ms; A dies before it can prepare.
+    s.request(a, RequestId(1), on_key_3(1));
+    s.run_until(s.now_ns() + 150 * MS);
+    s.crash(a);
+    // B is younger, so it waits for A's lock instead of wounding it.
+    s.request(b, RequestId(2), on_key_3(2));
+    s.run_until(s.now_ns() + 30_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 1, "B commits once A's lease runs out: {done:?}");
+    assert_eq!(counter(&s, Key(3)), 1);
+    assert!(s.counters()["lock_leases_expired"] >= 1);
+}

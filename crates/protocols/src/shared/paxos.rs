@@ -354,6 +354,10 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             fresh = false;
             self.replay(record);
         }
+        if !fresh {
+            // Whoever leads now, it is not known to have been us.
+            self.leader = None;
+        }
         self.max_round_seen = self.promised.round;
         if let Some((upto, state)) = self.snapshot.clone() {
             self.events.push(PaxosEvent::Restore { upto, state });

@@ -147,7 +147,11 @@ impl Coordinator {
             Msg::Executed { txn, shard, reads } => self.on_executed(ctx, from, txn, shard, reads),
             Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
             Msg::Decided { txn, shard } => self.on_decided(txn, shard),
-            Msg::Refused { txn, shard, reason } => self.on_refused(ctx, txn, shard, reason),
+            Msg::Refused { txn, shard, reason } => self.on_refused(ctx, from, txn, shard, reason),
+            // Only a replica that leads names itself: believe those claims.
+            Msg::Leader { shard, leader: Some(leader) } if leader == from => {
+                self.leader_hint[shard.index()] = leader;
+            }
             _ => {}
         }
     }
@@ -260,7 +264,7 @@ impl Coordinator {
         }
     }
 
-    fn on_refused(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, reason: Refusal) {
+    fn on_refused(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId, shard: ShardId, reason: Refusal) {
         let Some(a) = self.attempts.get_mut(&txn) else {
             return;
         };
@@ -271,10 +275,16 @@ impl Coordinator {
                 }
             }
             Refusal::NotLeader { hint } => {
-                let replicas = ctx.topology().replicas(shard);
-                let current = self.leader_hint[shard.index()];
-                let next = hint.filter(|h| *h != current).unwrap_or_else(|| next_replica(replicas, current));
+                let next = match hint {
+                    Some(h) if h != from => h,
+                    // No idea, or it names itself without leading: ask them all.
+                    _ => {
+                        self.find_leader(ctx, shard);
+                        self.leader_hint[shard.index()]
+                    }
+                };
                 self.leader_hint[shard.index()] = next;
+                let Some(a) = self.attempts.get_mut(&txn) else { return };
                 a.redirects += 1;
                 if a.redirects > self.cfg.max_redirects {
                     return; // the phase's deadline takes over
@@ -333,14 +343,22 @@ impl Coordinator {
 
     fn execute_timed_out(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = &self.attempts[&txn];
-        // Shards that did not answer may have lost their leader.
+        // Shards that did not answer may have lost their leader, or may just
+        // be slow (lock waits): ask who leads rather than guess.
         let silent: Vec<ShardId> =
             self.requests[&a.request].shards.iter().copied().filter(|s| !a.executed.contains(s)).collect();
         for shard in silent {
-            let replicas = ctx.topology().replicas(shard);
-            self.leader_hint[shard.index()] = next_replica(replicas, self.leader_hint[shard.index()]);
+            self.find_leader(ctx, shard);
         }
         self.abort_attempt(ctx, txn, AbortReason::Timeout);
+    }
+
+    /// Asks every replica of a shard who leads; the leader answers for
+    /// itself (see `Msg::Leader`).
+    fn find_leader(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, shard: ShardId) {
+        for replica in ctx.topology().replicas(shard).to_vec() {
+            ctx.send(replica, Msg::WhoLeads { shard });
+        }
     }
 
     /// Votes are missing: ask every replica of the silent shards (the new
@@ -387,9 +405,4 @@ impl Coordinator {
             }
         }
     }
-}
-
-fn next_replica(replicas: &[NodeId], current: NodeId) -> NodeId {
-    let i = replicas.iter().position(|r| *r == current).unwrap_or(0);
-    replicas[(i + 1) % replicas.len()]
 }

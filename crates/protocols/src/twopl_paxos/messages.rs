@@ -98,6 +98,15 @@ pub enum Msg {
         shard: ShardId,
         reason: Refusal,
     },
+    /// Coordinator → every replica of a shard: who leads?
+    WhoLeads {
+        shard: ShardId,
+    },
+    /// The answer: a leading replica names itself; others their belief.
+    Leader {
+        shard: ShardId,
+        leader: Option<NodeId>,
+    },
     /// In-doubt participant → the replicas of another participant.
     Query {
         txn: TxnId,

@@ -35,7 +35,8 @@
 //! # Counters
 //!
 //! `retries` (attempts restarted after a wound or a lost leader),
-//! `wounds`, `in_doubt_queries`, `in_doubt_resolved`, `unknown_outcomes`,
+//! `wounds`, `lock_leases_expired`, `in_doubt_queries`, `in_doubt_resolved`,
+//! `unknown_outcomes`,
 //! `leader_takeovers`, and the Paxos log's `paxos_elections`,
 //! `paxos_leader_changes`.
 
@@ -67,6 +68,7 @@ pub struct Config {
     pub termination_tick_ns: u64,
     pub coordinator_tick_ns: u64,
     pub in_doubt_ticks: u32,
+    pub lock_lease_ticks: u32,
     pub max_attempts: u32,
     pub retry_backoff_ns: u64,
     pub max_redirects: u32,
@@ -102,6 +104,11 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "a leader asks the other participants about a transaction prepared this long without a decision",
     },
     ParamDoc { name: "termination_tick_ms", default: "500", doc: "how often a leader looks for in-doubt transactions" },
+    ParamDoc {
+        name: "lock_lease_ms",
+        default: "10000",
+        doc: "a leader aborts an unprepared transaction that has held or awaited locks this long",
+    },
     ParamDoc {
         name: "coordinator_tick_ms",
         default: "50",
@@ -169,6 +176,7 @@ impl Config {
             termination_tick_ns,
             coordinator_tick_ns: ms("coordinator_tick_ms", 50.0)?,
             in_doubt_ticks: (ms("in_doubt_ms", 3000.0)? / termination_tick_ns).clamp(1, 1 << 20) as u32,
+            lock_lease_ticks: (ms("lock_lease_ms", 10_000.0)? / termination_tick_ns).clamp(1, 1 << 20) as u32,
             max_attempts: count("max_attempts", 10)? as u32,
             retry_backoff_ns: ms("retry_backoff_ms", 5.0)?,
             max_redirects: count("max_redirects", 16)? as u32,

@@ -10,31 +10,56 @@
 //! and logs the decision like a coordinator's.
 
 use super::TwoPlPaxos;
-use super::messages::{Cmd, Msg};
+use super::messages::{Cmd, Msg, Refusal};
 use super::replica::{Replica, Stage};
 use crate::shared::twopc::{Decision, TxnStatus, termination_decision};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 
 impl Replica {
-    /// Called every termination tick: query for transactions long in doubt.
+    /// Called every termination tick: query for transactions long in doubt,
+    /// and take back the locks of unprepared transactions whose lease ran
+    /// out (their coordinator vanished, or the answer that would have
+    /// released them was lost).
     pub(super) fn check_in_doubt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         if !self.leading {
             return;
         }
         let mut due: Vec<TxnId> = Vec::new();
+        let mut expired: Vec<TxnId> = Vec::new();
         for (txn, a) in self.active.iter_mut() {
-            if a.stage == Stage::Prepared {
-                a.prepared_ticks += 1;
-                let over = a.prepared_ticks.saturating_sub(self.cfg.in_doubt_ticks);
-                if a.prepared_ticks >= self.cfg.in_doubt_ticks && over % self.cfg.in_doubt_ticks == 0 {
-                    due.push(*txn);
+            a.age_ticks += 1;
+            match a.stage {
+                Stage::Prepared => {
+                    let over = a.age_ticks.saturating_sub(self.cfg.in_doubt_ticks);
+                    if a.age_ticks >= self.cfg.in_doubt_ticks && over % self.cfg.in_doubt_ticks == 0 {
+                        due.push(*txn);
+                    }
                 }
+                Stage::Locking { .. } | Stage::Executed if a.age_ticks >= self.cfg.lock_lease_ticks => {
+                    expired.push(*txn);
+                }
+                _ => {}
             }
         }
         due.sort_unstable();
+        expired.sort_unstable();
         for txn in due {
             self.query_participants(ctx, txn);
         }
+        for txn in expired {
+            self.expire(ctx, txn);
+        }
+    }
+
+    /// An unprepared transaction's lease ran out: abort it here (always
+    /// safe before a prepare; a late prepare will be refused).
+    fn expire(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
+        let a = self.active.remove(&txn).expect("expired transactions are active");
+        self.refused.insert(txn);
+        ctx.count("lock_leases_expired", 1);
+        ctx.send(a.coordinator, Msg::Refused { txn, shard: self.shard, reason: Refusal::Wounded });
+        let granted = self.release_locks(txn, &a.locks);
+        self.acquire(ctx, granted);
     }
 
     fn query_participants(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {

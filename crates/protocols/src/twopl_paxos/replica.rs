@@ -44,8 +44,9 @@ pub(super) struct Active {
     /// Sorted, one entry per key (exclusive if any op writes it).
     pub locks: Vec<(Key, LockMode)>,
     pub stage: Stage,
-    /// Termination ticks spent prepared (for in-doubt detection).
-    pub prepared_ticks: u32,
+    /// Termination ticks in the current stage at this leader: a lock lease
+    /// for unprepared transactions, in-doubt detection for prepared ones.
+    pub age_ticks: u32,
 }
 
 pub struct Replica {
@@ -142,6 +143,10 @@ impl Replica {
             Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
             Msg::Decide { txn, decision } => self.on_decide(ctx, from, txn, decision),
             Msg::Query { txn } => self.on_query(ctx, from, txn),
+            Msg::WhoLeads { shard } if shard == self.shard => {
+                let leader = if self.leading { Some(ctx.me()) } else { self.paxos.leader_hint() };
+                ctx.send(from, Msg::Leader { shard, leader });
+            }
             Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
             _ => {}
         }
@@ -170,8 +175,7 @@ impl Replica {
         }
         let locks = lock_list(&ops);
         assert!(!locks.is_empty(), "an execute request has operations");
-        let active =
-            Active { prio, coordinator: from, ops, locks, stage: Stage::Locking { next: 0 }, prepared_ticks: 0 };
+        let active = Active { prio, coordinator: from, ops, locks, stage: Stage::Locking { next: 0 }, age_ticks: 0 };
         self.active.insert(txn, active);
         self.acquire(ctx, vec![txn]);
     }
@@ -392,6 +396,7 @@ impl Replica {
                 let leading = self.leading;
                 if let Some(a) = self.active.get_mut(&txn).filter(|_| leading) {
                     a.stage = Stage::Prepared;
+                    a.age_ticks = 0;
                     ctx.send(coordinator, Msg::Vote { txn, shard: self.shard, yes: true });
                 }
             }
@@ -449,8 +454,7 @@ impl Replica {
                 assert_eq!(granted, Acquire::Granted, "prepared transactions never conflict");
             }
             let prio = Priority { start_ns: 0, first: r.txn };
-            let active =
-                Active { prio, coordinator: r.coordinator, ops, locks, stage: Stage::Prepared, prepared_ticks: 0 };
+            let active = Active { prio, coordinator: r.coordinator, ops, locks, stage: Stage::Prepared, age_ticks: 0 };
             self.active.insert(r.txn, active);
         }
     }
