@@ -3,4 +3,5 @@
 
 pub mod registry;
 pub mod shared;
+pub mod tiga;
 pub mod twopl_paxos;

@@ -36,7 +36,10 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
     planned("calvin", StrictSerializable, "deterministic ordering and locking (Calvin)"),
     planned("tapir", StrictSerializable, "consolidated inconsistent replication + OCC (TAPIR)"),
     planned("raft-occ", StrictSerializable, "single-leader OCC commit over Raft"),
-    planned("tiga", StrictSerializable, "synchronized-clock consolidated commit (Tiga)"),
+    implemented::<crate::tiga::Tiga>(
+        "synchronized-clock consolidated concurrency control and consensus (Tiga)",
+        crate::tiga::PARAMS,
+    ),
     planned("slog", StrictSerializable, "home-region ordering with deterministic execution (SLOG)"),
     planned("k2", StrictSerializable, "TrueTime batching + MVTO with replica reads (K2)"),
     planned("d2pl-ttc", StrictSerializable, "distributed 2PL with TrueTime commit wait (Spanner-like)"),
@@ -68,6 +71,10 @@ macro_rules! with_protocol {
         match $name {
             "2pl-paxos" => {
                 type $P = $crate::twopl_paxos::TwoPlPaxos;
+                Some($body)
+            }
+            "tiga" => {
+                type $P = $crate::tiga::Tiga;
                 Some($body)
             }
             _ => None,

@@ -1,0 +1,435 @@
+//! The Tiga coordinator, co-located with each client (Tiga §3.1, §3.4,
+//! §3.7; Algorithm 3; Appendix E).
+//!
+//! It keeps one-way-delay estimates to every server (from the delays the
+//! servers report for its submissions, and from probes), gives each
+//! transaction a future timestamp — send time plus the largest estimated
+//! delay to the closest super quorum (which must include the leader) of each
+//! participating shard, plus the headroom delta Δ — and multicasts it to
+//! every replica of those shards. A shard has committed the transaction on
+//! the fast path when a super quorum including its leader replied with the
+//! leader's timestamp and log hash, on the slow path when the leader and `f`
+//! followers that synced it with the leader's timestamp did; the
+//! transaction is committed when every shard has, and every leader holds the
+//! same timestamp. The results are the leaders'. A transaction that does not
+//! commit in time is resubmitted under the same id (servers execute it at
+//! most once); Tiga never aborts.
+
+use super::messages::{Msg, Record, Timer, TxnBody, View};
+use super::{Config, Tiga};
+use crate::shared::quorum;
+use crate::shared::txnids::TxnIds;
+use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// Samples kept per server for the delay estimate.
+const OWD_SAMPLES: usize = 16;
+
+#[derive(Clone, Debug, Default)]
+struct Owd {
+    samples: VecDeque<u64>,
+}
+
+impl Owd {
+    fn add(&mut self, ns: u64) {
+        if self.samples.len() == OWD_SAMPLES {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(ns);
+    }
+
+    fn estimate(&self, percentile: f64) -> Option<u64> {
+        if self.samples.is_empty() {
+            return None;
+        }
+        let mut s: Vec<u64> = self.samples.iter().copied().collect();
+        s.sort_unstable();
+        let i = ((percentile / 100.0) * (s.len() - 1) as f64).round() as usize;
+        Some(s[i.min(s.len() - 1)])
+    }
+}
+
+#[derive(Clone, Debug)]
+struct LeaderReply {
+    t: u64,
+    hash: u128,
+    result: Vec<OpResult>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct ShardReplies {
+    leader: Option<LeaderReply>,
+    /// Followers' fast replies: replica → (timestamp, hash).
+    fast: BTreeMap<u32, (u64, u128)>,
+    /// Followers that synced it: replica → timestamp in their log.
+    synced: BTreeMap<u32, u64>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Path {
+    Fast,
+    Slow,
+}
+
+impl ShardReplies {
+    /// Whether the shard committed the leader's current reply, and how: a
+    /// super quorum (leader included) with the leader's timestamp and hash
+    /// (§3.4), or `f` followers synced at the leader's timestamp (§3.7).
+    fn committed(&self, super_q: usize, f: usize) -> Option<Path> {
+        let l = self.leader.as_ref()?;
+        if 1 + self.fast.values().filter(|(t, h)| *t == l.t && *h == l.hash).count() >= super_q {
+            return Some(Path::Fast);
+        }
+        (self.synced.values().filter(|t| **t == l.t).count() >= f).then_some(Path::Slow)
+    }
+}
+
+#[derive(Debug)]
+struct Pend {
+    request: RequestId,
+    body: Arc<TxnBody>,
+    shards: BTreeMap<ShardId, ShardReplies>,
+    submitted_tick: u64,
+    attempts: u32,
+    /// When the fast path should have completed (this coordinator's clock):
+    /// past it, the coordinator asks for the slow path.
+    fast_due_ns: u64,
+}
+
+pub struct Coordinator {
+    me: NodeId,
+    cfg: Config,
+    topo: Arc<Topology>,
+    ids: TxnIds,
+    queued: Vec<(RequestId, Program)>,
+    view: View,
+    owd: BTreeMap<NodeId, Owd>,
+    pending: BTreeMap<TxnId, Pend>,
+    ticks: u64,
+}
+
+impl Coordinator {
+    pub fn new(me: NodeId, topo: Arc<Topology>, view: View, cfg: Config) -> Coordinator {
+        Coordinator {
+            me,
+            cfg,
+            topo,
+            ids: TxnIds::start(me, []),
+            queued: Vec::new(),
+            view,
+            owd: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            ticks: 0,
+        }
+    }
+
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The current delay estimate to a server (for tests and reports).
+    pub fn owd_estimate_ns(&self, server: NodeId) -> Option<u64> {
+        self.owd.get(&server).and_then(|o| o.estimate(self.cfg.owd_percentile))
+    }
+
+    pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        let epochs = durable.into_iter().filter_map(|r| match r {
+            Record::Epoch(e) => Some(e),
+            _ => None,
+        });
+        self.ids = TxnIds::start(self.me, epochs);
+        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        self.ids.recorded_at(lsn);
+        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
+        self.probe_all(ctx);
+    }
+
+    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        if self.ids.persisted(upto) {
+            for (request, program) in std::mem::take(&mut self.queued) {
+                self.on_request(ctx, request, program);
+            }
+        }
+    }
+
+    pub fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
+        if !self.ids.ready() {
+            return self.queued.push((request, program));
+        }
+        if program.ops.is_empty() {
+            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        }
+        let topo = self.topo.clone();
+        let shards = program.shards(|k| topo.shard_of(k));
+        let id = self.ids.next_id();
+        let body = Arc::new(TxnBody { id, coordinator: self.me, program, shards: shards.clone() });
+        let replies = shards.iter().map(|s| (*s, ShardReplies::default())).collect();
+        let pend = Pend { request, body, shards: replies, submitted_tick: self.ticks, attempts: 0, fast_due_ns: 0 };
+        self.pending.insert(id, pend);
+        self.submit(ctx, id);
+    }
+
+    /// §3.1: a future timestamp, multicast to every replica of every shard.
+    fn submit(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let p = self.pending.get_mut(&id).expect("submitting a pending transaction");
+        p.attempts += 1;
+        p.submitted_tick = self.ticks;
+        let body = p.body.clone();
+        let now = ctx.clock_ns();
+        let headroom = self.headroom_ns(&body.shards);
+        let t = now.saturating_add_signed(headroom);
+        // Replies from the farthest super-quorum member are due about one
+        // delay after t; allow a margin before concluding the fast path failed.
+        let back = self.farthest_reply_ns(&body.shards);
+        let due = t.max(now) + back + back / 4 + self.cfg.coordinator_tick_ns;
+        // A resubmission must not postpone the slow path: the first
+        // submission's replies may be all that ever arrive.
+        let p = self.pending.get_mut(&id).expect("checked");
+        p.fast_due_ns = if p.attempts == 1 { due } else { p.fast_due_ns.min(due) };
+        for shard in &body.shards {
+            for replica in self.topo.replicas(*shard).to_vec() {
+                ctx.send(replica, Msg::Submit { body: body.clone(), t, send_clock_ns: now });
+            }
+        }
+    }
+
+    /// The largest estimated delay to each shard's closest super quorum
+    /// (leader included), plus Δ.
+    fn headroom_ns(&self, shards: &[ShardId]) -> i64 {
+        let n = self.topo.replicas_per_shard;
+        let f = ((n - 1) / 2) as usize;
+        let q = if self.cfg.simple_quorum_timestamps { f + 1 } else { quorum::super_quorum(f) }.min(n as usize);
+        let default = self.cfg.default_owd_ns;
+        let mut worst = 0u64;
+        for shard in shards {
+            let replicas = self.topo.replicas(*shard);
+            let leader = self.view.leader_index(*shard, n) as usize;
+            let est = |node: NodeId| self.owd_estimate_ns(node).unwrap_or(default);
+            let mut others: Vec<u64> =
+                replicas.iter().enumerate().filter(|(r, _)| *r != leader).map(|(_, node)| est(*node)).collect();
+            others.sort_unstable();
+            let mut need = est(replicas[leader]);
+            if q > 1 {
+                need = need.max(others[q - 2]);
+            }
+            worst = worst.max(need);
+        }
+        worst as i64 + self.cfg.headroom_delta_ns
+    }
+
+    /// The largest estimated delay from any replica of `shards` back here.
+    fn farthest_reply_ns(&self, shards: &[ShardId]) -> u64 {
+        let default = self.cfg.default_owd_ns;
+        shards
+            .iter()
+            .flat_map(|s| self.topo.replicas(*s).iter())
+            .map(|n| self.owd_estimate_ns(*n).unwrap_or(default))
+            .max()
+            .unwrap_or(default)
+    }
+
+    pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns } => {
+                if let Some(ns) = owd_ns {
+                    self.owd.entry(from).or_default().add(ns);
+                }
+                if self.view_matches(g_view, shard, l_view) {
+                    self.on_fast_reply(ctx, from, id, shard, t, hash, result);
+                }
+            }
+            Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
+                self.on_sync_reply(ctx, from, shard, synced);
+            }
+            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => {
+                if let Some(ns) = recv_clock_ns.checked_sub(send_clock_ns) {
+                    self.owd.entry(from).or_default().add(ns);
+                }
+            }
+            Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
+            _ => {}
+        }
+    }
+
+    fn view_matches(&self, g_view: u64, shard: ShardId, l_view: u64) -> bool {
+        g_view == self.view.g_view && shard.index() < self.view.g_vec.len() && l_view == self.view.l_view(shard)
+    }
+
+    fn replica_index(&self, shard: ShardId, node: NodeId) -> Option<u32> {
+        self.topo.replicas(shard).iter().position(|n| *n == node).map(|r| r as u32)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_fast_reply(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        id: TxnId,
+        shard: ShardId,
+        t: u64,
+        hash: u128,
+        result: Option<Vec<OpResult>>,
+    ) {
+        let Some(r) = self.replica_index(shard, from) else { return };
+        let leader = self.view.leader_index(shard, self.topo.replicas_per_shard);
+        let Some(s) = self.pending.get_mut(&id).and_then(|p| p.shards.get_mut(&shard)) else { return };
+        if r == leader {
+            // A re-execution at a larger (agreed) timestamp supersedes.
+            let Some(result) = result else { return };
+            if s.leader.as_ref().is_none_or(|l| t >= l.t) {
+                s.leader = Some(LeaderReply { t, hash, result });
+            }
+        } else {
+            s.fast.insert(r, (t, hash));
+        }
+        self.try_commit(ctx, id);
+    }
+
+    fn on_sync_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, synced: Vec<(TxnId, u64)>) {
+        let Some(r) = self.replica_index(shard, from) else { return };
+        for (id, t) in synced {
+            if let Some(s) = self.pending.get_mut(&id).and_then(|p| p.shards.get_mut(&shard)) {
+                s.synced.insert(r, t);
+                self.try_commit(ctx, id);
+            }
+        }
+    }
+
+    /// §3.4 and §3.7: committed when every shard committed on the fast or
+    /// the slow path and every leader holds the same timestamp.
+    fn try_commit(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let Some(p) = self.pending.get(&id) else { return };
+        let (super_q, f) = self.quorums();
+        let mut all_fast = true;
+        let mut agreed_t = None;
+        for s in p.shards.values() {
+            let Some(l) = &s.leader else { return };
+            if agreed_t.is_some_and(|t| t != l.t) {
+                return; // leaders disagree: wait for agreement's re-execution
+            }
+            agreed_t = Some(l.t);
+            match s.committed(super_q, f) {
+                None => return,
+                Some(path) => all_fast &= path == Path::Fast,
+            }
+        }
+        let p = self.pending.remove(&id).expect("checked");
+        ctx.count(if all_fast { "fast_path" } else { "slow_path" }, 1);
+        if p.attempts > 1 {
+            ctx.count("resubmissions", u64::from(p.attempts - 1));
+        }
+        let results = self.assemble(&p);
+        ctx.complete(p.request, Outcome::Committed { results });
+    }
+
+    /// The fast-path super quorum and `f` for this deployment.
+    fn quorums(&self) -> (usize, usize) {
+        let n = self.topo.replicas_per_shard as usize;
+        let f = (n - 1) / 2;
+        (quorum::super_quorum(f).min(n), f)
+    }
+
+    /// The whole program's results from the leaders' pieces.
+    fn assemble(&self, p: &Pend) -> Vec<OpResult> {
+        let mut results = vec![None; p.body.program.ops.len()];
+        for (shard, s) in &p.shards {
+            let piece = p.body.program.piece(*shard, |k| self.topo.shard_of(k));
+            let leader = s.leader.as_ref().expect("committed shards have a leader reply");
+            for (pos, r) in piece.positions.iter().zip(&leader.result) {
+                results[*pos as usize] = r.clone();
+            }
+        }
+        results
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        if !matches!(timer, Timer::CoordinatorTick) {
+            return;
+        }
+        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
+        self.ticks += 1;
+        self.inquire(ctx);
+        self.resubmit_stalled(ctx);
+        if self.ticks % self.cfg.probe_every_ticks == 0 {
+            self.probe_all(ctx);
+        }
+    }
+
+    /// Appendix E: for transactions whose fast path failed on a shard (a
+    /// follower's reply disagrees with the leader's, or the replies are
+    /// overdue), ask that shard's followers — one batched message each —
+    /// which they have synced. With simple-quorum timestamps the fast path
+    /// is not expected, so the slow path is asked for at once.
+    fn inquire(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let now = ctx.clock_ns();
+        let n = self.topo.replicas_per_shard;
+        let (super_q, f) = self.quorums();
+        let mut asks: BTreeMap<ShardId, Vec<TxnId>> = BTreeMap::new();
+        for (id, p) in &self.pending {
+            if self.ticks < p.submitted_tick + self.cfg.inquiry_after_ticks {
+                continue;
+            }
+            let overdue = now >= p.fast_due_ns || self.cfg.simple_quorum_timestamps;
+            for (shard, s) in &p.shards {
+                let Some(l) = &s.leader else { continue };
+                if s.committed(super_q, f).is_some() {
+                    continue; // this shard is done; others are awaited
+                }
+                let disagrees = s.fast.values().any(|(t, h)| *t != l.t || *h != l.hash);
+                if overdue || disagrees {
+                    asks.entry(*shard).or_default().push(*id);
+                }
+            }
+        }
+        for (shard, ids) in asks {
+            let leader = self.view.leader_index(shard, n) as usize;
+            for (r, node) in self.topo.replicas(shard).to_vec().into_iter().enumerate() {
+                if r != leader {
+                    ctx.send(node, Msg::SyncInquiry { shard, ids: ids.clone() });
+                }
+            }
+        }
+    }
+
+    /// Resubmits (same id, fresh timestamp) what has not committed in time;
+    /// after `max_attempts` the outcome is reported unknown (it may still
+    /// commit: Tiga never aborts).
+    fn resubmit_stalled(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let stalled: Vec<TxnId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| self.ticks >= p.submitted_tick + self.cfg.retry_ticks)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in stalled {
+            if self.pending[&id].attempts >= self.cfg.max_attempts {
+                let p = self.pending.remove(&id).expect("listed");
+                ctx.count("unknown_outcomes", 1);
+                ctx.complete(p.request, Outcome::Unknown);
+            } else {
+                self.submit(ctx, id);
+            }
+        }
+    }
+
+    fn probe_all(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let now = ctx.clock_ns();
+        for node in self.topo.all_replicas().collect::<Vec<_>>() {
+            ctx.send(node, Msg::Probe { send_clock_ns: now });
+        }
+    }
+
+    /// A new view: replies of the old one no longer count; resubmit.
+    fn adopt_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+        self.view = view;
+        let ids: Vec<TxnId> = self.pending.keys().copied().collect();
+        for id in ids {
+            let p = self.pending.get_mut(&id).expect("listed");
+            for s in p.shards.values_mut() {
+                *s = ShardReplies::default();
+            }
+            self.submit(ctx, id);
+        }
+    }
+}

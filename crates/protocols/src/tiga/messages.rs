@@ -1,0 +1,262 @@
+//! The messages, durable records and timers of `tiga`, and the small types
+//! they carry (Tiga §3, Figure 4; Appendix A, Algorithms 2-3; Appendix B,
+//! Algorithms 4-6).
+
+use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
+use meridian_core::{NodeId, OpResult, Program, ShardId, TxnId};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// A transaction as the coordinator multicasts it: the whole program (any
+/// participant can hand it to another, Appendix B) and its shards.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxnBody {
+    pub id: TxnId,
+    pub coordinator: NodeId,
+    pub program: Program,
+    /// Participating shards, sorted.
+    pub shards: Vec<ShardId>,
+}
+
+impl TxnBody {
+    pub fn is_multi_shard(&self) -> bool {
+        self.shards.len() > 1
+    }
+}
+
+/// A timestamp with the transaction id as tie-breaker: a total order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Stamp {
+    pub t: u64,
+    pub id: TxnId,
+}
+
+/// A log entry: a transaction and the timestamp it holds there.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub body: Arc<TxnBody>,
+    pub t: u64,
+}
+
+impl LogEntry {
+    pub fn stamp(&self) -> Stamp {
+        Stamp { t: self.t, id: self.body.id }
+    }
+}
+
+/// How leaders coordinate (§3.8): agree on timestamps before executing
+/// (leaders co-located) or execute first and detect disagreement after.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Mode {
+    Preventive,
+    Detective,
+}
+
+/// The global view (§4, Appendix A): its number, each shard's local view
+/// (the shard's leader is replica `l_view % replicas`) and the mode.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct View {
+    pub g_view: u64,
+    pub g_vec: Vec<u64>,
+    pub mode: Mode,
+}
+
+impl View {
+    pub fn l_view(&self, shard: ShardId) -> u64 {
+        self.g_vec[shard.index()]
+    }
+
+    /// The replica index that leads `shard` in this view.
+    pub fn leader_index(&self, shard: ShardId, replicas: u32) -> u32 {
+        (self.g_vec[shard.index()] % u64::from(replicas)) as u32
+    }
+}
+
+/// A view-manager command, replicated through its Paxos group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum VmCmd {
+    /// Install this view (its number is one past the current).
+    NewView(View),
+}
+
+/// The view manager's checkpoint: the current view.
+pub type VmState = Option<View>;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    // ---- coordinator → servers (§3.1) ----
+    /// The transaction with its proposed timestamp; `send_clock_ns` lets the
+    /// receiver report the one-way delay it saw.
+    Submit {
+        body: Arc<TxnBody>,
+        t: u64,
+        send_clock_ns: u64,
+    },
+    /// One-way-delay probe (§3.1).
+    Probe {
+        send_clock_ns: u64,
+    },
+
+    // ---- servers → coordinator (§3.4, §3.7, Appendix E) ----
+    /// A server's fast reply: the timestamp it released the transaction
+    /// with, the hash of its log on the transaction's keys, and (leaders
+    /// only) the execution result. `recv_owd_ns` is the one-way delay this
+    /// server measured for the submission, when it has one.
+    FastReply {
+        id: TxnId,
+        shard: ShardId,
+        g_view: u64,
+        l_view: u64,
+        t: u64,
+        hash: u128,
+        result: Option<Vec<OpResult>>,
+        owd_ns: Option<u64>,
+    },
+    ProbeReply {
+        send_clock_ns: u64,
+        recv_clock_ns: u64,
+    },
+    /// Coordinator → followers: which of these are in your synced log?
+    SyncInquiry {
+        shard: ShardId,
+        ids: Vec<TxnId>,
+    },
+    /// The answer: those at or before the follower's sync-point, with the
+    /// timestamp the log holds.
+    SyncReply {
+        shard: ShardId,
+        g_view: u64,
+        l_view: u64,
+        synced: Vec<(TxnId, u64)>,
+    },
+
+    // ---- leader ↔ leader (§3.5-3.6) ----
+    /// A participant leader's timestamp for a transaction.
+    TsNotify {
+        id: TxnId,
+        shard: ShardId,
+        g_view: u64,
+        t: u64,
+    },
+    /// A leader asks another for a transaction it was notified of but never
+    /// received (Appendix B, coordinator failure).
+    FetchTxn {
+        id: TxnId,
+    },
+    TxnFound {
+        body: Arc<TxnBody>,
+        t: u64,
+    },
+
+    // ---- leader ↔ followers (§3.7) ----
+    /// The leader's log from `from_pos` on (entries in log order), and its
+    /// commit-point.
+    LogSync {
+        g_view: u64,
+        l_view: u64,
+        from_pos: u64,
+        entries: Vec<(TxnId, u64)>,
+        commit_point: u64,
+    },
+    /// A follower's sync-point (and what it misses).
+    SyncReport {
+        g_view: u64,
+        l_view: u64,
+        sync_point: u64,
+        missing: Vec<TxnId>,
+    },
+    /// Bodies a follower asked for.
+    Bodies {
+        bodies: Vec<Arc<TxnBody>>,
+    },
+
+    // ---- servers ↔ view manager (§4, Algorithm 4) ----
+    Vm(PaxosMsg<VmCmd, VmState>),
+    /// A server's periodic liveness report; leaders add their measured
+    /// one-way delays to the other shards' leaders.
+    Heartbeat {
+        g_view: u64,
+        shard: ShardId,
+        replica: u32,
+        leader_owd_ns: Vec<(NodeId, u64)>,
+    },
+    /// Anyone → view manager: what is the current view?
+    GetView,
+    /// View manager → everyone: the current view (a newer one starts a view
+    /// change at servers, Algorithm 5 line 1).
+    CurrentView(View),
+
+    // ---- view change (Algorithm 5) and rejoin (Algorithm 6) ----
+    /// Server → its shard's new leader: its log and sync-point.
+    ViewChange {
+        g_view: u64,
+        l_view: u64,
+        last_normal_view: u64,
+        sync_point: u64,
+        log: Arc<Vec<LogEntry>>,
+    },
+    /// New leader → other shards' new leaders: the multi-shard entries of
+    /// its rebuilt log that involve the receiver's shard.
+    TsVerify {
+        g_view: u64,
+        shard: ShardId,
+        info: Vec<(Arc<TxnBody>, u64)>,
+    },
+    /// New leader → followers: the recovered log.
+    StartView {
+        g_view: u64,
+        l_view: u64,
+        log: Arc<Vec<LogEntry>>,
+    },
+}
+
+impl From<PaxosMsg<VmCmd, VmState>> for Msg {
+    fn from(m: PaxosMsg<VmCmd, VmState>) -> Msg {
+        Msg::Vm(m)
+    }
+}
+
+/// Durable records. Servers persist every change to their log before the
+/// reply that depends on it leaves; the view manager persists its Paxos
+/// state; coordinators their epoch.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record {
+    /// The log from `pos` on is replaced by `entries`.
+    Log {
+        pos: u64,
+        entries: Vec<LogEntry>,
+    },
+    SyncPoint(u64),
+    /// The view this server is in and the last one it was normal in.
+    View {
+        view: View,
+        last_normal_view: u64,
+    },
+    Vm(PaxosRecord<VmCmd, VmState>),
+    Epoch(u64),
+}
+
+impl From<PaxosRecord<VmCmd, VmState>> for Record {
+    fn from(r: PaxosRecord<VmCmd, VmState>) -> Record {
+        Record::Vm(r)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub enum Timer {
+    /// Server: the clock may have passed the head of the queue.
+    Release,
+    /// Server: heartbeats, log-sync retransmission, sync reports, fetches.
+    ServerTick,
+    /// Coordinator: probes, inquiries, retries.
+    CoordinatorTick,
+    /// View manager: failure detection.
+    VmTick,
+    Vm(PaxosTimer),
+}
+
+impl From<PaxosTimer> for Timer {
+    fn from(t: PaxosTimer) -> Timer {
+        Timer::Vm(t)
+    }
+}

@@ -1,0 +1,276 @@
+//! `tiga`: consolidated concurrency control and consensus with synchronized
+//! clocks, after "Tiga: Accelerating Geo-Distributed Transactions with
+//! Synchronized Clocks". Promises strict serializability.
+//!
+//! Roles: `coordinator.rs` (§3.1 timestamps, §3.4/§3.7 quorum checks,
+//! Appendix E inquiries), `server.rs` (§3.2-3.4: queue, release, optimistic
+//! execution, fast replies, the log), `agreement.rs` (§3.5-3.6 timestamp
+//! agreement among leaders), `sync.rs` (§3.7 log synchronization, slow path,
+//! commit-point), `hash.rs` (Appendix D per-key incremental hashes),
+//! `log.rs`, `messages.rs`.
+//!
+//! # Commit path and analytical latency
+//!
+//! A coordinator in region `c` stamps `T` with `t = send + max_s OWD(c,
+//! SQ_s) + Δ`, where `SQ_s` is the super quorum (`1 + f + ⌈f/2⌉` replicas,
+//! leader included) of shard `s` closest to `c`. Every replica releases `T`
+//! when its clock passes `t` and replies directly, so on the fast path
+//!
+//! ```text
+//! latency(c) ≈ max_s (OWD(c → farthest of SQ_s) + OWD(farthest of SQ_s → c)) + Δ
+//!            = max_s RTT(c, farthest of SQ_s) + Δ          (one wide-area round trip)
+//! ```
+//!
+//! With co-located leaders the preventive mode's agreement costs a LAN
+//! round trip. On `tiga-gcp` (3 replicas, so the super quorum is all of
+//! them, Δ = 10 ms): South Carolina 117 + 10 = 127 ms (Brazil is farthest),
+//! Finland 221 + 10 = 231 ms, Brazil 221 + 10 = 231 ms, Hong Kong 309 + 10 =
+//! 319 ms. The slow path adds the leader's log synchronization to a
+//! follower and the inquiry (0.5–1 extra WRTT).
+//!
+//! # Counters
+//!
+//! `fast_path`, `slow_path` (commits by path), `rollbacks` (revoked
+//! optimistic executions), `timestamp_updates` (late arrivals re-stamped by
+//! a leader, and agreement moving a leader's timestamp), `view_changes`,
+//! `resubmissions`, `timestamp_notifications`, `slow_syncs`,
+//! `transactions_fetched`, `unknown_outcomes`.
+
+mod agreement;
+mod coordinator;
+pub mod hash;
+pub mod log;
+pub mod messages;
+mod server;
+mod sync;
+
+pub use coordinator::Coordinator;
+pub use messages::{LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
+pub use server::{Server, Status};
+
+use meridian_core::{
+    Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamValue, Params, Process, Program, Protocol, RequestId,
+    Role, ShardId, Topology, ms_to_ns,
+};
+use std::sync::Arc;
+
+pub struct Tiga;
+
+/// The protocol's knobs (documented in [`PARAMS`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Δ, added to every headroom (may be negative).
+    pub headroom_delta_ns: i64,
+    pub owd_percentile: f64,
+    pub default_owd_ns: u64,
+    /// §6: stamp against the closest simple quorum instead of a super quorum.
+    pub simple_quorum_timestamps: bool,
+    /// `None`: the view manager chooses from measured delays.
+    pub preventive: Option<bool>,
+    /// Test-only: false disables the second round of timestamp agreement.
+    pub second_round: bool,
+    pub server_tick_ns: u64,
+    pub coordinator_tick_ns: u64,
+    pub inquiry_after_ticks: u64,
+    pub retry_ticks: u64,
+    pub max_attempts: u32,
+    pub probe_every_ticks: u64,
+    pub resync_after_ticks: u32,
+    pub fetch_after_ticks: u32,
+}
+
+pub const PARAMS: &[ParamDoc] = &[
+    ParamDoc {
+        name: "headroom_delta_ms",
+        default: "10",
+        doc: "Δ added to every transaction's headroom (§3.1); may be negative (Figure 13's sweep)",
+    },
+    ParamDoc {
+        name: "owd_percentile",
+        default: "50",
+        doc: "percentile of the recent one-way-delay samples used as each server's estimate",
+    },
+    ParamDoc { name: "default_owd_ms", default: "100", doc: "delay assumed for a server before any sample" },
+    ParamDoc {
+        name: "timestamp_quorum",
+        default: "\"super\"",
+        doc: "\"super\": stamp for the closest super quorum (fast path); \"simple\": for the closest simple quorum (§6)",
+    },
+    ParamDoc {
+        name: "preventive",
+        default: "\"auto\"",
+        doc: "true: agree on timestamps before executing (co-located leaders); false: detective mode; \"auto\": chosen from the leaders' placement",
+    },
+    ParamDoc {
+        name: "second_round",
+        default: "true",
+        doc: "test-only: false disables agreement's second round, which allows timestamp inversion (§3.6)",
+    },
+    ParamDoc {
+        name: "server_tick_ms",
+        default: "20",
+        doc: "servers' period for log-sync heartbeats, re-sends and fetches",
+    },
+    ParamDoc {
+        name: "coordinator_tick_ms",
+        default: "10",
+        doc: "coordinators' period for slow-path inquiries (Appendix E) and retries",
+    },
+    ParamDoc {
+        name: "inquiry_after_ms",
+        default: "10",
+        doc: "how long after submitting a coordinator starts asking followers for the slow path",
+    },
+    ParamDoc {
+        name: "retry_ms",
+        default: "2000",
+        doc: "resubmit (same id, new timestamp) a transaction not committed this long",
+    },
+    ParamDoc { name: "max_attempts", default: "20", doc: "submissions before the outcome is reported unknown" },
+    ParamDoc { name: "probe_interval_ms", default: "500", doc: "period of one-way-delay probes to every server" },
+    ParamDoc {
+        name: "fetch_after_ms",
+        default: "500",
+        doc: "a leader fetches a transaction other leaders announced but it never received",
+    },
+];
+
+impl Config {
+    pub fn from_params(p: &Params) -> Result<Config, String> {
+        p.check_known(Tiga::NAME, PARAMS)?;
+        let documented = |name: &str| debug_assert!(PARAMS.iter().any(|d| d.name == name), "undocumented `{name}`");
+        let ms = |name: &str, default: f64| -> Result<u64, String> {
+            documented(name);
+            let v = p.f64_or(name, default)?;
+            if !(0.001..=86_400_000.0).contains(&v) {
+                return Err(format!("parameter `{name}` must be between 0.001 and 86400000 ms, got {v}"));
+            }
+            Ok(ms_to_ns(v))
+        };
+        let delta_ms = p.f64_or("headroom_delta_ms", 10.0)?;
+        if !(-86_400_000.0..=86_400_000.0).contains(&delta_ms) {
+            return Err(format!("parameter `headroom_delta_ms` must be within ±86400000 ms, got {delta_ms}"));
+        }
+        let percentile = p.f64_or("owd_percentile", 50.0)?;
+        if !(0.0..=100.0).contains(&percentile) {
+            return Err(format!("parameter `owd_percentile` must be between 0 and 100, got {percentile}"));
+        }
+        let simple = match p.str_or("timestamp_quorum", "super")? {
+            "super" => false,
+            "simple" => true,
+            other => {
+                return Err(format!("parameter `timestamp_quorum` must be \"super\" or \"simple\", got {other:?}"));
+            }
+        };
+        let preventive = match p.iter().find(|(k, _)| *k == "preventive").map(|(_, v)| v) {
+            None => None,
+            Some(ParamValue::Bool(b)) => Some(*b),
+            Some(ParamValue::Str(s)) if s == "auto" => None,
+            Some(other) => return Err(format!("parameter `preventive` must be true, false or \"auto\", got {other}")),
+        };
+        let max_attempts = p.u64_or("max_attempts", 20)?;
+        if !(1..=1_000_000).contains(&max_attempts) {
+            return Err(format!("parameter `max_attempts` must be between 1 and 1000000, got {max_attempts}"));
+        }
+        let server_tick_ns = ms("server_tick_ms", 20.0)?;
+        let coordinator_tick_ns = ms("coordinator_tick_ms", 10.0)?;
+        let ticks = |ns: u64, tick: u64| ns.div_ceil(tick).clamp(1, 1 << 30);
+        Ok(Config {
+            headroom_delta_ns: (delta_ms * 1e6).round() as i64,
+            owd_percentile: percentile,
+            default_owd_ns: ms("default_owd_ms", 100.0)?,
+            simple_quorum_timestamps: simple,
+            preventive,
+            second_round: p.bool_or("second_round", true)?,
+            server_tick_ns,
+            coordinator_tick_ns,
+            inquiry_after_ticks: ticks(ms("inquiry_after_ms", 10.0)?, coordinator_tick_ns),
+            retry_ticks: ticks(ms("retry_ms", 2000.0)?, coordinator_tick_ns),
+            max_attempts: max_attempts as u32,
+            probe_every_ticks: ticks(ms("probe_interval_ms", 500.0)?, coordinator_tick_ns),
+            resync_after_ticks: 5,
+            fetch_after_ticks: ticks(ms("fetch_after_ms", 500.0)?, server_tick_ns) as u32,
+        })
+    }
+}
+
+/// The view every node starts in: the topology's initial leaders, in
+/// preventive mode when they share a region (unless configured).
+pub fn initial_view(topo: &Topology, cfg: &Config) -> View {
+    let g_vec: Vec<u64> = (0..topo.shards).map(|s| u64::from(topo.initial_leader_index(ShardId(s)))).collect();
+    let leader_regions: Vec<_> = (0..topo.shards).map(|s| topo.region_of(topo.initial_leader(ShardId(s)))).collect();
+    let colocated = leader_regions.windows(2).all(|w| w[0] == w[1]);
+    let preventive = cfg.preventive.unwrap_or(colocated);
+    View { g_view: 1, g_vec, mode: if preventive { messages::Mode::Preventive } else { messages::Mode::Detective } }
+}
+
+/// A node of a `tiga` deployment.
+pub enum Node {
+    Server(Box<Server>),
+    Coordinator(Box<Coordinator>),
+}
+
+impl Protocol for Tiga {
+    const NAME: &'static str = "tiga";
+    const CONSISTENCY: Consistency = Consistency::StrictSerializable;
+    type Msg = Msg;
+    type Record = Record;
+    type Timer = Timer;
+    type Node = Node;
+
+    fn params() -> &'static [ParamDoc] {
+        PARAMS
+    }
+
+    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
+        let cfg = Config::from_params(&d.params)?;
+        let topo = &d.topology;
+        let view = initial_view(topo, &cfg);
+        match &topo.node(node).role {
+            Role::Replica { shard, replica } => {
+                Ok(Node::Server(Box::new(Server::new(Arc::clone(topo), *shard, *replica, view, cfg))))
+            }
+            Role::Client { .. } => Ok(Node::Coordinator(Box::new(Coordinator::new(node, Arc::clone(topo), view, cfg)))),
+            Role::Service { kind, .. } => Err(format!("tiga has no `{kind}` service")),
+        }
+    }
+}
+
+impl Process<Tiga> for Node {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        match self {
+            Node::Server(s) => s.on_start(ctx, durable),
+            Node::Coordinator(c) => c.on_start(ctx, durable),
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        match self {
+            Node::Server(s) => s.on_message(ctx, from, msg),
+            Node::Coordinator(c) => c.on_message(ctx, from, msg),
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        match self {
+            Node::Server(s) => s.on_timer(ctx, timer),
+            Node::Coordinator(c) => c.on_timer(ctx, timer),
+        }
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        match self {
+            Node::Server(s) => s.on_persisted(ctx, upto),
+            Node::Coordinator(c) => c.on_persisted(ctx, upto),
+        }
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
+        match self {
+            Node::Coordinator(c) => c.on_request(ctx, request, program),
+            Node::Server(_) => {
+                ctx.complete(request, meridian_core::Outcome::Aborted { reason: meridian_core::AbortReason::Rejected })
+            }
+        }
+    }
+}

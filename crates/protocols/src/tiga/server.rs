@@ -1,0 +1,619 @@
+//! A Tiga server (leader or follower of a shard) in normal processing:
+//! conflict detection and timestamp update (§3.2), the priority queue and
+//! release by the clock (§3.3, Algorithm 1 lines 1-31), optimistic
+//! execution at leaders with revocable multi-version writes (§3.3, §3.5),
+//! fast replies carrying the per-key log hash (§3.4, Appendix D), and the
+//! log list. Timestamp agreement is in `agreement.rs`, log synchronization
+//! and the slow path in `sync.rs`, view change and rejoin in `recovery.rs`.
+//!
+//! Every change to the log is appended to the durable log before any reply
+//! that reports it leaves (`send_durable`): a restarted server keeps what it
+//! told others.
+
+use super::hash::KeyHashes;
+use super::log::TigaLog;
+use super::messages::{LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
+use super::{Config, Tiga};
+use crate::shared::mvstore::MvStore;
+use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Status {
+    Normal,
+    ViewChange,
+    Recovering,
+}
+
+/// Where a queued transaction stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum PState {
+    /// Waiting for the clock (or for conflicting predecessors).
+    Waiting,
+    /// Leader, detective mode: executed optimistically at its timestamp and
+    /// announced it; awaiting agreement (§3.5).
+    Executed { hash: u128, result: Vec<OpResult> },
+    /// Leader, preventive mode: announced its timestamp; awaiting agreement
+    /// before executing (§3.8).
+    Notified,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    pub body: Arc<TxnBody>,
+    pub t: u64,
+    pub state: PState,
+    pub reads: Vec<Key>,
+    pub writes: Vec<Key>,
+    /// One-way delay the submission took, reported back for §3.1.
+    pub owd_ns: Option<u64>,
+}
+
+/// The last fast reply of a logged transaction, for resubmissions.
+#[derive(Clone, Debug)]
+pub(super) struct Replied {
+    pub t: u64,
+    pub hash: u128,
+    pub result: Option<Vec<OpResult>>,
+}
+
+pub struct Server {
+    pub(super) topo: Arc<Topology>,
+    pub(super) shard: ShardId,
+    pub(super) replica: u32,
+    pub(super) n: u32,
+    pub(super) cfg: Config,
+    pub(super) status: Status,
+    pub(super) view: View,
+    pub(super) last_normal_view: u64,
+    // §3.2-3.3
+    pub(super) pq: BTreeMap<Stamp, Pending>,
+    pub(super) stamps: FxHashMap<TxnId, Stamp>,
+    /// Followers: transactions that arrived too late, awaiting the leader's
+    /// order (§3.2).
+    pub(super) held: BTreeMap<TxnId, (Arc<TxnBody>, u64)>,
+    /// Followers: bodies fetched from the leader, awaiting their place.
+    pub(super) fetched: super::sync::Fetched,
+    pub(super) rmap: FxHashMap<Key, Stamp>,
+    pub(super) wmap: FxHashMap<Key, Stamp>,
+    /// The armed release timer: its clock time and handle.
+    pub(super) release_armed: Option<(u64, meridian_core::TimerId)>,
+    // the log
+    pub(super) log: TigaLog,
+    pub(super) sync_point: u64,
+    pub(super) commit_point: u64,
+    pub(super) hashes: KeyHashes,
+    pub(super) replied: FxHashMap<TxnId, Replied>,
+    /// Entries executed into `store` (followers: up to the commit-point).
+    pub(super) applied: u64,
+    // execution
+    pub(super) store: MvStore,
+    pub(super) next_version: u64,
+    pub(super) undo: FxHashMap<TxnId, Vec<(Key, u64)>>,
+    // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
+    pub(super) notes: FxHashMap<TxnId, BTreeMap<ShardId, u64>>,
+    pub(super) unknown_notes: BTreeMap<TxnId, (NodeId, u32)>,
+    pub(super) peer_acked: Vec<u64>,
+    pub(super) peer_sent: Vec<u64>,
+    pub(super) peer_stalled: Vec<u32>,
+    pub(super) leader_log_durable: u64,
+    pub(super) len_at_lsn: VecDeque<(Lsn, u64)>,
+    // durability
+    pub(super) outbox: VecDeque<(Lsn, NodeId, Msg)>,
+    pub(super) last_lsn: Lsn,
+    pub(super) durable_lsn: Lsn,
+    pub(super) ticks: u64,
+}
+
+impl Server {
+    pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
+        let n = topo.replicas_per_shard;
+        Server {
+            topo,
+            shard,
+            replica,
+            n,
+            cfg,
+            status: Status::Normal,
+            last_normal_view: view.g_view,
+            view,
+            pq: BTreeMap::new(),
+            stamps: FxHashMap::default(),
+            held: BTreeMap::new(),
+            fetched: Default::default(),
+            rmap: FxHashMap::default(),
+            wmap: FxHashMap::default(),
+            release_armed: None,
+            log: TigaLog::new(),
+            sync_point: 0,
+            commit_point: 0,
+            hashes: KeyHashes::new(),
+            replied: FxHashMap::default(),
+            applied: 0,
+            store: MvStore::new(),
+            next_version: 1,
+            undo: FxHashMap::default(),
+            notes: FxHashMap::default(),
+            unknown_notes: BTreeMap::new(),
+            peer_acked: vec![0; n as usize],
+            peer_sent: vec![0; n as usize],
+            peer_stalled: vec![0; n as usize],
+            leader_log_durable: 0,
+            len_at_lsn: VecDeque::new(),
+            outbox: VecDeque::new(),
+            last_lsn: Lsn(0),
+            durable_lsn: Lsn(0),
+            ticks: 0,
+        }
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.view.leader_index(self.shard, self.n) == self.replica
+    }
+
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    pub fn log(&self) -> &TigaLog {
+        &self.log
+    }
+
+    pub fn store(&self) -> &MvStore {
+        &self.store
+    }
+
+    pub fn sync_point(&self) -> u64 {
+        self.sync_point
+    }
+
+    pub fn commit_point(&self) -> u64 {
+        self.commit_point
+    }
+
+    pub fn queued(&self) -> usize {
+        self.pq.len() + self.held.len()
+    }
+
+    pub(super) fn leader_node(&self, _ctx: &Ctx<'_, Tiga>, shard: ShardId) -> NodeId {
+        self.topo.replicas(shard)[self.view.leader_index(shard, self.n) as usize]
+    }
+
+    // ---- durability ----
+
+    pub(super) fn persist(&mut self, ctx: &mut Ctx<'_, Tiga>, record: Record) -> Lsn {
+        let lsn = ctx.append(record);
+        self.last_lsn = lsn;
+        lsn
+    }
+
+    /// Sends `msg` once everything appended so far is durable.
+    pub(super) fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
+        if self.last_lsn <= self.durable_lsn {
+            ctx.send(to, msg);
+        } else {
+            self.outbox.push_back((self.last_lsn, to, msg));
+        }
+    }
+
+    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        self.durable_lsn = self.durable_lsn.max(upto);
+        while self.outbox.front().is_some_and(|(l, _, _)| *l <= upto) {
+            let (_, to, msg) = self.outbox.pop_front().expect("checked");
+            ctx.send(to, msg);
+        }
+        while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {
+            let (_, len) = self.len_at_lsn.pop_front().expect("checked");
+            self.leader_log_durable = self.leader_log_durable.max(len);
+        }
+        if self.is_leader() {
+            self.advance_commit_point();
+        }
+        self.after_event(ctx);
+    }
+
+    // ---- §3.2: submission, conflict detection, timestamp update ----
+
+    pub(super) fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
+        let topo = &self.topo;
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        for op in &body.program.ops {
+            if topo.shard_of(op.key()) != self.shard {
+                continue;
+            }
+            if op.writes() {
+                writes.push(op.key());
+            } else {
+                reads.push(op.key());
+            }
+        }
+        for v in [&mut reads, &mut writes] {
+            v.sort_unstable();
+            v.dedup();
+        }
+        (reads, writes)
+    }
+
+    /// The largest stamp of a released transaction that `T` conflicts with.
+    fn conflict_bound(&self, reads: &[Key], writes: &[Key]) -> Option<Stamp> {
+        let w = reads.iter().chain(writes).filter_map(|k| self.wmap.get(k));
+        let r = writes.iter().filter_map(|k| self.rmap.get(k));
+        w.chain(r).copied().max()
+    }
+
+    pub(super) fn on_submit(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        body: Arc<TxnBody>,
+        t: u64,
+        send_clock_ns: u64,
+    ) {
+        if self.status != Status::Normal || !body.shards.contains(&self.shard) || body.coordinator != from {
+            return;
+        }
+        let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
+        let id = body.id;
+        if self.log.position(id).is_some() {
+            // At most once (Appendix B): answer a resubmission from the log.
+            return self.resend_fast_reply(ctx, id, owd_ns);
+        }
+        if self.stamps.contains_key(&id) || self.held.contains_key(&id) {
+            return;
+        }
+        self.admit(ctx, body, t, owd_ns);
+        self.release(ctx);
+        self.after_event(ctx);
+    }
+
+    /// Algorithm 1 lines 1-5: accept into the queue, update a late
+    /// timestamp at the leader, hold a late one at a follower.
+    pub(super) fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
+        let (reads, writes) = self.keys_of(&body);
+        let stamp = Stamp { t, id: body.id };
+        let bound = self.conflict_bound(&reads, &writes);
+        let mut t = t;
+        if bound.is_some_and(|b| b >= stamp) {
+            if !self.is_leader() {
+                self.held.insert(body.id, (body, t));
+                return;
+            }
+            // Only leaders update timestamps: to their clock, and past the
+            // conflicting released transaction (clocks may jump back).
+            t = ctx.clock_ns().max(bound.expect("checked").t + 1);
+            ctx.count("timestamp_updates", 1);
+        }
+        let pending = Pending { body, t, state: PState::Waiting, reads, writes, owd_ns };
+        self.enqueue(pending);
+    }
+
+    pub(super) fn enqueue(&mut self, p: Pending) {
+        let stamp = Stamp { t: p.t, id: p.body.id };
+        let old = self.stamps.insert(p.body.id, stamp);
+        debug_assert!(old.is_none(), "{} queued twice", p.body.id);
+        self.pq.insert(stamp, p);
+    }
+
+    /// Moves a queued transaction to a later timestamp (§3.5 case 3).
+    pub(super) fn reposition(&mut self, id: TxnId, t: u64) {
+        let stamp = self.stamps.remove(&id).expect("repositioning a queued transaction");
+        let mut p = self.pq.remove(&stamp).expect("indexed entries are queued");
+        assert!(t > p.t, "timestamps only grow");
+        p.t = t;
+        p.state = PState::Waiting;
+        self.enqueue(p);
+    }
+
+    pub(super) fn dequeue(&mut self, id: TxnId) -> Option<Pending> {
+        let stamp = self.stamps.remove(&id)?;
+        self.pq.remove(&stamp)
+    }
+
+    fn record_released(&mut self, p_t: u64, id: TxnId, reads: &[Key], writes: &[Key]) {
+        self.note_released(Stamp { t: p_t, id }, reads, writes);
+    }
+
+    /// Algorithm 1 lines 14-15: what later arrivals are checked against.
+    pub(super) fn note_released(&mut self, stamp: Stamp, reads: &[Key], writes: &[Key]) {
+        for k in reads {
+            let e = self.rmap.entry(*k).or_insert(stamp);
+            *e = (*e).max(stamp);
+        }
+        for k in writes {
+            let e = self.wmap.entry(*k).or_insert(stamp);
+            *e = (*e).max(stamp);
+        }
+    }
+
+    // ---- §3.3: release by the clock ----
+
+    /// Algorithm 1 lines 6-31: releases every expired transaction with no
+    /// conflicting unreleased predecessor, in timestamp order.
+    pub(super) fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.status != Status::Normal {
+            return;
+        }
+        let now = ctx.clock_ns();
+        let expired: Vec<Stamp> = self.pq.range(..).take_while(|(s, _)| s.t <= now).map(|(s, _)| *s).collect();
+        let mut blocked_r: FxHashSet<Key> = FxHashSet::default();
+        let mut blocked_w: FxHashSet<Key> = FxHashSet::default();
+        for stamp in expired {
+            let Some(p) = self.pq.get(&stamp) else { continue };
+            let conflict = p.reads.iter().any(|k| blocked_w.contains(k))
+                || p.writes.iter().any(|k| blocked_w.contains(k) || blocked_r.contains(k));
+            let id = p.body.id;
+            if !conflict {
+                if self.is_leader() {
+                    self.leader_release(ctx, id);
+                } else {
+                    self.follower_release(ctx, id);
+                }
+            }
+            // Whatever is still queued blocks its conflicting successors.
+            if let Some(p) = self.stamps.get(&id).and_then(|s| self.pq.get(s)) {
+                blocked_r.extend(p.reads.iter().copied());
+                blocked_w.extend(p.writes.iter().copied());
+            }
+        }
+        self.arm_release(ctx);
+    }
+
+    /// Sets the release timer for the earliest timestamp not yet reached.
+    pub(super) fn arm_release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let now = ctx.clock_ns();
+        let Some(next) = self.pq.keys().map(|s| s.t).find(|t| *t > now) else { return };
+        if let Some((at, id)) = self.release_armed {
+            if at <= next && at > now {
+                return; // an earlier release will re-arm
+            }
+            ctx.cancel_timer(id);
+        }
+        let id = ctx.set_timer(next - now, Timer::Release);
+        self.release_armed = Some((next, id));
+    }
+
+    pub(super) fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        self.release_armed = None;
+        self.release(ctx);
+        self.after_event(ctx);
+    }
+
+    fn follower_release(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let p = self.dequeue(id).expect("releasing a queued transaction");
+        self.record_released(p.t, id, &p.reads, &p.writes);
+        let entry = LogEntry { body: p.body.clone(), t: p.t };
+        let hash = self.append(ctx, entry, &p.reads, &p.writes);
+        self.replied.insert(id, Replied { t: p.t, hash, result: None });
+        self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
+    }
+
+    fn leader_release(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let stamp = self.stamps[&id];
+        let p = &self.pq[&stamp];
+        let multi = p.body.is_multi_shard();
+        match (&p.state, multi, self.view.mode) {
+            (PState::Waiting, false, _) => {
+                let (hash, result) = self.execute(ctx, id);
+                self.finalize(ctx, id, hash, result);
+            }
+            (PState::Waiting, true, Mode::Detective) => {
+                let (hash, result) = self.execute(ctx, id);
+                let p = self.pq.get_mut(&stamp).expect("still queued");
+                p.state = PState::Executed { hash, result };
+                self.notify_leaders(ctx, id);
+                self.check_agreement(ctx, id);
+            }
+            (PState::Waiting, true, Mode::Preventive) => {
+                self.pq.get_mut(&stamp).expect("still queued").state = PState::Notified;
+                self.notify_leaders(ctx, id);
+                self.check_agreement(ctx, id);
+            }
+            _ => self.check_agreement(ctx, id),
+        }
+    }
+
+    /// Optimistic execution at the leader (§3.3): the piece runs against the
+    /// latest versions, its writes become revocable versions, and the fast
+    /// reply goes out with the hash of the log as if the transaction were
+    /// appended at its timestamp.
+    pub(super) fn execute(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
+        let stamp = self.stamps[&id];
+        let p = &self.pq[&stamp];
+        let (body, t, owd_ns) = (p.body.clone(), p.t, p.owd_ns);
+        let (reads, writes) = (p.reads.clone(), p.writes.clone());
+        let topo = Arc::clone(&self.topo);
+        let piece = body.program.piece(self.shard, |k| topo.shard_of(k));
+        let exec = piece.execute(|k| self.store.latest(k).cloned());
+        let mut installed = Vec::with_capacity(exec.writes.len());
+        for (key, value) in exec.writes {
+            let version = self.next_version;
+            self.next_version += 1;
+            self.store.install(key, version, value);
+            installed.push((key, version));
+        }
+        self.undo.insert(id, installed);
+        self.record_released(t, id, &reads, &writes);
+        let entry = LogEntry { body: body.clone(), t };
+        let shard = self.shard;
+        let shard_of = |k| topo.shard_of(k);
+        self.hashes.toggle(&entry, shard, shard_of);
+        let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
+        self.hashes.toggle(&entry, shard, shard_of);
+        self.send_fast_reply(ctx, &body, t, hash, Some(exec.results.clone()), owd_ns);
+        (hash, exec.results)
+    }
+
+    /// Undoes an optimistic execution (§3.5 case 3); never visible to
+    /// clients, since conflicting successors wait behind it.
+    pub(super) fn revoke(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        for (key, version) in self.undo.remove(&id).unwrap_or_default() {
+            self.store.revoke(key, version);
+        }
+        ctx.count("rollbacks", 1);
+    }
+
+    /// Agreement done (or not needed): the leader releases the transaction
+    /// into its log (Algorithm 1 lines 24-25).
+    pub(super) fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
+        let p = self.dequeue(id).expect("finalizing a queued transaction");
+        for (key, version) in self.undo.remove(&id).unwrap_or_default() {
+            self.store.gc(key, version);
+        }
+        self.notes.remove(&id);
+        let entry = LogEntry { body: p.body.clone(), t: p.t };
+        self.append(ctx, entry, &p.reads, &p.writes);
+        self.replied.insert(id, Replied { t: p.t, hash, result: Some(result) });
+        self.sync_point = self.log.len();
+        self.applied = self.log.len();
+        let lsn = self.last_lsn;
+        self.len_at_lsn.push_back((lsn, self.log.len()));
+    }
+
+    /// Appends to the log durably and folds the entry into the key hashes;
+    /// returns the fast-reply hash for it.
+    fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
+        let topo = Arc::clone(&self.topo);
+        self.hashes.toggle(&entry, self.shard, |k| topo.shard_of(k));
+        let hash = self.hashes.digest(reads.iter().chain(writes).copied());
+        let pos = self.log.push(entry.clone());
+        self.persist(ctx, Record::Log { pos, entries: vec![entry] });
+        hash
+    }
+
+    pub(super) fn send_fast_reply(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        body: &TxnBody,
+        t: u64,
+        hash: u128,
+        result: Option<Vec<OpResult>>,
+        owd_ns: Option<u64>,
+    ) {
+        let msg = Msg::FastReply {
+            id: body.id,
+            shard: self.shard,
+            g_view: self.view.g_view,
+            l_view: self.view.l_view(self.shard),
+            t,
+            hash,
+            result,
+            owd_ns,
+        };
+        ctx.count(if self.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
+        self.send_durable(ctx, body.coordinator, msg);
+    }
+
+    fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
+        let Some(r) = self.replied.get(&id).cloned() else { return };
+        let Some(e) = self.log.entry_of(id) else { return };
+        let body = e.body.clone();
+        self.send_fast_reply(ctx, &body, r.t, r.hash, r.result, owd_ns);
+    }
+
+    /// Work every handler ends with: release what the clock allows and push
+    /// new log entries to followers.
+    pub(super) fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.status == Status::Normal && self.is_leader() {
+            self.sync_followers(ctx, false);
+        }
+    }
+}
+
+impl Server {
+    /// Start or restart: rebuild the log, its hashes and conflict maps, and
+    /// the executed state from the durable records.
+    pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        let mut synced = 0;
+        for record in durable {
+            match record {
+                Record::Log { pos, entries } => {
+                    if pos <= self.log.len() {
+                        self.log.replace_suffix(pos, entries);
+                    }
+                }
+                Record::SyncPoint(p) => synced = p,
+                Record::View { view, last_normal_view } => {
+                    self.view = view;
+                    self.last_normal_view = last_normal_view;
+                }
+                Record::Vm(_) | Record::Epoch(_) => {}
+            }
+        }
+        let topo = Arc::clone(&self.topo);
+        for e in self.log.all().to_vec() {
+            self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));
+            let (reads, writes) = self.keys_of(&e.body);
+            self.note_released(e.stamp(), &reads, &writes);
+        }
+        self.sync_point = if self.is_leader() { self.log.len() } else { synced.min(self.log.len()) };
+        if self.is_leader() {
+            self.commit_point = 0;
+            self.leader_log_durable = self.log.len();
+            self.execute_log_from_scratch();
+        }
+        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+    }
+
+    /// A (re)starting leader rebuilds its store by executing its whole log.
+    fn execute_log_from_scratch(&mut self) {
+        self.store = MvStore::new();
+        self.applied = 0;
+        let topo = Arc::clone(&self.topo);
+        for e in self.log.all().to_vec() {
+            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
+            let exec = piece.execute(|k| self.store.latest(k).cloned());
+            for (key, value) in exec.writes {
+                self.store.put(key, self.next_version, value);
+                self.next_version += 1;
+            }
+            self.applied += 1;
+        }
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        match timer {
+            Timer::Release => self.on_release_timer(ctx),
+            Timer::ServerTick => {
+                ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+                self.ticks += 1;
+                if self.status == Status::Normal {
+                    if self.is_leader() {
+                        self.leader_tick(ctx);
+                        self.fetch_unknown(ctx);
+                    } else {
+                        self.report_sync(ctx, Vec::new());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Submit { body, t, send_clock_ns } => self.on_submit(ctx, from, body, t, send_clock_ns),
+            Msg::Probe { send_clock_ns } => {
+                ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
+            }
+            Msg::TsNotify { id, shard, g_view, t } => self.on_notify(ctx, from, id, shard, g_view, t),
+            Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
+            Msg::TxnFound { body, t } => self.on_txn_found(ctx, body, t),
+            Msg::LogSync { l_view, from_pos, entries, commit_point, .. } => {
+                self.on_log_sync(ctx, from, l_view, from_pos, entries, commit_point)
+            }
+            Msg::SyncReport { l_view, sync_point, missing, .. } => {
+                self.on_sync_report(ctx, from, l_view, sync_point, missing)
+            }
+            Msg::Bodies { bodies } => self.on_bodies(bodies),
+            Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
+            _ => {}
+        }
+    }
+}

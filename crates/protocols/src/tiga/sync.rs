@@ -1,0 +1,280 @@
+//! Log synchronization and the slow path (Tiga §3.7, Appendix E).
+//!
+//! The leader streams its log (transaction ids and agreed timestamps, in log
+//! order) to its followers. A follower makes its log agree — entries the
+//! leader placed are moved to the leader's position with the leader's
+//! timestamp; its other entries keep their relative order after them —
+//! advances its sync-point and reports it. The leader's commit-point is the
+//! position `f + 1` servers have synced; followers execute up to it.
+//! Coordinators ask followers which transactions they have synced (the
+//! batched slow-reply inquiry of Appendix E).
+
+use super::Tiga;
+use super::messages::{LogEntry, Msg, Record, TxnBody};
+use super::server::{Server, Status};
+use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+use rustc_hash::FxHashMap;
+use std::sync::Arc;
+
+/// Most entries in one log-sync message.
+const SYNC_BATCH_MAX: usize = 512;
+
+impl Server {
+    fn follower_index(&self, ctx: &Ctx<'_, Tiga>, node: NodeId) -> Option<usize> {
+        ctx.topology().replicas(self.shard).iter().position(|n| *n == node)
+    }
+
+    /// Leader: sends every follower the log entries it has not been sent
+    /// (only once durable here). `heartbeat` sends even an empty batch, to
+    /// carry the commit-point.
+    pub(super) fn sync_followers(&mut self, ctx: &mut Ctx<'_, Tiga>, heartbeat: bool) {
+        let followers: Vec<(usize, NodeId)> = ctx
+            .topology()
+            .replicas(self.shard)
+            .iter()
+            .copied()
+            .enumerate()
+            .filter(|(r, _)| *r as u32 != self.replica)
+            .collect();
+        for (r, node) in followers {
+            let from_pos = self.peer_sent[r];
+            let upto = self.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
+            if upto == from_pos && !heartbeat {
+                continue;
+            }
+            let entries: Vec<(TxnId, u64)> =
+                self.log.suffix(from_pos)[..(upto - from_pos) as usize].iter().map(|e| (e.body.id, e.t)).collect();
+            self.peer_sent[r] = upto;
+            let msg = Msg::LogSync {
+                g_view: self.view.g_view,
+                l_view: self.view.l_view(self.shard),
+                from_pos,
+                entries,
+                commit_point: self.commit_point,
+            };
+            self.send_durable(ctx, node, msg);
+        }
+    }
+
+    /// Leader: a follower's progress; send what it misses.
+    pub(super) fn on_sync_report(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        l_view: u64,
+        sync_point: u64,
+        missing: Vec<TxnId>,
+    ) {
+        if !self.is_leader() || l_view != self.view.l_view(self.shard) {
+            return;
+        }
+        let Some(r) = self.follower_index(ctx, from) else { return };
+        if sync_point > self.peer_acked[r] {
+            self.peer_acked[r] = sync_point;
+            self.peer_stalled[r] = 0;
+        }
+        let bodies: Vec<Arc<TxnBody>> = missing
+            .iter()
+            .take(SYNC_BATCH_MAX)
+            .filter_map(|id| {
+                self.log
+                    .entry_of(*id)
+                    .map(|e| e.body.clone())
+                    .or_else(|| self.stamps.get(id).map(|s| self.pq[s].body.clone()))
+            })
+            .collect();
+        if !bodies.is_empty() {
+            ctx.send(from, Msg::Bodies { bodies });
+        }
+        self.advance_commit_point();
+        self.after_event(ctx);
+    }
+
+    /// Leader: the commit-point is the largest position that `f + 1`
+    /// servers (the leader's durable log included) have synced.
+    pub(super) fn advance_commit_point(&mut self) {
+        let mut synced: Vec<u64> = self
+            .peer_acked
+            .iter()
+            .enumerate()
+            .map(|(r, a)| if r as u32 == self.replica { self.leader_log_durable } else { *a })
+            .collect();
+        synced.sort_unstable_by(|a, b| b.cmp(a));
+        let f = ((self.n - 1) / 2) as usize;
+        let point = synced[f].min(self.log.len());
+        self.commit_point = self.commit_point.max(point);
+    }
+
+    /// Leader, every tick: re-send to followers that made no progress, and
+    /// carry the commit-point.
+    pub(super) fn leader_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        for r in 0..self.n as usize {
+            if r as u32 == self.replica {
+                continue;
+            }
+            if self.peer_acked[r] < self.peer_sent[r] {
+                self.peer_stalled[r] += 1;
+                if self.peer_stalled[r] >= self.cfg.resync_after_ticks {
+                    self.peer_sent[r] = self.peer_acked[r];
+                    self.peer_stalled[r] = 0;
+                }
+            }
+        }
+        self.sync_followers(ctx, true);
+    }
+
+    /// Follower: make the log agree with the leader's from `from_pos` on.
+    pub(super) fn on_log_sync(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        l_view: u64,
+        from_pos: u64,
+        entries: Vec<(TxnId, u64)>,
+        commit_point: u64,
+    ) {
+        if self.status != Status::Normal || self.is_leader() || l_view != self.view.l_view(self.shard) {
+            return;
+        }
+        if from != self.leader_node(ctx, self.shard) {
+            return;
+        }
+        let mut missing = Vec::new();
+        if from_pos <= self.sync_point {
+            let skip = (self.sync_point - from_pos) as usize;
+            let wanted: Vec<(TxnId, u64)> = entries.into_iter().skip(skip).collect();
+            missing = self.adopt(ctx, wanted);
+        }
+        self.commit_point = self.commit_point.max(commit_point.min(self.sync_point));
+        self.execute_committed();
+        // Progress is reported every tick; bodies are asked for at once.
+        if !missing.is_empty() {
+            self.report_sync(ctx, missing);
+        }
+    }
+
+    /// Follower: tell the leader how far this log agrees with its own.
+    pub(super) fn report_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
+        let leader = self.leader_node(ctx, self.shard);
+        let msg = Msg::SyncReport {
+            g_view: self.view.g_view,
+            l_view: self.view.l_view(self.shard),
+            sync_point: self.sync_point,
+            missing,
+        };
+        self.send_durable(ctx, leader, msg);
+    }
+
+    /// Makes the log agree with the leader's entries from the sync-point on
+    /// (as far as their bodies are known); returns the ids whose bodies this
+    /// follower lacks. In the common case each entry is already in place
+    /// and only the sync-point moves.
+    fn adopt(&mut self, ctx: &mut Ctx<'_, Tiga>, wanted: Vec<(TxnId, u64)>) -> Vec<TxnId> {
+        let start = self.sync_point;
+        let mut changed_from = u64::MAX;
+        let mut missing = Vec::new();
+        for (id, t) in wanted {
+            let pos = self.sync_point;
+            if self.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
+                self.sync_point += 1;
+                continue;
+            }
+            let Some(body) = self.find_body(id) else {
+                missing.push(id);
+                break; // later entries must wait: positions are contiguous
+            };
+            self.place(pos, LogEntry { body, t });
+            changed_from = changed_from.min(pos);
+            self.sync_point += 1;
+        }
+        if changed_from != u64::MAX {
+            let suffix = self.log.suffix(changed_from).to_vec();
+            self.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
+        }
+        if self.sync_point > start {
+            self.persist(ctx, Record::SyncPoint(self.sync_point));
+            ctx.count("slow_syncs", self.sync_point - start);
+        }
+        missing
+    }
+
+    /// Puts the leader's entry at `pos`: taken from later in this log (with
+    /// the leader's timestamp) or from the queue, hashes and conflict maps
+    /// following.
+    fn place(&mut self, pos: u64, entry: LogEntry) {
+        let topo = Arc::clone(&self.topo);
+        let shard_of = |k| topo.shard_of(k);
+        if let Some(q) = self.log.position(entry.body.id) {
+            debug_assert!(q >= pos, "synced entries do not move");
+            let old = self.log.remove_at(q);
+            self.hashes.toggle(&old, self.shard, shard_of);
+        }
+        self.forget_pending(entry.body.id);
+        self.hashes.toggle(&entry, self.shard, shard_of);
+        let (reads, writes) = self.keys_of(&entry.body);
+        self.note_released(entry.stamp(), &reads, &writes);
+        self.log.insert_at(pos, entry);
+    }
+
+    fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
+        if let Some(e) = self.log.entry_of(id) {
+            return Some(e.body.clone());
+        }
+        if let Some(s) = self.stamps.get(&id) {
+            return Some(self.pq[s].body.clone());
+        }
+        self.held.get(&id).map(|(b, _)| b.clone()).or_else(|| self.fetched.get(&id).cloned())
+    }
+
+    /// The transaction is placed by the leader: it no longer waits here.
+    fn forget_pending(&mut self, id: TxnId) {
+        self.dequeue(id);
+        self.held.remove(&id);
+        self.fetched.remove(&id);
+    }
+
+    /// Follower: bodies it asked for.
+    pub(super) fn on_bodies(&mut self, bodies: Vec<Arc<TxnBody>>) {
+        for b in bodies.into_iter().take(SYNC_BATCH_MAX) {
+            if b.shards.contains(&self.shard) && self.log.position(b.id).is_none() {
+                self.fetched.insert(b.id, b);
+            }
+        }
+    }
+
+    /// Followers execute their log up to the commit-point (§3.7), which a
+    /// checkpoint may then cover.
+    pub(super) fn execute_committed(&mut self) {
+        let upto = self.commit_point.min(self.sync_point);
+        let topo = Arc::clone(&self.topo);
+        while self.applied < upto {
+            let e = self.log.get(self.applied).expect("committed entries are logged").clone();
+            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
+            let exec = piece.execute(|k| self.store.latest(k).cloned());
+            for (key, value) in exec.writes {
+                self.store.put(key, self.applied + 1, value);
+            }
+            self.applied += 1;
+        }
+    }
+
+    /// Follower: answer a coordinator's slow-path inquiry (Appendix E).
+    pub(super) fn on_sync_inquiry(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, ids: Vec<TxnId>) {
+        if shard != self.shard || self.status != Status::Normal || self.is_leader() {
+            return;
+        }
+        let synced: Vec<(TxnId, u64)> = ids
+            .iter()
+            .take(SYNC_BATCH_MAX)
+            .filter_map(|id| {
+                let pos = self.log.position(*id)?;
+                (pos < self.sync_point).then(|| (*id, self.log.get(pos).expect("indexed").t))
+            })
+            .collect();
+        let msg = Msg::SyncReply { shard, g_view: self.view.g_view, l_view: self.view.l_view(shard), synced };
+        self.send_durable(ctx, from, msg);
+    }
+}
+
+/// Bodies received for transactions a follower has not placed yet.
+pub type Fetched = FxHashMap<TxnId, Arc<TxnBody>>;
