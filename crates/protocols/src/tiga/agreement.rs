@@ -1,58 +1,98 @@
 //! Timestamp agreement among the participant leaders of a multi-shard
 //! transaction (Tiga §3.5-3.6; Algorithm 2 lines 21-28 and 33-57).
 //!
-//! Each leader announces the timestamp it holds for `T` (after executing it
-//! in detective mode, before in preventive mode). The agreed timestamp is
-//! the maximum. A leader holding less moves `T` to the agreed timestamp
-//! (revoking its execution, case 3) and announces again once `T` reaches
-//! the head of its queue at the new timestamp; a leader holding the maximum
-//! while others did not (case 2) waits for those second announcements. A
-//! leader releases `T` only when every participant has announced the agreed
-//! timestamp — so no participant can still commit conflicting transactions
-//! below it, which is what rules out timestamp inversion (Figure 5).
+//! A leader announces the timestamp it holds for `T` twice: as a proposal
+//! when `T` enters its queue, and as a release when `T` reaches the head of
+//! the queue (after executing it in detective mode, before in preventive
+//! mode). The agreed timestamp is the maximum. A leader holding less moves
+//! `T` to it (revoking an optimistic execution, case 3) and announces the
+//! release again when `T` reaches the head at the new timestamp; a leader
+//! holding the maximum (case 2) waits for those second announcements. A
+//! leader appends `T` to its log only when every participant announced the
+//! release of `T` at the agreed timestamp: each then holds `T` in its
+//! conflict maps at that timestamp and can no longer admit a conflicting
+//! transaction below it — which is what rules out timestamp inversion
+//! (Figure 5).
+//!
+//! The early proposals go beyond the paper's pseudocode: without them, two
+//! leaders that queued two transactions in opposite orders (one of them
+//! re-stamped late) would each wait for the other's release announcement of
+//! the transaction it queues behind its own, for ever. With them every
+//! leader learns the maximum before its queue blocks, and the agreed order
+//! is the same everywhere.
 //!
 //! `Config::second_round` exists only so that tests can show the inversion
 //! the second round prevents; it is always on otherwise.
 
 use super::Tiga;
 use super::messages::{Msg, TxnBody};
+use super::server::Status;
 use super::server::{PState, Server};
-use meridian_core::{Ctx, NodeId, TxnId};
+use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use std::sync::Arc;
+
+/// Most announcements repeated per tick.
+const RENOTIFY_MAX: usize = 256;
+
+/// The latest timestamp a participant announced for a transaction, and
+/// whether it announced releasing it there.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    pub t: u64,
+    pub released: bool,
+}
 
 impl Server {
     /// Announces this leader's timestamp for `id` to the other participant
-    /// leaders.
-    pub(super) fn notify_leaders(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+    /// leaders: a proposal, or (`released`) its release at that timestamp.
+    pub(super) fn notify_leaders(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, released: bool) {
         let stamp = self.stamps[&id];
         let p = &self.pq[&stamp];
         let (shards, t) = (p.body.shards.clone(), p.t);
-        self.notes.entry(id).or_default().insert(self.shard, t);
+        if released {
+            self.notes.entry(id).or_default().insert(self.shard, Note { t, released });
+        }
         for shard in shards.into_iter().filter(|s| *s != self.shard) {
             let to = self.leader_node(ctx, shard);
-            let msg = Msg::TsNotify { id, shard: self.shard, g_view: self.view.g_view, t };
+            let msg = Msg::TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false };
             ctx.send(to, msg);
         }
         ctx.count("timestamp_notifications", 1);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_notify(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
         from: NodeId,
         id: TxnId,
-        shard: meridian_core::ShardId,
+        shard: ShardId,
         g_view: u64,
         t: u64,
+        released: bool,
+        echo: bool,
     ) {
-        if g_view != self.view.g_view || !self.is_leader() || from != self.leader_node(ctx, shard) {
-            return; // another view, or not from that shard's leader
+        if g_view != self.view.g_view || self.status != Status::Normal || !self.is_leader() {
+            return; // another view
         }
-        if self.log.position(id).is_some() {
-            return; // already released: a late duplicate
+        if from != self.leader_node(ctx, shard) {
+            return; // not from that shard's leader
         }
-        let note = self.notes.entry(id).or_default().entry(shard).or_insert(t);
-        *note = (*note).max(t);
+        if let Some(e) = self.log.entry_of(id) {
+            // Already released here: the sender may have missed this
+            // leader's announcement (lost, or sent before it restarted).
+            if !echo {
+                let msg = Msg::TsNotify { id, shard: self.shard, g_view, t: e.t, released: true, echo: true };
+                ctx.send(from, msg);
+            }
+            return;
+        }
+        let note = self.notes.entry(id).or_default().entry(shard).or_insert(Note { t, released });
+        if t > note.t {
+            *note = Note { t, released };
+        } else if t == note.t {
+            note.released |= released;
+        }
         let Some(stamp) = self.stamps.get(&id).copied() else {
             // Never received from the coordinator: fetch it later if it does
             // not arrive (Appendix B, coordinator failure).
@@ -83,12 +123,12 @@ impl Server {
             return;
         }
         let notes = self.notes.get(&id);
-        let agreed = |s: &meridian_core::ShardId| notes.and_then(|n| n.get(s)).is_some_and(|nt| *nt == p.t);
-        let mut all = p.body.shards.iter().all(agreed);
+        let note = |s: &ShardId| notes.and_then(|n| n.get(s)).copied();
+        let mut all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t == p.t));
         if !self.cfg.second_round && !all {
-            // Test-only: release as soon as every leader answered with a
+            // Test-only: release as soon as every leader released it at a
             // timestamp no larger than ours (the first round alone).
-            all = p.body.shards.iter().all(|s| notes.and_then(|n| n.get(s)).is_some_and(|nt| *nt <= p.t));
+            all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t <= p.t));
         }
         if !all {
             return;
@@ -100,6 +140,25 @@ impl Server {
                 self.finalize(ctx, id, hash, result);
             }
             PState::Waiting => unreachable!("checked above"),
+        }
+    }
+
+    /// Re-announces the timestamps of transactions still awaiting
+    /// agreement (announcements may be lost).
+    pub(super) fn renotify(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let waiting: Vec<(TxnId, u64, Vec<ShardId>, bool)> = self
+            .pq
+            .values()
+            .filter(|p| p.body.is_multi_shard())
+            .take(RENOTIFY_MAX)
+            .map(|p| (p.body.id, p.t, p.body.shards.clone(), Server::awaiting_agreement(&p.state)))
+            .collect();
+        for (id, t, shards, released) in waiting {
+            for shard in shards.into_iter().filter(|s| *s != self.shard) {
+                let to = self.leader_node(ctx, shard);
+                let msg = Msg::TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false };
+                ctx.send(to, msg);
+            }
         }
     }
 

@@ -107,6 +107,8 @@ pub struct Coordinator {
     owd: BTreeMap<NodeId, Owd>,
     pending: BTreeMap<TxnId, Pend>,
     ticks: u64,
+    /// The tick the view manager was last asked for the view.
+    view_asked_tick: Option<u64>,
 }
 
 impl Coordinator {
@@ -121,6 +123,7 @@ impl Coordinator {
             owd: BTreeMap::new(),
             pending: BTreeMap::new(),
             ticks: 0,
+            view_asked_tick: None,
         }
     }
 
@@ -237,8 +240,11 @@ impl Coordinator {
                 }
                 if self.view_matches(g_view, shard, l_view) {
                     self.on_fast_reply(ctx, from, id, shard, t, hash, result);
+                } else if g_view > self.view.g_view {
+                    self.ask_view(ctx);
                 }
             }
+            Msg::SyncReply { g_view, .. } if g_view > self.view.g_view => self.ask_view(ctx),
             Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
                 self.on_sync_reply(ctx, from, shard, synced);
             }
@@ -249,6 +255,20 @@ impl Coordinator {
             }
             Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
             _ => {}
+        }
+    }
+
+    /// Asks one view-manager member (in turn) for the current view, at most
+    /// once every few ticks.
+    fn ask_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.view_asked_tick.is_some_and(|t| self.ticks < t + 5) {
+            return;
+        }
+        self.view_asked_tick = Some(self.ticks);
+        let members = self.topo.service("viewmgr");
+        if !members.is_empty() {
+            let to = members[(self.ticks as usize / 5) % members.len()];
+            ctx.send(to, Msg::GetView);
         }
     }
 
@@ -408,6 +428,8 @@ impl Coordinator {
                 ctx.count("unknown_outcomes", 1);
                 ctx.complete(p.request, Outcome::Unknown);
             } else {
+                // A stalled transaction may mean a new view.
+                self.ask_view(ctx);
                 self.submit(ctx, id);
             }
         }

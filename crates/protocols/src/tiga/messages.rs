@@ -131,12 +131,16 @@ pub enum Msg {
     },
 
     // ---- leader ↔ leader (§3.5-3.6) ----
-    /// A participant leader's timestamp for a transaction.
+    /// A participant leader's timestamp for a transaction: proposed on
+    /// arrival, or (`released`) the one it released it at; `echo` marks the
+    /// answer of a leader that already logged it (never answered again).
     TsNotify {
         id: TxnId,
         shard: ShardId,
         g_view: u64,
         t: u64,
+        released: bool,
+        echo: bool,
     },
     /// A leader asks another for a transaction it was notified of but never
     /// received (Appendix B, coordinator failure).
@@ -172,13 +176,11 @@ pub enum Msg {
 
     // ---- servers ↔ view manager (§4, Algorithm 4) ----
     Vm(PaxosMsg<VmCmd, VmState>),
-    /// A server's periodic liveness report; leaders add their measured
-    /// one-way delays to the other shards' leaders.
+    /// A server's periodic liveness report, with its view and whether it
+    /// restarted and has not rejoined yet (Algorithm 6).
     Heartbeat {
         g_view: u64,
-        shard: ShardId,
-        replica: u32,
-        leader_owd_ns: Vec<(NodeId, u64)>,
+        recovering: bool,
     },
     /// Anyone → view manager: what is the current view?
     GetView,
@@ -188,21 +190,30 @@ pub enum Msg {
 
     // ---- view change (Algorithm 5) and rejoin (Algorithm 6) ----
     /// Server → its shard's new leader: its log and sync-point.
+    /// `lost_votes`: a restarted server that led, whose optimistic replies
+    /// were never durable, so it must not help rebuild the log (it only
+    /// asks for the new one, Algorithm 6).
     ViewChange {
         g_view: u64,
         l_view: u64,
         last_normal_view: u64,
         sync_point: u64,
         log: Arc<Vec<LogEntry>>,
+        lost_votes: bool,
     },
     /// New leader → other shards' new leaders: the multi-shard entries of
-    /// its rebuilt log that involve the receiver's shard.
+    /// its rebuilt log that involve the receiver's shard (Algorithm 5 lines
+    /// 88-103). Round 1 carries what each rebuilt, round 2 the timestamps
+    /// after merging.
     TsVerify {
         g_view: u64,
+        round: u8,
         shard: ShardId,
-        info: Vec<(Arc<TxnBody>, u64)>,
+        info: Arc<Vec<(Arc<TxnBody>, u64)>>,
     },
     /// New leader → followers: the recovered log.
+    /// Also the answer to a late or restarted server (Algorithm 6's state
+    /// transfer).
     StartView {
         g_view: u64,
         l_view: u64,
@@ -231,6 +242,7 @@ pub enum Record {
     View {
         view: View,
         last_normal_view: u64,
+        led: bool,
     },
     Vm(PaxosRecord<VmCmd, VmState>),
     Epoch(u64),

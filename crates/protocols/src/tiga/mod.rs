@@ -41,12 +41,15 @@ mod coordinator;
 pub mod hash;
 pub mod log;
 pub mod messages;
+mod recovery;
 mod server;
 mod sync;
+mod vm;
 
 pub use coordinator::Coordinator;
 pub use messages::{LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
 pub use server::{Server, Status};
+pub use vm::ViewManager;
 
 use meridian_core::{
     Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamValue, Params, Process, Program, Protocol, RequestId,
@@ -77,6 +80,11 @@ pub struct Config {
     pub probe_every_ticks: u64,
     pub resync_after_ticks: u32,
     pub fetch_after_ticks: u32,
+    /// Servers' heartbeat period to the view manager, in server ticks.
+    pub heartbeat_ticks: u64,
+    /// Silence after which the view manager replaces a leader.
+    pub leader_timeout_ns: u64,
+    pub vm_tick_ns: u64,
 }
 
 pub const PARAMS: &[ParamDoc] = &[
@@ -128,6 +136,16 @@ pub const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc { name: "max_attempts", default: "20", doc: "submissions before the outcome is reported unknown" },
     ParamDoc { name: "probe_interval_ms", default: "500", doc: "period of one-way-delay probes to every server" },
+    ParamDoc {
+        name: "heartbeat_ms",
+        default: "100",
+        doc: "period of every server's heartbeat to the view manager (§4)",
+    },
+    ParamDoc {
+        name: "leader_timeout_ms",
+        default: "1000",
+        doc: "heartbeat silence after which the view manager replaces a shard leader (§4, Algorithm 4)",
+    },
     ParamDoc {
         name: "fetch_after_ms",
         default: "500",
@@ -190,6 +208,9 @@ impl Config {
             probe_every_ticks: ticks(ms("probe_interval_ms", 500.0)?, coordinator_tick_ns),
             resync_after_ticks: 5,
             fetch_after_ticks: ticks(ms("fetch_after_ms", 500.0)?, server_tick_ns) as u32,
+            heartbeat_ticks: ticks(ms("heartbeat_ms", 100.0)?, server_tick_ns),
+            leader_timeout_ns: ms("leader_timeout_ms", 1000.0)?,
+            vm_tick_ns: 50_000_000,
         })
     }
 }
@@ -208,6 +229,7 @@ pub fn initial_view(topo: &Topology, cfg: &Config) -> View {
 pub enum Node {
     Server(Box<Server>),
     Coordinator(Box<Coordinator>),
+    ViewManager(Box<ViewManager>),
 }
 
 impl Protocol for Tiga {
@@ -222,6 +244,11 @@ impl Protocol for Tiga {
         PARAMS
     }
 
+    /// The view manager (§4): three replicas, one per server region.
+    fn services(_params: &Params) -> Vec<meridian_core::ServiceSpec> {
+        vec![meridian_core::ServiceSpec { kind: "viewmgr".into(), members: 3 }]
+    }
+
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
         let cfg = Config::from_params(&d.params)?;
         let topo = &d.topology;
@@ -231,6 +258,9 @@ impl Protocol for Tiga {
                 Ok(Node::Server(Box::new(Server::new(Arc::clone(topo), *shard, *replica, view, cfg))))
             }
             Role::Client { .. } => Ok(Node::Coordinator(Box::new(Coordinator::new(node, Arc::clone(topo), view, cfg)))),
+            Role::Service { kind, .. } if kind == "viewmgr" => {
+                Ok(Node::ViewManager(Box::new(ViewManager::new(Arc::clone(topo), node, view, cfg))))
+            }
             Role::Service { kind, .. } => Err(format!("tiga has no `{kind}` service")),
         }
     }
@@ -241,6 +271,7 @@ impl Process<Tiga> for Node {
         match self {
             Node::Server(s) => s.on_start(ctx, durable),
             Node::Coordinator(c) => c.on_start(ctx, durable),
+            Node::ViewManager(v) => v.on_start(ctx, durable),
         }
     }
 
@@ -248,6 +279,7 @@ impl Process<Tiga> for Node {
         match self {
             Node::Server(s) => s.on_message(ctx, from, msg),
             Node::Coordinator(c) => c.on_message(ctx, from, msg),
+            Node::ViewManager(v) => v.on_message(ctx, from, msg),
         }
     }
 
@@ -255,6 +287,7 @@ impl Process<Tiga> for Node {
         match self {
             Node::Server(s) => s.on_timer(ctx, timer),
             Node::Coordinator(c) => c.on_timer(ctx, timer),
+            Node::ViewManager(v) => v.on_timer(ctx, timer),
         }
     }
 
@@ -262,13 +295,14 @@ impl Process<Tiga> for Node {
         match self {
             Node::Server(s) => s.on_persisted(ctx, upto),
             Node::Coordinator(c) => c.on_persisted(ctx, upto),
+            Node::ViewManager(v) => v.on_persisted(ctx, upto),
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
         match self {
             Node::Coordinator(c) => c.on_request(ctx, request, program),
-            Node::Server(_) => {
+            Node::Server(_) | Node::ViewManager(_) => {
                 ctx.complete(request, meridian_core::Outcome::Aborted { reason: meridian_core::AbortReason::Rejected })
             }
         }

@@ -93,7 +93,7 @@ pub struct Server {
     pub(super) next_version: u64,
     pub(super) undo: FxHashMap<TxnId, Vec<(Key, u64)>>,
     // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
-    pub(super) notes: FxHashMap<TxnId, BTreeMap<ShardId, u64>>,
+    pub(super) notes: FxHashMap<TxnId, BTreeMap<ShardId, super::agreement::Note>>,
     pub(super) unknown_notes: BTreeMap<TxnId, (NodeId, u32)>,
     pub(super) peer_acked: Vec<u64>,
     pub(super) peer_sent: Vec<u64>,
@@ -102,6 +102,14 @@ pub struct Server {
     pub(super) len_at_lsn: VecDeque<(Lsn, u64)>,
     // durability
     pub(super) outbox: VecDeque<(Lsn, NodeId, Msg)>,
+    // recovery (recovery.rs)
+    pub(super) rebuild: super::recovery::Rebuild,
+    /// Restarted and not yet given a log by a leader (Algorithm 6).
+    pub(super) restarted: bool,
+    /// Led in its last normal view.
+    pub(super) led: bool,
+    /// Leader: followers that acknowledged the current view.
+    pub(super) peer_in_view: Vec<bool>,
     pub(super) last_lsn: Lsn,
     pub(super) durable_lsn: Lsn,
     pub(super) ticks: u64,
@@ -110,6 +118,7 @@ pub struct Server {
 impl Server {
     pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
         let n = topo.replicas_per_shard;
+        let view_leader = view.leader_index(shard, n);
         Server {
             topo,
             shard,
@@ -143,6 +152,10 @@ impl Server {
             leader_log_durable: 0,
             len_at_lsn: VecDeque::new(),
             outbox: VecDeque::new(),
+            rebuild: Default::default(),
+            restarted: false,
+            led: view_leader == replica,
+            peer_in_view: vec![true; n as usize],
             last_lsn: Lsn(0),
             durable_lsn: Lsn(0),
             ticks: 0,
@@ -290,8 +303,17 @@ impl Server {
             t = ctx.clock_ns().max(bound.expect("checked").t + 1);
             ctx.count("timestamp_updates", 1);
         }
+        let multi = body.is_multi_shard();
+        let id = body.id;
         let pending = Pending { body, t, state: PState::Waiting, reads, writes, owd_ns };
         self.enqueue(pending);
+        if multi && self.is_leader() {
+            // Announced on arrival, not on release: a leader learns every
+            // participant's timestamp before its queue blocks on it, so two
+            // shards can never each wait for the other's announcement of a
+            // transaction the other queues behind its own.
+            self.notify_leaders(ctx, id, false);
+        }
     }
 
     pub(super) fn enqueue(&mut self, p: Pending) {
@@ -407,12 +429,12 @@ impl Server {
                 let (hash, result) = self.execute(ctx, id);
                 let p = self.pq.get_mut(&stamp).expect("still queued");
                 p.state = PState::Executed { hash, result };
-                self.notify_leaders(ctx, id);
+                self.notify_leaders(ctx, id, true);
                 self.check_agreement(ctx, id);
             }
             (PState::Waiting, true, Mode::Preventive) => {
                 self.pq.get_mut(&stamp).expect("still queued").state = PState::Notified;
-                self.notify_leaders(ctx, id);
+                self.notify_leaders(ctx, id, true);
                 self.check_agreement(ctx, id);
             }
             _ => self.check_agreement(ctx, id),
@@ -527,9 +549,15 @@ impl Server {
 }
 
 impl Server {
-    /// Start or restart: rebuild the log, its hashes and conflict maps, and
-    /// the executed state from the durable records.
+    /// Start or restart. A restarted server rebuilds its log, hashes and
+    /// conflict maps from its durable records and stays `Recovering` until
+    /// the view manager told it the current view and that view's leader
+    /// gave it the log (Algorithm 6).
     pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+        if durable.is_empty() {
+            return;
+        }
         let mut synced = 0;
         for record in durable {
             match record {
@@ -539,9 +567,10 @@ impl Server {
                     }
                 }
                 Record::SyncPoint(p) => synced = p,
-                Record::View { view, last_normal_view } => {
+                Record::View { view, last_normal_view, led } => {
                     self.view = view;
                     self.last_normal_view = last_normal_view;
+                    self.led = led;
                 }
                 Record::Vm(_) | Record::Epoch(_) => {}
             }
@@ -552,17 +581,20 @@ impl Server {
             let (reads, writes) = self.keys_of(&e.body);
             self.note_released(e.stamp(), &reads, &writes);
         }
-        self.sync_point = if self.is_leader() { self.log.len() } else { synced.min(self.log.len()) };
-        if self.is_leader() {
-            self.commit_point = 0;
-            self.leader_log_durable = self.log.len();
-            self.execute_log_from_scratch();
+        self.sync_point = synced.min(self.log.len());
+        if self.led {
+            self.sync_point = self.log.len(); // a leader's log is its own
         }
-        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+        self.status = Status::Recovering;
+        self.restarted = true;
+        for vm in self.vm_members() {
+            ctx.send(vm, Msg::GetView);
+        }
     }
 
-    /// A (re)starting leader rebuilds its store by executing its whole log.
-    fn execute_log_from_scratch(&mut self) {
+    /// A new leader rebuilds its store by executing its whole log; the
+    /// results answer resubmissions of the recovered transactions.
+    pub(super) fn execute_log_from_scratch(&mut self) {
         self.store = MvStore::new();
         self.applied = 0;
         let topo = Arc::clone(&self.topo);
@@ -573,6 +605,7 @@ impl Server {
                 self.store.put(key, self.next_version, value);
                 self.next_version += 1;
             }
+            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(exec.results) });
             self.applied += 1;
         }
     }
@@ -583,13 +616,40 @@ impl Server {
             Timer::ServerTick => {
                 ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
                 self.ticks += 1;
-                if self.status == Status::Normal {
-                    if self.is_leader() {
-                        self.leader_tick(ctx);
-                        self.fetch_unknown(ctx);
-                    } else {
-                        self.report_sync(ctx, Vec::new());
-                    }
+                self.on_tick(ctx);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.ticks % self.cfg.heartbeat_ticks == 0 {
+            let msg = Msg::Heartbeat { g_view: self.view.g_view, recovering: self.status == Status::Recovering };
+            for vm in self.vm_members() {
+                ctx.send(vm, msg.clone());
+            }
+        }
+        let resend = self.ticks % u64::from(self.cfg.resync_after_ticks) == 0;
+        match self.status {
+            Status::Normal if self.is_leader() => {
+                self.leader_tick(ctx);
+                self.fetch_unknown(ctx);
+                if resend {
+                    self.renotify(ctx);
+                    self.resend_start_view(ctx);
+                }
+            }
+            Status::Normal => self.report_sync(ctx, Vec::new()),
+            Status::ViewChange if resend => {
+                if self.is_leader() && self.rebuild.round > 0 {
+                    self.resend_verify(ctx);
+                } else {
+                    self.send_view_change(ctx);
+                }
+            }
+            Status::Recovering if resend => {
+                for vm in self.vm_members() {
+                    ctx.send(vm, Msg::GetView);
                 }
             }
             _ => {}
@@ -602,17 +662,25 @@ impl Server {
             Msg::Probe { send_clock_ns } => {
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
             }
-            Msg::TsNotify { id, shard, g_view, t } => self.on_notify(ctx, from, id, shard, g_view, t),
+            Msg::TsNotify { id, shard, g_view, t, released, echo } => {
+                self.on_notify(ctx, from, id, shard, g_view, t, released, echo)
+            }
             Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
             Msg::TxnFound { body, t } => self.on_txn_found(ctx, body, t),
-            Msg::LogSync { l_view, from_pos, entries, commit_point, .. } => {
+            Msg::LogSync { g_view, l_view, from_pos, entries, commit_point } if g_view == self.view.g_view => {
                 self.on_log_sync(ctx, from, l_view, from_pos, entries, commit_point)
             }
-            Msg::SyncReport { l_view, sync_point, missing, .. } => {
+            Msg::SyncReport { g_view, l_view, sync_point, missing } if g_view == self.view.g_view => {
                 self.on_sync_report(ctx, from, l_view, sync_point, missing)
             }
             Msg::Bodies { bodies } => self.on_bodies(bodies),
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
+            Msg::CurrentView(view) => self.on_current_view(ctx, view),
+            Msg::ViewChange { g_view, last_normal_view, sync_point, log, lost_votes, .. } => {
+                self.on_view_change(ctx, from, g_view, last_normal_view, sync_point, log, lost_votes)
+            }
+            Msg::TsVerify { g_view, round, shard, info } => self.on_ts_verify(ctx, from, g_view, round, shard, info),
+            Msg::StartView { g_view, l_view, log } => self.on_start_view(ctx, from, g_view, l_view, log),
             _ => {}
         }
     }

@@ -65,10 +65,11 @@ impl Server {
         sync_point: u64,
         missing: Vec<TxnId>,
     ) {
-        if !self.is_leader() || l_view != self.view.l_view(self.shard) {
+        if !self.is_leader() || self.status != Status::Normal || l_view != self.view.l_view(self.shard) {
             return;
         }
         let Some(r) = self.follower_index(ctx, from) else { return };
+        self.peer_in_view[r] = true;
         if sync_point > self.peer_acked[r] {
             self.peer_acked[r] = sync_point;
             self.peer_stalled[r] = 0;

@@ -1,0 +1,220 @@
+//! Tiga's view manager (§4, Appendix B, Algorithm 4): a small replicated
+//! service (`viewmgr-0..2`, one per server region) that detects failed shard
+//! leaders from heartbeats and installs global views.
+//!
+//! The view history is a Multi-Paxos log (the shared `MultiPaxos`; the
+//! paper uses Viewstamped Replication, which plays the same part): the
+//! Paxos leader proposes `NewView` when a shard leader is silent or reports
+//! that it restarted, every member applies committed views in order, and
+//! every member answers a server or coordinator that shows an older view
+//! with the current one. New leaders follow Algorithm 4 lines 37-49: one
+//! replica index for every shard when all those replicas are alive (they
+//! share a region), otherwise the region with the most live servers and any
+//! live replica elsewhere. The mode is preventive when the new leaders share
+//! a region, detective otherwise, unless configured.
+//!
+//! It never touches a server's log: it only decides who leads.
+
+use super::messages::{Mode, Msg, Record, Timer, View, VmCmd, VmState};
+use super::{Config, Tiga};
+use crate::shared::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosRecordBody};
+use meridian_core::{Ctx, Mapped, NodeId, ShardId, Topology};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What the view manager knows of one server.
+#[derive(Clone, Copy, Debug, Default)]
+struct Liveness {
+    /// The view manager's clock when it last heard from the server.
+    heard_ns: Option<u64>,
+    recovering: bool,
+}
+
+pub struct ViewManager {
+    topo: Arc<Topology>,
+    cfg: Config,
+    paxos: MultiPaxos<VmCmd, VmState>,
+    view: View,
+    servers: BTreeMap<NodeId, Liveness>,
+    /// A proposed view not yet committed, and when it was proposed.
+    proposing: Option<(u64, u64)>,
+    /// When this member last became the Paxos leader: failures are judged
+    /// only after a full timeout of listening.
+    leading_since_ns: Option<u64>,
+}
+
+impl ViewManager {
+    pub fn new(topo: Arc<Topology>, me: NodeId, view: View, cfg: Config) -> ViewManager {
+        let members = topo.service("viewmgr").to_vec();
+        let max_rtt_ns = 400_000_000;
+        let paxos = MultiPaxos::new(u32::MAX, members, me, 0, PaxosConfig::for_rtt(max_rtt_ns));
+        ViewManager { topo, cfg, paxos, view, servers: BTreeMap::new(), proposing: None, leading_since_ns: None }
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        let records: Vec<PaxosRecordBody<VmCmd, VmState>> = durable
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Vm(p) => Some(p.body),
+                _ => None,
+            })
+            .collect();
+        self.paxos.start(&mut Mapped::new(ctx), records);
+        ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
+        self.drain(ctx);
+    }
+
+    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: meridian_core::Lsn) {
+        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
+        self.drain(ctx);
+    }
+
+    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        match timer {
+            Timer::Vm(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
+            Timer::VmTick => {
+                ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
+                self.detect_failures(ctx);
+            }
+            _ => {}
+        }
+        self.drain(ctx);
+    }
+
+    pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Vm(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
+            Msg::Heartbeat { g_view, recovering } => {
+                let now = ctx.clock_ns();
+                self.servers.insert(from, Liveness { heard_ns: Some(now), recovering });
+                if g_view < self.view.g_view {
+                    ctx.send(from, Msg::CurrentView(self.view.clone()));
+                }
+            }
+            Msg::GetView => ctx.send(from, Msg::CurrentView(self.view.clone())),
+            _ => {}
+        }
+        self.drain(ctx);
+    }
+
+    fn drain(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        loop {
+            let events = self.paxos.drain_events();
+            if events.is_empty() {
+                return;
+            }
+            for ev in events {
+                match ev {
+                    PaxosEvent::Committed { value, .. } => {
+                        let VmCmd::NewView(v) = &*value;
+                        self.install(ctx, v.clone());
+                    }
+                    PaxosEvent::LeaderReady { .. } => self.leading_since_ns = Some(ctx.clock_ns()),
+                    PaxosEvent::Deposed => self.leading_since_ns = None,
+                    PaxosEvent::Restore { state, .. } => {
+                        if let Some(v) = state.as_ref().clone().filter(|v| v.g_view > self.view.g_view) {
+                            self.view = v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Algorithm 4 lines 24-27 and 33-36: a committed view becomes current
+    /// and is announced to every server and coordinator.
+    fn install(&mut self, ctx: &mut Ctx<'_, Tiga>, v: View) {
+        if v.g_view <= self.view.g_view {
+            return; // a duplicate proposal for a view already installed
+        }
+        self.view = v;
+        if self.proposing.is_some_and(|(g, _)| g <= self.view.g_view) {
+            self.proposing = None;
+        }
+        if self.paxos.is_leader() {
+            ctx.count("view_changes", 1);
+            let everyone: Vec<NodeId> = self.topo.all_replicas().chain(self.topo.clients().iter().copied()).collect();
+            for node in everyone {
+                ctx.send(node, Msg::CurrentView(self.view.clone()));
+            }
+        }
+    }
+
+    fn alive(&self, node: NodeId, now: u64) -> bool {
+        self.servers.get(&node).is_some_and(|l| {
+            !l.recovering && l.heard_ns.is_some_and(|h| now.saturating_sub(h) < self.cfg.leader_timeout_ns)
+        })
+    }
+
+    /// Algorithm 4 line 1: the Paxos leader replaces leaders it has not
+    /// heard from for a timeout, or that restarted and lost their state.
+    fn detect_failures(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let now = ctx.clock_ns();
+        let Some(since) = self.leading_since_ns.filter(|_| self.paxos.is_leader()) else { return };
+        if now.saturating_sub(since) < self.cfg.leader_timeout_ns {
+            return;
+        }
+        if let Some((_, at)) = self.proposing {
+            if now.saturating_sub(at) < self.cfg.leader_timeout_ns {
+                return; // still being decided
+            }
+        }
+        let n = self.topo.replicas_per_shard;
+        let failed = (0..self.topo.shards).map(ShardId).any(|s| {
+            let leader = self.topo.replicas(s)[self.view.leader_index(s, n) as usize];
+            !self.alive(leader, now)
+        });
+        if !failed {
+            return;
+        }
+        let Some(next) = self.next_view(now) else { return };
+        let g = next.g_view;
+        if self.paxos.propose(&mut Mapped::new(ctx), VmCmd::NewView(next)).is_ok() {
+            self.proposing = Some((g, now));
+        }
+    }
+
+    /// Algorithm 4 lines 2-8 and 37-49.
+    fn next_view(&self, now: u64) -> Option<View> {
+        let n = self.topo.replicas_per_shard;
+        let shards: Vec<ShardId> = (0..self.topo.shards).map(ShardId).collect();
+        let alive = |s: ShardId, r: u32| self.alive(self.topo.replicas(s)[r as usize], now);
+        let new_leaders: Vec<u32> = match (0..n).find(|r| shards.iter().all(|s| alive(*s, *r))) {
+            Some(r) => vec![r; shards.len()],
+            None => {
+                let best = (0..n).max_by_key(|r| (shards.iter().filter(|s| alive(**s, *r)).count(), n - r))?;
+                let mut leaders = Vec::with_capacity(shards.len());
+                for s in &shards {
+                    let r = if alive(*s, best) { best } else { (0..n).find(|r| alive(*s, *r))? };
+                    leaders.push(r);
+                }
+                leaders
+            }
+        };
+        let g_vec: Vec<u64> = shards
+            .iter()
+            .zip(&new_leaders)
+            .map(|(s, r_new)| {
+                let old = self.view.l_view(*s);
+                let r_old = (old % u64::from(n)) as u32;
+                old + u64::from((r_new + n - r_old) % n)
+            })
+            .collect();
+        let regions: Vec<_> = shards
+            .iter()
+            .zip(&new_leaders)
+            .map(|(s, r)| self.topo.region_of(self.topo.replicas(*s)[*r as usize]))
+            .collect();
+        let colocated = regions.windows(2).all(|w| w[0] == w[1]);
+        let preventive = self.cfg.preventive.unwrap_or(colocated);
+        Some(View {
+            g_view: self.view.g_view + 1,
+            g_vec,
+            mode: if preventive { Mode::Preventive } else { Mode::Detective },
+        })
+    }
+}
