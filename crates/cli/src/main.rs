@@ -85,6 +85,75 @@ enum Command {
     },
     /// Every finished protocol side by side on a simulated three-region cluster.
     Demo,
+    /// Run one node of a real cluster (in the foreground).
+    Server {
+        /// The cluster file.
+        #[arg(long)]
+        config: PathBuf,
+        /// The node's name (`shard0-replica0`, `client-<region>-0`, ...).
+        #[arg(long)]
+        node: String,
+    },
+    /// Start, stop or inspect every node of a cluster file as local processes.
+    Cluster {
+        #[arg(value_enum)]
+        action: ClusterAction,
+        #[arg(long)]
+        config: PathBuf,
+    },
+    /// Run one transaction against a real cluster.
+    Client {
+        /// The cluster file.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// The front-end node to use (default: the first).
+        #[arg(long)]
+        node: Option<String>,
+        #[command(subcommand)]
+        op: ClientOp,
+    },
+    /// Run an experiment's workload against a real cluster (or etcd) and check it.
+    Bench {
+        /// The cluster file (for `--target meridian`).
+        #[arg(long)]
+        cluster: Option<PathBuf>,
+        /// The experiment file: its workload, clients and run sections.
+        #[arg(long)]
+        config: PathBuf,
+        /// meridian | etcd
+        #[arg(long, default_value = "meridian")]
+        target: String,
+        /// etcd endpoints, comma separated (`http://127.0.0.1:2379,...`).
+        #[arg(long, value_delimiter = ',')]
+        endpoints: Vec<String>,
+        #[arg(long)]
+        seed: Option<u64>,
+        #[arg(long)]
+        report: Option<PathBuf>,
+        #[arg(long)]
+        history: Option<PathBuf>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ClusterAction {
+    Up,
+    Down,
+    Status,
+}
+
+#[derive(Subcommand)]
+enum ClientOp {
+    /// Read a key.
+    Get { key: String },
+    /// Write a key.
+    Put { key: String, value: String },
+    /// A transaction in the expression language (`get a; b = 2; c += 1`), or `--file`.
+    Txn {
+        expr: Option<String>,
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
 }
 
 /// A failure with its exit status.
@@ -107,6 +176,12 @@ fn main() -> ExitCode {
             run_swarm(SwarmOptions { protocol, seeds, start, config, threads, history_dir, event_log_dir })
         }
         Command::Demo => run_demo(),
+        Command::Server { config, node } => server(&config, &node),
+        Command::Cluster { action, config } => cluster(action, &config),
+        Command::Client { cluster, node, op } => client(&cluster, node.as_deref(), op),
+        Command::Bench { cluster, config, target, endpoints, seed, report, history } => {
+            bench(BenchArgs { cluster, config, target, endpoints, seed, report, history })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -316,4 +391,150 @@ fn run_demo() -> Result<(), Failure> {
         return Err(Failure(1, "a protocol broke its consistency promise".into()));
     }
     Ok(())
+}
+
+fn load_cluster(path: &Path) -> Result<meridian_runtime::ClusterConfig, Failure> {
+    meridian_runtime::ClusterConfig::load(path).map_err(|e| bad(e.to_string()))
+}
+
+fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MERIDIAN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+}
+
+fn server(config: &Path, node: &str) -> Result<(), Failure> {
+    let cfg = load_cluster(config)?;
+    cfg.node(node).map_err(bad)?;
+    init_logs();
+    meridian_runtime::server::serve(cfg, node).map_err(|e| Failure(1, e))
+}
+
+fn cluster(action: ClusterAction, config: &Path) -> Result<(), Failure> {
+    use meridian_runtime::cluster as c;
+    let cfg = load_cluster(config)?;
+    let failed = |e: String| Failure(1, e);
+    match action {
+        ClusterAction::Up => {
+            let exe = std::env::current_exe().map_err(|e| failed(format!("cannot find the meridian binary: {e}")))?;
+            c::up(&cfg, config, &exe).map_err(failed)
+        }
+        ClusterAction::Down => c::down(&cfg).map_err(failed),
+        ClusterAction::Status => match c::status(&cfg).map_err(failed)? {
+            true => Ok(()),
+            false => Err(Failure(1, String::new())),
+        },
+    }
+}
+
+fn client(cluster: &Path, node: Option<&str>, op: ClientOp) -> Result<(), Failure> {
+    use meridian_core::Outcome;
+    use meridian_runtime::{client as rc, expr};
+    let cfg = load_cluster(cluster)?;
+    let front = match node {
+        Some(name) => cfg.node(name).map_err(bad)?,
+        None => cfg.frontends()[0],
+    };
+    let Some(addr) = cfg.addrs[front.index()].client else {
+        return Err(bad(format!("--node: {} is not a front-end node", cfg.topology.name(front))));
+    };
+    let parsed = match &op {
+        ClientOp::Get { key } => expr::parse(&format!("get \"{}\"", escape(key))),
+        ClientOp::Put { key, value } => expr::parse(&format!("put \"{}\" \"{}\"", escape(key), escape(value))),
+        ClientOp::Txn { expr: Some(text), file: None } => expr::parse(text),
+        ClientOp::Txn { expr: None, file: Some(path) } => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| bad(format!("{}: cannot read: {e}", path.display())))?;
+            expr::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+        }
+        ClientOp::Txn { .. } => return Err(bad("txn: give an expression or --file, not both")),
+    }
+    .map_err(|e| bad(format!("txn: {e}")))?;
+    let rt =
+        tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failure(1, e.to_string()))?;
+    let outcome = rt
+        .block_on(async {
+            let c = rc::Client::connect(addr).await?;
+            c.run(parsed.program.clone()).await
+        })
+        .map_err(|e| Failure(1, format!("{} at {addr}: {e}", cfg.topology.name(front))))?;
+    match outcome {
+        Outcome::Committed { results } => {
+            for line in expr::render_results(&parsed, &results) {
+                println!("{line}");
+            }
+            println!("committed");
+            Ok(())
+        }
+        Outcome::Aborted { reason } => Err(Failure(1, format!("aborted ({reason:?}); nothing was written"))),
+        Outcome::Unknown => Err(Failure(1, "outcome unknown: the transaction may or may not have committed".into())),
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+struct BenchArgs {
+    cluster: Option<PathBuf>,
+    config: PathBuf,
+    target: String,
+    endpoints: Vec<String>,
+    seed: Option<u64>,
+    report: Option<PathBuf>,
+    history: Option<PathBuf>,
+}
+
+fn bench(args: BenchArgs) -> Result<(), Failure> {
+    use meridian_cli::real::{BenchError, Target, run_bench};
+    let mut exp = Experiment::load(&args.config).map_err(|e| bad(e.to_string()))?;
+    exp.apply_overrides(None, args.seed);
+    let cluster;
+    let endpoints: Vec<std::net::SocketAddr>;
+    let target = match args.target.as_str() {
+        "meridian" => {
+            let path = args.cluster.as_deref().ok_or_else(|| bad("--cluster FILE is needed with --target meridian"))?;
+            cluster = load_cluster(path)?;
+            Target::Meridian(&cluster)
+        }
+        "etcd" => {
+            if args.endpoints.is_empty() {
+                return Err(bad("--endpoints is needed with --target etcd (e.g. http://127.0.0.1:2379)"));
+            }
+            endpoints = args
+                .endpoints
+                .iter()
+                .map(|e| meridian_runtime::etcd::parse_endpoint(e))
+                .collect::<Result<_, _>>()
+                .map_err(|e| bad(format!("--endpoints: {e}")))?;
+            Target::Etcd(&endpoints)
+        }
+        other => return Err(bad(format!("--target: `{other}` is not meridian or etcd"))),
+    };
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} {pos}/{len} s [{bar:30}] {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    let mut progress = |now_ns: u64, end_ns: u64| {
+        bar.set_length(end_ns / 1_000_000_000);
+        bar.set_position(now_ns / 1_000_000_000);
+    };
+    let out = run_bench(&exp, target, &mut progress).map_err(|e| match e {
+        BenchError::Input(m) => bad(m),
+        BenchError::Failed(m) => Failure(1, m),
+    })?;
+    bar.finish_and_clear();
+    print!("{}", meridian_cli::summary(&out.report));
+    if let Some(path) = &args.report {
+        write_file(path, &serde_json::to_string_pretty(&out.report.to_json()).expect("json"))?;
+    }
+    if let Some(path) = &args.history {
+        write_file(path, &to_jsonl(&out.history))?;
+    }
+    match out.report.check_valid() {
+        Some(false) => Err(Failure(1, String::new())),
+        _ => Ok(()),
+    }
 }

@@ -48,6 +48,10 @@ pub struct Report {
     pub counters: BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Json>,
+    /// The real system measured (`meridian bench`): `meridian` or `etcd`;
+    /// absent for simulated runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
 }
 
 impl Report {
@@ -98,15 +102,31 @@ pub fn build_report<P: Protocol>(
     checked: bool,
     facts: RunFacts,
 ) -> Report {
+    build_report_for(P::NAME, P::CONSISTENCY, exp, topology, stats, history, checked, facts)
+}
+
+/// [`build_report`] for a system named at run time (a protocol, or a peer
+/// such as etcd measured for comparison).
+#[allow(clippy::too_many_arguments)]
+pub fn build_report_for(
+    name: &str,
+    consistency: Consistency,
+    exp: &Experiment,
+    topology: &Topology,
+    stats: &DriverStats,
+    history: &[HistoryOp],
+    checked: bool,
+    facts: RunFacts,
+) -> Report {
     let window_s = (exp.run.duration_s - exp.run.warmup_s).max(1e-9);
     let mut counters: BTreeMap<String, u64> = facts.counters.into_iter().collect();
     *counters.entry("retries".into()).or_default() += stats.retries;
     counters.insert("client_retries".into(), stats.retries);
     counters.insert("throttled".into(), stats.throttled);
-    let check = checked.then(|| meridian_checker::check(history, model_for(P::CONSISTENCY)).to_json());
+    let check = checked.then(|| meridian_checker::check(history, model_for(consistency)).to_json());
     Report {
-        protocol: P::NAME.to_string(),
-        consistency: P::CONSISTENCY.name().to_string(),
+        protocol: name.to_string(),
+        consistency: consistency.name().to_string(),
         seed: exp.run.seed,
         simulated_s: round3(facts.simulated_ns as f64 / 1e9),
         wall_s: round3(facts.wall_s),
@@ -126,23 +146,32 @@ pub fn build_report<P: Protocol>(
             .collect(),
         counters,
         check,
+        target: None,
     }
 }
 
 /// The human summary printed by `meridian sim`.
 pub fn summary(r: &Report) -> String {
     let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{} on {} (seed {}): {:.1} s simulated in {:.1} s wall, {} events ({:.2} M/s)",
-        r.protocol,
-        r.config,
-        r.seed,
-        r.simulated_s,
-        r.wall_s,
-        r.events,
-        r.events_per_wall_s / 1e6
-    );
+    if let Some(target) = &r.target {
+        let _ = writeln!(
+            s,
+            "{} ({target}) on {} (seed {}): {:.1} s on a real cluster",
+            r.protocol, r.config, r.seed, r.wall_s
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "{} on {} (seed {}): {:.1} s simulated in {:.1} s wall, {} events ({:.2} M/s)",
+            r.protocol,
+            r.config,
+            r.seed,
+            r.simulated_s,
+            r.wall_s,
+            r.events,
+            r.events_per_wall_s / 1e6
+        );
+    }
     let _ = writeln!(
         s,
         "txns: {} committed, {} aborted, {} unknown; throughput {:.1} txn/s after warm-up",

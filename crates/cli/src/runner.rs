@@ -221,7 +221,8 @@ fn fault_actions(topology: &Topology, kind: &FaultKind) -> Vec<FaultAction> {
     }
 }
 
-fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool) -> Result<Driver, ConfigError> {
+/// The workload driver of an experiment for the clients of `topology`.
+pub fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool) -> Result<Driver, ConfigError> {
     exp.workload.validate(topology.shards).map_err(|e| exp.error_at("workload", e))?;
     let pacing = match exp.clients.mode {
         ClientMode::Open { rate_tps, max_outstanding } => {

@@ -21,7 +21,9 @@ mod model;
 mod raw;
 mod resolve;
 
+pub use diagnose::{syntax_error, typing_error};
 pub use error::ConfigError;
+pub use locate::Locator;
 pub use matrix::DEFAULT_LOCAL_RTT_MS;
 pub use meridian_workload::WorkloadSpec;
 pub use model::{
@@ -29,8 +31,8 @@ pub use model::{
 };
 pub use resolve::{MAX_DURATION_S, MAX_NODES};
 
-use diagnose::{syntax_error, typing_error, unknown_node_message};
-use locate::{Locator, join};
+use diagnose::unknown_node_message;
+use locate::join;
 use meridian_core::{ClusterSpec, LatencyMatrix, RegionId, Topology};
 use raw::RawExperiment;
 use resolve::Ctx;
@@ -236,4 +238,38 @@ fn resolve_all(ctx: Ctx<'_>, raw: &RawExperiment) -> Result<Experiment, ConfigEr
         matrix,
         locations: Locator::default(),
     })
+}
+
+/// The `[cluster] preset` / `[network] rtt_ms` / `local_rtt_ms` trio as other
+/// file formats spell it (the runtime's cluster file): the latency matrix,
+/// or an error placed at the field. `known` lists the region names the file
+/// uses elsewhere, which disambiguate hyphenated pair keys.
+pub fn latency_matrix(
+    file: &str,
+    loc: &Locator,
+    preset: Option<&str>,
+    known: &[String],
+    rtt_ms: Option<&std::collections::BTreeMap<String, f64>>,
+    local_rtt_ms: Option<f64>,
+) -> Result<LatencyMatrix, ConfigError> {
+    let cluster = raw::RawCluster {
+        preset: preset.map(str::to_string),
+        server_regions: known.to_vec(),
+        shards: None,
+        replicas_per_shard: None,
+        leaders: None,
+    };
+    let network = raw::RawNetwork { rtt_ms: rtt_ms.cloned(), local_rtt_ms, ..Default::default() };
+    matrix::build(Ctx { file, loc }, &cluster, &raw::RawClients::default(), &network)
+}
+
+/// `[protocol.params]` as other file formats spell it: each value typed as
+/// the experiment file types it, errors placed at `protocol.params.NAME`.
+pub fn protocol_params(
+    file: &str,
+    loc: &Locator,
+    params: Option<&std::collections::BTreeMap<String, toml::Value>>,
+) -> Result<meridian_core::Params, ConfigError> {
+    let raw = raw::RawProtocol { name: "-".into(), params: params.cloned() };
+    resolve::protocol(Ctx { file, loc }, &raw).map(|p| p.params)
 }

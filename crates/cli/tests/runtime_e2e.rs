@@ -1,0 +1,177 @@
+//! End to end on real processes: every implemented protocol as a 3 shards ×
+//! 3 replicas cluster of `meridian server` processes on loopback, with the
+//! tiga-gcp WAN emulated at a fiftieth of its size; a bounded list-append
+//! load through the benchmark driver while the first shard's leader is
+//! killed with SIGKILL and restarted from its write-ahead log. The recorded
+//! history must satisfy the protocol's promise, every acknowledged append
+//! must be in the final lists (and no failed one), and the restarted
+//! replica must have rejoined: with another replica of its shard killed,
+//! the shard still commits.
+
+mod support;
+
+use meridian_checker::{Mop, OpType};
+use meridian_core::{Data, Key, Op, Outcome, Program, Protocol};
+use meridian_experiment::Experiment;
+use meridian_protocols::registry;
+use meridian_runtime::Client;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use support::cluster::{Shape, TestCluster};
+
+/// Knobs that make failover quick at the test's scale, applied to each
+/// protocol that documents them.
+const FAST_FAILOVER: &[(&str, &str)] = &[
+    ("heartbeat_ms", "20"),
+    ("election_timeout_ms", "200"),
+    ("execute_timeout_ms", "800"),
+    ("prepare_retry_ms", "300"),
+    ("decide_retry_ms", "300"),
+    ("decision_timeout_ms", "4000"),
+    ("in_doubt_ms", "500"),
+    ("termination_tick_ms", "100"),
+    ("lock_lease_ms", "3000"),
+];
+
+const WORKLOAD: &str = r#"
+[cluster]
+preset = "tiga-gcp"
+server_regions = ["south-carolina", "finland", "brazil"]
+shards = 3
+replicas_per_shard = 3
+
+[clients]
+regions = ["south-carolina"]
+per_region = 4
+mode = "closed"
+think_ms = 2.0
+max_retries = 3
+retry_backoff_ms = 5.0
+
+[workload]
+kind = "list-append"
+keys_per_shard = 4
+ops_per_txn = 3
+read_ratio = 0.4
+shards_per_txn = [1, 3]
+
+[run]
+duration_s = 6.0
+warmup_s = 0.0
+drain_s = 6.0
+seed = 7
+
+[protocol]
+name = "2pl-paxos"
+"#;
+
+fn params_for(protocol: &str) -> Vec<String> {
+    let docs = registry::find(protocol).expect("registered").params;
+    FAST_FAILOVER
+        .iter()
+        .filter(|(name, _)| docs.iter().any(|d| d.name == *name))
+        .map(|(name, value)| format!("{name} = {value}"))
+        .collect()
+}
+
+/// Elements of committed and of failed appends, by key, from the history.
+fn appends(history: &[meridian_checker::HistoryOp]) -> (BTreeMap<u64, BTreeSet<u64>>, BTreeSet<u64>) {
+    let mut committed: BTreeMap<u64, BTreeSet<u64>> = BTreeMap::new();
+    let mut failed = BTreeSet::new();
+    for op in history {
+        for mop in &op.value {
+            if let Mop::Append { key, element } = mop {
+                match op.kind {
+                    OpType::Ok => {
+                        committed.entry(*key).or_default().insert(*element);
+                    }
+                    OpType::Fail => {
+                        failed.insert(*element);
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+    (committed, failed)
+}
+
+/// Runs `program` until it commits (bounded), returning its results.
+async fn commit(client: &Client, program: &Program, within: Duration) -> Vec<Option<meridian_core::Value>> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match client.run(program.clone()).await.expect("front-end reachable") {
+            Outcome::Committed { results } => return results,
+            other => {
+                assert!(tokio::time::Instant::now() < deadline, "no commit within {within:?}: last {other:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+fn run_protocol(protocol: &str) {
+    let mut cluster = TestCluster::start(
+        protocol,
+        Shape { protocol, shards: 3, replicas: 3, wan_scale: Some(0.02), params: params_for(protocol) },
+    );
+    let mut exp = Experiment::from_str(WORKLOAD, "e2e.toml").unwrap_or_else(|e| panic!("{e}"));
+    exp.set_protocol(protocol);
+    let cfg = cluster.cfg.clone();
+    let bench = std::thread::spawn(move || {
+        meridian_cli::real::run_bench(&exp, meridian_cli::real::Target::Meridian(&cfg), &mut |_, _| {})
+            .map_err(|e| format!("{e:?}"))
+    });
+    // The first shard's leader dies mid-load and comes back from its log.
+    let victim = cluster.cfg.topology.name(cluster.cfg.topology.initial_leader(meridian_core::ShardId(0))).to_string();
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.kill(&victim);
+    std::thread::sleep(Duration::from_millis(1500));
+    cluster.restart(&victim);
+    let out = bench.join().expect("bench thread").unwrap_or_else(|e| panic!("{e}"));
+    cluster.wait_healthy(Duration::from_secs(10));
+
+    eprint!("{}", meridian_cli::summary(&out.report));
+    let log = std::fs::read_to_string(cluster.dir.join(format!("{victim}.log"))).unwrap_or_default();
+    let recoveries: Vec<&str> = log.lines().filter(|l| l.contains("recovered the write-ahead log")).collect();
+    assert_eq!(recoveries.len(), 2, "{victim} started twice:\n{log}");
+    assert!(!recoveries[1].contains("records=0"), "the restart found its log: {}", recoveries[1]);
+    let check = out.report.check.clone().expect("history checked");
+    assert_eq!(out.report.check_valid(), Some(true), "{protocol}: history invalid: {check}");
+    assert!(out.report.txns.committed > 20, "{protocol}: too little committed: {:?}", out.report.txns);
+
+    let (committed, failed) = appends(&out.history);
+    let keys: Vec<u64> = committed.keys().copied().collect();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = rt.block_on(Client::connect(cluster.client_addr())).expect("connect");
+    let read_all = Program::new(keys.iter().map(|k| Op::Read { key: Key(*k) }).collect());
+    let results = rt.block_on(commit(&client, &read_all, Duration::from_secs(10)));
+    for (key, value) in keys.iter().zip(&results) {
+        let list: BTreeSet<u64> = match value.as_ref().map(|v| &v.data) {
+            Some(Data::List(l)) => l.iter().copied().collect(),
+            _ => BTreeSet::new(),
+        };
+        let missing: Vec<_> = committed[key].difference(&list).collect();
+        assert!(missing.is_empty(), "{protocol}: acknowledged appends lost on key {key}: {missing:?}");
+        let ghosts: Vec<_> = list.intersection(&failed).collect();
+        assert!(ghosts.is_empty(), "{protocol}: failed appends visible on key {key}: {ghosts:?}");
+    }
+
+    // The restarted replica rejoined: without another member of its shard,
+    // the shard still reaches a majority.
+    let shard0 = cluster.cfg.topology.replicas(meridian_core::ShardId(0)).to_vec();
+    let other = shard0.iter().map(|n| cluster.cfg.topology.name(*n).to_string()).find(|n| *n != victim).unwrap();
+    cluster.kill(&other);
+    let key = (0..).map(Key).find(|k| cluster.cfg.topology.shard_of(*k).0 == 0).unwrap();
+    let append = Program::new(vec![Op::Append { key, element: u64::MAX - 1 }]);
+    rt.block_on(commit(&client, &append, Duration::from_secs(15)));
+}
+
+#[test]
+fn every_protocol_keeps_acknowledged_commits_across_a_leader_sigkill() {
+    for info in registry::implemented_protocols() {
+        let name = info.name;
+        meridian_protocols::with_protocol!(name, P => assert_eq!(<P as Protocol>::NAME, name));
+        run_protocol(name);
+    }
+}

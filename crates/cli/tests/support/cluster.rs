@@ -1,0 +1,197 @@
+//! A real Meridian cluster of `meridian server` processes on loopback for
+//! tests: free ports, a cluster file in a temporary directory, processes
+//! killed (SIGKILL) and waited for when the guard drops, even when the test
+//! fails.
+
+#![allow(dead_code)]
+
+use meridian_runtime::ClusterConfig;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How the test cluster is shaped.
+pub struct Shape<'a> {
+    pub protocol: &'a str,
+    pub shards: u32,
+    pub replicas: u32,
+    /// `None`: no WAN emulation.
+    pub wan_scale: Option<f64>,
+    /// `[protocol.params]` lines (`name = value`).
+    pub params: Vec<String>,
+}
+
+/// Ports nobody listens on right now (bound, then released together).
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port")).collect();
+    held.iter().map(|l| l.local_addr().expect("bound").port()).collect()
+}
+
+pub struct TestCluster {
+    pub dir: PathBuf,
+    pub file: PathBuf,
+    pub cfg: ClusterConfig,
+    children: Vec<(String, Option<Child>)>,
+}
+
+fn temp_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+    let dir = std::env::temp_dir().join(format!("meridian-test-{tag}-{}-{nanos}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+impl TestCluster {
+    /// Writes the cluster file and starts every node; waits until each
+    /// answers `/health`.
+    pub fn start(tag: &str, shape: Shape<'_>) -> TestCluster {
+        let dir = temp_dir(tag);
+        // Names first, from a cluster file without addresses.
+        let text = cluster_text(&shape, &dir, &[]);
+        let probe = ClusterConfig::from_str(&text, "probe.toml").unwrap_or_else(|e| panic!("{e}"));
+        let names: Vec<String> = probe.topology.nodes.iter().map(|n| n.name.clone()).collect();
+        let ports = free_ports(4 * names.len());
+        let nodes: Vec<(String, bool, &[u16])> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                (n.clone(), probe.topology.is_client(meridian_core::NodeId(i as u32)), &ports[4 * i..4 * i + 4])
+            })
+            .collect();
+        let text = cluster_text(&shape, &dir, &nodes);
+        let file = dir.join("cluster.toml");
+        std::fs::write(&file, &text).expect("write the cluster file");
+        let cfg = ClusterConfig::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let mut cluster = TestCluster { dir, file, cfg, children: Vec::new() };
+        for name in names {
+            let child = cluster.spawn(&name);
+            cluster.children.push((name, Some(child)));
+        }
+        cluster.wait_healthy(Duration::from_secs(20));
+        cluster
+    }
+
+    fn spawn(&self, name: &str) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join(format!("{name}.log")))
+            .expect("node log");
+        Command::new(env!("CARGO_BIN_EXE_meridian"))
+            .args(["server", "--config"])
+            .arg(&self.file)
+            .args(["--node", name])
+            .env("MERIDIAN_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("start a meridian server")
+    }
+
+    fn index(&self, name: &str) -> usize {
+        self.children.iter().position(|(n, _)| n == name).unwrap_or_else(|| panic!("no node {name}"))
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self, name: &str) {
+        let i = self.index(name);
+        if let Some(mut child) = self.children[i].1.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts a killed node again (it recovers from its write-ahead log).
+    pub fn restart(&mut self, name: &str) {
+        let i = self.index(name);
+        assert!(self.children[i].1.is_none(), "{name} is running");
+        let child = self.spawn(name);
+        self.children[i].1 = Some(child);
+    }
+
+    pub fn addr_of(&self, name: &str) -> &meridian_runtime::config::NodeAddrs {
+        let id = self.cfg.node(name).expect("node");
+        &self.cfg.addrs[id.index()]
+    }
+
+    pub fn frontend(&self) -> String {
+        self.cfg.topology.name(self.cfg.frontends()[0]).to_string()
+    }
+
+    pub fn client_addr(&self) -> SocketAddr {
+        self.addr_of(&self.frontend()).client.expect("front-end")
+    }
+
+    pub fn redis_addr(&self) -> SocketAddr {
+        self.addr_of(&self.frontend()).redis.expect("front-end")
+    }
+
+    pub fn healthy(&self, name: &str) -> bool {
+        let addr = self.addr_of(name).metrics;
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async {
+            let probe = tokio::time::timeout(Duration::from_millis(500), meridian_runtime::http::get(addr, "/health"));
+            matches!(probe.await, Ok(Ok((200, _))))
+        })
+    }
+
+    pub fn wait_healthy(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        for (name, _) in &self.children {
+            while !self.healthy(name) {
+                assert!(Instant::now() < deadline, "{name} not healthy; log:\n{}", self.log(name));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        let text = std::fs::read_to_string(self.dir.join(format!("{name}.log"))).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(30)..].join("\n")
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            if let Some(mut c) = child.take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn cluster_text(shape: &Shape<'_>, dir: &Path, nodes: &[(String, bool, &[u16])]) -> String {
+    let mut t = format!(
+        "[cluster]\nname = \"test\"\npreset = \"tiga-gcp\"\nserver_regions = [\"south-carolina\", \"finland\", \"brazil\"]\n\
+         shards = {}\nreplicas_per_shard = {}\n\n[frontends]\nregions = [\"south-carolina\"]\n\n",
+        shape.shards, shape.replicas
+    );
+    match shape.wan_scale {
+        Some(s) => t.push_str(&format!("[network]\nemulate_wan = true\nwan_scale = {s}\n\n")),
+        None => t.push_str("[network]\nemulate_wan = false\n\n"),
+    }
+    t.push_str(&format!("[storage]\ndata_dir = {:?}\nfsync = true\n\n", dir.join("data").display().to_string()));
+    t.push_str(&format!("[protocol]\nname = {:?}\n\n[protocol.params]\n", shape.protocol));
+    for p in &shape.params {
+        t.push_str(p);
+        t.push('\n');
+    }
+    for (name, frontend, ports) in nodes {
+        t.push_str(&format!(
+            "\n[[nodes]]\nname = {name:?}\npeer = \"127.0.0.1:{}\"\nmetrics = \"127.0.0.1:{}\"\n",
+            ports[0], ports[3]
+        ));
+        if *frontend {
+            t.push_str(&format!("client = \"127.0.0.1:{}\"\nredis = \"127.0.0.1:{}\"\n", ports[1], ports[2]));
+        }
+    }
+    t
+}

@@ -1,0 +1,171 @@
+//! Meridian's async client library: a connection to a front-end node's
+//! client API that runs transaction programs and returns their outcomes.
+//!
+//! [`Client`] multiplexes any number of concurrent calls over one
+//! connection; [`Connection`] is the low-level form the benchmark uses
+//! (submit now, outcomes arrive on a channel). Helpers build the programs
+//! of `get` and `put` with the same key mapping as the Redis gateway, so
+//! the two see the same data. This module must never retry on its own: an
+//! aborted outcome is the caller's to handle.
+
+use crate::frame::{self, ClientFrame, ServerFrame};
+use meridian_core::{Data, Key, Op, Outcome, Program, Value};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+
+/// The sending half of a client connection.
+#[derive(Clone)]
+pub struct Connection {
+    out: mpsc::UnboundedSender<ClientFrame>,
+}
+
+impl Connection {
+    /// Connects; every answer `(id, outcome)` goes to `answers`, and the
+    /// channel closes when the connection does.
+    pub async fn open(addr: SocketAddr, answers: mpsc::UnboundedSender<(u64, Outcome)>) -> io::Result<Connection> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (r, w) = stream.into_split();
+        let (out, out_rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_requests(BufWriter::new(w), out_rx));
+        tokio::spawn(async move {
+            let mut r = BufReader::new(r);
+            let mut buf = Vec::new();
+            while let Ok(Some(ServerFrame::Response { id, outcome })) = frame::read_value(&mut r, &mut buf).await {
+                if answers.send((id, outcome)).is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Connection { out })
+    }
+
+    /// Sends a request; false when the connection is gone.
+    pub fn submit(&self, id: u64, program: Program) -> bool {
+        self.out.send(ClientFrame::Request { id, program }).is_ok()
+    }
+}
+
+async fn write_requests(
+    mut w: BufWriter<tokio::net::tcp::OwnedWriteHalf>,
+    mut rx: mpsc::UnboundedReceiver<ClientFrame>,
+) -> io::Result<()> {
+    while let Some(first) = rx.recv().await {
+        frame::write_value(&mut w, &first).await?;
+        while let Ok(more) = rx.try_recv() {
+            frame::write_value(&mut w, &more).await?;
+        }
+        w.flush().await?;
+    }
+    Ok(())
+}
+
+type Waiters = Arc<Mutex<HashMap<u64, oneshot::Sender<Outcome>>>>;
+
+/// A client of one front-end node; cheap to clone, calls may overlap.
+#[derive(Clone)]
+pub struct Client {
+    conn: Connection,
+    waiters: Waiters,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Client {
+    pub async fn connect(addr: SocketAddr) -> io::Result<Client> {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(u64, Outcome)>();
+        let conn = Connection::open(addr, tx).await?;
+        let waiters: Waiters = Arc::default();
+        let w = waiters.clone();
+        tokio::spawn(async move {
+            while let Some((id, outcome)) = rx.recv().await {
+                if let Some(waiter) = w.lock().expect("waiters lock").remove(&id) {
+                    let _ = waiter.send(outcome);
+                }
+            }
+            // Connection closed: pending callers see an error.
+            w.lock().expect("waiters lock").clear();
+        });
+        Ok(Client { conn, waiters, next_id: Arc::default() })
+    }
+
+    /// Runs one transaction program and returns its outcome.
+    pub async fn run(&self, program: Program) -> io::Result<Outcome> {
+        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.waiters.lock().expect("waiters lock").insert(id, tx);
+        if !self.conn.submit(id, program) {
+            self.waiters.lock().expect("waiters lock").remove(&id);
+            return Err(closed());
+        }
+        rx.await.map_err(|_| closed())
+    }
+
+    /// Reads one key: `None` when absent (or deleted).
+    pub async fn get(&self, key: &[u8]) -> io::Result<Result<Option<Value>, Outcome>> {
+        let outcome = self.run(Program::new(vec![Op::Read { key: key_of(key) }])).await?;
+        Ok(match outcome {
+            Outcome::Committed { mut results } => Ok(results.pop().flatten().filter(|v| !is_tombstone(v))),
+            other => Err(other),
+        })
+    }
+
+    /// Writes one key.
+    pub async fn put(&self, key: &[u8], value: &[u8]) -> io::Result<Outcome> {
+        let op = Op::Write { key: key_of(key), value: bytes_value(fresh_tag(), value) };
+        self.run(Program::new(vec![op])).await
+    }
+}
+
+fn closed() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, "the front-end node closed the connection")
+}
+
+/// A user key (any bytes) as a Meridian key: the same mapping everywhere
+/// (client, Redis gateway), 64-bit FNV-1a.
+pub fn key_of(bytes: &[u8]) -> Key {
+    Key::from_bytes(bytes)
+}
+
+/// A byte-string value.
+pub fn bytes_value(tag: u64, bytes: &[u8]) -> Value {
+    Value { tag, data: Data::Bytes(Arc::new(bytes.to_vec())) }
+}
+
+/// A deleted key reads as this: an empty byte string. (A Redis `SET k ""`
+/// therefore reads back as absent.)
+pub fn tombstone(tag: u64) -> Value {
+    bytes_value(tag, b"")
+}
+
+pub fn is_tombstone(v: &Value) -> bool {
+    matches!(&v.data, Data::Bytes(b) if b.is_empty())
+}
+
+/// A value as text for people: integers in decimal, bytes as UTF-8 (lossy),
+/// lists as `[a, b]`.
+pub fn render(v: &Value) -> String {
+    match &v.data {
+        Data::Int(i) => i.to_string(),
+        Data::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        Data::List(l) => format!("{:?}", l.as_slice()),
+    }
+}
+
+/// A write tag unique with overwhelming probability: clock and process
+/// mixed with a counter (values written by clients need unique tags only
+/// so that histories can tell writes apart).
+pub fn fresh_tag() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let mut x = now ^ (u64::from(std::process::id()) << 40) ^ n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 31;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^ (x >> 29)
+}

@@ -1,0 +1,181 @@
+//! Length-delimited postcard frames: the one wire format of Meridian's
+//! node-to-node transport and its client API.
+//!
+//! A frame is `len u32 (little endian) | payload`, the payload a postcard
+//! encoding. A length past [`MAX_FRAME_BYTES`] or a payload that does not
+//! decode is an error that closes the connection; this module must never
+//! allocate what a peer's length field asks for before checking it, nor
+//! panic on any input.
+
+use meridian_core::{Outcome, Program};
+use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use std::io;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Largest frame accepted (a message, a client request or a response).
+pub const MAX_FRAME_BYTES: usize = 16 << 20;
+
+/// The first frame on a node-to-node connection: who is calling, and for
+/// which cluster (a hash of the cluster file's node names and protocol).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Hello {
+    pub cluster: u64,
+    pub from: u32,
+}
+
+/// What a client sends to a front-end node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ClientFrame {
+    /// Run a transaction; the answer carries the same `id`.
+    Request { id: u64, program: Program },
+}
+
+/// What a front-end node answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ServerFrame {
+    Response { id: u64, outcome: Outcome },
+}
+
+/// Why a frame was rejected.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// The length field exceeds [`MAX_FRAME_BYTES`].
+    TooLong(usize),
+    /// The payload is not a valid encoding of the expected type.
+    Malformed(String),
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::TooLong(n) => write!(f, "frame of {n} bytes exceeds the {MAX_FRAME_BYTES}-byte limit"),
+            FrameError::Malformed(why) => write!(f, "malformed frame: {why}"),
+        }
+    }
+}
+
+impl From<FrameError> for io::Error {
+    fn from(e: FrameError) -> io::Error {
+        io::Error::new(io::ErrorKind::InvalidData, e.to_string())
+    }
+}
+
+/// Appends `value` as one frame to `out`.
+pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 4]);
+    // Serializing plain data into a Vec cannot fail.
+    let out_vec = std::mem::take(out);
+    let mut out_vec = postcard::to_extend(value, out_vec).expect("postcard encodes into a Vec");
+    let len = out_vec.len() - start - 4;
+    assert!(len <= MAX_FRAME_BYTES, "a frame of {len} bytes exceeds the wire limit");
+    out_vec[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
+    *out = out_vec;
+}
+
+/// One value as a standalone frame.
+pub fn to_frame<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(value, &mut out);
+    out
+}
+
+/// Decodes one payload (without its length prefix).
+pub fn decode<T: DeserializeOwned>(payload: &[u8]) -> Result<T, FrameError> {
+    postcard::from_bytes(payload).map_err(|e| FrameError::Malformed(e.to_string()))
+}
+
+/// Splits the first complete frame off `buf`: `Ok(Some((payload, used)))`,
+/// `Ok(None)` when more bytes are needed, an error for an absurd length.
+pub fn split(buf: &[u8]) -> Result<Option<(&[u8], usize)>, FrameError> {
+    let Some(head) = buf.get(..4) else { return Ok(None) };
+    let len = u32::from_le_bytes([head[0], head[1], head[2], head[3]]) as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLong(len));
+    }
+    Ok(buf.get(4..4 + len).map(|payload| (payload, 4 + len)))
+}
+
+/// Reads one frame's payload into `buf`; `Ok(false)` on a clean end of
+/// stream before a frame starts.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> io::Result<bool> {
+    let mut head = [0u8; 4];
+    match r.read_exact(&mut head).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(false),
+        Err(e) => return Err(e),
+    }
+    let len = u32::from_le_bytes(head) as usize;
+    if len > MAX_FRAME_BYTES {
+        return Err(FrameError::TooLong(len).into());
+    }
+    buf.clear();
+    buf.resize(len, 0);
+    r.read_exact(buf).await?;
+    Ok(true)
+}
+
+/// Reads and decodes one frame; `Ok(None)` at a clean end of stream.
+pub async fn read_value<R: AsyncRead + Unpin, T: DeserializeOwned>(
+    r: &mut R,
+    buf: &mut Vec<u8>,
+) -> io::Result<Option<T>> {
+    if !read_frame(r, buf).await? {
+        return Ok(None);
+    }
+    Ok(Some(decode(buf)?))
+}
+
+/// Writes one value as a frame (unflushed when `w` buffers).
+pub async fn write_value<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, value: &T) -> io::Result<()> {
+    w.write_all(&to_frame(value)).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{Key, Op};
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_frame_round_trips() {
+        let program = Program::new(vec![Op::Read { key: Key(7) }]);
+        let frame = to_frame(&ClientFrame::Request { id: 3, program: program.clone() });
+        let (payload, used) = split(&frame).unwrap().unwrap();
+        assert_eq!(used, frame.len());
+        assert_eq!(decode::<ClientFrame>(payload).unwrap(), ClientFrame::Request { id: 3, program });
+        assert_eq!(split(&frame[..frame.len() - 1]).unwrap(), None, "a partial frame needs more bytes");
+    }
+
+    #[test]
+    fn an_absurd_length_is_rejected_before_allocating() {
+        let bytes = u32::MAX.to_le_bytes();
+        assert_eq!(split(&bytes), Err(FrameError::TooLong(u32::MAX as usize)));
+    }
+
+    #[test]
+    fn garbage_payloads_are_errors() {
+        assert!(decode::<ClientFrame>(&[9, 9, 9]).is_err());
+        assert!(decode::<Hello>(&[]).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn decoders_never_panic_on_arbitrary_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = split(&bytes);
+            let _ = decode::<ClientFrame>(&bytes);
+            let _ = decode::<ServerFrame>(&bytes);
+            let _ = decode::<Hello>(&bytes);
+            let _ = decode::<meridian_protocols::twopl_paxos::Msg>(&bytes);
+        }
+
+        #[test]
+        fn split_agrees_with_the_length_prefix(len in 0usize..64, extra in 0usize..8) {
+            let mut frame = (len as u32).to_le_bytes().to_vec();
+            frame.extend(std::iter::repeat_n(1u8, len + extra));
+            let (payload, used) = split(&frame).unwrap().unwrap();
+            prop_assert_eq!(payload.len(), len);
+            prop_assert_eq!(used, len + 4);
+        }
+    }
+}

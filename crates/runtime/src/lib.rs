@@ -1,0 +1,28 @@
+//! Meridian's real runtime: the sans-IO protocols as a multi-process
+//! cluster. Each node is an OS process (`meridian server`) that drives its
+//! protocol process with real events — TCP messages through a delay
+//! injector that emulates the WAN, timers on the monotonic clock, a
+//! write-ahead log with group commit and fsync — exactly as the simulator
+//! drives it with simulated ones. Front-end nodes also serve the client API
+//! and a Redis gateway; every node serves Prometheus metrics.
+//!
+//! Nothing here is specific to a protocol: the registry's `with_protocol!`
+//! picks the protocol type named by the cluster file.
+
+pub mod api;
+pub mod bench;
+pub mod client;
+pub mod cluster;
+pub mod config;
+pub mod etcd;
+pub mod expr;
+pub mod frame;
+pub mod http;
+pub mod node;
+pub mod redis;
+pub mod server;
+pub mod transport;
+pub mod wal;
+
+pub use client::Client;
+pub use config::ClusterConfig;

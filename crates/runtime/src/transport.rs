@@ -1,0 +1,236 @@
+//! Node-to-node transport: TCP with length-delimited postcard frames, one
+//! outgoing connection per peer with reconnect and backoff, bounded
+//! queues, and the delay injector that holds each message for the
+//! configured one-way delay (plus jitter) between the two nodes' regions,
+//! so that one machine emulates a wide-area deployment.
+//!
+//! Incoming frames go to the node loop through its bounded inbox: a reader
+//! awaits room, so a slow node pushes back on its senders through TCP flow
+//! control. Outgoing queues are bounded too, but a node never waits for a
+//! peer: a message that finds its peer's queue full, or its peer
+//! unreachable, is dropped, which is what the network may do to any
+//! message and what every protocol already tolerates. This module must
+//! never block the node loop, and never deliver a message of another
+//! cluster (the first frame of a connection names both).
+
+use crate::frame::{self, Hello};
+use meridian_core::{NodeId, Rng};
+use serde::de::DeserializeOwned;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// Backoff between connection attempts to an unreachable peer.
+const BACKOFF_MIN: Duration = Duration::from_millis(5);
+const BACKOFF_MAX: Duration = Duration::from_millis(500);
+
+/// One encoded message and when the injector lets it leave.
+struct Outgoing {
+    due: Instant,
+    frame: Vec<u8>,
+}
+
+/// The sending half: one bounded queue and writer task per peer.
+pub struct Transport {
+    me: NodeId,
+    links: Vec<Option<mpsc::Sender<Outgoing>>>,
+    /// Injected one-way delay to each peer, ns.
+    delay_ns: Vec<u64>,
+    /// Mean of the exponential jitter, ns (0: none).
+    jitter_mean_ns: f64,
+    /// Departure of the last message to each peer: links stay FIFO, as
+    /// over one TCP connection, whatever the jitter.
+    last_due: Vec<Instant>,
+    rng: Rng,
+}
+
+/// What the transport needs to know about the cluster.
+pub struct Peers {
+    pub me: NodeId,
+    pub cluster: u64,
+    pub addrs: Vec<SocketAddr>,
+    pub delay_ns: Vec<u64>,
+    pub jitter_mean_ns: f64,
+    pub queue_messages: usize,
+    pub seed: u64,
+}
+
+impl Transport {
+    /// Starts one writer task per peer (connections open on first use).
+    pub fn start(peers: Peers) -> Transport {
+        let hello = frame::to_frame(&Hello { cluster: peers.cluster, from: peers.me.0 });
+        let links = peers
+            .addrs
+            .iter()
+            .enumerate()
+            .map(|(i, addr)| {
+                if i == peers.me.index() {
+                    return None;
+                }
+                let (tx, rx) = mpsc::channel(peers.queue_messages);
+                let name = format!("n{i}");
+                tokio::spawn(peer_writer(*addr, hello.clone(), rx, name));
+                Some(tx)
+            })
+            .collect();
+        let now = Instant::now();
+        Transport {
+            me: peers.me,
+            links,
+            last_due: vec![now; peers.addrs.len()],
+            delay_ns: peers.delay_ns,
+            jitter_mean_ns: peers.jitter_mean_ns,
+            rng: Rng::derive(peers.seed, 0x6e65_7400 + u64::from(peers.me.0)),
+        }
+    }
+
+    /// Queues an encoded frame for `to` after the injected delay; false
+    /// when it was dropped because the peer's queue is full.
+    pub fn send(&mut self, to: NodeId, frame: Vec<u8>) -> bool {
+        debug_assert_ne!(to, self.me, "self-sends are the node loop's");
+        let Some(Some(link)) = self.links.get(to.index()) else { return false };
+        let mut delay_ns = self.delay_ns[to.index()];
+        if self.jitter_mean_ns > 0.0 {
+            delay_ns += self.rng.exponential(self.jitter_mean_ns) as u64;
+        }
+        let due = (Instant::now() + Duration::from_nanos(delay_ns)).max(self.last_due[to.index()]);
+        self.last_due[to.index()] = due;
+        let ok = link.try_send(Outgoing { due, frame }).is_ok();
+        if !ok {
+            metrics::counter!("meridian_net_dropped_total", "reason" => "queue_full").increment(1);
+        }
+        ok
+    }
+
+    /// Messages waiting in every outgoing queue (held by the injector or
+    /// not yet written).
+    pub fn queued(&self) -> usize {
+        self.links.iter().flatten().map(|l| l.max_capacity() - l.capacity()).sum()
+    }
+}
+
+/// Writes one peer's queue, in order, each message no earlier than its due
+/// time; reconnects with backoff, dropping what it cannot deliver.
+async fn peer_writer(addr: SocketAddr, hello: Vec<u8>, mut rx: mpsc::Receiver<Outgoing>, name: String) {
+    let mut backoff = BACKOFF_MIN;
+    let mut next_attempt = Instant::now();
+    while let Some(first) = rx.recv().await {
+        if Instant::now() < next_attempt {
+            drop_unreachable(&mut rx, 1);
+            continue;
+        }
+        let stream = match connect(addr, &hello).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::debug!(peer = %name, %addr, error = %e, "peer unreachable");
+                next_attempt = Instant::now() + backoff;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                drop_unreachable(&mut rx, 1);
+                continue;
+            }
+        };
+        backoff = BACKOFF_MIN;
+        if let Err(e) = write_loop(stream, first, &mut rx).await {
+            tracing::debug!(peer = %name, error = %e, "peer connection lost");
+            metrics::counter!("meridian_net_reconnects_total").increment(1);
+        }
+    }
+}
+
+/// Counts (and drops) what is queued for a peer that cannot be reached.
+fn drop_unreachable(rx: &mut mpsc::Receiver<Outgoing>, already: u64) {
+    let mut n = already;
+    while rx.try_recv().is_ok() {
+        n += 1;
+    }
+    metrics::counter!("meridian_net_dropped_total", "reason" => "unreachable").increment(n);
+}
+
+async fn connect(addr: SocketAddr, hello: &[u8]) -> std::io::Result<TcpStream> {
+    let stream = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await??;
+    stream.set_nodelay(true)?;
+    let mut stream = stream;
+    stream.write_all(hello).await?;
+    Ok(stream)
+}
+
+async fn write_loop(stream: TcpStream, first: Outgoing, rx: &mut mpsc::Receiver<Outgoing>) -> std::io::Result<()> {
+    let mut w = BufWriter::with_capacity(64 << 10, stream);
+    let mut next = Some(first);
+    loop {
+        let msg = match next.take() {
+            Some(m) => m,
+            None => match rx.recv().await {
+                Some(m) => m,
+                None => return Ok(()),
+            },
+        };
+        tokio::time::sleep_until(msg.due).await;
+        w.write_all(&msg.frame).await?;
+        // Write whatever else is already due, then flush once.
+        while let Ok(more) = rx.try_recv() {
+            if more.due > Instant::now() {
+                next = Some(more);
+                break;
+            }
+            w.write_all(&more.frame).await?;
+        }
+        w.flush().await?;
+    }
+}
+
+/// Accepts peer connections and forwards each decoded message, with its
+/// sender, to `inbox` (awaiting room: backpressure). A frame that does not
+/// decode closes its connection.
+pub async fn accept_peers<M: DeserializeOwned + Send + 'static>(
+    listener: TcpListener,
+    cluster: u64,
+    nodes: usize,
+    inbox: mpsc::Sender<(NodeId, M)>,
+) {
+    loop {
+        let (stream, from_addr) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let inbox = inbox.clone();
+        tokio::spawn(async move {
+            if let Err(e) = read_peer(stream, cluster, nodes, inbox).await {
+                tracing::debug!(%from_addr, error = %e, "peer connection closed");
+            }
+        });
+    }
+}
+
+async fn read_peer<M: DeserializeOwned>(
+    stream: TcpStream,
+    cluster: u64,
+    nodes: usize,
+    inbox: mpsc::Sender<(NodeId, M)>,
+) -> std::io::Result<()> {
+    let mut r = BufReader::with_capacity(64 << 10, stream);
+    let mut buf = Vec::new();
+    let Some(hello) = frame::read_value::<_, Hello>(&mut r, &mut buf).await? else { return Ok(()) };
+    if hello.cluster != cluster || hello.from as usize >= nodes {
+        tracing::warn!(?hello, "rejecting a connection from another cluster");
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "wrong cluster"));
+    }
+    let from = NodeId(hello.from);
+    while frame::read_frame(&mut r, &mut buf).await? {
+        let msg = frame::decode::<M>(&buf).inspect_err(|_| {
+            metrics::counter!("meridian_net_malformed_total").increment(1);
+        })?;
+        if inbox.send((from, msg)).await.is_err() {
+            return Ok(()); // the node is stopping
+        }
+    }
+    Ok(())
+}
