@@ -31,6 +31,10 @@ const FAST_FAILOVER: &[(&str, &str)] = &[
     ("in_doubt_ms", "500"),
     ("termination_tick_ms", "100"),
     ("lock_lease_ms", "3000"),
+    ("leader_timeout_ms", "400"),
+    ("retry_ms", "500"),
+    ("default_owd_ms", "5"),
+    ("probe_interval_ms", "100"),
 ];
 
 const WORKLOAD: &str = r#"
