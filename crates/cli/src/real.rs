@@ -36,6 +36,9 @@ impl From<ConfigError> for BenchError {
 pub struct BenchOutput {
     pub report: Report,
     pub history: Vec<HistoryOp>,
+    /// What was added to every key of the history on the wire (the run's
+    /// fresh key range, [`bench::key_offset`]).
+    pub key_offset: u64,
 }
 
 /// The system under test.
@@ -117,7 +120,12 @@ pub fn run_bench(
         .build()
         .map_err(|e| BenchError::Failed(e.to_string()))?;
     let (tx, mut rx) = mpsc::unbounded_channel::<Completion>();
-    let span = Span { duration_ns: exp.run.duration_ns(), drain_ns: exp.run.drain_ns() };
+    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
+    let span = Span {
+        duration_ns: exp.run.duration_ns(),
+        drain_ns: exp.run.drain_ns(),
+        key_offset: bench::key_offset(topology.shards, nonce ^ exp.run.seed),
+    };
     let wall = Instant::now();
     let end_ns = rt.block_on(async {
         let mut backend: Box<dyn Backend> = match &target {
@@ -146,5 +154,5 @@ pub fn run_bench(
         Target::Meridian(_) => "meridian".into(),
         Target::Etcd(_) => "etcd".into(),
     });
-    Ok(BenchOutput { report, history })
+    Ok(BenchOutput { report, history, key_offset: span.key_offset })
 }

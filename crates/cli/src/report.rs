@@ -154,11 +154,8 @@ pub fn build_report_for(
 pub fn summary(r: &Report) -> String {
     let mut s = String::new();
     if let Some(target) = &r.target {
-        let _ = writeln!(
-            s,
-            "{} ({target}) on {} (seed {}): {:.1} s on a real cluster",
-            r.protocol, r.config, r.seed, r.wall_s
-        );
+        let system = if *target == r.protocol { target.clone() } else { format!("{} ({target})", r.protocol) };
+        let _ = writeln!(s, "{system} on {} (seed {}): {:.1} s on a real cluster", r.config, r.seed, r.wall_s);
     } else {
         let _ = writeln!(
             s,

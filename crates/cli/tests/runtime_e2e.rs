@@ -148,7 +148,7 @@ fn run_protocol(protocol: &str) {
     let keys: Vec<u64> = committed.keys().copied().collect();
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let client = rt.block_on(Client::connect(cluster.client_addr())).expect("connect");
-    let read_all = Program::new(keys.iter().map(|k| Op::Read { key: Key(*k) }).collect());
+    let read_all = Program::new(keys.iter().map(|k| Op::Read { key: Key(k + out.key_offset) }).collect());
     let results = rt.block_on(commit(&client, &read_all, Duration::from_secs(10)));
     for (key, value) in keys.iter().zip(&results) {
         let list: BTreeSet<u64> = match value.as_ref().map(|v| &v.data) {

@@ -10,7 +10,7 @@
 //! outcomes back.
 
 use crate::client::Connection;
-use meridian_core::{ClientIo, Clients, NodeId, Outcome, Program, RequestId};
+use meridian_core::{ClientIo, Clients, NodeId, Op, Outcome, Program, RequestId};
 use meridian_workload::Driver;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -35,6 +35,7 @@ pub trait Backend {
 
 struct Io<'a> {
     now_ns: u64,
+    key_offset: u64,
     backend: &'a mut dyn Backend,
     wakes: &'a mut BinaryHeap<Reverse<(u64, u32)>>,
 }
@@ -45,7 +46,7 @@ impl ClientIo for Io<'_> {
     }
 
     fn submit(&mut self, client: NodeId, request: RequestId, program: Program) {
-        self.backend.submit(client, request, program);
+        self.backend.submit(client, request, shift_keys(program, self.key_offset));
     }
 
     fn wake_at(&mut self, client: NodeId, at_ns: u64) {
@@ -53,13 +54,38 @@ impl ClientIo for Io<'_> {
     }
 }
 
-/// How long a run lasts.
+/// How long a run lasts, and where its keys live.
 #[derive(Clone, Copy, Debug)]
 pub struct Span {
     /// Clients start transactions during this long.
     pub duration_ns: u64,
     /// Then this long at most for the ones in flight to finish.
     pub drain_ns: u64,
+    /// Added to every key on the way out (see [`key_offset`]); the history
+    /// keeps the workload's own keys.
+    pub key_offset: u64,
+}
+
+/// A fresh key range for one run on `shards` shards: a multiple of the
+/// shard count (keys stay on their shards) far above any workload's keys,
+/// drawn from `nonce`. Runs against a cluster that earlier runs wrote to
+/// then never read those writes, whose tags their histories would share.
+pub fn key_offset(shards: u32, nonce: u64) -> u64 {
+    let slot = 1 + nonce % 0xF_FFFF;
+    u64::from(shards.max(1)) * (slot << 32)
+}
+
+fn shift_keys(mut program: Program, offset: u64) -> Program {
+    if offset == 0 {
+        return program;
+    }
+    for op in &mut program.ops {
+        let key = match op {
+            Op::Read { key } | Op::Write { key, .. } | Op::Increment { key, .. } | Op::Append { key, .. } => key,
+        };
+        key.0 = key.0.wrapping_add(offset);
+    }
+    program
 }
 
 /// Runs the driver until its clients stop and drain (or the drain time
@@ -76,7 +102,7 @@ pub async fn drive(
     let elapsed = || start.elapsed().as_nanos() as u64;
     let end_ns = span.duration_ns + span.drain_ns;
     let mut wakes = BinaryHeap::new();
-    driver.start(&mut Io { now_ns: elapsed(), backend, wakes: &mut wakes });
+    driver.start(&mut Io { now_ns: elapsed(), key_offset: span.key_offset, backend, wakes: &mut wakes });
     let mut last_progress = 0;
     loop {
         let now = elapsed();
@@ -85,7 +111,10 @@ pub async fn drive(
                 break;
             }
             wakes.pop();
-            driver.on_wake(NodeId(client), &mut Io { now_ns: now, backend, wakes: &mut wakes });
+            driver.on_wake(
+                NodeId(client),
+                &mut Io { now_ns: now, key_offset: span.key_offset, backend, wakes: &mut wakes },
+            );
         }
         if now >= last_progress + 200_000_000 {
             last_progress = now;
@@ -101,7 +130,7 @@ pub async fn drive(
             got = completions.recv() => {
                 let Some(first) = got else { continue };
                 let now = elapsed();
-                let mut io = Io { now_ns: now, backend, wakes: &mut wakes };
+                let mut io = Io { now_ns: now, key_offset: span.key_offset, backend, wakes: &mut wakes };
                 driver.on_complete(first.client, first.request, first.outcome, &mut io);
                 while let Ok(c) = completions.try_recv() {
                     driver.on_complete(c.client, c.request, c.outcome, &mut io);
@@ -149,6 +178,22 @@ impl Backend for MeridianBackend {
             // Never sent: certainly not committed.
             let outcome = Outcome::Aborted { reason: meridian_core::AbortReason::Rejected };
             let _ = self.completions.send(Completion { client, request, outcome });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::Key;
+
+    #[test]
+    fn shifted_keys_stay_on_their_shards() {
+        for shards in [1u32, 3, 7, 64] {
+            let offset = key_offset(shards, 0xdead_beef);
+            let p = shift_keys(Program::new(vec![Op::Read { key: Key(5) }]), offset);
+            assert_eq!(p.ops[0].key().0 % u64::from(shards), 5 % u64::from(shards));
+            assert!(p.ops[0].key().0 > 1 << 32);
         }
     }
 }
