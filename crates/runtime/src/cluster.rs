@@ -47,7 +47,7 @@ fn running_pid(cfg: &ClusterConfig, node: NodeId) -> Option<i32> {
     ours.then_some(pid)
 }
 
-/// Starts one node's server in its own session, logging to its log file.
+/// Starts one node's server detached from the terminal, logging to its log file.
 pub fn spawn_node(cfg: &ClusterConfig, config: &Path, exe: &Path, node: NodeId) -> io::Result<u32> {
     let dir = cfg.node_dir(node);
     fs::create_dir_all(&dir)?;

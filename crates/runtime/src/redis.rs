@@ -5,7 +5,7 @@
 //! Commands: PING, ECHO, GET, SET, DEL, MGET, MSET, INCR, INCRBY, DECR,
 //! DECRBY, MULTI/EXEC/DISCARD (the queued commands run as one Meridian
 //! transaction), INFO, SELECT 0, QUIT, and CONFIG GET / COMMAND answered
-//! with empty arrays (what the tools ask before they start). Every command
+//! with empty arrays (what redis-cli and redis-benchmark ask before they start). Every command
 //! is one transaction program; an aborted one is retried, bounded, with
 //! fresh write tags (it certainly did not commit). Keys map to Meridian
 //! keys as the client library maps them.
@@ -268,7 +268,7 @@ fn retag(ops: &[Op]) -> Vec<Op> {
 }
 
 /// One connection's state.
-struct Session {
+struct Gateway {
     requests: mpsc::Sender<Request>,
     node: String,
     /// Commands queued since MULTI, and whether one was refused.
@@ -281,7 +281,7 @@ enum Next {
     Close,
 }
 
-impl Session {
+impl Gateway {
     /// Runs a program, retrying aborts; the results or the error to answer.
     async fn run(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Reply> {
         let mut ops = ops;
@@ -401,16 +401,16 @@ pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node:
     loop {
         let Ok((stream, peer)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
-        let session = Session { requests: requests.clone(), node: node.clone(), multi: None };
+        let gateway = Gateway { requests: requests.clone(), node: node.clone(), multi: None };
         tokio::spawn(async move {
-            if let Err(e) = connection(stream, session).await {
+            if let Err(e) = connection(stream, gateway).await {
                 tracing::debug!(%peer, error = %e, "redis connection closed");
             }
         });
     }
 }
 
-async fn connection(mut stream: TcpStream, mut session: Session) -> std::io::Result<()> {
+async fn connection(mut stream: TcpStream, mut gateway: Gateway) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut chunk = vec![0u8; 16 << 10];
@@ -423,7 +423,7 @@ async fn connection(mut stream: TcpStream, mut session: Session) -> std::io::Res
                     if args.is_empty() {
                         continue; // a blank inline line
                     }
-                    let (reply, next) = session.command(args).await;
+                    let (reply, next) = gateway.command(args).await;
                     reply.encode(&mut out);
                     if let Next::Close = next {
                         stream.write_all(&out).await?;
