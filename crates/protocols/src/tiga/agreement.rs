@@ -135,10 +135,7 @@ impl Server {
         }
         match p.state.clone() {
             PState::Executed { hash, result } => self.finalize(ctx, id, hash, result),
-            PState::Notified => {
-                let (hash, result) = self.execute(ctx, id);
-                self.finalize(ctx, id, hash, result);
-            }
+            PState::Notified => self.execute_and_finalize(ctx, id),
             PState::Waiting => unreachable!("checked above"),
         }
     }

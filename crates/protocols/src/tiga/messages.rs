@@ -189,27 +189,24 @@ pub enum Msg {
     CurrentView(View),
 
     // ---- view change (Algorithm 5) and rejoin (Algorithm 6) ----
-    /// Server → its shard's new leader: its log and sync-point.
-    /// `lost_votes`: a restarted server that led, whose optimistic replies
-    /// were never durable, so it must not help rebuild the log (it only
-    /// asks for the new one, Algorithm 6).
+    /// Server → its shard's new leader: its log and sync-point (also a
+    /// restarted server's request for the log, Algorithm 6). Every vote a
+    /// server gave is durable, so a restarted one contributes too.
     ViewChange {
         g_view: u64,
         l_view: u64,
         last_normal_view: u64,
         sync_point: u64,
         log: Arc<Vec<LogEntry>>,
-        lost_votes: bool,
     },
-    /// New leader → other shards' new leaders: the multi-shard entries of
-    /// its rebuilt log that involve the receiver's shard (Algorithm 5 lines
-    /// 88-103). Round 1 carries what each rebuilt, round 2 the timestamps
-    /// after merging.
+    /// New leader → other shards' new leaders (Algorithm 5 lines 64-78):
+    /// round 1 carries the multi-shard entries of its rebuilt log that
+    /// involve the receiver's shard, round 2 the ones it proved uncommitted.
     TsVerify {
         g_view: u64,
         round: u8,
         shard: ShardId,
-        info: Arc<Vec<(Arc<TxnBody>, u64)>>,
+        info: Arc<VerifyInfo>,
     },
     /// New leader → followers: the recovered log.
     /// Also the answer to a late or restarted server (Algorithm 6's state
@@ -219,6 +216,27 @@ pub enum Msg {
         l_view: u64,
         log: Arc<Vec<LogEntry>>,
     },
+}
+
+/// One new leader's part of the cross-shard verification of recovered
+/// entries (Tiga §4 step ④).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyInfo {
+    /// Round 1: recovered multi-shard entries with their timestamps;
+    /// `pinned` marks the ones in part (a), synced by `f + 1` servers and
+    /// so possibly committed at exactly that (agreed) timestamp.
+    pub entries: Vec<VerifyEntry>,
+    /// Round 2: transactions that cannot have committed anywhere (placing
+    /// them at their largest timestamp would put them before a conflicting
+    /// synced entry of this shard); every participant drops them.
+    pub doomed: Vec<TxnId>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VerifyEntry {
+    pub body: Arc<TxnBody>,
+    pub t: u64,
+    pub pinned: bool,
 }
 
 impl From<PaxosMsg<VmCmd, VmState>> for Msg {
@@ -238,6 +256,9 @@ pub enum Record {
         entries: Vec<LogEntry>,
     },
     SyncPoint(u64),
+    /// A leader's optimistic execution it replied to (detective mode):
+    /// its vote, kept until a view change moves it into the log.
+    Tentative(LogEntry),
     /// The view this server is in and the last one it was normal in.
     View {
         view: View,

@@ -13,30 +13,34 @@
 //! (missing ones are added, timestamps are the maximum), executes the log
 //! and hands it to its followers (`StartView`).
 //!
-//! Cross-shard verification takes two rounds here where Algorithm 5 shows
-//! one: a transaction a shard adds (it never saw it) or moves to a larger
-//! timestamp is placed after every entry it conflicts with in that shard's
-//! log, which may raise its timestamp again; the second round makes every
-//! shard agree on that final timestamp. Only uncommitted transactions ever
-//! move (a committed one holds its agreed timestamp in every rebuilt log),
-//! so no committed result changes.
+//! Cross-shard verification (step ④) takes two rounds. Round 1: each new
+//! leader sends the others its recovered multi-shard entries, marking those
+//! of part (a) as pinned: synced by `f + 1` servers, they may have
+//! committed, and then at their agreed timestamp, which every participant
+//! leader had released them at — so every shard can take them at that
+//! timestamp without reordering anything it committed. A transaction no
+//! shard pinned takes the largest timestamp; if that would put it before a
+//! conflicting entry of a shard's part (a), it cannot have committed
+//! anywhere (had it, that shard's old leader would have logged it first),
+//! and round 2 tells every participant to drop it. Nothing committed ever
+//! moves or disappears; a dropped transaction is resubmitted by its
+//! coordinator.
 //!
-//! A restarted server keeps its durable log but not its queue. A follower's
-//! votes (fast replies, sync-points) were all durable, so it may help
-//! rebuild a log; a server that led may not (its optimistic replies were
-//! not), so the view manager replaces it and it only takes the new leader's
-//! log (Algorithm 6).
+//! A restarted server keeps its durable log but not its queue. Every vote
+//! it gave was durable before it left — a follower's fast replies and
+//! sync-points, a leader's log entries and (detective mode) its optimistic
+//! executions — so it helps rebuild a log like any server: with at most `f`
+//! servers of a shard down at a time, a shard whose servers all restarted
+//! still recovers. The view manager never makes it leader before it
+//! rejoined (Algorithm 6: the leader's log replaces its own).
 
 use super::Tiga;
-use super::messages::{LogEntry, Mode, Msg, Record, TxnBody, View};
+use super::messages::{LogEntry, Mode, Msg, Record, Stamp, TxnBody, VerifyEntry, VerifyInfo, View};
 use super::server::{PState, Server, Status};
-use meridian_core::{Ctx, NodeId, ShardId, TxnId};
-use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use meridian_core::{Ctx, Key, NodeId, ShardId, TxnId};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-
-/// The multi-shard entries one leader tells another in verification.
-pub(super) type VerifyInfo = Arc<Vec<(Arc<TxnBody>, u64)>>;
 
 /// A server's contribution to a log rebuild.
 #[derive(Clone, Debug)]
@@ -52,12 +56,16 @@ pub(super) struct Rebuild {
     pub quorum: BTreeMap<NodeId, Contribution>,
     /// The rebuilt log, once `f + 1` contributions arrived.
     pub log: Option<Vec<LogEntry>>,
+    /// The transactions of part (a) of the rebuilt log.
+    pub part_a: FxHashSet<TxnId>,
+    /// Transactions this leader proved uncommitted in round 1.
+    pub doomed: BTreeSet<TxnId>,
     /// The verification round this leader is in (1 or 2; 0 before).
     pub round: u8,
-    /// Verification messages received: (round, shard) → entries.
-    pub inbox: BTreeMap<(u8, ShardId), VerifyInfo>,
+    /// Verification messages received: (round, shard) → their content.
+    pub inbox: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
     /// What this leader sent in each round, per shard, for re-sends.
-    pub sent: BTreeMap<(u8, ShardId), VerifyInfo>,
+    pub sent: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
 }
 
 impl Server {
@@ -67,11 +75,6 @@ impl Server {
 
     pub(super) fn vm_members(&self) -> Vec<NodeId> {
         self.topo.service("viewmgr").to_vec()
-    }
-
-    /// Whether this server's durable state misses votes it gave (it led).
-    pub(super) fn lost_votes(&self) -> bool {
-        self.restarted && (self.led || self.is_leader())
     }
 
     // ---- Algorithm 5 lines 1-15: a newer view arrives ----
@@ -136,7 +139,6 @@ impl Server {
             last_normal_view: self.last_normal_view,
             sync_point: self.sync_point,
             log: Arc::new(self.log.all().to_vec()),
-            lost_votes: self.lost_votes(),
         };
         // The new leader sends its own too, through persistence like any.
         self.send_durable(ctx, leader, msg);
@@ -153,7 +155,6 @@ impl Server {
         last_normal_view: u64,
         sync_point: u64,
         log: Arc<Vec<LogEntry>>,
-        lost_votes: bool,
     ) {
         if g_view > self.view.g_view {
             // The sender knows a newer view than this server: ask for it.
@@ -169,7 +170,7 @@ impl Server {
             Status::Normal => self.send_start_view(ctx, from),
             Status::Recovering => {}
             Status::ViewChange => {
-                if lost_votes || self.rebuild.log.is_some() {
+                if self.rebuild.log.is_some() {
                     return;
                 }
                 let c = Contribution { last_normal_view, sync_point, log };
@@ -230,6 +231,7 @@ impl Server {
             taken.insert(id);
             part_b.push(entry);
         }
+        self.rebuild.part_a = log.iter().map(|e| e.body.id).collect();
         log.extend(part_b);
         self.rebuild.log = Some(log);
     }
@@ -240,13 +242,35 @@ impl Server {
         (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard).collect()
     }
 
-    /// Sends this leader's round-`round` verification to every other shard.
+    /// Sends this leader's round-`round` verification to every other shard:
+    /// its recovered entries involving that shard (round 1), or the ones it
+    /// proved uncommitted (round 2).
     fn verify_round(&mut self, ctx: &mut Ctx<'_, Tiga>, round: u8) {
+        assert!(round == 1 || round == 2, "verification has two rounds");
         self.rebuild.round = round;
         let log = self.rebuild.log.as_ref().expect("rebuilt");
         for ss in self.other_shards() {
-            let info: Vec<(Arc<TxnBody>, u64)> =
-                log.iter().filter(|e| e.body.shards.contains(&ss)).map(|e| (e.body.clone(), e.t)).collect();
+            let involves = |e: &&LogEntry| e.body.shards.contains(&ss);
+            let info = if round == 1 {
+                let entries = log
+                    .iter()
+                    .filter(involves)
+                    .map(|e| VerifyEntry {
+                        body: e.body.clone(),
+                        t: e.t,
+                        pinned: self.rebuild.part_a.contains(&e.body.id),
+                    })
+                    .collect();
+                VerifyInfo { entries, doomed: Vec::new() }
+            } else {
+                let doomed = log
+                    .iter()
+                    .filter(involves)
+                    .map(|e| e.body.id)
+                    .filter(|id| self.rebuild.doomed.contains(id))
+                    .collect();
+                VerifyInfo { entries: Vec::new(), doomed }
+            };
             self.rebuild.sent.insert((round, ss), Arc::new(info));
         }
         self.resend_verify(ctx);
@@ -270,20 +294,23 @@ impl Server {
         g_view: u64,
         round: u8,
         shard: ShardId,
-        info: VerifyInfo,
+        info: Arc<VerifyInfo>,
     ) {
         if g_view != self.view.g_view || !self.is_leader() || from != self.leader_node(ctx, shard) {
             return;
         }
-        if self.status == Status::Normal {
-            // This leader finished; the sender still waits for its message.
+        if !(1..=2).contains(&round) {
+            return;
+        }
+        if self.status == Status::Normal || round < self.rebuild.round {
+            // This leader is past that round; the sender still waits for
+            // its message of it (which may have been lost).
             if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned() {
                 ctx.send(from, Msg::TsVerify { g_view, round, shard: self.shard, info: mine });
             }
-            return;
-        }
-        if !(1..=2).contains(&round) {
-            return;
+            if self.status == Status::Normal {
+                return;
+            }
         }
         self.rebuild.inbox.insert((round, shard), info);
         if self.status == Status::ViewChange {
@@ -300,58 +327,89 @@ impl Server {
         if !others.iter().all(|s| self.rebuild.inbox.contains_key(&(round, *s))) {
             return;
         }
-        let infos: Vec<(Arc<TxnBody>, u64)> =
-            others.iter().flat_map(|s| self.rebuild.inbox[&(round, *s)].iter().cloned()).collect();
-        self.merge_verified(infos, round == 1);
+        let infos: Vec<Arc<VerifyInfo>> = others.iter().map(|s| self.rebuild.inbox[&(round, *s)].clone()).collect();
         if round == 1 {
+            self.merge_recovered(ctx, &infos);
             self.verify_round(ctx, 2);
         } else {
+            self.drop_doomed(&infos);
             self.finish_view_change(ctx);
         }
     }
 
-    /// Adds the other shards' entries this log lacks and takes the largest
-    /// timestamp of each; in round 1 an added or moved entry goes after
-    /// everything it conflicts with here.
-    fn merge_verified(&mut self, infos: Vec<(Arc<TxnBody>, u64)>, place_after_conflicts: bool) {
+    /// Round 1 (step ④ (1) and (2)): adds the other shards' entries this log
+    /// lacks and gives each transaction its pinned timestamp, or else the
+    /// largest; then dooms the moved or added ones that would precede a
+    /// conflicting entry of part (a) here.
+    fn merge_recovered(&mut self, ctx: &mut Ctx<'_, Tiga>, infos: &[Arc<VerifyInfo>]) {
         let mut log = self.rebuild.log.take().expect("rebuilt");
         let mut index: FxHashMap<TxnId, usize> = log.iter().enumerate().map(|(i, e)| (e.body.id, i)).collect();
-        let mut changed: Vec<usize> = Vec::new();
-        for (body, t) in infos {
-            if !body.shards.contains(&self.shard) {
+        // id → (largest timestamp, pinned timestamp if any)
+        let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
+        for e in infos.iter().flat_map(|i| i.entries.iter()) {
+            if !e.body.shards.contains(&self.shard) {
                 continue;
             }
-            match index.get(&body.id) {
-                Some(i) if log[*i].t >= t => {}
-                Some(i) => {
-                    log[*i].t = t;
-                    changed.push(*i);
-                }
-                None => {
-                    index.insert(body.id, log.len());
-                    changed.push(log.len());
-                    log.push(LogEntry { body, t });
-                }
+            if let std::collections::hash_map::Entry::Vacant(slot) = index.entry(e.body.id) {
+                slot.insert(log.len());
+                log.push(LogEntry { body: e.body.clone(), t: e.t });
+            }
+            let b = best.entry(e.body.id).or_insert((0, None));
+            b.0 = b.0.max(e.t);
+            if e.pinned {
+                b.1 = Some(b.1.map_or(e.t, |p| p.max(e.t)));
             }
         }
-        if place_after_conflicts {
-            changed.sort_unstable();
-            changed.dedup();
-            let fixed: Vec<bool> = (0..log.len()).map(|i| changed.binary_search(&i).is_err()).collect();
-            for i in changed {
-                let (reads, writes) = self.keys_of(&log[i].body);
-                let bound = log
-                    .iter()
-                    .enumerate()
-                    .filter(|(j, e)| fixed[*j] && e.t >= log[i].t && self.conflicts(e, &reads, &writes))
-                    .map(|(_, e)| e.t)
-                    .max();
-                if let Some(b) = bound {
-                    log[i].t = b + 1;
-                }
+        let (a_reads, a_writes) = self.part_a_bounds(&log);
+        for (id, (t_max, pinned_t)) in best {
+            let i = index[&id];
+            let own_pin = self.rebuild.part_a.contains(&id).then_some(log[i].t);
+            let t = match (own_pin, pinned_t) {
+                (Some(own), _) => own.max(pinned_t.unwrap_or(0)),
+                (None, Some(p)) => p,
+                (None, None) => t_max.max(log[i].t),
+            };
+            log[i].t = t;
+            if own_pin.is_some() || pinned_t.is_some() {
+                continue;
+            }
+            let (reads, writes) = self.keys_of(&log[i].body);
+            let stamp = log[i].stamp();
+            let above = |m: &FxHashMap<Key, Stamp>, k: &Key| m.get(k).is_some_and(|s| *s > stamp);
+            let blocked =
+                reads.iter().chain(&writes).any(|k| above(&a_writes, k)) || writes.iter().any(|k| above(&a_reads, k));
+            if blocked {
+                self.rebuild.doomed.insert(id);
+                ctx.count("recovery_dropped", 1);
             }
         }
         self.rebuild.log = Some(log);
+    }
+
+    /// The largest stamp reading and writing each key in part (a).
+    fn part_a_bounds(&self, log: &[LogEntry]) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
+        let mut reads: FxHashMap<Key, Stamp> = FxHashMap::default();
+        let mut writes: FxHashMap<Key, Stamp> = FxHashMap::default();
+        for e in log.iter().filter(|e| self.rebuild.part_a.contains(&e.body.id)) {
+            let (r, w) = self.keys_of(&e.body);
+            for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
+                for k in keys {
+                    let s = map.entry(k).or_insert(e.stamp());
+                    *s = (*s).max(e.stamp());
+                }
+            }
+        }
+        (reads, writes)
+    }
+
+    /// Round 2: every participant drops what any of them doomed.
+    fn drop_doomed(&mut self, infos: &[Arc<VerifyInfo>]) {
+        let mut doomed = std::mem::take(&mut self.rebuild.doomed);
+        doomed.extend(infos.iter().flat_map(|i| i.doomed.iter().copied()));
+        let log = self.rebuild.log.as_mut().expect("rebuilt");
+        let part_a = &self.rebuild.part_a;
+        debug_assert!(doomed.iter().all(|id| !part_a.contains(id)), "a synced entry was doomed");
+        log.retain(|e| !doomed.contains(&e.body.id) || part_a.contains(&e.body.id));
     }
 
     fn conflicts(&self, e: &LogEntry, reads: &[meridian_core::Key], writes: &[meridian_core::Key]) -> bool {
@@ -431,7 +489,6 @@ impl Server {
         self.persist(ctx, Record::SyncPoint(self.sync_point));
         self.commit_point = 0;
         self.status = Status::Normal;
-        self.restarted = false;
         self.last_normal_view = self.view.g_view;
         self.led = leading;
         self.persist_view(ctx);

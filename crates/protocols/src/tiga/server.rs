@@ -104,8 +104,6 @@ pub struct Server {
     pub(super) outbox: VecDeque<(Lsn, NodeId, Msg)>,
     // recovery (recovery.rs)
     pub(super) rebuild: super::recovery::Rebuild,
-    /// Restarted and not yet given a log by a leader (Algorithm 6).
-    pub(super) restarted: bool,
     /// Led in its last normal view.
     pub(super) led: bool,
     /// Leader: followers that acknowledged the current view.
@@ -153,7 +151,6 @@ impl Server {
             len_at_lsn: VecDeque::new(),
             outbox: VecDeque::new(),
             rebuild: Default::default(),
-            restarted: false,
             led: view_leader == replica,
             peer_in_view: vec![true; n as usize],
             last_lsn: Lsn(0),
@@ -421,18 +418,27 @@ impl Server {
         let p = &self.pq[&stamp];
         let multi = p.body.is_multi_shard();
         match (&p.state, multi, self.view.mode) {
-            (PState::Waiting, false, _) => {
-                let (hash, result) = self.execute(ctx, id);
-                self.finalize(ctx, id, hash, result);
-            }
+            (PState::Waiting, false, _) => self.execute_and_finalize(ctx, id),
             (PState::Waiting, true, Mode::Detective) => {
                 let (hash, result) = self.execute(ctx, id);
+                // The optimistic reply is a vote: durable before it leaves,
+                // so that a restarted leader still counts in recovery.
+                let p = &self.pq[&stamp];
+                let (body, t, owd_ns) = (p.body.clone(), p.t, p.owd_ns);
+                self.persist(ctx, Record::Tentative(LogEntry { body: body.clone(), t }));
+                self.send_fast_reply(ctx, &body, t, hash, Some(result.clone()), owd_ns);
                 let p = self.pq.get_mut(&stamp).expect("still queued");
                 p.state = PState::Executed { hash, result };
                 self.notify_leaders(ctx, id, true);
                 self.check_agreement(ctx, id);
             }
             (PState::Waiting, true, Mode::Preventive) => {
+                // Algorithm 2 lines 14-16: a released transaction enters the
+                // conflict maps at once, before agreement executes it, so a
+                // conflicting late arrival is re-stamped behind it rather
+                // than queued (and logged) ahead of it below its timestamp.
+                let (t, reads, writes) = (p.t, p.reads.clone(), p.writes.clone());
+                self.record_released(t, id, &reads, &writes);
                 self.pq.get_mut(&stamp).expect("still queued").state = PState::Notified;
                 self.notify_leaders(ctx, id, true);
                 self.check_agreement(ctx, id);
@@ -442,13 +448,14 @@ impl Server {
     }
 
     /// Optimistic execution at the leader (§3.3): the piece runs against the
-    /// latest versions, its writes become revocable versions, and the fast
-    /// reply goes out with the hash of the log as if the transaction were
-    /// appended at its timestamp.
-    pub(super) fn execute(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
+    /// latest versions and its writes become revocable versions. Returns the
+    /// fast-reply hash (the log's as if the transaction were appended at its
+    /// timestamp) and the results; the caller sends the reply once its vote
+    /// is durable.
+    pub(super) fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
         let stamp = self.stamps[&id];
         let p = &self.pq[&stamp];
-        let (body, t, owd_ns) = (p.body.clone(), p.t, p.owd_ns);
+        let (body, t) = (p.body.clone(), p.t);
         let (reads, writes) = (p.reads.clone(), p.writes.clone());
         let topo = Arc::clone(&self.topo);
         let piece = body.program.piece(self.shard, |k| topo.shard_of(k));
@@ -468,8 +475,14 @@ impl Server {
         self.hashes.toggle(&entry, shard, shard_of);
         let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
         self.hashes.toggle(&entry, shard, shard_of);
-        self.send_fast_reply(ctx, &body, t, hash, Some(exec.results.clone()), owd_ns);
         (hash, exec.results)
+    }
+
+    /// Executes a transaction that needs no (more) agreement, appends it to
+    /// the log and replies: the reply leaves once the entry is durable.
+    pub(super) fn execute_and_finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let (hash, result) = self.execute(ctx, id);
+        self.finalize(ctx, id, hash, result);
     }
 
     /// Undoes an optimistic execution (§3.5 case 3); never visible to
@@ -482,8 +495,11 @@ impl Server {
     }
 
     /// Agreement done (or not needed): the leader releases the transaction
-    /// into its log (Algorithm 1 lines 24-25).
+    /// into its log (Algorithm 1 lines 24-25). Unless it replied at its
+    /// optimistic execution (detective mode), the fast reply goes out now,
+    /// behind the log append.
     pub(super) fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
+        let replied = matches!(self.stamps.get(&id).map(|s| &self.pq[s].state), Some(PState::Executed { .. }));
         let p = self.dequeue(id).expect("finalizing a queued transaction");
         for (key, version) in self.undo.remove(&id).unwrap_or_default() {
             self.store.gc(key, version);
@@ -491,6 +507,9 @@ impl Server {
         self.notes.remove(&id);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         self.append(ctx, entry, &p.reads, &p.writes);
+        if !replied {
+            self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
+        }
         self.replied.insert(id, Replied { t: p.t, hash, result: Some(result) });
         self.sync_point = self.log.len();
         self.applied = self.log.len();
@@ -559,6 +578,9 @@ impl Server {
             return;
         }
         let mut synced = 0;
+        // Optimistic executions this server replied to as a leader, since
+        // the last view change (which moved its queue into the log).
+        let mut tentative: BTreeMap<TxnId, LogEntry> = BTreeMap::new();
         for record in durable {
             match record {
                 Record::Log { pos, entries } => {
@@ -571,6 +593,10 @@ impl Server {
                     self.view = view;
                     self.last_normal_view = last_normal_view;
                     self.led = led;
+                    tentative.clear();
+                }
+                Record::Tentative(e) => {
+                    tentative.insert(e.body.id, e);
                 }
                 Record::Vm(_) | Record::Epoch(_) => {}
             }
@@ -585,8 +611,16 @@ impl Server {
         if self.led {
             self.sync_point = self.log.len(); // a leader's log is its own
         }
+        // Its votes for them count in the next view change, as if its queue
+        // had been moved into the log (Algorithm 5 lines 7-9), past the
+        // sync-point.
+        let mut votes: Vec<LogEntry> =
+            tentative.into_values().filter(|e| self.log.position(e.body.id).is_none()).collect();
+        votes.sort_by_key(|e| e.stamp());
+        for e in votes {
+            self.log.push(e);
+        }
         self.status = Status::Recovering;
-        self.restarted = true;
         for vm in self.vm_members() {
             ctx.send(vm, Msg::GetView);
         }
@@ -676,8 +710,8 @@ impl Server {
             Msg::Bodies { bodies } => self.on_bodies(bodies),
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
-            Msg::ViewChange { g_view, last_normal_view, sync_point, log, lost_votes, .. } => {
-                self.on_view_change(ctx, from, g_view, last_normal_view, sync_point, log, lost_votes)
+            Msg::ViewChange { g_view, last_normal_view, sync_point, log, .. } => {
+                self.on_view_change(ctx, from, g_view, last_normal_view, sync_point, log)
             }
             Msg::TsVerify { g_view, round, shard, info } => self.on_ts_verify(ctx, from, g_view, round, shard, info),
             Msg::StartView { g_view, l_view, log } => self.on_start_view(ctx, from, g_view, l_view, log),
