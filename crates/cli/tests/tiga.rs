@@ -84,3 +84,50 @@ fn a_crashed_leader_is_replaced_by_a_view_change_and_no_committed_transaction_is
     );
     assert!(recovery < 5.0, "recovered in {recovery:.2} s");
 }
+
+#[test]
+fn the_view_manager_picks_the_preventive_mode_when_measured_leader_delays_are_below_the_threshold() {
+    // §3.8: leaders spread over three "regions" that are 2 ms apart. By
+    // region the leaders are separated (detective mode at the start); the
+    // servers' probe mesh measures 1 ms one-way delays, below the 10 ms
+    // threshold, and the view manager switches to the preventive mode.
+    let text = r#"
+[cluster]
+server_regions = ["dc-a", "dc-b", "dc-c"]
+shards = 3
+replicas_per_shard = 3
+leaders = "spread"
+
+[clients]
+regions = ["dc-a", "far"]
+per_region = 1
+mode = "open"
+rate_tps = 50
+max_outstanding = 50
+
+[workload]
+kind = "list-append"
+keys_per_shard = 20
+ops_per_txn = 3
+
+[network]
+rtt_ms = { "dc-a-dc-b" = 2.0, "dc-a-dc-c" = 2.0, "dc-b-dc-c" = 2.0, "dc-a-far" = 150.0, "dc-b-far" = 150.0, "dc-c-far" = 150.0 }
+
+[run]
+duration_s = 12.0
+warmup_s = 1.0
+drain_s = 5.0
+seed = 9
+
+[protocol]
+name = "tiga"
+"#;
+    let exp = Experiment::from_str(text, "close regions").expect("valid experiment");
+    let out = run(&exp);
+    let r = &out.report;
+    assert_eq!(r.check_valid(), Some(true), "{:?}", r.check);
+    assert_eq!(r.counters.get("views_preventive").copied(), Some(1), "{:?}", r.counters);
+    assert_eq!(r.counters.get("views_detective"), None, "{:?}", r.counters);
+    let per_s = &out.stats.committed_per_s;
+    assert!(per_s[8..12].iter().sum::<u64>() > 0, "commits go on in the new mode: {per_s:?}");
+}

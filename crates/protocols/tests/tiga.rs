@@ -1,14 +1,16 @@
 //! Tiga's claims under the simulator, each scripted: the fast path's one
 //! round trip (§3.1, §3.4), consistent ordering of conflicting transactions
-//! that arrive in different orders (Figures 1-2), and the second round of
-//! timestamp agreement ruling out timestamp inversion (§3.6, Figure 5).
+//! that arrive in different orders (Figures 1-2), the second round of
+//! timestamp agreement ruling out timestamp inversion (§3.6, Figure 5), and
+//! the super quorum letting a new leader recover the committed order (§3.4).
 
-use meridian_checker::{AnomalyKind, HistoryOp, Model, OpType, check};
+use meridian_checker::{AnomalyKind, HistoryOp, Model, Mop, OpType, ReadValue, check};
 use meridian_core::{
     ClusterSpec, Deployment, Key, LatencyMatrix, LeaderPlacement, NodeId, Op, Outcome, ParamValue, Params, Program,
     RegionId, RequestId, Topology,
 };
-use meridian_protocols::tiga::{Msg, Tiga};
+use meridian_core::{Protocol, ShardId};
+use meridian_protocols::tiga::{Msg, Node, Tiga};
 use meridian_sim::{ClockModel, Completion, FaultAction, Sim, SimConfig, Verdict};
 use meridian_workload::{completion_mops, invoke_mops};
 use std::collections::BTreeMap;
@@ -18,6 +20,9 @@ const MS: u64 = 1_000_000;
 
 struct Setup {
     shards: u32,
+    replicas: u32,
+    /// Deploy the view manager (needed for leader failures).
+    view_manager: bool,
     leaders: LeaderPlacement,
     params: Params,
     offsets_ms: Vec<(&'static str, i64)>,
@@ -29,12 +34,13 @@ fn sim(seed: u64, setup: Setup) -> Sim<Tiga> {
         regions: matrix.regions.clone(),
         server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
         shards: setup.shards,
-        replicas_per_shard: 3,
+        replicas_per_shard: setup.replicas,
         leaders: setup.leaders,
         client_regions: vec![RegionId(0), RegionId(1), RegionId(2), RegionId(3)],
         clients_per_region: 1,
     };
-    let topology = Arc::new(Topology::build(&spec, &[]));
+    let services = if setup.view_manager { Tiga::services(&setup.params) } else { Vec::new() };
+    let topology = Arc::new(Topology::build(&spec, &services));
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     for (name, ms) in setup.offsets_ms {
         let node = topology.node_by_name(name).expect("node name");
@@ -103,8 +109,17 @@ fn the_fast_path_commits_in_one_round_trip_to_the_farthest_super_quorum_member_p
     // Colocated leaders in South Carolina; 3 replicas, so the super quorum
     // is every replica; Δ = 10 ms (the default).
     let expected_ms = [("south-carolina", 117.0 + 10.0), ("finland", 231.0), ("brazil", 231.0), ("hong-kong", 319.0)];
-    let mut s =
-        sim(1, Setup { shards: 3, leaders: LeaderPlacement::Colocated, params: Params::new(), offsets_ms: vec![] });
+    let mut s = sim(
+        1,
+        Setup {
+            shards: 3,
+            replicas: 3,
+            view_manager: false,
+            leaders: LeaderPlacement::Colocated,
+            params: Params::new(),
+            offsets_ms: vec![],
+        },
+    );
     s.run_until(2_000 * MS); // a few probes establish the delay estimates
     for (i, (region, want)) in expected_ms.iter().enumerate() {
         let c = node(&s, &format!("client-{region}-0"));
@@ -125,8 +140,17 @@ fn conflicting_transactions_arriving_in_different_orders_commit_on_the_fast_path
     // Figures 1-2: T1 from Finland and T2 from Brazil both touch x (shard 0)
     // and y (shard 1); the Finland replicas see T1 first, the Brazil ones
     // T2 first. The future timestamps make every server order them alike.
-    let mut s =
-        sim(2, Setup { shards: 2, leaders: LeaderPlacement::Colocated, params: Params::new(), offsets_ms: vec![] });
+    let mut s = sim(
+        2,
+        Setup {
+            shards: 2,
+            replicas: 3,
+            view_manager: false,
+            leaders: LeaderPlacement::Colocated,
+            params: Params::new(),
+            offsets_ms: vec![],
+        },
+    );
     s.run_until(2_000 * MS);
     let mut rec = Recorder::default();
     let (fi, br) = (node(&s, "client-finland-0"), node(&s, "client-brazil-0"));
@@ -154,7 +178,10 @@ fn figure_5(second_round: bool) -> (Vec<HistoryOp>, Vec<Completion>) {
     let params =
         Params::new().with("preventive", ParamValue::Bool(false)).with("second_round", ParamValue::Bool(second_round));
     let offsets_ms = vec![("shard0-replica0", 5_000), ("shard0-replica1", 5_000), ("shard0-replica2", 5_000)];
-    let mut s = sim(3, Setup { shards: 2, leaders: LeaderPlacement::Colocated, params, offsets_ms });
+    let mut s = sim(
+        3,
+        Setup { shards: 2, replicas: 3, view_manager: false, leaders: LeaderPlacement::Colocated, params, offsets_ms },
+    );
     let (l1, l2) = (node(&s, "shard0-replica0"), node(&s, "shard1-replica0"));
     let (sc, fi) = (node(&s, "client-south-carolina-0"), node(&s, "client-finland-0"));
     s.set_interceptor(Box::new(move |_, from, to, msg: &Msg| match msg {
@@ -198,4 +225,262 @@ fn the_second_round_of_timestamp_agreement_prevents_timestamp_inversion() {
     assert_eq!(done.len(), 4, "every transaction commits");
     let report = check(&history, Model::StrictSerializable);
     assert!(report.valid, "{}", report.summary());
+}
+
+/// §3.4's example with `f = 2` (five replicas of one shard, the leader
+/// `r0`): T2 is stamped just before T1, but reaches the leader and
+/// `in_order` followers late (so they log T1, and hold T2 or re-stamp it
+/// behind T1) and the others on time (so they log T2, and never get T1).
+/// T1 reads `x` empty and commits on the fast path; the leader crashes
+/// before syncing anything; the view manager installs `r1`, which rebuilds
+/// the log from the first `f + 1` logs to reach it — its own, `r4`'s, then
+/// `r3`'s. Afterwards T3 reads `x`. Returns the history and the new
+/// leader's log as transaction tags.
+fn super_quorum_example(fast_quorum: &str, in_order: &'static [u32]) -> (Vec<HistoryOp>, Vec<u64>) {
+    let params = Params::new().with("fast_quorum", ParamValue::Str(fast_quorum.into()));
+    let setup = Setup {
+        shards: 1,
+        replicas: 5,
+        view_manager: true,
+        leaders: LeaderPlacement::Colocated,
+        params,
+        offsets_ms: vec![],
+    };
+    let mut s = sim(4, setup);
+    let replicas: Vec<NodeId> = s.topology().replicas(ShardId(0)).to_vec();
+    let rank = move |n: NodeId| replicas.iter().position(|r| *r == n).map(|r| r as u32);
+    let tag_of = |msg: &Msg| match msg {
+        Msg::Submit { body, .. } => body.program.ops.iter().find_map(|op| match op {
+            Op::Append { element, .. } => Some(*element),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let leader = node(&s, "shard0-replica0");
+    s.set_interceptor(Box::new(move |_, from, to, msg: &Msg| {
+        let in_order = rank(to).is_some_and(|r| r == 0 || in_order.contains(&r));
+        match (tag_of(msg), msg) {
+            (Some(2), _) if in_order => Verdict::Delay(300 * MS), // T2 late here
+            (Some(1), _) if rank(to).is_some() && !in_order => Verdict::Drop, // T1 never here
+            (_, Msg::LogSync { .. }) if from == leader => Verdict::Drop, // nothing synced
+            _ => Verdict::Deliver,
+        }
+    }));
+    s.run_until(2_000 * MS); // delay estimates from probes
+    if let Ok(p) = std::env::var("TIGA_EVENT_LOG") {
+        s.set_event_log(Box::new(std::fs::File::create(p).unwrap()));
+    }
+    // T2 from Finland, T1 from South Carolina (links are FIFO: T2's delay
+    // must not hold T1 back), T3 from Brazil.
+    let (sc, fi, br) = (node(&s, "client-south-carolina-0"), node(&s, "client-finland-0"), node(&s, "client-brazil-0"));
+    let x = Key(0);
+    let mut rec = Recorder::default();
+    rec.submit(&mut s, fi, 2, Program::new(vec![Op::Append { key: x, element: 2 }]));
+    run_for(&mut s, &mut rec, 5);
+    rec.submit(&mut s, sc, 1, Program::new(vec![Op::Read { key: x }, Op::Append { key: x, element: 1 }]));
+    let mut done = Vec::new();
+    while !done.iter().any(|c: &Completion| c.request.0 == 1) {
+        done.extend(run_for(&mut s, &mut rec, 5));
+        assert!(s.now_ns() < 5_000 * MS, "T1 never committed");
+    }
+    assert_eq!(s.counters().get("fast_path").copied(), Some(1), "T1 on the fast path: {:?}", s.counters());
+    s.crash(leader);
+    run_for(&mut s, &mut rec, 8_000); // view change; T2 is resubmitted
+    rec.submit(&mut s, br, 3, Program::new(vec![Op::Read { key: x }]));
+    run_for(&mut s, &mut rec, 5_000);
+    assert!(s.counters().get("view_change_completions").copied().unwrap_or(0) >= 1, "{:?}", s.counters());
+    let new_leader = node(&s, "shard0-replica1");
+    let Some(Node::Server(server)) = s.process(new_leader) else { panic!("r1 is a server") };
+    assert!(server.is_leader(), "the view manager made r1 the leader");
+    let tags = server.log().all().iter().filter_map(|e| tag_of_body(&e.body.program)).collect();
+    (rec.ops, tags)
+}
+
+fn tag_of_body(program: &Program) -> Option<u64> {
+    program.ops.iter().find_map(|op| match op {
+        Op::Append { element, .. } => Some(*element),
+        _ => None,
+    })
+}
+
+#[test]
+fn after_the_leader_fails_the_new_leader_recovers_the_order_a_super_quorum_committed() {
+    // T1 logged by the leader and three followers: 1 + f + ⌈f/2⌉ = 4.
+    let (history, log) = super_quorum_example("super", &[1, 2, 3]);
+    let t1 = log.iter().position(|t| *t == 1).expect("T1 recovered");
+    if let Some(t2) = log.iter().position(|t| *t == 2) {
+        assert!(t1 < t2, "T1 committed first, so T2 follows it: {log:?}");
+    }
+    let report = check(&history, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+    assert_eq!(history.iter().filter(|op| op.kind == OpType::Ok).count(), 3, "T1, T2 and T3 commit");
+}
+
+#[test]
+fn with_a_simple_quorum_fast_path_the_new_leader_recovers_the_other_order_and_the_checker_catches_it() {
+    // T1 logged by the leader and two followers only (f + 1 = 3), T2 by the
+    // other two: after the leader fails, T2 has as many holders as T1, and
+    // the new leader's quorum sees only one of T1's.
+    let (history, log) = super_quorum_example("simple", &[1, 2]);
+    let t2 = log.iter().position(|t| *t == 2).expect("T2 recovered");
+    let t1 = log.iter().position(|t| *t == 1);
+    assert!(t1.is_none_or(|t1| t1 > t2), "the committed T1 lost or placed behind T2: {log:?}");
+    let report = check(&history, Model::StrictSerializable);
+    assert!(!report.valid, "the lost order must be caught: {}", report.summary());
+}
+
+// ---- §4 checkpoints ----
+
+fn server<'a>(s: &'a Sim<Tiga>, name: &str) -> &'a meridian_protocols::tiga::Server {
+    match s.process(node(s, name)) {
+        Some(Node::Server(server)) => server,
+        _ => panic!("{name} is a running server"),
+    }
+}
+
+/// Submits `n` list-append transactions round-robin from the four clients,
+/// 10 ms apart, each appending to one key of each shard and reading a
+/// third; then runs until every one completed.
+fn load(s: &mut Sim<Tiga>, rec: &mut Recorder, first: u64, n: u64) {
+    let clients: Vec<NodeId> = ["south-carolina", "finland", "brazil", "hong-kong"]
+        .iter()
+        .map(|r| node(s, &format!("client-{r}-0")))
+        .collect();
+    for i in first..first + n {
+        let ops = vec![
+            Op::Append { key: Key(2 * (i % 5)), element: 10_000 + 2 * i },
+            Op::Append { key: Key(2 * (i % 3) + 1), element: 10_001 + 2 * i },
+            Op::Read { key: Key((i % 7) + 20) },
+        ];
+        rec.submit(s, clients[(i % 4) as usize], i, Program::new(ops));
+        run_for(s, rec, 10);
+    }
+    let deadline = s.now_ns() + 60_000 * MS;
+    while rec.pending() > 0 {
+        run_for(s, rec, 100);
+        assert!(s.now_ns() < deadline, "{} transactions never completed", rec.pending());
+    }
+}
+
+impl Recorder {
+    fn pending(&self) -> usize {
+        let invoked = self.ops.iter().filter(|op| op.kind == OpType::Invoke).count();
+        invoked - (self.ops.len() - invoked)
+    }
+}
+
+fn checkpointing(seed: u64, extra: Params) -> Sim<Tiga> {
+    let mut params = Params::new().with("checkpoint_entries", ParamValue::Int(20));
+    for (k, v) in extra.iter() {
+        params = params.with(k, v.clone());
+    }
+    let setup = Setup {
+        shards: 2,
+        replicas: 3,
+        view_manager: true,
+        leaders: LeaderPlacement::Colocated,
+        params,
+        offsets_ms: vec![],
+    };
+    let mut s = sim(seed, setup);
+    s.run_until(2_000 * MS);
+    s
+}
+
+/// Every replica of each shard has executed the same log to the same data.
+fn assert_replicas_agree(s: &Sim<Tiga>) {
+    for shard in 0..2 {
+        let names: Vec<String> = (0..3).map(|r| format!("shard{shard}-replica{r}")).collect();
+        let leader = names.iter().find(|n| server(s, n).is_leader()).expect("a leader");
+        let want = server(s, leader);
+        for name in &names {
+            let got = server(s, name);
+            assert_eq!(got.applied(), want.log().len(), "{name} executed the whole log");
+            assert_eq!(got.state().snapshot(), want.state().snapshot(), "{name} and {leader} hold the same data");
+        }
+    }
+}
+
+#[test]
+fn servers_fold_their_logs_at_the_commit_point_and_a_restarted_one_resumes_from_its_checkpoint() {
+    let mut s = checkpointing(5, Params::new());
+    let mut rec = Recorder::default();
+    load(&mut s, &mut rec, 0, 60);
+    let follower = node(&s, "shard0-replica1");
+    s.crash(follower);
+    load(&mut s, &mut rec, 60, 60);
+    s.restart(follower);
+    load(&mut s, &mut rec, 120, 60);
+    run_for(&mut s, &mut rec, 2_000); // commit-points reach every follower
+    let c = s.counters().clone();
+    assert!(c.get("checkpoints").copied().unwrap_or(0) >= 10, "{c:?}");
+    for shard in 0..2 {
+        for r in 0..3 {
+            let sv = server(&s, &format!("shard{shard}-replica{r}"));
+            assert!(sv.checkpoint().upto > 100, "shard{shard}-replica{r} folded its log: {}", sv.checkpoint().upto);
+            assert!(sv.log().all().len() < 40, "at most one interval held: {}", sv.log().all().len());
+        }
+    }
+    assert_replicas_agree(&s);
+    let report = check(&rec.ops, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+}
+
+#[test]
+fn a_follower_behind_its_leaders_checkpoint_installs_it_and_catches_up() {
+    let mut s = checkpointing(6, Params::new());
+    let lagging = node(&s, "shard1-replica2");
+    let cut = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let cut_in = cut.clone();
+    s.set_interceptor(Box::new(move |_, from, to, _: &Msg| {
+        let isolated = cut_in.load(std::sync::atomic::Ordering::Relaxed) && (from == lagging || to == lagging);
+        if isolated { Verdict::Drop } else { Verdict::Deliver }
+    }));
+    let mut rec = Recorder::default();
+    load(&mut s, &mut rec, 0, 100); // commits on the slow path without it
+    cut.store(false, std::sync::atomic::Ordering::Relaxed);
+    load(&mut s, &mut rec, 100, 20);
+    run_for(&mut s, &mut rec, 2_000);
+    let c = s.counters().clone();
+    assert!(c.get("checkpoints_installed").copied().unwrap_or(0) >= 1, "{c:?}");
+    assert_replicas_agree(&s);
+    let report = check(&rec.ops, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+}
+
+#[test]
+fn a_resubmission_of_a_folded_transaction_is_answered_from_memory_and_never_executed_twice() {
+    // Appendix B's at-most-once execution, across a checkpoint: T's replies
+    // are lost until every server has folded it; its coordinator resubmits.
+    let mut s = checkpointing(7, Params::new().with("retry_ms", ParamValue::Int(3_000)));
+    let coordinator = node(&s, "client-finland-0");
+    let start = s.now_ns();
+    s.set_interceptor(Box::new(move |now, _, to, msg: &Msg| match msg {
+        Msg::FastReply { .. } | Msg::SyncReply { .. } if to == coordinator && now < start + 2_500 * MS => Verdict::Drop,
+        _ => Verdict::Deliver,
+    }));
+    let mut rec = Recorder::default();
+    let t = Program::new(vec![Op::Append { key: Key(0), element: 7 }, Op::Append { key: Key(1), element: 8 }]);
+    rec.submit(&mut s, coordinator, 999, t);
+    load(&mut s, &mut rec, 0, 100); // T's entries fold everywhere meanwhile
+    for shard in 0..2 {
+        let sv = server(&s, &format!("shard{shard}-replica0"));
+        assert!(sv.checkpoint().upto > 30, "shard {shard} folded past T");
+    }
+    run_for(&mut s, &mut rec, 5_000);
+    assert_eq!(rec.pending(), 0, "T committed after its resubmission");
+    assert!(s.counters().get("resubmissions").copied().unwrap_or(0) >= 1, "{:?}", s.counters());
+    let report = check(&rec.ops, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+    rec.submit(&mut s, coordinator, 1_000, Program::new(vec![Op::Read { key: Key(0) }, Op::Read { key: Key(1) }]));
+    run_for(&mut s, &mut rec, 2_000);
+    let last = rec.ops.last().expect("the read completed");
+    for (key, element) in [(0, 7), (1, 8)] {
+        let list = last.value.iter().find_map(|m| match m {
+            Mop::Read { key: k, value: ReadValue::List(l) } if *k == key => Some(l.clone()),
+            _ => None,
+        });
+        let list = list.unwrap_or_else(|| panic!("a list read of {key}: {:?}", last.value));
+        assert_eq!(list.iter().filter(|e| **e == element).count(), 1, "T appended once to {key}: {list:?}");
+    }
 }

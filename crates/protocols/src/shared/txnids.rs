@@ -12,6 +12,11 @@ use meridian_core::{Lsn, NodeId, TxnId};
 
 const COUNTER_BITS: u32 = 40;
 
+/// The epoch an identifier's sequence number was handed out in.
+pub fn epoch_of(seq: u64) -> u64 {
+    seq >> COUNTER_BITS
+}
+
 #[derive(Clone, Debug)]
 pub struct TxnIds {
     node: NodeId,
@@ -55,6 +60,12 @@ impl TxnIds {
 
     pub fn ready(&self) -> bool {
         self.durable
+    }
+
+    /// The sequence number the next identifier will have: every identifier
+    /// handed out later is at or above it.
+    pub fn next_seq(&self) -> u64 {
+        (self.epoch << COUNTER_BITS) | (self.counter + 1)
     }
 
     /// The next identifier (only once the epoch is durable).

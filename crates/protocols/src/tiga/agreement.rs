@@ -78,11 +78,12 @@ impl Server {
         if from != self.leader_node(ctx, shard) {
             return; // not from that shard's leader
         }
-        if let Some(e) = self.log.entry_of(id) {
+        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.done.get(&id).map(|d| d.t));
+        if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
             if !echo {
-                let msg = Msg::TsNotify { id, shard: self.shard, g_view, t: e.t, released: true, echo: true };
+                let msg = Msg::TsNotify { id, shard: self.shard, g_view, t, released: true, echo: true };
                 ctx.send(from, msg);
             }
             return;
@@ -163,7 +164,8 @@ impl Server {
     /// never received.
     pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
-        if !body.shards.contains(&self.shard) || self.log.position(id).is_some() || self.stamps.contains_key(&id) {
+        let known = self.log.position(id).is_some() || self.done.contains_key(&id) || self.stamps.contains_key(&id);
+        if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
             return;
         }
         self.unknown_notes.remove(&id);
@@ -189,12 +191,12 @@ impl Server {
         }
     }
 
+    /// Only a transaction still awaiting agreement here is handed over: one
+    /// this leader logged had every participant's announcement, so the
+    /// asker holds it too (or folded it) and the question is stale.
     pub(super) fn on_fetch_txn(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, id: TxnId) {
-        let found = match self.stamps.get(&id) {
-            Some(s) => Some((self.pq[s].body.clone(), self.pq[s].t)),
-            None => self.log.entry_of(id).map(|e| (e.body.clone(), e.t)),
-        };
-        if let Some((body, t)) = found {
+        if let Some(s) = self.stamps.get(&id) {
+            let (body, t) = (self.pq[s].body.clone(), self.pq[s].t);
             ctx.send(from, Msg::TxnFound { body, t });
         }
     }

@@ -16,39 +16,17 @@
 //! most once); Tiga never aborts.
 
 use super::messages::{Msg, Record, Timer, TxnBody, View};
+use super::owd::Delays;
 use super::{Config, Tiga};
 use crate::shared::quorum;
 use crate::shared::txnids::TxnIds;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Samples kept per server for the delay estimate.
-const OWD_SAMPLES: usize = 16;
-
-#[derive(Clone, Debug, Default)]
-struct Owd {
-    samples: VecDeque<u64>,
-}
-
-impl Owd {
-    fn add(&mut self, ns: u64) {
-        if self.samples.len() == OWD_SAMPLES {
-            self.samples.pop_front();
-        }
-        self.samples.push_back(ns);
-    }
-
-    fn estimate(&self, percentile: f64) -> Option<u64> {
-        if self.samples.is_empty() {
-            return None;
-        }
-        let mut s: Vec<u64> = self.samples.iter().copied().collect();
-        s.sort_unstable();
-        let i = ((percentile / 100.0) * (s.len() - 1) as f64).round() as usize;
-        Some(s[i.min(s.len() - 1)])
-    }
-}
+/// Most transactions still driven to completion after their client was
+/// told the outcome is unknown; beyond it the oldest is given up.
+const ORPHANS_MAX: usize = 1024;
 
 #[derive(Clone, Debug)]
 struct LeaderReply {
@@ -92,6 +70,10 @@ struct Pend {
     shards: BTreeMap<ShardId, ShardReplies>,
     submitted_tick: u64,
     attempts: u32,
+    /// Its client was told the outcome is unknown; it is still resubmitted
+    /// until it commits, so that the low watermark passes only transactions
+    /// that committed at every shard.
+    orphan: bool,
     /// When the fast path should have completed (this coordinator's clock):
     /// past it, the coordinator asks for the slow path.
     fast_due_ns: u64,
@@ -104,11 +86,14 @@ pub struct Coordinator {
     ids: TxnIds,
     queued: Vec<(RequestId, Program)>,
     view: View,
-    owd: BTreeMap<NodeId, Owd>,
+    owd: Delays,
     pending: BTreeMap<TxnId, Pend>,
     ticks: u64,
     /// The tick the view manager was last asked for the view.
     view_asked_tick: Option<u64>,
+    /// The smallest id given up past `ORPHANS_MAX`: the watermark stays
+    /// below it, since it may have committed at some shards only.
+    given_up_floor: Option<u64>,
 }
 
 impl Coordinator {
@@ -120,10 +105,11 @@ impl Coordinator {
             ids: TxnIds::start(me, []),
             queued: Vec::new(),
             view,
-            owd: BTreeMap::new(),
+            owd: Delays::default(),
             pending: BTreeMap::new(),
             ticks: 0,
             view_asked_tick: None,
+            given_up_floor: None,
         }
     }
 
@@ -133,7 +119,7 @@ impl Coordinator {
 
     /// The current delay estimate to a server (for tests and reports).
     pub fn owd_estimate_ns(&self, server: NodeId) -> Option<u64> {
-        self.owd.get(&server).and_then(|o| o.estimate(self.cfg.owd_percentile))
+        self.owd.estimate(server, self.cfg.owd_percentile)
     }
 
     pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
@@ -168,7 +154,15 @@ impl Coordinator {
         let id = self.ids.next_id();
         let body = Arc::new(TxnBody { id, coordinator: self.me, program, shards: shards.clone() });
         let replies = shards.iter().map(|s| (*s, ShardReplies::default())).collect();
-        let pend = Pend { request, body, shards: replies, submitted_tick: self.ticks, attempts: 0, fast_due_ns: 0 };
+        let pend = Pend {
+            request,
+            body,
+            shards: replies,
+            submitted_tick: self.ticks,
+            attempts: 0,
+            orphan: false,
+            fast_due_ns: 0,
+        };
         self.pending.insert(id, pend);
         self.submit(ctx, id);
     }
@@ -190,9 +184,10 @@ impl Coordinator {
         // submission's replies may be all that ever arrive.
         let p = self.pending.get_mut(&id).expect("checked");
         p.fast_due_ns = if p.attempts == 1 { due } else { p.fast_due_ns.min(due) };
+        let low_watermark = self.low_watermark();
         for shard in &body.shards {
             for replica in self.topo.replicas(*shard).to_vec() {
-                ctx.send(replica, Msg::Submit { body: body.clone(), t, send_clock_ns: now });
+                ctx.send(replica, Msg::Submit { body: body.clone(), t, send_clock_ns: now, low_watermark });
             }
         }
     }
@@ -236,7 +231,7 @@ impl Coordinator {
         match msg {
             Msg::FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns } => {
                 if let Some(ns) = owd_ns {
-                    self.owd.entry(from).or_default().add(ns);
+                    self.owd.add(from, ns);
                 }
                 if self.view_matches(g_view, shard, l_view) {
                     self.on_fast_reply(ctx, from, id, shard, t, hash, result);
@@ -248,11 +243,7 @@ impl Coordinator {
             Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
                 self.on_sync_reply(ctx, from, shard, synced);
             }
-            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => {
-                if let Some(ns) = recv_clock_ns.checked_sub(send_clock_ns) {
-                    self.owd.entry(from).or_default().add(ns);
-                }
-            }
+            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => self.owd.sample(from, send_clock_ns, recv_clock_ns),
             Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
             _ => {}
         }
@@ -339,6 +330,10 @@ impl Coordinator {
         if p.attempts > 1 {
             ctx.count("resubmissions", u64::from(p.attempts - 1));
         }
+        if p.orphan {
+            ctx.count("orphans_committed", 1);
+            return; // its client already heard "unknown"
+        }
         let results = self.assemble(&p);
         ctx.complete(p.request, Outcome::Committed { results });
     }
@@ -347,7 +342,8 @@ impl Coordinator {
     fn quorums(&self) -> (usize, usize) {
         let n = self.topo.replicas_per_shard as usize;
         let f = (n - 1) / 2;
-        (quorum::super_quorum(f).min(n), f)
+        let fast = if self.cfg.simple_fast_quorum { f + 1 } else { quorum::super_quorum(f) };
+        (fast.min(n), f)
     }
 
     /// The whole program's results from the leaders' pieces.
@@ -414,7 +410,8 @@ impl Coordinator {
 
     /// Resubmits (same id, fresh timestamp) what has not committed in time;
     /// after `max_attempts` the outcome is reported unknown (it may still
-    /// commit: Tiga never aborts).
+    /// commit: Tiga never aborts) and the transaction is still driven to
+    /// completion in the background (Appendix B's recovery coordinator).
     fn resubmit_stalled(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let stalled: Vec<TxnId> = self
             .pending
@@ -423,11 +420,14 @@ impl Coordinator {
             .map(|(id, _)| *id)
             .collect();
         for id in stalled {
-            if self.pending[&id].attempts >= self.cfg.max_attempts {
-                let p = self.pending.remove(&id).expect("listed");
+            let p = self.pending.get_mut(&id).expect("listed");
+            if p.attempts >= self.cfg.max_attempts && !p.orphan {
+                p.orphan = true;
                 ctx.count("unknown_outcomes", 1);
                 ctx.complete(p.request, Outcome::Unknown);
-            } else {
+                self.bound_orphans(ctx);
+            }
+            if self.pending.contains_key(&id) {
                 // A stalled transaction may mean a new view.
                 self.ask_view(ctx);
                 self.submit(ctx, id);
@@ -435,11 +435,30 @@ impl Coordinator {
         }
     }
 
+    /// Gives up the oldest orphans beyond `ORPHANS_MAX`.
+    fn bound_orphans(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let orphans: Vec<TxnId> = self.pending.iter().filter(|(_, p)| p.orphan).map(|(id, _)| *id).collect();
+        for id in orphans.iter().take(orphans.len().saturating_sub(ORPHANS_MAX)) {
+            self.pending.remove(id);
+            self.given_up_floor = Some(self.given_up_floor.map_or(id.seq, |f| f.min(id.seq)));
+            ctx.count("orphans_given_up", 1);
+        }
+    }
+
     fn probe_all(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let now = ctx.clock_ns();
+        let low_watermark = self.low_watermark();
         for node in self.topo.all_replicas().collect::<Vec<_>>() {
-            ctx.send(node, Msg::Probe { send_clock_ns: now });
+            ctx.send(node, Msg::Probe { send_clock_ns: now, low_watermark });
         }
+    }
+
+    /// No id below this is ever submitted again, and every earlier one of
+    /// this epoch committed at all its shards (servers may forget them,
+    /// Appendix B).
+    fn low_watermark(&self) -> u64 {
+        let pending = self.pending.keys().next().map_or_else(|| self.ids.next_seq(), |id| id.seq);
+        self.given_up_floor.map_or(pending, |f| f.min(pending))
     }
 
     /// A new view: replies of the old one no longer count; resubmit.

@@ -74,6 +74,17 @@ impl KeyHashes {
         self.map.len()
     }
 
+    /// Every key's hash, sorted by key (for checkpoints).
+    pub fn to_sorted(&self) -> Vec<(Key, u128)> {
+        let mut all: Vec<(Key, u128)> = self.map.iter().map(|(k, h)| (*k, *h)).collect();
+        all.sort_unstable_by_key(|(k, _)| *k);
+        all
+    }
+
+    pub fn from_pairs(pairs: &[(Key, u128)]) -> KeyHashes {
+        KeyHashes { map: pairs.iter().copied().filter(|(_, h)| *h != 0).collect() }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }

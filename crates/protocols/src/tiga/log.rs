@@ -1,7 +1,9 @@
 //! A Tiga server's log list (Figure 4): entries in log order, by position,
 //! with an index from transaction to position. Positions count from 0 and
 //! never move backwards; a follower's unsynced suffix may be replaced when
-//! the leader's log says otherwise (§3.7).
+//! the leader's log says otherwise (§3.7). Positions below `base` are folded
+//! into the server's checkpoint (§4): committed, executed, and the same at
+//! every server in every later view, so only the suffix is kept.
 
 use super::messages::LogEntry;
 use meridian_core::TxnId;
@@ -9,6 +11,7 @@ use rustc_hash::FxHashMap;
 
 #[derive(Clone, Debug, Default)]
 pub struct TigaLog {
+    base: u64,
     entries: Vec<LogEntry>,
     pos: FxHashMap<TxnId, u64>,
 }
@@ -18,17 +21,33 @@ impl TigaLog {
         TigaLog::default()
     }
 
-    /// Number of entries (the next position).
-    pub fn len(&self) -> u64 {
-        self.entries.len() as u64
+    /// A log whose positions below `base` are folded, holding `entries`
+    /// from `base` on.
+    pub fn from_base(base: u64, entries: Vec<LogEntry>) -> TigaLog {
+        let mut log = TigaLog { base, entries: Vec::with_capacity(entries.len()), pos: FxHashMap::default() };
+        for e in entries {
+            log.push(e);
+        }
+        log
     }
 
+    /// The first position still held (everything below is folded).
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+
+    /// The next position (folded entries included).
+    pub fn len(&self) -> u64 {
+        self.base + self.entries.len() as u64
+    }
+
+    /// Whether no entry is held (folded ones aside).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     pub fn get(&self, pos: u64) -> Option<&LogEntry> {
-        self.entries.get(pos as usize)
+        pos.checked_sub(self.base).and_then(|i| self.entries.get(i as usize))
     }
 
     pub fn position(&self, id: TxnId) -> Option<u64> {
@@ -47,18 +66,28 @@ impl TigaLog {
         p
     }
 
-    /// Entries from `from` on.
+    /// Held entries from `from` on (from the base if `from` is folded).
     pub fn suffix(&self, from: u64) -> &[LogEntry] {
-        &self.entries[(from as usize).min(self.entries.len())..]
+        let i = from.saturating_sub(self.base).min(self.entries.len() as u64);
+        &self.entries[i as usize..]
     }
 
+    /// Held entries in `[from, to)`, clamped to what is held.
+    pub fn range(&self, from: u64, to: u64) -> &[LogEntry] {
+        let lo = from.saturating_sub(self.base).min(self.entries.len() as u64) as usize;
+        let hi = to.saturating_sub(self.base).min(self.entries.len() as u64) as usize;
+        &self.entries[lo..hi.max(lo)]
+    }
+
+    /// Every held entry.
     pub fn all(&self) -> &[LogEntry] {
         &self.entries
     }
 
     /// Removes the entry at `pos`, shifting the rest down.
     pub fn remove_at(&mut self, pos: u64) -> LogEntry {
-        let e = self.entries.remove(pos as usize);
+        assert!(pos >= self.base, "removing folded position {pos}");
+        let e = self.entries.remove((pos - self.base) as usize);
         self.pos.remove(&e.body.id);
         self.reindex_from(pos);
         e
@@ -66,21 +95,23 @@ impl TigaLog {
 
     /// Inserts an entry at `pos`, shifting the rest up.
     pub fn insert_at(&mut self, pos: u64, e: LogEntry) {
+        assert!(pos >= self.base, "inserting at folded position {pos}");
         assert!(!self.pos.contains_key(&e.body.id), "{} logged twice", e.body.id);
-        self.entries.insert(pos as usize, e);
+        self.entries.insert((pos - self.base) as usize, e);
         self.reindex_from(pos);
     }
 
     fn reindex_from(&mut self, pos: u64) {
-        for (i, e) in self.entries.iter().enumerate().skip(pos as usize) {
-            self.pos.insert(e.body.id, i as u64);
+        let skip = (pos - self.base) as usize;
+        for (i, e) in self.entries.iter().enumerate().skip(skip) {
+            self.pos.insert(e.body.id, self.base + i as u64);
         }
     }
 
     /// Replaces everything from `from` on; returns what was there.
     pub fn replace_suffix(&mut self, from: u64, new: Vec<LogEntry>) -> Vec<LogEntry> {
-        assert!(from <= self.len(), "replacing past the end");
-        let old: Vec<LogEntry> = self.entries.drain(from as usize..).collect();
+        assert!(from >= self.base && from <= self.len(), "replacing at {from}, held {}..{}", self.base, self.len());
+        let old: Vec<LogEntry> = self.entries.drain((from - self.base) as usize..).collect();
         for e in &old {
             self.pos.remove(&e.body.id);
         }
@@ -88,6 +119,17 @@ impl TigaLog {
             self.push(e);
         }
         old
+    }
+
+    /// Folds every position below `upto`: returns those entries, in order.
+    pub fn fold_to(&mut self, upto: u64) -> Vec<LogEntry> {
+        assert!(upto >= self.base && upto <= self.len(), "folding to {upto}, held {}..{}", self.base, self.len());
+        let folded: Vec<LogEntry> = self.entries.drain(..(upto - self.base) as usize).collect();
+        for e in &folded {
+            self.pos.remove(&e.body.id);
+        }
+        self.base = upto;
+        folded
     }
 }
 
@@ -108,6 +150,10 @@ mod tests {
         LogEntry { body: Arc::new(body), t }
     }
 
+    fn id(seq: u64) -> TxnId {
+        TxnId { node: NodeId(0), seq }
+    }
+
     #[test]
     fn suffix_replacement_reindexes() {
         let mut log = TigaLog::new();
@@ -116,8 +162,30 @@ mod tests {
         log.push(e(3, 30));
         let old = log.replace_suffix(1, vec![e(3, 31), e(2, 20)]);
         assert_eq!(old.len(), 2);
-        assert_eq!(log.position(TxnId { node: NodeId(0), seq: 3 }), Some(1));
-        assert_eq!(log.entry_of(TxnId { node: NodeId(0), seq: 3 }).unwrap().t, 31);
+        assert_eq!(log.position(id(3)), Some(1));
+        assert_eq!(log.entry_of(id(3)).unwrap().t, 31);
         assert_eq!(log.len(), 3);
+    }
+
+    #[test]
+    fn folding_keeps_positions_and_forgets_the_prefix() {
+        let mut log = TigaLog::new();
+        for s in 1..=4 {
+            log.push(e(s, 10 * s));
+        }
+        let folded = log.fold_to(2);
+        assert_eq!(folded.iter().map(|x| x.body.id.seq).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!((log.base(), log.len()), (2, 4));
+        assert_eq!(log.position(id(1)), None, "folded entries are not indexed");
+        assert_eq!(log.position(id(3)), Some(2));
+        assert!(log.get(1).is_none());
+        assert_eq!(log.get(3).unwrap().body.id, id(4));
+        assert_eq!(log.suffix(0).len(), 2, "a folded start reads from the base");
+        assert_eq!(log.range(1, 3).len(), 1);
+        log.insert_at(2, e(9, 25));
+        assert_eq!(log.position(id(3)), Some(3));
+        assert_eq!(log.push(e(5, 50)), 5);
+        let rebuilt = TigaLog::from_base(2, log.all().to_vec());
+        assert_eq!(rebuilt.position(id(5)), Some(5));
     }
 }

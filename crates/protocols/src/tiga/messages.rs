@@ -2,8 +2,9 @@
 //! they carry (Tiga §3, Figure 4; Appendix A, Algorithms 2-3; Appendix B,
 //! Algorithms 4-6).
 
+use crate::shared::mvstore::MvStore;
 use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
-use meridian_core::{NodeId, OpResult, Program, ShardId, TxnId};
+use meridian_core::{Key, NodeId, OpResult, Program, ShardId, TxnId};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -72,6 +73,60 @@ impl View {
     }
 }
 
+/// A server's checkpoint (§4, "Checkpoints to accelerate recovery"): the
+/// state after executing its log below `upto` — a position at or below the
+/// commit-point, so the same entries at every server in every later view —
+/// and what later entries are checked and hashed against.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Log positions below this are folded in.
+    pub upto: u64,
+    /// The shard's data after executing them.
+    pub state: MvStore,
+    /// Appendix D's per-key hashes of the folded entries.
+    pub hashes: Vec<(Key, u128)>,
+    /// §3.2's rMap and wMap over the folded entries.
+    pub rmap: Vec<(Key, Stamp)>,
+    pub wmap: Vec<(Key, Stamp)>,
+    /// Folded transactions still remembered for at-most-once answers.
+    pub done: Vec<Done>,
+    /// Coordinators' low watermarks (one per epoch of their identifiers):
+    /// a coordinator never submits an id below it.
+    pub watermarks: Vec<(NodeId, u64)>,
+}
+
+/// A folded transaction: enough to answer a resubmission (Appendix B's
+/// at-most-once execution) or a late announcement.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Done {
+    pub id: TxnId,
+    /// Multi-shard transactions keep their body: a participant shard that
+    /// lost the transaction in a view change takes it from here.
+    pub body: Option<Arc<TxnBody>>,
+    pub t: u64,
+    /// The hash this server's fast reply carried.
+    pub hash: u128,
+    /// This shard's results (the leader's, or re-computed by execution).
+    pub result: Option<Vec<OpResult>>,
+    /// The server's clock when it folded the entry.
+    pub folded_ns: u64,
+}
+
+/// Everything a server keeps durable, as of a compaction of its durable log.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub checkpoint: Arc<Checkpoint>,
+    /// The log from `checkpoint.upto` on.
+    pub log: Vec<LogEntry>,
+    pub sync_point: u64,
+    pub commit_point: u64,
+    pub view: View,
+    pub last_normal_view: u64,
+    pub led: bool,
+    /// Optimistic executions it replied to as a leader and has not logged.
+    pub tentative: Vec<LogEntry>,
+}
+
 /// A view-manager command, replicated through its Paxos group.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VmCmd {
@@ -87,14 +142,18 @@ pub enum Msg {
     // ---- coordinator → servers (§3.1) ----
     /// The transaction with its proposed timestamp; `send_clock_ns` lets the
     /// receiver report the one-way delay it saw.
+    /// `low_watermark`: the coordinator never submits an id below it again
+    /// (it completed or gave up on them), so servers can forget those.
     Submit {
         body: Arc<TxnBody>,
         t: u64,
         send_clock_ns: u64,
+        low_watermark: u64,
     },
-    /// One-way-delay probe (§3.1).
+    /// One-way-delay probe (§3.1), carrying the watermark too.
     Probe {
         send_clock_ns: u64,
+        low_watermark: u64,
     },
 
     // ---- servers → coordinator (§3.4, §3.7, Appendix E) ----
@@ -173,14 +232,28 @@ pub enum Msg {
     Bodies {
         bodies: Vec<Arc<TxnBody>>,
     },
+    /// A checkpoint: from a leader to a follower whose log lags behind what
+    /// the leader folded (§4), or answering `FetchCheckpoint`.
+    CheckpointState {
+        g_view: u64,
+        checkpoint: Arc<Checkpoint>,
+    },
+    /// A new leader asks the server whose log it rebuilds from for its
+    /// checkpoint, when that server folded entries it lacks.
+    FetchCheckpoint {
+        g_view: u64,
+    },
 
     // ---- servers ↔ view manager (§4, Algorithm 4) ----
     Vm(PaxosMsg<VmCmd, VmState>),
     /// A server's periodic liveness report, with its view and whether it
     /// restarted and has not rejoined yet (Algorithm 6).
+    /// `delays`: its one-way-delay estimates to the other shards' servers
+    /// (the probe mesh of §3.8).
     Heartbeat {
         g_view: u64,
         recovering: bool,
+        delays: Vec<(NodeId, u64)>,
     },
     /// Anyone → view manager: what is the current view?
     GetView,
@@ -192,11 +265,16 @@ pub enum Msg {
     /// Server → its shard's new leader: its log and sync-point (also a
     /// restarted server's request for the log, Algorithm 6). Every vote a
     /// server gave is durable, so a restarted one contributes too.
+    /// `log` is the part from `base` (what it folded lies below), and
+    /// `commit_point` says how far its log is known committed (the same at
+    /// every server).
     ViewChange {
         g_view: u64,
         l_view: u64,
         last_normal_view: u64,
         sync_point: u64,
+        commit_point: u64,
+        base: u64,
         log: Arc<Vec<LogEntry>>,
     },
     /// New leader → other shards' new leaders (Algorithm 5 lines 64-78):
@@ -211,10 +289,14 @@ pub enum Msg {
     /// New leader → followers: the recovered log.
     /// Also the answer to a late or restarted server (Algorithm 6's state
     /// transfer).
+    /// The log from `base` on, with the leader's checkpoint at `base` for a
+    /// server that cannot supply the positions below it.
     StartView {
         g_view: u64,
         l_view: u64,
+        base: u64,
         log: Arc<Vec<LogEntry>>,
+        checkpoint: Option<Arc<Checkpoint>>,
     },
 }
 
@@ -259,6 +341,9 @@ pub enum Record {
     /// A leader's optimistic execution it replied to (detective mode):
     /// its vote, kept until a view change moves it into the log.
     Tentative(LogEntry),
+    /// A compaction's snapshot of the whole server (replaces every record
+    /// before it).
+    Snapshot(Arc<Snapshot>),
     /// The view this server is in and the last one it was normal in.
     View {
         view: View,

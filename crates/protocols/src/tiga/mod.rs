@@ -6,8 +6,10 @@
 //! Appendix E inquiries), `server.rs` (§3.2-3.4: queue, release, optimistic
 //! execution, fast replies, the log), `agreement.rs` (§3.5-3.6 timestamp
 //! agreement among leaders), `sync.rs` (§3.7 log synchronization, slow path,
-//! commit-point), `hash.rs` (Appendix D per-key incremental hashes),
-//! `log.rs`, `messages.rs`.
+//! commit-point), `checkpoint.rs` (§4 checkpoints, at-most-once memory),
+//! `recovery.rs` (§4, Appendix B view change and rejoin), `vm.rs` (the view
+//! manager), `hash.rs` (Appendix D per-key incremental hashes), `log.rs`,
+//! `messages.rs`.
 //!
 //! # Commit path and analytical latency
 //!
@@ -34,13 +36,18 @@
 //! optimistic executions), `timestamp_updates` (late arrivals re-stamped by
 //! a leader, and agreement moving a leader's timestamp), `view_changes`,
 //! `resubmissions`, `timestamp_notifications`, `slow_syncs`,
-//! `transactions_fetched`, `unknown_outcomes`.
+//! `transactions_fetched`, `unknown_outcomes`, `checkpoints` (taken),
+//! `checkpoints_sent` / `checkpoints_installed` (to and at lagging
+//! servers), `recovery_dropped` (uncommitted transactions a view change
+//! dropped), `replay_mismatches` (must stay 0).
 
 mod agreement;
+mod checkpoint;
 mod coordinator;
 pub mod hash;
 pub mod log;
 pub mod messages;
+mod owd;
 mod recovery;
 mod server;
 mod sync;
@@ -70,14 +77,22 @@ pub struct Config {
     pub simple_quorum_timestamps: bool,
     /// `None`: the view manager chooses from measured delays.
     pub preventive: Option<bool>,
+    /// Leaders closer than this (measured one-way delay) count as
+    /// co-located for the preventive mode (§3.8).
+    pub colocation_threshold_ns: u64,
     /// Test-only: false disables the second round of timestamp agreement.
     pub second_round: bool,
+    /// Test-only: true lets `f + 1` replies (leader included) commit on the
+    /// fast path, which §3.4 shows a view change cannot recover.
+    pub simple_fast_quorum: bool,
     pub server_tick_ns: u64,
     pub coordinator_tick_ns: u64,
     pub inquiry_after_ticks: u64,
     pub retry_ticks: u64,
     pub max_attempts: u32,
     pub probe_every_ticks: u64,
+    /// Servers' probe period, in server ticks.
+    pub server_probe_ticks: u64,
     pub resync_after_ticks: u32,
     pub fetch_after_ticks: u32,
     /// Servers' heartbeat period to the view manager, in server ticks.
@@ -85,6 +100,10 @@ pub struct Config {
     /// Silence after which the view manager replaces a leader.
     pub leader_timeout_ns: u64,
     pub vm_tick_ns: u64,
+    /// Executed entries past the last checkpoint that trigger the next.
+    pub checkpoint_entries: u64,
+    /// How long a folded transaction is remembered at least.
+    pub done_retention_ns: u64,
 }
 
 pub const PARAMS: &[ParamDoc] = &[
@@ -110,9 +129,19 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "true: agree on timestamps before executing (co-located leaders); false: detective mode; \"auto\": chosen from the leaders' placement",
     },
     ParamDoc {
+        name: "colocation_threshold_ms",
+        default: "10",
+        doc: "with preventive = \"auto\": leaders whose measured one-way delays are all below this are co-located, and the view manager picks the preventive mode (§3.8)",
+    },
+    ParamDoc {
         name: "second_round",
         default: "true",
         doc: "test-only: false disables agreement's second round, which allows timestamp inversion (§3.6)",
+    },
+    ParamDoc {
+        name: "fast_quorum",
+        default: "\"super\"",
+        doc: "test-only: \"simple\" accepts f + 1 fast replies, which a leader failure can lose (§3.4's example)",
     },
     ParamDoc {
         name: "server_tick_ms",
@@ -135,7 +164,11 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "resubmit (same id, new timestamp) a transaction not committed this long",
     },
     ParamDoc { name: "max_attempts", default: "20", doc: "submissions before the outcome is reported unknown" },
-    ParamDoc { name: "probe_interval_ms", default: "500", doc: "period of one-way-delay probes to every server" },
+    ParamDoc {
+        name: "probe_interval_ms",
+        default: "500",
+        doc: "period of one-way-delay probes: coordinators' to every server, servers' to the other shards' servers",
+    },
     ParamDoc {
         name: "heartbeat_ms",
         default: "100",
@@ -145,6 +178,11 @@ pub const PARAMS: &[ParamDoc] = &[
         name: "leader_timeout_ms",
         default: "1000",
         doc: "heartbeat silence after which the view manager replaces a shard leader (§4, Algorithm 4)",
+    },
+    ParamDoc {
+        name: "checkpoint_entries",
+        default: "8192",
+        doc: "executed log entries past the last checkpoint after which a server folds them into a new one (§4)",
     },
     ParamDoc {
         name: "fetch_after_ms",
@@ -180,6 +218,11 @@ impl Config {
                 return Err(format!("parameter `timestamp_quorum` must be \"super\" or \"simple\", got {other:?}"));
             }
         };
+        let simple_fast_quorum = match p.str_or("fast_quorum", "super")? {
+            "super" => false,
+            "simple" => true,
+            other => return Err(format!("parameter `fast_quorum` must be \"super\" or \"simple\", got {other:?}")),
+        };
         let preventive = match p.iter().find(|(k, _)| *k == "preventive").map(|(_, v)| v) {
             None => None,
             Some(ParamValue::Bool(b)) => Some(*b),
@@ -190,7 +233,15 @@ impl Config {
         if !(1..=1_000_000).contains(&max_attempts) {
             return Err(format!("parameter `max_attempts` must be between 1 and 1000000, got {max_attempts}"));
         }
+        let checkpoint_entries = p.u64_or("checkpoint_entries", 8192)?;
+        if !(1..=1 << 30).contains(&checkpoint_entries) {
+            return Err(format!(
+                "parameter `checkpoint_entries` must be between 1 and {}, got {checkpoint_entries}",
+                1 << 30
+            ));
+        }
         let server_tick_ns = ms("server_tick_ms", 20.0)?;
+        let retry_ns = ms("retry_ms", 2000.0)?;
         let coordinator_tick_ns = ms("coordinator_tick_ms", 10.0)?;
         let ticks = |ns: u64, tick: u64| ns.div_ceil(tick).clamp(1, 1 << 30);
         Ok(Config {
@@ -199,18 +250,25 @@ impl Config {
             default_owd_ns: ms("default_owd_ms", 100.0)?,
             simple_quorum_timestamps: simple,
             preventive,
+            colocation_threshold_ns: ms("colocation_threshold_ms", 10.0)?,
             second_round: p.bool_or("second_round", true)?,
+            simple_fast_quorum,
             server_tick_ns,
             coordinator_tick_ns,
             inquiry_after_ticks: ticks(ms("inquiry_after_ms", 10.0)?, coordinator_tick_ns),
-            retry_ticks: ticks(ms("retry_ms", 2000.0)?, coordinator_tick_ns),
+            retry_ticks: ticks(retry_ns, coordinator_tick_ns),
             max_attempts: max_attempts as u32,
             probe_every_ticks: ticks(ms("probe_interval_ms", 500.0)?, coordinator_tick_ns),
+            server_probe_ticks: ticks(ms("probe_interval_ms", 500.0)?, server_tick_ns),
             resync_after_ticks: 5,
             fetch_after_ticks: ticks(ms("fetch_after_ms", 500.0)?, server_tick_ns) as u32,
             heartbeat_ticks: ticks(ms("heartbeat_ms", 100.0)?, server_tick_ns),
             leader_timeout_ns: ms("leader_timeout_ms", 1000.0)?,
             vm_tick_ns: 50_000_000,
+            checkpoint_entries,
+            // Past every resubmission of its coordinator, and then some for
+            // announcements still in flight between leaders.
+            done_retention_ns: retry_ns.saturating_mul(max_attempts).saturating_add(10_000_000_000),
         })
     }
 }

@@ -35,26 +35,58 @@
 //! rejoined (Algorithm 6: the leader's log replaces its own).
 
 use super::Tiga;
-use super::messages::{LogEntry, Mode, Msg, Record, Stamp, TxnBody, VerifyEntry, VerifyInfo, View};
+use super::log::TigaLog;
+use super::messages::{Checkpoint, LogEntry, Mode, Msg, Record, Stamp, TxnBody, VerifyEntry, VerifyInfo, View};
 use super::server::{PState, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, ShardId, TxnId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
+
+/// View-change ticks a new leader waits for a checkpoint it asked for
+/// before rebuilding without that server.
+const FETCH_PATIENCE_TICKS: u32 = 20;
 use std::sync::Arc;
 
-/// A server's contribution to a log rebuild.
+/// A server's contribution to a log rebuild: its log from `base` (what it
+/// folded lies below), how far that log agrees with its last leader's
+/// (`sync_point`), and how far it is known committed (`commit_point`, below
+/// which every server in every later view holds the same entries).
 #[derive(Clone, Debug)]
 pub(super) struct Contribution {
     pub last_normal_view: u64,
     pub sync_point: u64,
+    pub commit_point: u64,
+    pub base: u64,
     pub log: Arc<Vec<LogEntry>>,
+}
+
+impl Contribution {
+    /// The entry at log position `pos`, if held.
+    fn at(&self, pos: u64) -> Option<&LogEntry> {
+        pos.checked_sub(self.base).and_then(|i| self.log.get(i as usize))
+    }
+
+    /// Entries at positions in `[from, to)`, clamped to what is held.
+    fn range(&self, from: u64, to: u64) -> &[LogEntry] {
+        let len = self.log.len() as u64;
+        let lo = from.saturating_sub(self.base).min(len) as usize;
+        let hi = to.saturating_sub(self.base).min(len) as usize;
+        &self.log[lo..hi.max(lo)]
+    }
 }
 
 /// The new leader's progress through a view change.
 #[derive(Debug, Default)]
 pub(super) struct Rebuild {
     pub quorum: BTreeMap<NodeId, Contribution>,
-    /// The rebuilt log, once `f + 1` contributions arrived.
+    /// Servers whose checkpoint this leader asked for and did not get: not
+    /// counted again in this view change.
+    pub excluded: BTreeSet<NodeId>,
+    /// The server whose checkpoint this leader waits for, and for how many
+    /// ticks it has waited.
+    pub fetching: Option<(NodeId, u32)>,
+    /// The rebuilt log, from this leader's base, once `f + 1` contributions
+    /// arrived.
     pub log: Option<Vec<LogEntry>>,
     /// The transactions of part (a) of the rebuilt log.
     pub part_a: FxHashSet<TxnId>,
@@ -138,6 +170,8 @@ impl Server {
             l_view: self.view.l_view(self.shard),
             last_normal_view: self.last_normal_view,
             sync_point: self.sync_point,
+            commit_point: self.commit_point,
+            base: self.log.base(),
             log: Arc::new(self.log.all().to_vec()),
         };
         // The new leader sends its own too, through persistence like any.
@@ -146,16 +180,10 @@ impl Server {
 
     // ---- Algorithm 5 lines 16-32: the new leader collects logs ----
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_view_change(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        g_view: u64,
-        last_normal_view: u64,
-        sync_point: u64,
-        log: Arc<Vec<LogEntry>>,
-    ) {
+    pub(super) fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, g_view: u64, c: Contribution) {
+        if let Some(r) = ctx.topology().replicas(self.shard).iter().position(|n| *n == from) {
+            self.peer_log[r] = Some((c.base, c.commit_point));
+        }
         if g_view > self.view.g_view {
             // The sender knows a newer view than this server: ask for it.
             for vm in self.vm_members() {
@@ -170,70 +198,124 @@ impl Server {
             Status::Normal => self.send_start_view(ctx, from),
             Status::Recovering => {}
             Status::ViewChange => {
-                if self.rebuild.log.is_some() {
+                if self.rebuild.log.is_some() || self.rebuild.excluded.contains(&from) {
                     return;
                 }
-                let c = Contribution { last_normal_view, sync_point, log };
                 self.rebuild.quorum.insert(from, c);
-                if self.rebuild.quorum.len() > self.f() {
-                    self.rebuild_log();
-                    self.verify_round(ctx, 1);
-                }
+                self.try_rebuild(ctx);
             }
         }
     }
 
-    /// Algorithm 5 lines 44-63.
-    fn rebuild_log(&mut self) {
+    /// The contribution part (a) comes from: the largest sync-point among
+    /// the latest normal view's (Algorithm 5 lines 46-48).
+    fn best_contribution(&self) -> Option<(NodeId, &Contribution)> {
         let q = &self.rebuild.quorum;
-        let lnv = q.values().map(|c| c.last_normal_view).max().expect("f + 1 contributions");
-        let best = q.values().filter(|c| c.last_normal_view == lnv).max_by_key(|c| c.sync_point).expect("one has lnv");
-        let sp = (best.sync_point as usize).min(best.log.len());
-        // Part (a): everything the most advanced server synced.
-        let mut log: Vec<LogEntry> = best.log[..sp].to_vec();
-        let t_max = log.iter().map(|e| e.t).max().unwrap_or(0);
-        // Part (b): other entries ⌈f/2⌉ + 1 logs hold at the same timestamp.
-        let need = self.f().div_ceil(2) + 1;
-        let mut seen: BTreeMap<(u64, TxnId), (usize, Arc<TxnBody>)> = BTreeMap::new();
-        for c in q.values() {
-            let mut mine: Vec<(u64, TxnId)> = Vec::new();
-            for e in c.log.iter().skip((c.sync_point as usize).min(c.log.len())) {
-                mine.push((e.t, e.body.id));
-                seen.entry((e.t, e.body.id)).or_insert((0, e.body.clone()));
+        let lnv = q.values().map(|c| c.last_normal_view).max()?;
+        q.iter()
+            .filter(|(_, c)| c.last_normal_view == lnv)
+            .max_by_key(|(n, c)| (c.sync_point, std::cmp::Reverse(**n)))
+            .map(|(n, c)| (*n, c))
+    }
+
+    /// With `f + 1` contributions, rebuilds the log, first fetching the best
+    /// server's checkpoint if it folded positions this leader cannot supply.
+    fn try_rebuild(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.rebuild.log.is_some() || self.rebuild.quorum.len() <= self.f() {
+            return;
+        }
+        let (best, c) = self.best_contribution().expect("f + 1 contributions");
+        if c.base > self.log.base() && self.commit_point < c.base {
+            if self.rebuild.fetching.is_none_or(|(n, _)| n != best) {
+                self.rebuild.fetching = Some((best, 0));
+                ctx.send(best, Msg::FetchCheckpoint { g_view: self.view.g_view });
             }
-            mine.sort_unstable();
-            mine.dedup();
-            for k in mine {
-                seen.get_mut(&k).expect("inserted").0 += 1;
+            return;
+        }
+        self.rebuild.fetching = None;
+        self.rebuild_log();
+        self.verify_round(ctx, 1);
+    }
+
+    /// The checkpoint asked for arrives.
+    pub(super) fn on_fetched_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, cp: Arc<Checkpoint>) {
+        if self.rebuild.log.is_some() || self.rebuild.fetching.is_none_or(|(n, _)| n != from) {
+            return;
+        }
+        self.rebuild.fetching = None;
+        self.adopt_checkpoint(ctx, cp);
+        self.try_rebuild(ctx);
+    }
+
+    /// Every view-change tick while waiting for a checkpoint: ask again, and
+    /// after long silence rebuild without that server.
+    pub(super) fn refetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let Some((node, waited)) = self.rebuild.fetching else { return };
+        if waited >= FETCH_PATIENCE_TICKS {
+            self.rebuild.fetching = None;
+            self.rebuild.quorum.remove(&node);
+            self.rebuild.excluded.insert(node);
+            return self.try_rebuild(ctx);
+        }
+        self.rebuild.fetching = Some((node, waited + 1));
+        ctx.send(node, Msg::FetchCheckpoint { g_view: self.view.g_view });
+    }
+
+    /// Algorithm 5 lines 44-63, on logs that start at their bases. Part (a)
+    /// keeps its positions: this leader's own committed entries up to the
+    /// best log's base if it folded less, then the best log up to its
+    /// sync-point. Part (b): later entries that `⌈f/2⌉ + 1` logs hold at the
+    /// same timestamp, unless folded here or placed below a conflicting
+    /// part (a) entry (the leader would have re-stamped a transaction that
+    /// arrived behind one, so such an entry never committed).
+    fn rebuild_log(&mut self) {
+        let (_, best) = self.best_contribution().expect("f + 1 contributions");
+        let best = best.clone();
+        let own_base = self.log.base();
+        let mut log: Vec<LogEntry> = Vec::new();
+        if own_base < best.base {
+            debug_assert!(self.commit_point >= best.base, "positions below the best base are committed here");
+            log.extend(self.log.range(own_base, best.base).iter().cloned());
+        }
+        log.extend(best.range(own_base.max(best.base), best.sync_point).iter().cloned());
+        let part_a: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
+        let (a_reads, a_writes) = self.part_a_bounds(&log, &part_a);
+        let need = self.f().div_ceil(2) + 1;
+        let mut holders: BTreeMap<(u64, TxnId), (usize, Arc<TxnBody>)> = BTreeMap::new();
+        for c in self.rebuild.quorum.values() {
+            for pos in c.sync_point.max(c.base)..c.base + c.log.len() as u64 {
+                let e = c.at(pos).expect("held");
+                holders.entry((e.t, e.body.id)).or_insert((0, e.body.clone()));
             }
         }
         // Count holders among the whole logs, not only their unsynced parts.
-        for ((t, id), (count, _)) in seen.iter_mut() {
-            *count = q.values().filter(|c| c.log.iter().any(|e| e.body.id == *id && e.t == *t)).count();
+        for ((t, id), (count, _)) in holders.iter_mut() {
+            *count =
+                self.rebuild.quorum.values().filter(|c| c.log.iter().any(|e| e.body.id == *id && e.t == *t)).count();
         }
-        let in_a: rustc_hash::FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
-        let mut taken: rustc_hash::FxHashSet<TxnId> = Default::default();
-        let mut part_b = Vec::new();
-        for ((t, id), (count, body)) in seen {
-            if count < need || in_a.contains(&id) || taken.contains(&id) {
+        let mut taken: FxHashSet<TxnId> = Default::default();
+        for ((t, id), (count, body)) in holders {
+            if count < need || part_a.contains(&id) || taken.contains(&id) || self.done.contains_key(&id) {
                 continue;
             }
-            // An entry below part (a)'s largest timestamp was committed only
-            // if nothing in part (a) it conflicts with lies above it (the
-            // leader re-stamps a transaction that arrives behind a
-            // conflicting one, so it would sit in part (a) itself); one that
-            // does would change a committed result: it is left out.
-            let (reads, writes) = self.keys_of(&body);
             let entry = LogEntry { body, t };
-            if t <= t_max && log.iter().any(|a| a.t > t && self.conflicts(a, &reads, &writes)) {
+            if self.below_part_a(&entry, &a_reads, &a_writes) {
                 continue;
             }
             taken.insert(id);
-            part_b.push(entry);
+            log.push(entry);
         }
-        self.rebuild.part_a = log.iter().map(|e| e.body.id).collect();
-        log.extend(part_b);
+        self.rebuild.part_a = part_a;
         self.rebuild.log = Some(log);
+    }
+
+    /// Whether a conflicting entry of part (a) (or a folded one) lies above
+    /// `e`.
+    fn below_part_a(&self, e: &LogEntry, a_reads: &FxHashMap<Key, Stamp>, a_writes: &FxHashMap<Key, Stamp>) -> bool {
+        let (reads, writes) = self.keys_of(&e.body);
+        let stamp = e.stamp();
+        let above = |m: &FxHashMap<Key, Stamp>, k: &Key| m.get(k).is_some_and(|s| *s > stamp);
+        reads.iter().chain(&writes).any(|k| above(a_writes, k)) || writes.iter().any(|k| above(a_reads, k))
     }
 
     // ---- Algorithm 5 lines 64-78: agreement across shards ----
@@ -252,15 +334,19 @@ impl Server {
         for ss in self.other_shards() {
             let involves = |e: &&LogEntry| e.body.shards.contains(&ss);
             let info = if round == 1 {
-                let entries = log
-                    .iter()
-                    .filter(involves)
-                    .map(|e| VerifyEntry {
-                        body: e.body.clone(),
-                        t: e.t,
-                        pinned: self.rebuild.part_a.contains(&e.body.id),
-                    })
-                    .collect();
+                let held = log.iter().filter(involves).map(|e| VerifyEntry {
+                    body: e.body.clone(),
+                    t: e.t,
+                    pinned: self.rebuild.part_a.contains(&e.body.id),
+                });
+                // Folded ones committed here at their agreed timestamp; a
+                // shard that lost one takes it (step ④ (1)).
+                let folded = self.done_order.iter().filter_map(|id| {
+                    let d = &self.done[id];
+                    let body = d.body.as_ref().filter(|b| b.shards.contains(&ss))?;
+                    Some(VerifyEntry { body: body.clone(), t: d.t, pinned: true })
+                });
+                let entries = held.chain(folded).collect();
                 VerifyInfo { entries, doomed: Vec::new() }
             } else {
                 let doomed = log
@@ -347,7 +433,12 @@ impl Server {
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
         for e in infos.iter().flat_map(|i| i.entries.iter()) {
-            if !e.body.shards.contains(&self.shard) {
+            if !e.body.shards.contains(&self.shard) || self.done.contains_key(&e.body.id) {
+                continue; // not ours, or folded here (committed, at its agreed timestamp)
+            }
+            if !index.contains_key(&e.body.id) && self.stale(e.body.id) {
+                // Its coordinator saw it commit at every shard, so this one
+                // folded it and has forgotten it since.
                 continue;
             }
             if let std::collections::hash_map::Entry::Vacant(slot) = index.entry(e.body.id) {
@@ -360,7 +451,7 @@ impl Server {
                 b.1 = Some(b.1.map_or(e.t, |p| p.max(e.t)));
             }
         }
-        let (a_reads, a_writes) = self.part_a_bounds(&log);
+        let (a_reads, a_writes) = self.part_a_bounds(&log, &self.rebuild.part_a);
         for (id, (t_max, pinned_t)) in best {
             let i = index[&id];
             let own_pin = self.rebuild.part_a.contains(&id).then_some(log[i].t);
@@ -373,12 +464,7 @@ impl Server {
             if own_pin.is_some() || pinned_t.is_some() {
                 continue;
             }
-            let (reads, writes) = self.keys_of(&log[i].body);
-            let stamp = log[i].stamp();
-            let above = |m: &FxHashMap<Key, Stamp>, k: &Key| m.get(k).is_some_and(|s| *s > stamp);
-            let blocked =
-                reads.iter().chain(&writes).any(|k| above(&a_writes, k)) || writes.iter().any(|k| above(&a_reads, k));
-            if blocked {
+            if self.below_part_a(&log[i], &a_reads, &a_writes) {
                 self.rebuild.doomed.insert(id);
                 ctx.count("recovery_dropped", 1);
             }
@@ -386,11 +472,16 @@ impl Server {
         self.rebuild.log = Some(log);
     }
 
-    /// The largest stamp reading and writing each key in part (a).
-    fn part_a_bounds(&self, log: &[LogEntry]) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
-        let mut reads: FxHashMap<Key, Stamp> = FxHashMap::default();
-        let mut writes: FxHashMap<Key, Stamp> = FxHashMap::default();
-        for e in log.iter().filter(|e| self.rebuild.part_a.contains(&e.body.id)) {
+    /// The largest stamp reading and writing each key in part (a), the
+    /// folded entries included.
+    fn part_a_bounds(
+        &self,
+        log: &[LogEntry],
+        part_a: &FxHashSet<TxnId>,
+    ) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
+        let mut reads: FxHashMap<Key, Stamp> = self.checkpoint.rmap.iter().copied().collect();
+        let mut writes: FxHashMap<Key, Stamp> = self.checkpoint.wmap.iter().copied().collect();
+        for e in log.iter().filter(|e| part_a.contains(&e.body.id)) {
             let (r, w) = self.keys_of(&e.body);
             for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
                 for k in keys {
@@ -412,17 +503,19 @@ impl Server {
         log.retain(|e| !doomed.contains(&e.body.id) || part_a.contains(&e.body.id));
     }
 
-    fn conflicts(&self, e: &LogEntry, reads: &[meridian_core::Key], writes: &[meridian_core::Key]) -> bool {
-        let (r2, w2) = self.keys_of(&e.body);
-        writes.iter().any(|k| r2.contains(k) || w2.contains(k)) || reads.iter().any(|k| w2.contains(k))
-    }
-
-    /// Algorithm 5 line 78 and step ⑤: the log in timestamp order becomes
-    /// this leader's; it executes it and hands it to the followers.
+    /// Algorithm 5 line 78 and step ⑤: the rebuilt log becomes this
+    /// leader's — part (a) in place, the rest in timestamp order — and it
+    /// executes it and hands it to the followers.
     fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let mut log = self.rebuild.log.take().expect("rebuilt");
-        log.sort_by_key(|e| e.stamp());
-        self.install_log(ctx, log, true);
+        let log = self.rebuild.log.take().expect("rebuilt");
+        let part_a = &self.rebuild.part_a;
+        let kept_a = log.iter().take_while(|e| part_a.contains(&e.body.id)).count();
+        debug_assert!(log[kept_a..].iter().all(|e| !part_a.contains(&e.body.id)), "part (a) comes first");
+        let (a, rest) = log.split_at(kept_a);
+        let mut rest = rest.to_vec();
+        rest.sort_by_key(|e| e.stamp());
+        let entries: Vec<LogEntry> = a.iter().cloned().chain(rest).collect();
+        self.install_log(ctx, entries, true);
         ctx.count("view_change_completions", 1);
         let followers: Vec<NodeId> =
             self.topo.replicas(self.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
@@ -431,23 +524,37 @@ impl Server {
         }
     }
 
+    /// The log from this leader's base, with its checkpoint unless the
+    /// follower said it folded or committed as far (and so holds the same
+    /// entries below the base).
     pub(super) fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
+        let base = self.log.base();
+        let r = ctx.topology().replicas(self.shard).iter().position(|n| *n == to);
+        let covered = r.and_then(|r| self.peer_log[r]).is_some_and(|(b, c)| b >= base || c >= base);
+        let checkpoint = (base > 0 && !covered).then(|| Arc::clone(&self.checkpoint));
         let msg = Msg::StartView {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
+            base,
             log: Arc::new(self.log.all().to_vec()),
+            checkpoint,
         };
         self.send_durable(ctx, to, msg);
     }
 
-    /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43).
+    /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43). Positions
+    /// below the leader's base come from this server's checkpoint and
+    /// committed log, or from the leader's checkpoint.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_start_view(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
         from: NodeId,
         g_view: u64,
         l_view: u64,
+        base: u64,
         log: Arc<Vec<LogEntry>>,
+        checkpoint: Option<Arc<Checkpoint>>,
     ) {
         if g_view != self.view.g_view || l_view != self.view.l_view(self.shard) || self.is_leader() {
             return;
@@ -458,12 +565,26 @@ impl Server {
         if self.status == Status::Normal {
             return self.report_sync(ctx, Vec::new()); // a re-send: acknowledge
         }
-        self.install_log(ctx, log.to_vec(), false);
+        if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.log.base() && cp.upto == base) {
+            self.adopt_checkpoint(ctx, cp);
+        }
+        let own_base = self.log.base();
+        let entries: Vec<LogEntry> = if own_base >= base && own_base - base <= log.len() as u64 {
+            log[(own_base - base) as usize..].to_vec()
+        } else if own_base < base && self.commit_point >= base {
+            self.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
+        } else {
+            // It cannot fill the positions below the leader's base: tell the
+            // leader (which then sends its checkpoint).
+            return self.send_view_change(ctx);
+        };
+        self.install_log(ctx, entries, false);
         self.report_sync(ctx, Vec::new());
     }
 
-    /// Replaces the log and everything derived from it; the server is
-    /// normal in the current view afterwards.
+    /// Replaces the log (from this server's base) and everything derived
+    /// from it; the server is normal in the current view afterwards, and
+    /// its durable log is one snapshot of it.
     fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
         self.pq.clear();
         self.stamps.clear();
@@ -472,39 +593,28 @@ impl Server {
         self.notes.clear();
         self.unknown_notes.clear();
         self.undo.clear();
-        self.replied.clear();
-        self.rmap.clear();
-        self.wmap.clear();
-        self.hashes = super::hash::KeyHashes::new();
-        self.log = super::log::TigaLog::new();
-        let topo = Arc::clone(&self.topo);
-        for e in &entries {
-            self.hashes.toggle(e, self.shard, |k| topo.shard_of(k));
-            let (reads, writes) = self.keys_of(&e.body);
-            self.note_released(e.stamp(), &reads, &writes);
-            self.log.push(e.clone());
-        }
-        self.persist(ctx, Record::Log { pos: 0, entries });
+        self.log = TigaLog::from_base(self.log.base(), entries);
+        assert!(self.applied <= self.log.len(), "executed past the new log");
+        let log = &self.log;
+        self.replied.retain(|id, _| log.position(*id).is_some());
+        self.rebuild_derived();
         self.sync_point = self.log.len();
-        self.persist(ctx, Record::SyncPoint(self.sync_point));
-        self.commit_point = 0;
         self.status = Status::Normal;
         self.last_normal_view = self.view.g_view;
         self.led = leading;
-        self.persist_view(ctx);
         let len = self.log.len();
         self.peer_acked = vec![0; self.n as usize];
         self.peer_sent = vec![len; self.n as usize];
         self.peer_stalled = vec![0; self.n as usize];
         self.peer_in_view = vec![false; self.n as usize];
+        self.persist_snapshot(ctx);
         if leading {
-            self.execute_log_from_scratch();
+            self.execute_log_from_state();
             self.leader_log_durable = 0;
             let lsn = self.last_lsn;
             self.len_at_lsn.push_back((lsn, len));
         } else {
             self.store = crate::shared::mvstore::MvStore::new();
-            self.applied = 0;
         }
         debug_assert!(self.view.mode == Mode::Preventive || self.view.mode == Mode::Detective);
     }

@@ -4,7 +4,8 @@
 //! execution at leaders with revocable multi-version writes (§3.3, §3.5),
 //! fast replies carrying the per-key log hash (§3.4, Appendix D), and the
 //! log list. Timestamp agreement is in `agreement.rs`, log synchronization
-//! and the slow path in `sync.rs`, view change and rejoin in `recovery.rs`.
+//! and the slow path in `sync.rs`, view change and rejoin in `recovery.rs`,
+//! checkpoints and the memory of folded transactions in `checkpoint.rs`.
 //!
 //! Every change to the log is appended to the durable log before any reply
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
@@ -12,7 +13,7 @@
 
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
+use super::messages::{Checkpoint, Done, LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
 use super::{Config, Tiga};
 use crate::shared::mvstore::MvStore;
 use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
@@ -56,7 +57,11 @@ pub(super) struct Pending {
 pub(super) struct Replied {
     pub t: u64,
     pub hash: u128,
+    /// The results: a leader's from its execution in this view (in log
+    /// order, so final), or else from execution up to the commit-point.
     pub result: Option<Vec<OpResult>>,
+    /// The view whose leader executed it (0: not executed by a leader).
+    pub led_view: u64,
 }
 
 pub struct Server {
@@ -86,9 +91,23 @@ pub struct Server {
     pub(super) commit_point: u64,
     pub(super) hashes: KeyHashes,
     pub(super) replied: FxHashMap<TxnId, Replied>,
-    /// Entries executed into `store` (followers: up to the commit-point).
+    /// Log entries executed into `state`, in log order, up to the
+    /// commit-point (every server, leader included).
     pub(super) applied: u64,
+    /// The shard's data after the first `applied` log entries.
+    pub(super) state: MvStore,
+    /// The latest checkpoint: `state` as of the log's base, and more.
+    pub(super) checkpoint: Arc<Checkpoint>,
+    /// Folded transactions remembered for at-most-once answers, and the
+    /// order they were folded in.
+    pub(super) done: FxHashMap<TxnId, Done>,
+    pub(super) done_order: VecDeque<TxnId>,
+    /// Each coordinator's low watermark per epoch of its identifiers
+    /// (Submit and Probe carry it).
+    pub(super) watermarks: BTreeMap<(NodeId, u64), u64>,
     // execution
+    /// Leader: optimistic execution in timestamp order, with revocable
+    /// versions (§3.3).
     pub(super) store: MvStore,
     pub(super) next_version: u64,
     pub(super) undo: FxHashMap<TxnId, Vec<(Key, u64)>>,
@@ -108,6 +127,11 @@ pub struct Server {
     pub(super) led: bool,
     /// Leader: followers that acknowledged the current view.
     pub(super) peer_in_view: Vec<bool>,
+    /// What each replica last told about its log in a view change: its
+    /// base and commit-point (whether it needs this leader's checkpoint).
+    pub(super) peer_log: Vec<Option<(u64, u64)>>,
+    /// One-way delays to the other shards' servers (§3.8's probe mesh).
+    pub(super) peer_delays: super::owd::Delays,
     pub(super) last_lsn: Lsn,
     pub(super) durable_lsn: Lsn,
     pub(super) ticks: u64,
@@ -139,6 +163,11 @@ impl Server {
             hashes: KeyHashes::new(),
             replied: FxHashMap::default(),
             applied: 0,
+            state: MvStore::new(),
+            checkpoint: Arc::new(Checkpoint::default()),
+            done: FxHashMap::default(),
+            done_order: VecDeque::new(),
+            watermarks: BTreeMap::new(),
             store: MvStore::new(),
             next_version: 1,
             undo: FxHashMap::default(),
@@ -153,6 +182,8 @@ impl Server {
             rebuild: Default::default(),
             led: view_leader == replica,
             peer_in_view: vec![true; n as usize],
+            peer_log: vec![None; n as usize],
+            peer_delays: Default::default(),
             last_lsn: Lsn(0),
             durable_lsn: Lsn(0),
             ticks: 0,
@@ -175,8 +206,18 @@ impl Server {
         &self.log
     }
 
-    pub fn store(&self) -> &MvStore {
-        &self.store
+    /// The shard's data as executed up to the commit-point.
+    pub fn state(&self) -> &MvStore {
+        &self.state
+    }
+
+    /// Entries executed into [`Server::state`].
+    pub fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
     }
 
     pub fn sync_point(&self) -> u64 {
@@ -265,13 +306,18 @@ impl Server {
         body: Arc<TxnBody>,
         t: u64,
         send_clock_ns: u64,
+        low_watermark: u64,
     ) {
-        if self.status != Status::Normal || !body.shards.contains(&self.shard) || body.coordinator != from {
+        if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
             return;
+        }
+        self.note_watermark(from, low_watermark);
+        if self.status != Status::Normal || self.stale(body.id) {
+            return; // a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
-        if self.log.position(id).is_some() {
+        if self.log.position(id).is_some() || self.done.contains_key(&id) {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
@@ -409,7 +455,7 @@ impl Server {
         self.record_released(p.t, id, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.replied.insert(id, Replied { t: p.t, hash, result: None });
+        self.replied.insert(id, Replied { t: p.t, hash, result: None, led_view: 0 });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
@@ -510,9 +556,9 @@ impl Server {
         if !replied {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
-        self.replied.insert(id, Replied { t: p.t, hash, result: Some(result) });
+        let led_view = self.view.g_view;
+        self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
         self.sync_point = self.log.len();
-        self.applied = self.log.len();
         let lsn = self.last_lsn;
         self.len_at_lsn.push_back((lsn, self.log.len()));
     }
@@ -552,18 +598,39 @@ impl Server {
     }
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
-        let Some(r) = self.replied.get(&id).cloned() else { return };
-        let Some(e) = self.log.entry_of(id) else { return };
-        let body = e.body.clone();
-        self.send_fast_reply(ctx, &body, r.t, r.hash, r.result, owd_ns);
+        let leader = self.is_leader();
+        let (t, hash, result, coordinator) = if let Some(d) = self.done.get(&id) {
+            (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
+        } else {
+            let (Some(r), Some(e)) = (self.replied.get(&id), self.log.entry_of(id)) else { return };
+            (r.t, r.hash, r.result.clone().filter(|_| leader), e.body.coordinator)
+        };
+        if leader && result.is_none() {
+            return; // not executed yet: the reply comes with the execution
+        }
+        let msg = Msg::FastReply {
+            id,
+            shard: self.shard,
+            g_view: self.view.g_view,
+            l_view: self.view.l_view(self.shard),
+            t,
+            hash,
+            result,
+            owd_ns,
+        };
+        self.send_durable(ctx, coordinator, msg);
     }
 
-    /// Work every handler ends with: release what the clock allows and push
-    /// new log entries to followers.
+    /// Work every handler ends with: push new log entries to followers,
+    /// execute what became committed (and checkpoint when due).
     pub(super) fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.status == Status::Normal && self.is_leader() {
+        if self.status != Status::Normal {
+            return;
+        }
+        if self.is_leader() {
             self.sync_followers(ctx, false);
         }
+        self.execute_committed(ctx);
     }
 }
 
@@ -583,9 +650,17 @@ impl Server {
         let mut tentative: BTreeMap<TxnId, LogEntry> = BTreeMap::new();
         for record in durable {
             match record {
+                Record::Snapshot(snap) => {
+                    self.restore_snapshot(&snap);
+                    synced = snap.sync_point;
+                    tentative = snap.tentative.iter().map(|e| (e.body.id, e.clone())).collect();
+                }
                 Record::Log { pos, entries } => {
                     if pos <= self.log.len() {
-                        self.log.replace_suffix(pos, entries);
+                        // Positions below the base are folded already.
+                        let skip = self.log.base().saturating_sub(pos) as usize;
+                        let entries = entries.into_iter().skip(skip).collect();
+                        self.log.replace_suffix(pos.max(self.log.base()), entries);
                     }
                 }
                 Record::SyncPoint(p) => synced = p,
@@ -601,13 +676,8 @@ impl Server {
                 Record::Vm(_) | Record::Epoch(_) => {}
             }
         }
-        let topo = Arc::clone(&self.topo);
-        for e in self.log.all().to_vec() {
-            self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));
-            let (reads, writes) = self.keys_of(&e.body);
-            self.note_released(e.stamp(), &reads, &writes);
-        }
-        self.sync_point = synced.min(self.log.len());
+        self.rebuild_derived();
+        self.sync_point = synced.clamp(self.log.base(), self.log.len());
         if self.led {
             self.sync_point = self.log.len(); // a leader's log is its own
         }
@@ -626,21 +696,24 @@ impl Server {
         }
     }
 
-    /// A new leader rebuilds its store by executing its whole log; the
-    /// results answer resubmissions of the recovered transactions.
-    pub(super) fn execute_log_from_scratch(&mut self) {
-        self.store = MvStore::new();
-        self.applied = 0;
+    /// A new leader rebuilds its optimistic store: the executed state, then
+    /// the rest of its log; the results answer resubmissions of the
+    /// recovered transactions.
+    pub(super) fn execute_log_from_state(&mut self) {
+        self.store = self.state.clone();
+        // `state` numbers versions by log position: optimistic versions
+        // must come after them to read as the latest.
+        self.next_version = self.next_version.max(self.applied + 1);
         let topo = Arc::clone(&self.topo);
-        for e in self.log.all().to_vec() {
+        for e in self.log.suffix(self.applied).to_vec() {
             let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
             let exec = piece.execute(|k| self.store.latest(k).cloned());
             for (key, value) in exec.writes {
                 self.store.put(key, self.next_version, value);
                 self.next_version += 1;
             }
-            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(exec.results) });
-            self.applied += 1;
+            let led_view = self.view.g_view;
+            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(exec.results), led_view });
         }
     }
 
@@ -658,10 +731,17 @@ impl Server {
 
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         if self.ticks % self.cfg.heartbeat_ticks == 0 {
-            let msg = Msg::Heartbeat { g_view: self.view.g_view, recovering: self.status == Status::Recovering };
+            let msg = Msg::Heartbeat {
+                g_view: self.view.g_view,
+                recovering: self.status == Status::Recovering,
+                delays: self.peer_delays.estimates(50.0),
+            };
             for vm in self.vm_members() {
                 ctx.send(vm, msg.clone());
             }
+        }
+        if self.ticks % self.cfg.server_probe_ticks == 0 {
+            self.probe_other_shards(ctx);
         }
         let resend = self.ticks % u64::from(self.cfg.resync_after_ticks) == 0;
         match self.status {
@@ -677,6 +757,8 @@ impl Server {
             Status::ViewChange if resend => {
                 if self.is_leader() && self.rebuild.round > 0 {
                     self.resend_verify(ctx);
+                } else if self.is_leader() && self.rebuild.fetching.is_some() {
+                    self.refetch_checkpoint(ctx);
                 } else {
                     self.send_view_change(ctx);
                 }
@@ -690,11 +772,30 @@ impl Server {
         }
     }
 
+    /// §3.8: one-way delays to every server of the other shards, which the
+    /// view manager learns from heartbeats.
+    fn probe_other_shards(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let send_clock_ns = ctx.clock_ns();
+        for s in (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard) {
+            for peer in self.topo.replicas(s).to_vec() {
+                ctx.send(peer, Msg::Probe { send_clock_ns, low_watermark: 0 });
+            }
+        }
+    }
+
     pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Submit { body, t, send_clock_ns } => self.on_submit(ctx, from, body, t, send_clock_ns),
-            Msg::Probe { send_clock_ns } => {
+            Msg::Submit { body, t, send_clock_ns, low_watermark } => {
+                self.on_submit(ctx, from, body, t, send_clock_ns, low_watermark)
+            }
+            Msg::Probe { send_clock_ns, low_watermark } => {
+                if self.topo.is_client(from) {
+                    self.note_watermark(from, low_watermark);
+                }
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
+            }
+            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => {
+                self.peer_delays.sample(from, send_clock_ns, recv_clock_ns);
             }
             Msg::TsNotify { id, shard, g_view, t, released, echo } => {
                 self.on_notify(ctx, from, id, shard, g_view, t, released, echo)
@@ -708,13 +809,20 @@ impl Server {
                 self.on_sync_report(ctx, from, l_view, sync_point, missing)
             }
             Msg::Bodies { bodies } => self.on_bodies(bodies),
+            Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
+            Msg::FetchCheckpoint { .. } => {
+                ctx.send(from, Msg::CheckpointState { g_view: self.view.g_view, checkpoint: self.checkpoint.clone() })
+            }
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
-            Msg::ViewChange { g_view, last_normal_view, sync_point, log, .. } => {
-                self.on_view_change(ctx, from, g_view, last_normal_view, sync_point, log)
+            Msg::ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } => {
+                let c = super::recovery::Contribution { last_normal_view, sync_point, commit_point, base, log };
+                self.on_view_change(ctx, from, g_view, c)
             }
             Msg::TsVerify { g_view, round, shard, info } => self.on_ts_verify(ctx, from, g_view, round, shard, info),
-            Msg::StartView { g_view, l_view, log } => self.on_start_view(ctx, from, g_view, l_view, log),
+            Msg::StartView { g_view, l_view, base, log, checkpoint } => {
+                self.on_start_view(ctx, from, g_view, l_view, base, log, checkpoint)
+            }
             _ => {}
         }
     }

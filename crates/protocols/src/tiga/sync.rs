@@ -37,13 +37,18 @@ impl Server {
             .filter(|(r, _)| *r as u32 != self.replica)
             .collect();
         for (r, node) in followers {
+            if self.peer_sent[r] < self.log.base() {
+                // It lacks entries this leader folded: the checkpoint
+                // stands for them (§4).
+                self.send_checkpoint(ctx, node);
+                self.peer_sent[r] = self.log.base();
+            }
             let from_pos = self.peer_sent[r];
             let upto = self.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
             if upto == from_pos && !heartbeat {
                 continue;
             }
-            let entries: Vec<(TxnId, u64)> =
-                self.log.suffix(from_pos)[..(upto - from_pos) as usize].iter().map(|e| (e.body.id, e.t)).collect();
+            let entries: Vec<(TxnId, u64)> = self.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
             self.peer_sent[r] = upto;
             let msg = Msg::LogSync {
                 g_view: self.view.g_view,
@@ -147,7 +152,7 @@ impl Server {
             missing = self.adopt(ctx, wanted);
         }
         self.commit_point = self.commit_point.max(commit_point.min(self.sync_point));
-        self.execute_committed();
+        self.execute_committed(ctx);
         // Progress is reported every tick; bodies are asked for at once.
         if !missing.is_empty() {
             self.report_sync(ctx, missing);
@@ -243,22 +248,6 @@ impl Server {
         }
     }
 
-    /// Followers execute their log up to the commit-point (§3.7), which a
-    /// checkpoint may then cover.
-    pub(super) fn execute_committed(&mut self) {
-        let upto = self.commit_point.min(self.sync_point);
-        let topo = Arc::clone(&self.topo);
-        while self.applied < upto {
-            let e = self.log.get(self.applied).expect("committed entries are logged").clone();
-            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
-            let exec = piece.execute(|k| self.store.latest(k).cloned());
-            for (key, value) in exec.writes {
-                self.store.put(key, self.applied + 1, value);
-            }
-            self.applied += 1;
-        }
-    }
-
     /// Follower: answer a coordinator's slow-path inquiry (Appendix E).
     pub(super) fn on_sync_inquiry(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, ids: Vec<TxnId>) {
         if shard != self.shard || self.status != Status::Normal || self.is_leader() {
@@ -268,6 +257,9 @@ impl Server {
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
+                if let Some(d) = self.done.get(id) {
+                    return Some((*id, d.t)); // folded: synced long ago
+                }
                 let pos = self.log.position(*id)?;
                 (pos < self.sync_point).then(|| (*id, self.log.get(pos).expect("indexed").t))
             })

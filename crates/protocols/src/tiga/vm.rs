@@ -10,8 +10,12 @@
 //! with the current one. New leaders follow Algorithm 4 lines 37-49: one
 //! replica index for every shard when all those replicas are alive (they
 //! share a region), otherwise the region with the most live servers and any
-//! live replica elsewhere. The mode is preventive when the new leaders share
-//! a region, detective otherwise, unless configured.
+//! live replica elsewhere. With `preventive = "auto"` the mode comes from the
+//! servers' probe mesh (§3.8): preventive when every pair of leaders measured
+//! one-way delays below `colocation_threshold_ms`, detective otherwise (the
+//! leaders' regions decide until measurements exist). When the measurements
+//! contradict the current mode for `MODE_PATIENCE_NS`, the view manager
+//! starts a view change that only switches the mode.
 //!
 //! It never touches a server's log: it only decides who leads.
 
@@ -22,12 +26,18 @@ use meridian_core::{Ctx, Mapped, NodeId, ShardId, Topology};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// How long measured delays must contradict the current mode before the
+/// view manager switches it.
+const MODE_PATIENCE_NS: u64 = 3_000_000_000;
+
 /// What the view manager knows of one server.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Liveness {
     /// The view manager's clock when it last heard from the server.
     heard_ns: Option<u64>,
     recovering: bool,
+    /// Its one-way-delay estimates to other shards' servers.
+    delays: Vec<(NodeId, u64)>,
 }
 
 pub struct ViewManager {
@@ -41,6 +51,8 @@ pub struct ViewManager {
     /// When this member last became the Paxos leader: failures are judged
     /// only after a full timeout of listening.
     leading_since_ns: Option<u64>,
+    /// Since when the measured delays have contradicted the current mode.
+    mode_mismatch_since_ns: Option<u64>,
 }
 
 impl ViewManager {
@@ -48,7 +60,16 @@ impl ViewManager {
         let members = topo.service("viewmgr").to_vec();
         let max_rtt_ns = 400_000_000;
         let paxos = MultiPaxos::new(u32::MAX, members, me, 0, PaxosConfig::for_rtt(max_rtt_ns));
-        ViewManager { topo, cfg, paxos, view, servers: BTreeMap::new(), proposing: None, leading_since_ns: None }
+        ViewManager {
+            topo,
+            cfg,
+            paxos,
+            view,
+            servers: BTreeMap::new(),
+            proposing: None,
+            leading_since_ns: None,
+            mode_mismatch_since_ns: None,
+        }
     }
 
     pub fn view(&self) -> &View {
@@ -88,9 +109,10 @@ impl ViewManager {
     pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Vm(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Heartbeat { g_view, recovering } => {
+            Msg::Heartbeat { g_view, recovering, mut delays } => {
                 let now = ctx.clock_ns();
-                self.servers.insert(from, Liveness { heard_ns: Some(now), recovering });
+                delays.truncate(self.topo.nodes.len());
+                self.servers.insert(from, Liveness { heard_ns: Some(now), recovering, delays });
                 if g_view < self.view.g_view {
                     ctx.send(from, Msg::CurrentView(self.view.clone()));
                 }
@@ -137,6 +159,7 @@ impl ViewManager {
         }
         if self.paxos.is_leader() {
             ctx.count("view_changes", 1);
+            ctx.count(if self.view.mode == Mode::Preventive { "views_preventive" } else { "views_detective" }, 1);
             let everyone: Vec<NodeId> = self.topo.all_replicas().chain(self.topo.clients().iter().copied()).collect();
             for node in everyone {
                 ctx.send(node, Msg::CurrentView(self.view.clone()));
@@ -168,10 +191,8 @@ impl ViewManager {
             let leader = self.topo.replicas(s)[self.view.leader_index(s, n) as usize];
             !self.alive(leader, now)
         });
-        if !failed {
-            return;
-        }
-        let Some(next) = self.next_view(now) else { return };
+        let next = if failed { self.next_view(now) } else { self.mode_switch(now) };
+        let Some(next) = next else { return };
         let g = next.g_view;
         if self.paxos.propose(&mut Mapped::new(ctx), VmCmd::NewView(next)).is_ok() {
             self.proposing = Some((g, now));
@@ -204,17 +225,55 @@ impl ViewManager {
                 old + u64::from((r_new + n - r_old) % n)
             })
             .collect();
-        let regions: Vec<_> = shards
-            .iter()
-            .zip(&new_leaders)
-            .map(|(s, r)| self.topo.region_of(self.topo.replicas(*s)[*r as usize]))
+        let leaders: Vec<NodeId> =
+            shards.iter().zip(&new_leaders).map(|(s, r)| self.topo.replicas(*s)[*r as usize]).collect();
+        Some(View { g_view: self.view.g_view + 1, g_vec, mode: self.mode_for(&leaders) })
+    }
+
+    /// §3.8: preventive when the leaders are co-located — by measured
+    /// delays once every pair has been measured, by region before — unless
+    /// configured.
+    fn mode_for(&self, leaders: &[NodeId]) -> Mode {
+        let colocated = self
+            .measured_colocated(leaders)
+            .unwrap_or_else(|| leaders.windows(2).all(|w| self.topo.region_of(w[0]) == self.topo.region_of(w[1])));
+        if self.cfg.preventive.unwrap_or(colocated) { Mode::Preventive } else { Mode::Detective }
+    }
+
+    /// Whether every pair of leaders measured delays below the threshold
+    /// (either direction's report counts); `None` if a pair is unmeasured.
+    fn measured_colocated(&self, leaders: &[NodeId]) -> Option<bool> {
+        let delay = |a: NodeId, b: NodeId| {
+            self.servers.get(&a).and_then(|l| l.delays.iter().find(|(n, _)| *n == b)).map(|(_, d)| *d)
+        };
+        let mut colocated = true;
+        for (i, a) in leaders.iter().enumerate() {
+            for b in &leaders[i + 1..] {
+                let d = delay(*a, *b).max(delay(*b, *a))?;
+                colocated &= d <= self.cfg.colocation_threshold_ns;
+            }
+        }
+        Some(colocated)
+    }
+
+    /// A view with the same leaders and the other mode, once measurements
+    /// have contradicted the current one for `MODE_PATIENCE_NS`.
+    fn mode_switch(&mut self, now: u64) -> Option<View> {
+        let n = self.topo.replicas_per_shard;
+        let leaders: Vec<NodeId> = (0..self.topo.shards)
+            .map(ShardId)
+            .map(|s| self.topo.replicas(s)[self.view.leader_index(s, n) as usize])
             .collect();
-        let colocated = regions.windows(2).all(|w| w[0] == w[1]);
-        let preventive = self.cfg.preventive.unwrap_or(colocated);
-        Some(View {
-            g_view: self.view.g_view + 1,
-            g_vec,
-            mode: if preventive { Mode::Preventive } else { Mode::Detective },
-        })
+        let wanted = self.mode_for(&leaders);
+        if wanted == self.view.mode || self.measured_colocated(&leaders).is_none() {
+            self.mode_mismatch_since_ns = None;
+            return None;
+        }
+        let since = *self.mode_mismatch_since_ns.get_or_insert(now);
+        if now.saturating_sub(since) < MODE_PATIENCE_NS {
+            return None;
+        }
+        self.mode_mismatch_since_ns = None;
+        Some(View { g_view: self.view.g_view + 1, g_vec: self.view.g_vec.clone(), mode: wanted })
     }
 }

@@ -1,0 +1,268 @@
+//! Execution up to the commit-point, checkpoints, and the memory of folded
+//! transactions (Tiga §4, "Checkpoints to accelerate recovery"; Appendix B's
+//! at-most-once execution).
+//!
+//! Every server executes its log in log order up to the commit-point into
+//! `state` (a leader has also executed each entry optimistically, in `store`:
+//! the two agree, which is checked). Positions below the commit-point hold
+//! the same entries at every server in every later view — a view change
+//! keeps part (a) of the rebuilt log in place — so once `checkpoint_entries`
+//! executed entries have accumulated past the last checkpoint, a server
+//! folds them: the log forgets them and the checkpoint takes the state, the
+//! folded entries' key hashes and conflict-map stamps, and a memory of the
+//! folded transactions; the durable log is compacted into one snapshot of
+//! the server. A new leader restores from a checkpoint and replays the rest;
+//! a follower that lags behind what its leader folded installs the leader's.
+//!
+//! A folded transaction is remembered (its timestamp, hash and results) to
+//! answer its coordinator's resubmissions and late announcements from other
+//! leaders without executing it twice. It is forgotten once its coordinator's
+//! low watermark has passed it — the coordinator will never submit it again,
+//! and a stale copy of the submission is recognized by the watermark — and
+//! `done_retention` has passed, so that every participant leader has long
+//! finished agreeing on it. `DONE_MAX` bounds the memory whatever the load.
+//!
+//! Nothing here reads a clock other than the server's own, or touches a file:
+//! snapshots go through `Env::compact`.
+
+use super::Tiga;
+use super::hash::KeyHashes;
+use super::log::TigaLog;
+use super::messages::{Checkpoint, Done, LogEntry, Msg, Record, Snapshot, Stamp};
+use super::server::{PState, Replied, Server, Status};
+use crate::shared::txnids::epoch_of;
+use meridian_core::{Ctx, Key, NodeId, TxnId};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Most folded transactions remembered, whatever their age.
+const DONE_MAX: usize = 1 << 20;
+
+impl Server {
+    /// A coordinator's low watermark, per epoch of its identifiers, only
+    /// grows. A coordinator reports its current epoch's: one that restarted
+    /// leaves the watermark of its old epoch where it was, so an id above it
+    /// — in flight when it crashed — is never taken for a finished one.
+    pub(super) fn note_watermark(&mut self, coordinator: NodeId, low_watermark: u64) {
+        let w = self.watermarks.entry((coordinator, epoch_of(low_watermark))).or_insert(0);
+        *w = (*w).max(low_watermark);
+    }
+
+    /// An id its coordinator saw commit at every shard (or, past
+    /// `ORPHANS_MAX`, gave up): it never submits it again.
+    pub(super) fn stale(&self, id: TxnId) -> bool {
+        self.watermarks.get(&(id.node, epoch_of(id.seq))).is_some_and(|w| id.seq < *w)
+    }
+
+    /// Executes the log in order up to the commit-point, then checkpoints if
+    /// enough has accumulated.
+    pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let upto = self.commit_point.min(self.sync_point).min(self.log.len());
+        let topo = Arc::clone(&self.topo);
+        while self.applied < upto {
+            let e = self.log.get(self.applied).expect("committed entries are held").clone();
+            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
+            let exec = piece.execute(|k| self.state.latest(k).cloned());
+            for (key, value) in exec.writes {
+                self.state.put(key, self.applied + 1, value);
+            }
+            let g_view = self.view.g_view;
+            let r = self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: 0, result: None, led_view: 0 });
+            // What this view's leader executed sits at the same place in the
+            // log: the results must agree. Older ones (an earlier view's
+            // optimistic execution, perhaps elsewhere in its order) give way.
+            if r.led_view == g_view && r.result.as_ref().is_some_and(|mine| *mine != exec.results) {
+                debug_assert!(false, "{} executed differently in log order", e.body.id);
+                ctx.count("replay_mismatches", 1);
+            }
+            r.result = Some(exec.results);
+            self.applied += 1;
+        }
+        if self.applied - self.log.base() >= self.cfg.checkpoint_entries {
+            self.take_checkpoint(ctx);
+        }
+    }
+
+    /// Folds every executed entry into a new checkpoint and compacts the
+    /// durable log into a snapshot.
+    fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let upto = self.applied;
+        assert!(upto <= self.commit_point && upto <= self.sync_point, "folding past the commit-point");
+        let folded = self.log.fold_to(upto);
+        let now = ctx.clock_ns();
+        let prev = Arc::clone(&self.checkpoint);
+        let mut hashes = KeyHashes::from_pairs(&prev.hashes);
+        let mut rmap: BTreeMap<Key, Stamp> = prev.rmap.iter().copied().collect();
+        let mut wmap: BTreeMap<Key, Stamp> = prev.wmap.iter().copied().collect();
+        let topo = Arc::clone(&self.topo);
+        for e in &folded {
+            hashes.toggle(e, self.shard, |k| topo.shard_of(k));
+            let (reads, writes) = self.keys_of(&e.body);
+            for (keys, map) in [(reads, &mut rmap), (writes, &mut wmap)] {
+                for k in keys {
+                    let s = map.entry(k).or_insert(e.stamp());
+                    *s = (*s).max(e.stamp());
+                }
+            }
+            let r = self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: 0 });
+            let body = e.body.is_multi_shard().then(|| e.body.clone());
+            let done = Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now };
+            self.remember_done(done);
+        }
+        self.forget_done(now);
+        self.checkpoint = Arc::new(Checkpoint {
+            upto,
+            state: self.state.clone(),
+            hashes: hashes.to_sorted(),
+            rmap: rmap.into_iter().collect(),
+            wmap: wmap.into_iter().collect(),
+            done: self.done_order.iter().map(|id| self.done[id].clone()).collect(),
+            watermarks: self.watermarks.iter().map(|((n, _), w)| (*n, *w)).collect(),
+        });
+        ctx.count("checkpoints", 1);
+        self.persist_snapshot(ctx);
+    }
+
+    fn remember_done(&mut self, d: Done) {
+        if self.done.insert(d.id, d.clone()).is_none() {
+            self.done_order.push_back(d.id);
+        }
+    }
+
+    /// Forgets folded transactions no one can ask about any more (oldest
+    /// first), and any beyond `DONE_MAX`.
+    fn forget_done(&mut self, now_ns: u64) {
+        while let Some(id) = self.done_order.front().copied() {
+            let d = &self.done[&id];
+            let old = now_ns.saturating_sub(d.folded_ns) >= self.cfg.done_retention_ns;
+            if !(self.done_order.len() > DONE_MAX || (old && self.stale(id))) {
+                break;
+            }
+            self.done.remove(&id);
+            self.done_order.pop_front();
+        }
+    }
+
+    /// Compacts the durable log into one snapshot of this server, then
+    /// appends a record behind it: replies sent behind that record (through
+    /// `send_durable`) leave only once the snapshot is durable.
+    pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let tentative: Vec<LogEntry> = self
+            .pq
+            .values()
+            .filter(|p| matches!(p.state, PState::Executed { .. }))
+            .map(|p| LogEntry { body: p.body.clone(), t: p.t })
+            .collect();
+        let snap = Snapshot {
+            checkpoint: Arc::clone(&self.checkpoint),
+            log: self.log.all().to_vec(),
+            sync_point: self.sync_point,
+            commit_point: self.commit_point,
+            view: self.view.clone(),
+            last_normal_view: self.last_normal_view,
+            led: self.led,
+            tentative,
+        };
+        ctx.compact(self.last_lsn, Record::Snapshot(Arc::new(snap)));
+        self.persist(ctx, Record::SyncPoint(self.sync_point));
+    }
+
+    /// Restart: the snapshot's server, before the records that follow it.
+    pub(super) fn restore_snapshot(&mut self, snap: &Snapshot) {
+        self.install_checkpoint_state(Arc::clone(&snap.checkpoint));
+        self.log = TigaLog::from_base(snap.checkpoint.upto, snap.log.clone());
+        self.sync_point = snap.sync_point;
+        self.commit_point = snap.commit_point.max(snap.checkpoint.upto);
+        self.view = snap.view.clone();
+        self.last_normal_view = snap.last_normal_view;
+        self.led = snap.led;
+    }
+
+    /// The checkpoint's state, memory and watermarks become this server's.
+    fn install_checkpoint_state(&mut self, cp: Arc<Checkpoint>) {
+        self.state = cp.state.clone();
+        self.applied = cp.upto;
+        self.commit_point = self.commit_point.max(cp.upto);
+        for d in &cp.done {
+            self.remember_done(d.clone());
+        }
+        for (node, w) in &cp.watermarks {
+            self.note_watermark(*node, *w);
+        }
+        self.checkpoint = cp;
+    }
+
+    /// Takes a checkpoint from another server of the shard that folded past
+    /// what this one can execute. The entries this log holds beyond what it
+    /// had synced stay, after the checkpoint, as unsynced votes (unless they
+    /// are folded in it); everything else is covered by it.
+    pub(super) fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
+        assert!(cp.upto > self.log.base(), "adopting an older checkpoint");
+        let synced = self.sync_point;
+        let old = std::mem::take(&mut self.log);
+        self.install_checkpoint_state(Arc::clone(&cp));
+        let keep: Vec<LogEntry> = old
+            .all()
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| {
+                let pos = old.base() + *i as u64;
+                (pos >= synced || pos >= cp.upto) && !self.done.contains_key(&e.body.id)
+            })
+            .map(|(_, e)| e.clone())
+            .collect();
+        self.log = TigaLog::from_base(cp.upto, keep);
+        self.sync_point = cp.upto;
+        let log = &self.log;
+        self.replied.retain(|id, _| log.position(*id).is_some());
+        self.rebuild_derived();
+        ctx.count("checkpoints_installed", 1);
+        self.persist_snapshot(ctx);
+    }
+
+    /// Key hashes and conflict maps from the checkpoint and the held log
+    /// (and, at a leader, what it has released but not logged).
+    pub(super) fn rebuild_derived(&mut self) {
+        let cp = Arc::clone(&self.checkpoint);
+        self.hashes = KeyHashes::from_pairs(&cp.hashes);
+        self.rmap = cp.rmap.iter().copied().collect::<FxHashMap<_, _>>();
+        self.wmap = cp.wmap.iter().copied().collect::<FxHashMap<_, _>>();
+        let topo = Arc::clone(&self.topo);
+        for e in self.log.all().to_vec() {
+            self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));
+            let (reads, writes) = self.keys_of(&e.body);
+            self.note_released(e.stamp(), &reads, &writes);
+        }
+    }
+
+    /// A checkpoint arrives: a follower behind its leader's base installs
+    /// it; a new leader waiting for it during a view change goes on.
+    pub(super) fn on_checkpoint_state(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        g_view: u64,
+        cp: Arc<Checkpoint>,
+    ) {
+        if g_view != self.view.g_view || cp.upto <= self.log.base() {
+            return;
+        }
+        if self.status == Status::ViewChange && self.is_leader() {
+            return self.on_fetched_checkpoint(ctx, from, cp);
+        }
+        let from_leader = from == self.leader_node(ctx, self.shard);
+        if self.status == Status::Normal && !self.is_leader() && from_leader && cp.upto > self.sync_point {
+            self.adopt_checkpoint(ctx, cp);
+            self.report_sync(ctx, Vec::new());
+        }
+    }
+
+    /// Leader: a follower that has synced less than this log's base gets the
+    /// checkpoint (the folded entries cannot be sent).
+    pub(super) fn send_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
+        ctx.count("checkpoints_sent", 1);
+        let msg = Msg::CheckpointState { g_view: self.view.g_view, checkpoint: Arc::clone(&self.checkpoint) };
+        self.send_durable(ctx, to, msg);
+    }
+}
