@@ -46,6 +46,9 @@ pub struct Report {
     pub latency_ms: Percentiles,
     pub latency_ms_by_region: BTreeMap<String, Percentiles>,
     pub counters: BTreeMap<String, u64>,
+    /// Transactions committed in each second of the run (whole seconds of
+    /// completion time, from 0): failover and warm-up show here.
+    pub committed_per_s: Vec<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Json>,
     /// The real system measured (`meridian bench`): `meridian` or `etcd`;
@@ -145,6 +148,7 @@ pub fn build_report_for(
             .map(|(r, h)| (topology.region_name(*r).to_string(), percentiles(h)))
             .collect(),
         counters,
+        committed_per_s: stats.committed_per_s.clone(),
         check,
         target: None,
     }

@@ -19,8 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use support::cluster::{Shape, TestCluster};
 
-/// Knobs that make failover quick at the test's scale, applied to each
-/// protocol that documents them.
+/// Knobs that make failover quick at the test's scale (and checkpoints
+/// frequent, so that the run restarts a node from a snapshot), applied to
+/// each protocol that documents them.
 const FAST_FAILOVER: &[(&str, &str)] = &[
     ("heartbeat_ms", "20"),
     ("election_timeout_ms", "200"),
@@ -35,6 +36,7 @@ const FAST_FAILOVER: &[(&str, &str)] = &[
     ("retry_ms", "500"),
     ("default_owd_ms", "5"),
     ("probe_interval_ms", "100"),
+    ("checkpoint_entries", "64"),
 ];
 
 const WORKLOAD: &str = r#"

@@ -46,8 +46,7 @@ impl Server {
     /// Announces this leader's timestamp for `id` to the other participant
     /// leaders: a proposal, or (`released`) its release at that timestamp.
     pub(super) fn notify_leaders(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, released: bool) {
-        let stamp = self.stamps[&id];
-        let p = &self.pq[&stamp];
+        let p = self.pq.get(id).expect("announcing a queued transaction");
         let (shards, t) = (p.body.shards.clone(), p.t);
         if released {
             self.notes.entry(id).or_default().insert(self.shard, Note { t, released });
@@ -94,15 +93,15 @@ impl Server {
         } else if t == note.t {
             note.released |= released;
         }
-        let Some(stamp) = self.stamps.get(&id).copied() else {
+        let Some(queued_t) = self.pq.get(id).map(|p| p.t) else {
             // Never received from the coordinator: fetch it later if it does
             // not arrive (Appendix B, coordinator failure).
             self.unknown_notes.entry(id).or_insert((from, 0));
             return;
         };
-        if t > stamp.t {
+        if t > queued_t {
             // Case 3: this leader used a smaller timestamp.
-            if matches!(self.pq[&stamp].state, PState::Executed { .. }) {
+            if matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. })) {
                 self.revoke(ctx, id);
             }
             self.reposition(id, t);
@@ -118,8 +117,7 @@ impl Server {
     /// Releases `id` if every participant announced the timestamp this
     /// leader holds (cases 1 and 2), executing it first in preventive mode.
     pub(super) fn check_agreement(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
-        let Some(stamp) = self.stamps.get(&id).copied() else { return };
-        let p = &self.pq[&stamp];
+        let Some(p) = self.pq.get(id) else { return };
         if p.state == PState::Waiting {
             return;
         }
@@ -164,7 +162,7 @@ impl Server {
     /// never received.
     pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
-        let known = self.log.position(id).is_some() || self.done.contains_key(&id) || self.stamps.contains_key(&id);
+        let known = self.log.position(id).is_some() || self.done.contains_key(&id) || self.pq.contains(id);
         if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
             return;
         }
@@ -195,9 +193,8 @@ impl Server {
     /// this leader logged had every participant's announcement, so the
     /// asker holds it too (or folded it) and the question is stale.
     pub(super) fn on_fetch_txn(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, id: TxnId) {
-        if let Some(s) = self.stamps.get(&id) {
-            let (body, t) = (self.pq[s].body.clone(), self.pq[s].t);
-            ctx.send(from, Msg::TxnFound { body, t });
+        if let Some(p) = self.pq.get(id) {
+            ctx.send(from, Msg::TxnFound { body: p.body.clone(), t: p.t });
         }
     }
 }

@@ -48,6 +48,7 @@ pub mod hash;
 pub mod log;
 pub mod messages;
 mod owd;
+mod queue;
 mod recovery;
 mod server;
 mod sync;

@@ -14,17 +14,18 @@
 //! and hands it to its followers (`StartView`).
 //!
 //! Cross-shard verification (step ④) takes two rounds. Round 1: each new
-//! leader sends the others its recovered multi-shard entries, marking those
-//! of part (a) as pinned: synced by `f + 1` servers, they may have
-//! committed, and then at their agreed timestamp, which every participant
-//! leader had released them at — so every shard can take them at that
-//! timestamp without reordering anything it committed. A transaction no
-//! shard pinned takes the largest timestamp; if that would put it before a
+//! leader sends the others its recovered multi-shard entries (and those it
+//! folded recently), marking part (a)'s as pinned: they may have committed,
+//! and then at their agreed timestamp, which every participant leader had
+//! released them at — so every shard takes a pinned transaction at that
+//! timestamp, any other at the largest. If that would put it before a
 //! conflicting entry of a shard's part (a), it cannot have committed
-//! anywhere (had it, that shard's old leader would have logged it first),
-//! and round 2 tells every participant to drop it. Nothing committed ever
-//! moves or disappears; a dropped transaction is resubmitted by its
-//! coordinator.
+//! anywhere (had it, that shard's leader would have released it first, and
+//! every view change since would have carried it over), and round 2 tells
+//! every participant to drop it — even from part (a), which can come from a
+//! log of a view older than the one that dropped it elsewhere. Nothing
+//! committed ever moves or disappears; a dropped transaction is resubmitted
+//! by its coordinator.
 //!
 //! A restarted server keeps its durable log but not its queue. Every vote
 //! it gave was durable before it left — a follower's fast replies and
@@ -140,9 +141,7 @@ impl Server {
     /// timestamp order; optimistic executions are dropped with the store,
     /// which the new log rebuilds.
     fn flush_queue_into_log(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let pending: Vec<LogEntry> =
-            std::mem::take(&mut self.pq).into_values().map(|p| LogEntry { body: p.body, t: p.t }).collect();
-        self.stamps.clear();
+        let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
         self.held.clear();
         self.fetched.clear();
         self.notes.clear();
@@ -461,9 +460,14 @@ impl Server {
                 (None, None) => t_max.max(log[i].t),
             };
             log[i].t = t;
-            if own_pin.is_some() || pinned_t.is_some() {
-                continue;
+            if own_pin.is_some() {
+                continue; // in place here, with what it conflicts with
             }
+            // Even a transaction another shard pinned: had it committed, a
+            // conflicting entry synced here above its timestamp would have
+            // seen it (its leader released it there first, and every view
+            // change since carried it over). A pin can come from a log of an
+            // older view than the one that dropped it here.
             if self.below_part_a(&log[i], &a_reads, &a_writes) {
                 self.rebuild.doomed.insert(id);
                 ctx.count("recovery_dropped", 1);
@@ -498,9 +502,11 @@ impl Server {
         let mut doomed = std::mem::take(&mut self.rebuild.doomed);
         doomed.extend(infos.iter().flat_map(|i| i.doomed.iter().copied()));
         let log = self.rebuild.log.as_mut().expect("rebuilt");
-        let part_a = &self.rebuild.part_a;
-        debug_assert!(doomed.iter().all(|id| !part_a.contains(id)), "a synced entry was doomed");
-        log.retain(|e| !doomed.contains(&e.body.id) || part_a.contains(&e.body.id));
+        // Dropped from part (a) too: it lies past every commit-point (it
+        // never committed), so no folded position moves.
+        log.retain(|e| !doomed.contains(&e.body.id));
+        let part_a = &mut self.rebuild.part_a;
+        part_a.retain(|id| !doomed.contains(id));
     }
 
     /// Algorithm 5 line 78 and step ⑤: the rebuilt log becomes this
@@ -586,8 +592,7 @@ impl Server {
     /// from it; the server is normal in the current view afterwards, and
     /// its durable log is one snapshot of it.
     fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
-        self.pq.clear();
-        self.stamps.clear();
+        self.pq = Default::default();
         self.held.clear();
         self.fetched.clear();
         self.notes.clear();

@@ -14,6 +14,7 @@
 use super::hash::KeyHashes;
 use super::log::TigaLog;
 use super::messages::{Checkpoint, Done, LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
+pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
 use crate::shared::mvstore::MvStore;
 use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
@@ -26,30 +27,6 @@ pub enum Status {
     Normal,
     ViewChange,
     Recovering,
-}
-
-/// Where a queued transaction stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum PState {
-    /// Waiting for the clock (or for conflicting predecessors).
-    Waiting,
-    /// Leader, detective mode: executed optimistically at its timestamp and
-    /// announced it; awaiting agreement (§3.5).
-    Executed { hash: u128, result: Vec<OpResult> },
-    /// Leader, preventive mode: announced its timestamp; awaiting agreement
-    /// before executing (§3.8).
-    Notified,
-}
-
-#[derive(Clone, Debug)]
-pub(super) struct Pending {
-    pub body: Arc<TxnBody>,
-    pub t: u64,
-    pub state: PState,
-    pub reads: Vec<Key>,
-    pub writes: Vec<Key>,
-    /// One-way delay the submission took, reported back for §3.1.
-    pub owd_ns: Option<u64>,
 }
 
 /// The last fast reply of a logged transaction, for resubmissions.
@@ -74,8 +51,7 @@ pub struct Server {
     pub(super) view: View,
     pub(super) last_normal_view: u64,
     // §3.2-3.3
-    pub(super) pq: BTreeMap<Stamp, Pending>,
-    pub(super) stamps: FxHashMap<TxnId, Stamp>,
+    pub(super) pq: TxnQueue,
     /// Followers: transactions that arrived too late, awaiting the leader's
     /// order (§3.2).
     pub(super) held: BTreeMap<TxnId, (Arc<TxnBody>, u64)>,
@@ -150,8 +126,7 @@ impl Server {
             status: Status::Normal,
             last_normal_view: view.g_view,
             view,
-            pq: BTreeMap::new(),
-            stamps: FxHashMap::default(),
+            pq: TxnQueue::default(),
             held: BTreeMap::new(),
             fetched: Default::default(),
             rmap: FxHashMap::default(),
@@ -321,7 +296,7 @@ impl Server {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
-        if self.stamps.contains_key(&id) || self.held.contains_key(&id) {
+        if self.pq.contains(id) || self.held.contains_key(&id) {
             return;
         }
         self.admit(ctx, body, t, owd_ns);
@@ -360,25 +335,16 @@ impl Server {
     }
 
     pub(super) fn enqueue(&mut self, p: Pending) {
-        let stamp = Stamp { t: p.t, id: p.body.id };
-        let old = self.stamps.insert(p.body.id, stamp);
-        debug_assert!(old.is_none(), "{} queued twice", p.body.id);
-        self.pq.insert(stamp, p);
+        self.pq.insert(p);
     }
 
     /// Moves a queued transaction to a later timestamp (§3.5 case 3).
     pub(super) fn reposition(&mut self, id: TxnId, t: u64) {
-        let stamp = self.stamps.remove(&id).expect("repositioning a queued transaction");
-        let mut p = self.pq.remove(&stamp).expect("indexed entries are queued");
-        assert!(t > p.t, "timestamps only grow");
-        p.t = t;
-        p.state = PState::Waiting;
-        self.enqueue(p);
+        self.pq.reposition(id, t);
     }
 
     pub(super) fn dequeue(&mut self, id: TxnId) -> Option<Pending> {
-        let stamp = self.stamps.remove(&id)?;
-        self.pq.remove(&stamp)
+        self.pq.remove(id)
     }
 
     fn record_released(&mut self, p_t: u64, id: TxnId, reads: &[Key], writes: &[Key]) {
@@ -400,20 +366,21 @@ impl Server {
     // ---- §3.3: release by the clock ----
 
     /// Algorithm 1 lines 6-31: releases every expired transaction with no
-    /// conflicting unreleased predecessor, in timestamp order.
+    /// conflicting unreleased predecessor, in timestamp order. Those already
+    /// released and awaiting agreement block their conflicting successors
+    /// through the queue's key counts.
     pub(super) fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         if self.status != Status::Normal {
             return;
         }
         let now = ctx.clock_ns();
-        let expired: Vec<Stamp> = self.pq.range(..).take_while(|(s, _)| s.t <= now).map(|(s, _)| *s).collect();
         let mut blocked_r: FxHashSet<Key> = FxHashSet::default();
         let mut blocked_w: FxHashSet<Key> = FxHashSet::default();
-        for stamp in expired {
-            let Some(p) = self.pq.get(&stamp) else { continue };
+        for id in self.pq.expired_waiting(now) {
+            let Some(p) = self.pq.get(id).filter(|p| p.state == PState::Waiting) else { continue };
             let conflict = p.reads.iter().any(|k| blocked_w.contains(k))
-                || p.writes.iter().any(|k| blocked_w.contains(k) || blocked_r.contains(k));
-            let id = p.body.id;
+                || p.writes.iter().any(|k| blocked_w.contains(k) || blocked_r.contains(k))
+                || self.pq.blocked_by_agreeing(&p.reads, &p.writes);
             if !conflict {
                 if self.is_leader() {
                     self.leader_release(ctx, id);
@@ -421,8 +388,8 @@ impl Server {
                     self.follower_release(ctx, id);
                 }
             }
-            // Whatever is still queued blocks its conflicting successors.
-            if let Some(p) = self.stamps.get(&id).and_then(|s| self.pq.get(s)) {
+            // Whatever still waits blocks its conflicting successors.
+            if let Some(p) = self.pq.get(id).filter(|p| p.state == PState::Waiting) {
                 blocked_r.extend(p.reads.iter().copied());
                 blocked_w.extend(p.writes.iter().copied());
             }
@@ -433,7 +400,7 @@ impl Server {
     /// Sets the release timer for the earliest timestamp not yet reached.
     pub(super) fn arm_release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let now = ctx.clock_ns();
-        let Some(next) = self.pq.keys().map(|s| s.t).find(|t| *t > now) else { return };
+        let Some(next) = self.pq.next_waiting_after(now) else { return };
         if let Some((at, id)) = self.release_armed {
             if at <= next && at > now {
                 return; // an earlier release will re-arm
@@ -459,38 +426,38 @@ impl Server {
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
+    /// A leader releases a waiting transaction: a single-shard one into the
+    /// log; a multi-shard one to timestamp agreement (§3.5), executed first
+    /// in detective mode (§3.3) and after in preventive mode (§3.8).
     fn leader_release(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
-        let stamp = self.stamps[&id];
-        let p = &self.pq[&stamp];
-        let multi = p.body.is_multi_shard();
-        match (&p.state, multi, self.view.mode) {
-            (PState::Waiting, false, _) => self.execute_and_finalize(ctx, id),
-            (PState::Waiting, true, Mode::Detective) => {
+        let p = self.pq.get(id).expect("releasing a queued transaction");
+        assert_eq!(p.state, PState::Waiting, "released twice");
+        if !p.body.is_multi_shard() {
+            return self.execute_and_finalize(ctx, id);
+        }
+        match self.view.mode {
+            Mode::Detective => {
                 let (hash, result) = self.execute(ctx, id);
                 // The optimistic reply is a vote: durable before it leaves,
                 // so that a restarted leader still counts in recovery.
-                let p = &self.pq[&stamp];
+                let p = self.pq.get(id).expect("still queued");
                 let (body, t, owd_ns) = (p.body.clone(), p.t, p.owd_ns);
                 self.persist(ctx, Record::Tentative(LogEntry { body: body.clone(), t }));
                 self.send_fast_reply(ctx, &body, t, hash, Some(result.clone()), owd_ns);
-                let p = self.pq.get_mut(&stamp).expect("still queued");
-                p.state = PState::Executed { hash, result };
-                self.notify_leaders(ctx, id, true);
-                self.check_agreement(ctx, id);
+                self.pq.set_state(id, PState::Executed { hash, result });
             }
-            (PState::Waiting, true, Mode::Preventive) => {
+            Mode::Preventive => {
                 // Algorithm 2 lines 14-16: a released transaction enters the
                 // conflict maps at once, before agreement executes it, so a
                 // conflicting late arrival is re-stamped behind it rather
                 // than queued (and logged) ahead of it below its timestamp.
                 let (t, reads, writes) = (p.t, p.reads.clone(), p.writes.clone());
                 self.record_released(t, id, &reads, &writes);
-                self.pq.get_mut(&stamp).expect("still queued").state = PState::Notified;
-                self.notify_leaders(ctx, id, true);
-                self.check_agreement(ctx, id);
+                self.pq.set_state(id, PState::Notified);
             }
-            _ => self.check_agreement(ctx, id),
         }
+        self.notify_leaders(ctx, id, true);
+        self.check_agreement(ctx, id);
     }
 
     /// Optimistic execution at the leader (§3.3): the piece runs against the
@@ -499,8 +466,7 @@ impl Server {
     /// timestamp) and the results; the caller sends the reply once its vote
     /// is durable.
     pub(super) fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
-        let stamp = self.stamps[&id];
-        let p = &self.pq[&stamp];
+        let p = self.pq.get(id).expect("executing a queued transaction");
         let (body, t) = (p.body.clone(), p.t);
         let (reads, writes) = (p.reads.clone(), p.writes.clone());
         let topo = Arc::clone(&self.topo);
@@ -545,7 +511,7 @@ impl Server {
     /// optimistic execution (detective mode), the fast reply goes out now,
     /// behind the log append.
     pub(super) fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
-        let replied = matches!(self.stamps.get(&id).map(|s| &self.pq[s].state), Some(PState::Executed { .. }));
+        let replied = matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. }));
         let p = self.dequeue(id).expect("finalizing a queued transaction");
         for (key, version) in self.undo.remove(&id).unwrap_or_default() {
             self.store.gc(key, version);

@@ -83,10 +83,7 @@ impl Server {
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                self.log
-                    .entry_of(*id)
-                    .map(|e| e.body.clone())
-                    .or_else(|| self.stamps.get(id).map(|s| self.pq[s].body.clone()))
+                self.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| self.pq.get(*id).map(|p| p.body.clone()))
             })
             .collect();
         if !bodies.is_empty() {
@@ -226,8 +223,8 @@ impl Server {
         if let Some(e) = self.log.entry_of(id) {
             return Some(e.body.clone());
         }
-        if let Some(s) = self.stamps.get(&id) {
-            return Some(self.pq[s].body.clone());
+        if let Some(p) = self.pq.get(id) {
+            return Some(p.body.clone());
         }
         self.held.get(&id).map(|(b, _)| b.clone()).or_else(|| self.fetched.get(&id).cloned())
     }

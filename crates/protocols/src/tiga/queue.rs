@@ -1,0 +1,208 @@
+//! A Tiga server's priority queue `pq` (Figure 4; Algorithm 1): transactions
+//! not yet in the log, in timestamp order. Kept beside it, so that releasing
+//! by the clock never walks the transactions that are already out: the
+//! stamps of those still waiting for their time, and how many transactions
+//! awaiting agreement (released at a leader, §3.5) read and write each key —
+//! they block conflicting successors until they reach the log.
+//!
+//! A transaction awaiting agreement has been released, so every later
+//! arrival that conflicts with it was re-stamped behind it (§3.2): the keys
+//! it blocks need no order.
+
+use super::messages::{Stamp, TxnBody};
+use meridian_core::{Key, OpResult, TxnId};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// Where a queued transaction stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum PState {
+    /// Waiting for the clock (or for conflicting predecessors).
+    Waiting,
+    /// Leader, detective mode: executed optimistically at its timestamp and
+    /// announced it; awaiting agreement (§3.5).
+    Executed { hash: u128, result: Vec<OpResult> },
+    /// Leader, preventive mode: announced its timestamp; awaiting agreement
+    /// before executing (§3.8).
+    Notified,
+}
+
+#[derive(Clone, Debug)]
+pub(super) struct Pending {
+    pub body: Arc<TxnBody>,
+    pub t: u64,
+    pub state: PState,
+    pub reads: Vec<Key>,
+    pub writes: Vec<Key>,
+    /// One-way delay the submission took, reported back for §3.1.
+    pub owd_ns: Option<u64>,
+}
+
+impl Pending {
+    pub fn stamp(&self) -> Stamp {
+        Stamp { t: self.t, id: self.body.id }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct TxnQueue {
+    by_stamp: BTreeMap<Stamp, Pending>,
+    stamps: FxHashMap<TxnId, Stamp>,
+    waiting: BTreeSet<Stamp>,
+    agreeing_reads: FxHashMap<Key, u32>,
+    agreeing_writes: FxHashMap<Key, u32>,
+}
+
+fn count(map: &mut FxHashMap<Key, u32>, keys: &[Key], up: bool) {
+    for k in keys {
+        let c = map.entry(*k).or_insert(0);
+        if up {
+            *c += 1;
+        } else {
+            assert!(*c > 0, "uncounted key {k:?}");
+            *c -= 1;
+            if *c == 0 {
+                map.remove(k);
+            }
+        }
+    }
+}
+
+impl TxnQueue {
+    pub fn len(&self) -> usize {
+        self.by_stamp.len()
+    }
+
+    pub fn contains(&self, id: TxnId) -> bool {
+        self.stamps.contains_key(&id)
+    }
+
+    pub fn get(&self, id: TxnId) -> Option<&Pending> {
+        self.stamps.get(&id).map(|s| &self.by_stamp[s])
+    }
+
+    /// Every queued transaction, in timestamp order.
+    pub fn values(&self) -> impl Iterator<Item = &Pending> {
+        self.by_stamp.values()
+    }
+
+    pub fn insert(&mut self, p: Pending) {
+        let stamp = p.stamp();
+        let old = self.stamps.insert(p.body.id, stamp);
+        assert!(old.is_none(), "{} queued twice", p.body.id);
+        self.index(&p, true);
+        self.by_stamp.insert(stamp, p);
+    }
+
+    pub fn remove(&mut self, id: TxnId) -> Option<Pending> {
+        let stamp = self.stamps.remove(&id)?;
+        let p = self.by_stamp.remove(&stamp).expect("indexed entries are queued");
+        self.index(&p, false);
+        Some(p)
+    }
+
+    fn index(&mut self, p: &Pending, add: bool) {
+        if p.state == PState::Waiting {
+            if add {
+                self.waiting.insert(p.stamp());
+            } else {
+                self.waiting.remove(&p.stamp());
+            }
+        } else {
+            count(&mut self.agreeing_reads, &p.reads, add);
+            count(&mut self.agreeing_writes, &p.writes, add);
+        }
+    }
+
+    pub fn set_state(&mut self, id: TxnId, state: PState) {
+        let mut p = self.remove(id).expect("a queued transaction");
+        p.state = state;
+        self.insert(p);
+    }
+
+    /// Moves a transaction to a later timestamp, waiting again (§3.5 case 3).
+    pub fn reposition(&mut self, id: TxnId, t: u64) {
+        let mut p = self.remove(id).expect("repositioning a queued transaction");
+        assert!(t > p.t, "timestamps only grow");
+        p.t = t;
+        p.state = PState::Waiting;
+        self.insert(p);
+    }
+
+    /// Waiting transactions whose timestamp the clock has reached, in order.
+    pub fn expired_waiting(&self, now_ns: u64) -> Vec<TxnId> {
+        self.waiting.iter().take_while(|s| s.t <= now_ns).map(|s| s.id).collect()
+    }
+
+    /// The earliest timestamp of a waiting transaction after `now_ns`.
+    pub fn next_waiting_after(&self, now_ns: u64) -> Option<u64> {
+        let from = Stamp { t: now_ns.saturating_add(1), id: TxnId { node: meridian_core::NodeId(0), seq: 0 } };
+        self.waiting.range(from..).next().map(|s| s.t)
+    }
+
+    /// Whether a transaction awaiting agreement holds one of these keys in
+    /// a conflicting way.
+    pub fn blocked_by_agreeing(&self, reads: &[Key], writes: &[Key]) -> bool {
+        reads.iter().any(|k| self.agreeing_writes.contains_key(k))
+            || writes.iter().any(|k| self.agreeing_writes.contains_key(k) || self.agreeing_reads.contains_key(k))
+    }
+
+    /// Empties the queue, returning its transactions in timestamp order.
+    pub fn drain(&mut self) -> Vec<Pending> {
+        let all = std::mem::take(&mut self.by_stamp).into_values().collect();
+        *self = TxnQueue::default();
+        all
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{NodeId, Program, ShardId};
+
+    fn p(seq: u64, t: u64, reads: &[u64], writes: &[u64]) -> Pending {
+        let body = TxnBody {
+            id: TxnId { node: NodeId(1), seq },
+            coordinator: NodeId(1),
+            program: Program::default(),
+            shards: vec![ShardId(0)],
+        };
+        Pending {
+            body: Arc::new(body),
+            t,
+            state: PState::Waiting,
+            reads: reads.iter().map(|k| Key(*k)).collect(),
+            writes: writes.iter().map(|k| Key(*k)).collect(),
+            owd_ns: None,
+        }
+    }
+
+    fn id(seq: u64) -> TxnId {
+        TxnId { node: NodeId(1), seq }
+    }
+
+    #[test]
+    fn released_transactions_block_conflicting_keys_until_they_leave() {
+        let mut q = TxnQueue::default();
+        q.insert(p(1, 10, &[1], &[2]));
+        q.insert(p(2, 20, &[], &[3]));
+        q.insert(p(3, 30, &[], &[]));
+        assert_eq!(q.expired_waiting(20), vec![id(1), id(2)]);
+        assert_eq!(q.next_waiting_after(20), Some(30));
+        q.set_state(id(1), PState::Notified);
+        assert_eq!(q.expired_waiting(20), vec![id(2)], "no longer waiting");
+        let k = |x: u64| [Key(x)];
+        assert!(q.blocked_by_agreeing(&k(2), &[]), "a read of its write");
+        assert!(q.blocked_by_agreeing(&[], &k(1)), "a write of its read");
+        assert!(!q.blocked_by_agreeing(&k(1), &[]), "reads commute");
+        q.reposition(id(1), 40);
+        assert!(!q.blocked_by_agreeing(&k(2), &[]), "waiting again");
+        assert_eq!(q.next_waiting_after(35), Some(40));
+        q.set_state(id(2), PState::Notified);
+        assert!(q.remove(id(2)).is_some());
+        assert!(!q.blocked_by_agreeing(&k(3), &k(3)));
+        assert_eq!(q.drain().iter().map(|p| p.t).collect::<Vec<_>>(), vec![30, 40]);
+        assert!(q.len() == 0 && !q.contains(id(1)));
+    }
+}
