@@ -1,9 +1,9 @@
-//! One-way-delay estimates from clock-stamped messages (Tiga §3.1 and
-//! §3.8): a coordinator's to every server, from which it stamps
-//! transactions, and a server's to the other shards' servers (the probe mesh
-//! the view manager chooses the coordination mode from). Measured with the
-//! nodes' own, possibly skewed, clocks — as the paper's synchronized clocks
-//! are.
+//! Delay estimates (Tiga §3.1 and §3.8): a coordinator's one-way delays to
+//! every server, measured across the two nodes' own, possibly skewed, clocks
+//! (what a future timestamp must cover on the receiver's clock), and a
+//! server's delays to the other shards' servers, half the round trip on its
+//! own clock (the probe mesh the view manager chooses the coordination mode
+//! from, which clock error must not sway).
 
 use meridian_core::NodeId;
 use std::collections::{BTreeMap, VecDeque};

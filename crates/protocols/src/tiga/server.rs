@@ -540,6 +540,8 @@ impl Server {
         hash
     }
 
+    /// A fast reply (§3.4) to the transaction's coordinator, once everything
+    /// it reports is durable.
     pub(super) fn send_fast_reply(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
@@ -549,8 +551,23 @@ impl Server {
         result: Option<Vec<OpResult>>,
         owd_ns: Option<u64>,
     ) {
+        ctx.count(if self.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
+        self.reply_to(ctx, body.id, body.coordinator, t, hash, result, owd_ns);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn reply_to(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        id: TxnId,
+        coordinator: NodeId,
+        t: u64,
+        hash: u128,
+        result: Option<Vec<OpResult>>,
+        owd_ns: Option<u64>,
+    ) {
         let msg = Msg::FastReply {
-            id: body.id,
+            id,
             shard: self.shard,
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
@@ -559,8 +576,7 @@ impl Server {
             result,
             owd_ns,
         };
-        ctx.count(if self.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
-        self.send_durable(ctx, body.coordinator, msg);
+        self.send_durable(ctx, coordinator, msg);
     }
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
@@ -574,17 +590,7 @@ impl Server {
         if leader && result.is_none() {
             return; // not executed yet: the reply comes with the execution
         }
-        let msg = Msg::FastReply {
-            id,
-            shard: self.shard,
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            t,
-            hash,
-            result,
-            owd_ns,
-        };
-        self.send_durable(ctx, coordinator, msg);
+        self.reply_to(ctx, id, coordinator, t, hash, result, owd_ns);
     }
 
     /// Work every handler ends with: push new log entries to followers,
@@ -738,8 +744,8 @@ impl Server {
         }
     }
 
-    /// §3.8: one-way delays to every server of the other shards, which the
-    /// view manager learns from heartbeats.
+    /// §3.8: delays to every server of the other shards (half the measured
+    /// round trip), which the view manager learns from heartbeats.
     fn probe_other_shards(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let send_clock_ns = ctx.clock_ns();
         for s in (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard) {
@@ -760,8 +766,12 @@ impl Server {
                 }
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
             }
-            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => {
-                self.peer_delays.sample(from, send_clock_ns, recv_clock_ns);
+            Msg::ProbeReply { send_clock_ns, .. } => {
+                // Half the round trip, on this server's clock alone: whether
+                // leaders are co-located must not depend on clock error.
+                if let Some(rtt_ns) = ctx.clock_ns().checked_sub(send_clock_ns) {
+                    self.peer_delays.add(from, rtt_ns / 2);
+                }
             }
             Msg::TsNotify { id, shard, g_view, t, released, echo } => {
                 self.on_notify(ctx, from, id, shard, g_view, t, released, echo)
