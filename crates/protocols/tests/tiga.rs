@@ -411,6 +411,11 @@ fn servers_fold_their_logs_at_the_commit_point_and_a_restarted_one_resumes_from_
     load(&mut s, &mut rec, 60, 60);
     s.restart(follower);
     load(&mut s, &mut rec, 120, 60);
+    // Again, now that it restarted from a snapshot and took new ones.
+    s.crash(follower);
+    load(&mut s, &mut rec, 180, 30);
+    s.restart(follower);
+    load(&mut s, &mut rec, 210, 30);
     run_for(&mut s, &mut rec, 2_000); // commit-points reach every follower
     let c = s.counters().clone();
     assert!(c.get("checkpoints").copied().unwrap_or(0) >= 10, "{c:?}");

@@ -144,10 +144,14 @@ impl Server {
         }
     }
 
-    /// Compacts the durable log into one snapshot of this server, then
-    /// appends a record behind it: replies sent behind that record (through
-    /// `send_durable`) leave only once the snapshot is durable.
+    /// Compacts the durable log into one snapshot of this server. The
+    /// snapshot stands for every record up to an append made just before
+    /// it (after a restart this server knows no earlier LSN, and records it
+    /// recovered must not outlive the snapshot), and another append follows
+    /// it: replies sent behind that one (through `send_durable`) leave only
+    /// once the snapshot is durable.
     pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let covered = self.persist(ctx, Record::SyncPoint(self.sync_point));
         let tentative: Vec<LogEntry> = self
             .pq
             .values()
@@ -164,7 +168,7 @@ impl Server {
             led: self.led,
             tentative,
         };
-        ctx.compact(self.last_lsn, Record::Snapshot(Arc::new(snap)));
+        ctx.compact(covered, Record::Snapshot(Arc::new(snap)));
         self.persist(ctx, Record::SyncPoint(self.sync_point));
     }
 
