@@ -285,6 +285,10 @@ pub enum Msg {
         round: u8,
         shard: ShardId,
         info: Arc<VerifyInfo>,
+        /// An answer to a leader still waiting for this round: it is never
+        /// answered in turn, or two leaders past the round would bounce
+        /// their messages forever.
+        echo: bool,
     },
     /// New leader → followers: the recovered log.
     /// Also the answer to a late or restarted server (Algorithm 6's state

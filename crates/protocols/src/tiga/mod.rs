@@ -52,6 +52,8 @@ mod queue;
 mod recovery;
 mod server;
 mod sync;
+#[cfg(test)]
+mod tests;
 mod vm;
 
 pub use coordinator::Coordinator;

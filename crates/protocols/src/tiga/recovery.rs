@@ -116,13 +116,13 @@ impl Server {
         if view.g_view < self.view.g_view || (view.g_view == self.view.g_view && self.status != Status::Recovering) {
             return;
         }
-        if self.status == Status::Recovering {
-            // Algorithm 6: learn the view, then ask its leader for the log.
-            self.view = view;
-            self.persist_view(ctx);
-            self.send_view_change(ctx);
-            return;
+        if self.status == Status::Recovering && view.g_view == self.view.g_view {
+            // Algorithm 6: still the view it restarted in; ask its leader
+            // for the log (a restarted leader is replaced by a new view).
+            return self.send_view_change(ctx);
         }
+        // A newer view: take part in its change like any server — its
+        // durable log holds every vote it gave — or lead it.
         self.enter_view_change(ctx, view);
     }
 
@@ -367,11 +367,13 @@ impl Server {
         for ss in self.other_shards() {
             if let Some(info) = self.rebuild.sent.get(&(round, ss)).cloned() {
                 let to = self.leader_node(ctx, ss);
-                ctx.send(to, Msg::TsVerify { g_view: self.view.g_view, round, shard: self.shard, info });
+                ctx.count("verify_messages", 1);
+                ctx.send(to, Msg::TsVerify { g_view: self.view.g_view, round, shard: self.shard, info, echo: false });
             }
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_ts_verify(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
@@ -380,6 +382,7 @@ impl Server {
         round: u8,
         shard: ShardId,
         info: Arc<VerifyInfo>,
+        echo: bool,
     ) {
         if g_view != self.view.g_view || !self.is_leader() || from != self.leader_node(ctx, shard) {
             return;
@@ -390,8 +393,9 @@ impl Server {
         if self.status == Status::Normal || round < self.rebuild.round {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
-            if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned() {
-                ctx.send(from, Msg::TsVerify { g_view, round, shard: self.shard, info: mine });
+            if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
+                ctx.count("verify_messages", 1);
+                ctx.send(from, Msg::TsVerify { g_view, round, shard: self.shard, info: mine, echo: true });
             }
             if self.status == Status::Normal {
                 return;

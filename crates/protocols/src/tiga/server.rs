@@ -394,20 +394,23 @@ impl Server {
                 blocked_w.extend(p.writes.iter().copied());
             }
         }
-        self.arm_release(ctx);
+        self.arm_release(ctx, now);
     }
 
-    /// Sets the release timer for the earliest timestamp not yet reached.
-    pub(super) fn arm_release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let now = ctx.clock_ns();
-        let Some(next) = self.pq.next_waiting_after(now) else { return };
+    /// Sets the release timer for the earliest waiting timestamp past
+    /// `passed_ns`, the clock reading a release pass went by. A real clock
+    /// moves on while the pass executes: a timestamp reached meanwhile was
+    /// not released and needs the timer too (at once), or it would wait for
+    /// the next arrival — forever, for the last transaction of a burst.
+    fn arm_release(&mut self, ctx: &mut Ctx<'_, Tiga>, passed_ns: u64) {
+        let Some(next) = self.pq.next_waiting_after(passed_ns) else { return };
         if let Some((at, id)) = self.release_armed {
-            if at <= next && at > now {
+            if at <= next && at > passed_ns {
                 return; // an earlier release will re-arm
             }
             ctx.cancel_timer(id);
         }
-        let id = ctx.set_timer(next - now, Timer::Release);
+        let id = ctx.set_timer(next.saturating_sub(ctx.clock_ns()), Timer::Release);
         self.release_armed = Some((next, id));
     }
 
@@ -795,7 +798,9 @@ impl Server {
                 let c = super::recovery::Contribution { last_normal_view, sync_point, commit_point, base, log };
                 self.on_view_change(ctx, from, g_view, c)
             }
-            Msg::TsVerify { g_view, round, shard, info } => self.on_ts_verify(ctx, from, g_view, round, shard, info),
+            Msg::TsVerify { g_view, round, shard, info, echo } => {
+                self.on_ts_verify(ctx, from, g_view, round, shard, info, echo)
+            }
             Msg::StartView { g_view, l_view, base, log, checkpoint } => {
                 self.on_start_view(ctx, from, g_view, l_view, base, log, checkpoint)
             }

@@ -167,10 +167,19 @@ impl ViewManager {
         }
     }
 
+    /// Heard from within the timeout and not restarting: fit to lead.
     fn alive(&self, node: NodeId, now: u64) -> bool {
-        self.servers.get(&node).is_some_and(|l| {
-            !l.recovering && l.heard_ns.is_some_and(|h| now.saturating_sub(h) < self.cfg.leader_timeout_ns)
-        })
+        self.heard(node, now) && self.servers.get(&node).is_some_and(|l| !l.recovering)
+    }
+
+    /// Heard from within the timeout, restarting or not. A restarted server
+    /// keeps every vote it gave (they were durable), so when a shard has no
+    /// other server — the whole deployment restarted — it may lead: the
+    /// new view's change rebuilds the log from the restarted servers' logs.
+    fn heard(&self, node: NodeId, now: u64) -> bool {
+        self.servers
+            .get(&node)
+            .is_some_and(|l| l.heard_ns.is_some_and(|h| now.saturating_sub(h) < self.cfg.leader_timeout_ns))
     }
 
     /// Algorithm 4 line 1: the Paxos leader replaces leaders it has not
@@ -203,14 +212,19 @@ impl ViewManager {
     fn next_view(&self, now: u64) -> Option<View> {
         let n = self.topo.replicas_per_shard;
         let shards: Vec<ShardId> = (0..self.topo.shards).map(ShardId).collect();
-        let alive = |s: ShardId, r: u32| self.alive(self.topo.replicas(s)[r as usize], now);
-        let new_leaders: Vec<u32> = match (0..n).find(|r| shards.iter().all(|s| alive(*s, *r))) {
+        // A shard's candidates: its live servers, or else the restarted ones.
+        let fit = |s: ShardId, r: u32| {
+            let node = self.topo.replicas(s)[r as usize];
+            let any_alive = self.topo.replicas(s).iter().any(|m| self.alive(*m, now));
+            if any_alive { self.alive(node, now) } else { self.heard(node, now) }
+        };
+        let new_leaders: Vec<u32> = match (0..n).find(|r| shards.iter().all(|s| fit(*s, *r))) {
             Some(r) => vec![r; shards.len()],
             None => {
-                let best = (0..n).max_by_key(|r| (shards.iter().filter(|s| alive(**s, *r)).count(), n - r))?;
+                let best = (0..n).max_by_key(|r| (shards.iter().filter(|s| fit(**s, *r)).count(), n - r))?;
                 let mut leaders = Vec::with_capacity(shards.len());
                 for s in &shards {
-                    let r = if alive(*s, best) { best } else { (0..n).find(|r| alive(*s, *r))? };
+                    let r = if fit(*s, best) { best } else { (0..n).find(|r| fit(*s, *r))? };
                     leaders.push(r);
                 }
                 leaders
