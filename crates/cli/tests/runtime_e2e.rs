@@ -6,7 +6,8 @@
 //! history must satisfy the protocol's promise, every acknowledged append
 //! must be in the final lists (and no failed one), and the restarted
 //! replica must have rejoined: with another replica of its shard killed,
-//! the shard still commits.
+//! the shard still commits. Then every server and service is killed at
+//! once and restarted: nothing acknowledged is lost and commits resume.
 
 mod support;
 
@@ -151,17 +152,19 @@ fn run_protocol(protocol: &str) {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let client = rt.block_on(Client::connect(cluster.client_addr())).expect("connect");
     let read_all = Program::new(keys.iter().map(|k| Op::Read { key: Key(k + out.key_offset) }).collect());
-    let results = rt.block_on(commit(&client, &read_all, Duration::from_secs(10)));
-    for (key, value) in keys.iter().zip(&results) {
-        let list: BTreeSet<u64> = match value.as_ref().map(|v| &v.data) {
-            Some(Data::List(l)) => l.iter().copied().collect(),
-            _ => BTreeSet::new(),
-        };
-        let missing: Vec<_> = committed[key].difference(&list).collect();
-        assert!(missing.is_empty(), "{protocol}: acknowledged appends lost on key {key}: {missing:?}");
-        let ghosts: Vec<_> = list.intersection(&failed).collect();
-        assert!(ghosts.is_empty(), "{protocol}: failed appends visible on key {key}: {ghosts:?}");
-    }
+    let still_there = |results: &[Option<meridian_core::Value>], when: &str| {
+        for (key, value) in keys.iter().zip(results) {
+            let list: BTreeSet<u64> = match value.as_ref().map(|v| &v.data) {
+                Some(Data::List(l)) => l.iter().copied().collect(),
+                _ => BTreeSet::new(),
+            };
+            let missing: Vec<_> = committed[key].difference(&list).collect();
+            assert!(missing.is_empty(), "{protocol}: acknowledged appends lost on key {key} {when}: {missing:?}");
+            let ghosts: Vec<_> = list.intersection(&failed).collect();
+            assert!(ghosts.is_empty(), "{protocol}: failed appends visible on key {key} {when}: {ghosts:?}");
+        }
+    };
+    still_there(&rt.block_on(commit(&client, &read_all, Duration::from_secs(10))), "after the run");
 
     // The restarted replica rejoined: without another member of its shard,
     // the shard still reaches a majority.
@@ -170,6 +173,26 @@ fn run_protocol(protocol: &str) {
     cluster.kill(&other);
     let key = (0..).map(Key).find(|k| cluster.cfg.topology.shard_of(*k).0 == 0).unwrap();
     let append = Program::new(vec![Op::Append { key, element: u64::MAX - 1 }]);
+    rt.block_on(commit(&client, &append, Duration::from_secs(15)));
+
+    // Every server and service dies at once (SIGKILL) and restarts from its
+    // log alone: no live node can hand it state. Every acknowledged append
+    // is still there and new ones commit.
+    let topo = cluster.cfg.topology.clone();
+    let servers: Vec<String> = (0..topo.nodes.len() as u32)
+        .map(meridian_core::NodeId)
+        .filter(|n| !topo.is_client(*n))
+        .map(|n| topo.name(n).to_string())
+        .filter(|n| *n != other)
+        .collect();
+    for name in &servers {
+        cluster.kill(name);
+    }
+    for name in servers.iter().chain([&other]) {
+        cluster.restart(name);
+    }
+    still_there(&rt.block_on(commit(&client, &read_all, Duration::from_secs(30))), "after a whole restart");
+    let append = Program::new(vec![Op::Append { key, element: u64::MAX - 2 }]);
     rt.block_on(commit(&client, &append, Duration::from_secs(15)));
 }
 
