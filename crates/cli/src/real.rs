@@ -7,7 +7,7 @@
 //! here; the cluster file says what runs where. This module must never
 //! start or stop cluster processes: `meridian cluster` does that.
 
-use crate::report::{Report, build_report_for};
+use crate::report::{BenchFacts, Report, build_report_for};
 use crate::runner::{RunFacts, build_driver};
 use meridian_checker::HistoryOp;
 use meridian_core::{ClusterSpec, Consistency, NodeId, RegionId, Topology};
@@ -127,6 +127,7 @@ pub fn run_bench(
         key_offset: bench::key_offset(topology.shards, nonce ^ exp.run.seed),
     };
     let wall = Instant::now();
+    let cpu_start_ns = bench::process_cpu_ns();
     let end_ns = rt.block_on(async {
         let mut backend: Box<dyn Backend> = match &target {
             Target::Meridian(c) => {
@@ -147,9 +148,12 @@ pub fn run_bench(
         Ok::<u64, BenchError>(bench::drive(&mut driver, backend.as_mut(), &mut rx, span, progress).await)
     })?;
     let wall_s = wall.elapsed().as_secs_f64();
+    let cpu_ns = bench::process_cpu_ns().saturating_sub(cpu_start_ns);
     let history = driver.take_history();
     let facts = RunFacts { simulated_ns: end_ns, wall_s, events: 0, trace_hash: 0, counters: Vec::new() };
     let mut report = build_report_for(&name, consistency, exp, &topology, driver.stats(), &history, true, facts);
+    let open_loop = exp.offered_tps(1).is_some();
+    report.bench = Some(BenchFacts::measure(driver.stats(), open_loop, cpu_ns, wall_s));
     report.target = Some(match target {
         Target::Meridian(_) => "meridian".into(),
         Target::Etcd(_) => "etcd".into(),

@@ -51,10 +51,50 @@ pub struct Report {
     pub committed_per_s: Vec<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Json>,
+    /// Open loop: the rate the experiment asks for (clients × `rate_tps`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offered_tps: Option<f64>,
+    /// New transactions started per second of the run's duration (open
+    /// loop: the offered rate less throttled arrivals, if the generator
+    /// keeps its schedule).
+    pub sent_tps: f64,
+    /// How the load generator itself fared on a real cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bench: Option<BenchFacts>,
     /// The real system measured (`meridian bench`): `meridian` or `etcd`;
     /// absent for simulated runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+}
+
+/// The load generator's own figures in `meridian bench`: an open-loop
+/// generator that falls behind its schedule measures itself, not the
+/// system, so a run says so.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct BenchFacts {
+    /// CPU time the bench process used, as a percentage of one core over
+    /// the run's wall time.
+    pub cpu_pct: f64,
+    /// Open loop: how late arrivals were sent after their scheduled time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule_lag_ms: Option<Percentiles>,
+    /// False when the generator could not keep its schedule (see
+    /// [`BenchFacts::on_schedule`]).
+    pub on_schedule: bool,
+}
+
+/// Lag at the 99th percentile beyond which an open-loop generator is
+/// reported as behind its schedule.
+pub const SCHEDULE_LAG_P99_MAX_MS: f64 = 5.0;
+
+impl BenchFacts {
+    /// The bench's figures from its driver's statistics and CPU use.
+    pub fn measure(stats: &DriverStats, open_loop: bool, cpu_ns: u64, wall_s: f64) -> BenchFacts {
+        let cpu_pct = round3(100.0 * cpu_ns as f64 / 1e9 / wall_s.max(1e-9));
+        let schedule_lag_ms = open_loop.then(|| percentiles(&stats.schedule_lag_us));
+        let on_schedule = schedule_lag_ms.as_ref().is_none_or(|l| l.p99 <= SCHEDULE_LAG_P99_MAX_MS);
+        BenchFacts { cpu_pct, schedule_lag_ms, on_schedule }
+    }
 }
 
 impl Report {
@@ -150,6 +190,9 @@ pub fn build_report_for(
         counters,
         committed_per_s: stats.committed_per_s.clone(),
         check,
+        offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
+        sent_tps: round3(stats.started as f64 / exp.run.duration_s.max(1e-9)),
+        bench: None,
         target: None,
     }
 }
@@ -185,6 +228,7 @@ pub fn summary(r: &Report) -> String {
         100.0 * r.txns.committed as f64 / total,
         100.0 * r.txns.aborted as f64 / total
     );
+    load_summary(&mut s, r);
     let _ = writeln!(s, "{:<18}{:>10}{:>10}{:>10}", "latency (ms)", "p50", "p90", "p99");
     let row = |s: &mut String, name: &str, p: &Percentiles| {
         let _ = writeln!(s, "  {:<16}{:>10.1}{:>10.1}{:>10.1}", name, p.p50, p.p90, p.p99);
@@ -213,4 +257,32 @@ pub fn summary(r: &Report) -> String {
         }
     }
     s
+}
+
+/// The offered and achieved load, and on a real cluster the generator's own
+/// lag and CPU share, with a warning when it fell behind.
+fn load_summary(s: &mut String, r: &Report) {
+    let throttled = r.counters.get("throttled").copied().unwrap_or(0);
+    match r.offered_tps {
+        Some(offered) => {
+            let _ = write!(s, "load: offered {offered:.1} txn/s, sent {:.1} txn/s, {throttled} throttled", r.sent_tps);
+        }
+        None => {
+            let _ = write!(s, "load: closed loop, sent {:.1} txn/s", r.sent_tps);
+        }
+    }
+    if let Some(b) = &r.bench {
+        if let Some(lag) = &b.schedule_lag_ms {
+            let _ = write!(s, "; sent late by p50 {:.1} / p99 {:.1} ms", lag.p50, lag.p99);
+        }
+        let _ = write!(s, "; bench CPU {:.0}% of a core", b.cpu_pct);
+    }
+    let _ = writeln!(s);
+    if r.bench.as_ref().is_some_and(|b| !b.on_schedule) {
+        let _ = writeln!(
+            s,
+            "WARNING: the load generator fell behind its schedule (p99 lag above {SCHEDULE_LAG_P99_MAX_MS} ms): \
+             the latencies include its own delay; use fewer clients per bench process or a lower rate"
+        );
+    }
 }

@@ -121,6 +121,15 @@ impl Experiment {
     /// Overrides the protocol (CLI `--protocol`). Parameters written for a
     /// different protocol are dropped; they are kept when the name is the
     /// file's own.
+    /// Open loop: the whole offered rate of `clients` clients (each at
+    /// `rate_tps`); `None` for closed-loop clients.
+    pub fn offered_tps(&self, clients: usize) -> Option<f64> {
+        match self.clients.mode {
+            ClientMode::Open { rate_tps, .. } => Some(rate_tps * clients as f64),
+            ClientMode::Closed { .. } => None,
+        }
+    }
+
     pub fn set_protocol(&mut self, name: &str) {
         if self.protocol.name != name {
             self.protocol.name = name.to_string();

@@ -74,12 +74,22 @@ pub struct DriverStats {
     pub committed_in_window: u64,
     pub retries: u64,
     pub throttled: u64,
+    /// Attempts sent, retries included.
     pub submitted: u64,
+    /// New requests started (first attempts).
+    pub started: u64,
     /// Latency in µs, all regions.
     pub latency_us: Histogram<u64>,
     pub latency_us_by_region: BTreeMap<RegionId, Histogram<u64>>,
     /// Committed requests per second of true time (index = second).
     pub committed_per_s: Vec<u64>,
+    /// Open loop: arrivals the Poisson schedule drew before the end (sent
+    /// or throttled).
+    pub arrivals: u64,
+    /// Open loop: how late each arrival was sent after its scheduled time,
+    /// in µs (0 in the simulator; on a real clock it shows a generator that
+    /// cannot keep its schedule).
+    pub schedule_lag_us: Histogram<u64>,
 }
 
 impl DriverStats {
@@ -92,9 +102,12 @@ impl DriverStats {
             retries: 0,
             throttled: 0,
             submitted: 0,
+            started: 0,
             latency_us: new_histogram(),
             latency_us_by_region: BTreeMap::new(),
             committed_per_s: Vec::new(),
+            arrivals: 0,
+            schedule_lag_us: new_histogram(),
         }
     }
 }
@@ -222,6 +235,7 @@ impl Driver {
         let c = &mut self.clients[ci];
         let program = c.generator.next(&mut c.rng, &mut c.tags);
         let now = io.now_ns();
+        self.stats.started += 1;
         self.submit(ci, io, program, now, 0);
     }
 
@@ -239,8 +253,18 @@ impl Driver {
             self.submit(ci, io, program, first, retries);
         }
         if let Pacing::Open { rate_tps, max_outstanding } = self.cfg.pacing {
-            while self.clients[ci].next_arrival_ns <= now && now < self.cfg.end_ns {
+            // Every arrival scheduled before the end is due once its time
+            // has come, even if the wake-up came late (a real clock): the
+            // loop then catches up, and each arrival advances the schedule,
+            // so no wake-up is ever asked for in the past.
+            loop {
+                let due_ns = self.clients[ci].next_arrival_ns;
+                if due_ns > now || due_ns >= self.cfg.end_ns {
+                    break;
+                }
+                self.stats.arrivals += 1;
                 if self.clients[ci].outstanding.len() < max_outstanding {
+                    self.stats.schedule_lag_us.saturating_record((now - due_ns) / 1_000);
                     self.new_request(ci, io);
                 } else {
                     self.stats.throttled += 1;
@@ -425,5 +449,108 @@ impl Clients for Driver {
             self.request_wake(ci, now, io);
         }
         self.schedule_wake(ci, io);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{ClusterSpec, Key, LeaderPlacement, RegionId};
+
+    /// Records what the driver asks of its host.
+    struct Host {
+        now_ns: u64,
+        submitted: u64,
+        wakes: Vec<u64>,
+    }
+
+    impl ClientIo for Host {
+        fn now_ns(&self) -> u64 {
+            self.now_ns
+        }
+        fn submit(&mut self, _client: NodeId, _request: RequestId, _program: Program) {
+            self.submitted += 1;
+        }
+        fn wake_at(&mut self, _client: NodeId, at_ns: u64) {
+            self.wakes.push(at_ns);
+        }
+    }
+
+    struct OneRead;
+    impl Generator for OneRead {
+        fn next(&mut self, _rng: &mut Rng, _tags: &mut TagSource) -> Program {
+            Program::new(vec![Op::Read { key: Key(1) }])
+        }
+    }
+
+    fn one_client_driver(pacing: Pacing, end_ns: u64) -> (Driver, NodeId) {
+        let spec = ClusterSpec {
+            regions: vec!["a".into()],
+            server_regions: vec![RegionId(0)],
+            shards: 1,
+            replicas_per_shard: 1,
+            leaders: LeaderPlacement::Colocated,
+            client_regions: vec![RegionId(0)],
+            clients_per_region: 1,
+        };
+        let topology = Topology::build(&spec, &[]);
+        let cfg = DriverConfig {
+            pacing,
+            max_retries: 0,
+            retry_backoff_ns: 1_000_000,
+            warmup_ns: 0,
+            end_ns,
+            seed: 3,
+            record_history: false,
+        };
+        let client = topology.clients()[0];
+        (Driver::new(cfg, &topology, || Box::new(OneRead)), client)
+    }
+
+    /// On a real clock a wake-up comes late. The bench once hung when an
+    /// arrival scheduled before the end was woken for after it: the driver
+    /// asked again for the same past instant forever.
+    #[test]
+    fn an_open_loop_wake_up_that_comes_after_the_end_asks_for_nothing_more() {
+        let end_ns = 1_000_000_000;
+        let pacing = Pacing::Open { rate_tps: 1000.0, max_outstanding: 1_000_000 };
+        let (mut driver, client) = one_client_driver(pacing, end_ns);
+        let mut host = Host { now_ns: 0, submitted: 0, wakes: Vec::new() };
+        driver.start(&mut host);
+        // Run on schedule until the last wake-up before the end...
+        while let Some(at) = host.wakes.pop() {
+            if at + 2_000_000 >= end_ns {
+                // ...and deliver that one 5 ms late, past the end.
+                host.now_ns = end_ns + 5_000_000;
+                driver.on_wake(client, &mut host);
+                break;
+            }
+            host.now_ns = at;
+            driver.on_wake(client, &mut host);
+        }
+        assert!(host.wakes.iter().all(|at| *at > host.now_ns), "asked for a wake-up in the past: {:?}", host.wakes);
+        let before = host.submitted;
+        driver.on_wake(client, &mut host);
+        assert_eq!(host.submitted, before, "nothing starts after the end");
+        assert!(host.wakes.iter().all(|at| *at > host.now_ns));
+        let stats = driver.stats();
+        assert_eq!(stats.arrivals, stats.started, "every arrival before the end was sent");
+        assert!(stats.started > 900, "about a thousand arrivals in a second, got {}", stats.started);
+    }
+
+    /// A generator that falls behind catches up: every arrival due is sent
+    /// at once, and how late it was is measured.
+    #[test]
+    fn a_late_open_loop_generator_sends_what_was_due_and_measures_its_lag() {
+        let pacing = Pacing::Open { rate_tps: 1000.0, max_outstanding: 1_000_000 };
+        let (mut driver, client) = one_client_driver(pacing, 10_000_000_000);
+        let mut host = Host { now_ns: 0, submitted: 0, wakes: Vec::new() };
+        driver.start(&mut host);
+        host.now_ns = 100_000_000; // 100 ms of arrivals overdue
+        driver.on_wake(client, &mut host);
+        let stats = driver.stats();
+        assert!((60..=140).contains(&stats.started), "about 100 arrivals were due, {} sent", stats.started);
+        assert!(stats.schedule_lag_us.max() >= 50_000, "the earliest was sent tens of ms late");
+        assert!(host.wakes.last().is_some_and(|at| *at > host.now_ns), "the next wake-up is in the future");
     }
 }
