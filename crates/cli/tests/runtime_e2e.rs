@@ -38,6 +38,7 @@ const FAST_FAILOVER: &[(&str, &str)] = &[
     ("default_owd_ms", "5"),
     ("probe_interval_ms", "100"),
     ("checkpoint_entries", "64"),
+    ("checkpoint_every_slots", "64"),
 ];
 
 const WORKLOAD: &str = r#"

@@ -100,7 +100,7 @@ impl Node {
                 _ => {}
             }
         }
-        if paxos.should_compact() {
+        if paxos.should_compact(0) {
             let upto = committed.last().map_or(0, |(s, _)| *s);
             let state = committed.clone();
             paxos.compact(&mut Mapped::new(ctx), upto.max(paxos_applied(paxos)), state);

@@ -12,8 +12,12 @@ use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-/// Largest frame accepted (a message, a client request or a response).
+/// Largest frame a client may send or receive (a request or a response).
 pub const MAX_FRAME_BYTES: usize = 16 << 20;
+/// Largest frame between nodes: as large as the largest record of the
+/// write-ahead log, since a checkpoint a node made durable may have to
+/// travel to a lagging peer whole.
+pub const MAX_PEER_FRAME_BYTES: usize = crate::wal::MAX_RECORD_BYTES + 1024;
 
 /// The first frame on a node-to-node connection: who is calling, and for
 /// which cluster (a hash of the cluster file's node names and protocol).
@@ -48,7 +52,7 @@ pub enum FrameError {
 impl std::fmt::Display for FrameError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FrameError::TooLong(n) => write!(f, "frame of {n} bytes exceeds the {MAX_FRAME_BYTES}-byte limit"),
+            FrameError::TooLong(n) => write!(f, "frame of {n} bytes exceeds the limit"),
             FrameError::Malformed(why) => write!(f, "malformed frame: {why}"),
         }
     }
@@ -60,23 +64,31 @@ impl From<FrameError> for io::Error {
     }
 }
 
-/// Appends `value` as one frame to `out`.
-pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>) {
+/// Appends `value` as one frame to `out`, or leaves `out` as it was and
+/// says why when the frame would exceed `limit` bytes.
+pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>, limit: usize) -> Result<(), FrameError> {
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     // Serializing plain data into a Vec cannot fail.
     let out_vec = std::mem::take(out);
     let mut out_vec = postcard::to_extend(value, out_vec).expect("postcard encodes into a Vec");
     let len = out_vec.len() - start - 4;
-    assert!(len <= MAX_FRAME_BYTES, "a frame of {len} bytes exceeds the wire limit");
+    if len > limit {
+        out_vec.truncate(start);
+        *out = out_vec;
+        return Err(FrameError::TooLong(len));
+    }
     out_vec[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     *out = out_vec;
+    Ok(())
 }
 
-/// One value as a standalone frame.
+/// One value as a standalone frame of at most [`MAX_FRAME_BYTES`] (the
+/// client API's values, handshakes). Panics past it: callers send values
+/// bounded far below it.
 pub fn to_frame<T: Serialize>(value: &T) -> Vec<u8> {
     let mut out = Vec::new();
-    encode(value, &mut out);
+    encode(value, &mut out, MAX_FRAME_BYTES).unwrap_or_else(|e| panic!("{e}"));
     out
 }
 
@@ -96,9 +108,9 @@ pub fn split(buf: &[u8]) -> Result<Option<(&[u8], usize)>, FrameError> {
     Ok(buf.get(4..4 + len).map(|payload| (payload, 4 + len)))
 }
 
-/// Reads one frame's payload into `buf`; `Ok(false)` on a clean end of
-/// stream before a frame starts.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> io::Result<bool> {
+/// Reads one frame's payload (at most `limit` bytes) into `buf`;
+/// `Ok(false)` on a clean end of stream before a frame starts.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>, limit: usize) -> io::Result<bool> {
     let mut head = [0u8; 4];
     match r.read_exact(&mut head).await {
         Ok(_) => {}
@@ -106,7 +118,7 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> i
         Err(e) => return Err(e),
     }
     let len = u32::from_le_bytes(head) as usize;
-    if len > MAX_FRAME_BYTES {
+    if len > limit {
         return Err(FrameError::TooLong(len).into());
     }
     buf.clear();
@@ -115,20 +127,25 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R, buf: &mut Vec<u8>) -> i
     Ok(true)
 }
 
-/// Reads and decodes one frame; `Ok(None)` at a clean end of stream.
+/// Reads and decodes one frame of at most [`MAX_FRAME_BYTES`]; `Ok(None)`
+/// at a clean end of stream.
 pub async fn read_value<R: AsyncRead + Unpin, T: DeserializeOwned>(
     r: &mut R,
     buf: &mut Vec<u8>,
 ) -> io::Result<Option<T>> {
-    if !read_frame(r, buf).await? {
+    if !read_frame(r, buf, MAX_FRAME_BYTES).await? {
         return Ok(None);
     }
     Ok(Some(decode(buf)?))
 }
 
 /// Writes one value as a frame (unflushed when `w` buffers).
+/// A value past [`MAX_FRAME_BYTES`] is an error (the connection closes),
+/// never a panic.
 pub async fn write_value<W: AsyncWrite + Unpin, T: Serialize>(w: &mut W, value: &T) -> io::Result<()> {
-    w.write_all(&to_frame(value)).await
+    let mut out = Vec::new();
+    encode(value, &mut out, MAX_FRAME_BYTES)?;
+    w.write_all(&out).await
 }
 
 #[cfg(test)]
@@ -151,6 +168,17 @@ mod tests {
     fn an_absurd_length_is_rejected_before_allocating() {
         let bytes = u32::MAX.to_le_bytes();
         assert_eq!(split(&bytes), Err(FrameError::TooLong(u32::MAX as usize)));
+    }
+
+    #[test]
+    fn a_value_past_the_limit_is_refused_and_leaves_the_buffer_as_it_was() {
+        let mut out = to_frame(&Hello { cluster: 1, from: 2 });
+        let before = out.clone();
+        let big = vec![7u8; 1000];
+        assert_eq!(encode(&big, &mut out, 999), Err(FrameError::TooLong(1002)));
+        assert_eq!(out, before);
+        encode(&big, &mut out, 1002).expect("fits");
+        assert_eq!(out.len(), before.len() + 4 + 1002);
     }
 
     #[test]

@@ -159,7 +159,8 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
 
     fn compact(&mut self, upto: Lsn, snapshot: P::Record) {
         assert!(upto.0 < *self.next_lsn, "compaction past the last appended record");
-        let snapshot = postcard::to_allocvec(&snapshot).expect("records encode");
+        // Encoded on the log's snapshot thread, not here.
+        let snapshot = Box::new(move || postcard::to_allocvec(&snapshot).expect("records encode"));
         self.fx.wal.push(WalCmd::Compact { upto, snapshot });
     }
 
@@ -175,6 +176,10 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
         self.fx.completions.push((request, outcome));
     }
 }
+
+/// A handler that runs this long holds up every event behind it; it is
+/// logged.
+const SLOW_HANDLER: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Decodes the records a restarted node recovers, snapshot first.
 pub fn decode_recovered<P: Protocol>(rec: &Recovered) -> Result<Vec<P::Record>, String> {
@@ -229,6 +234,7 @@ impl<P: Protocol> NodeLoop<P> {
     fn handle(&mut self, f: impl FnOnce(&mut P::Node, &mut RtEnv<'_, P>)) {
         let cfg = self.parts.cfg.clone();
         let me = self.parts.me;
+        let started = Instant::now();
         {
             let mut env = RtEnv::<P> {
                 me,
@@ -241,6 +247,12 @@ impl<P: Protocol> NodeLoop<P> {
                 fx: &mut self.fx,
             };
             f(&mut self.process, &mut env);
+        }
+        let took = started.elapsed();
+        metrics::histogram!("meridian_handler_seconds").record(took.as_secs_f64());
+        if took >= SLOW_HANDLER {
+            // Every request queued behind it waited as long: worth a line.
+            tracing::warn!(took_ms = took.as_millis() as u64, "a protocol handler ran long");
         }
         self.carry_out();
     }
@@ -257,7 +269,13 @@ impl<P: Protocol> NodeLoop<P> {
                 continue;
             }
             self.encode_buf.clear();
-            frame::encode(&msg, &mut self.encode_buf);
+            if let Err(e) = frame::encode(&msg, &mut self.encode_buf, frame::MAX_PEER_FRAME_BYTES) {
+                // Dropped like a lost message, which every protocol
+                // survives; the node itself must not stop.
+                tracing::error!(to = to.0, error = %e, "dropping a message too large for the wire");
+                metrics::counter!("meridian_net_too_large_total").increment(1);
+                continue;
+            }
             self.parts.transport.send(to, self.encode_buf.clone());
         }
         for (request, outcome) in std::mem::take(&mut self.fx.completions) {

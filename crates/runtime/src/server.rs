@@ -44,6 +44,15 @@ fn install_metrics() -> Result<PrometheusHandle, String> {
     PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Full("meridian_txn_latency_seconds".into()), &latency_s)
         .and_then(|b| b.set_buckets_for_metric(Matcher::Full("meridian_wal_fsync_seconds".into()), &latency_s))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full("meridian_wal_snapshot_seconds".into()), &latency_s))
+        .and_then(|b| b.set_buckets_for_metric(Matcher::Full("meridian_handler_seconds".into()), &latency_s))
+        .and_then(|b| {
+            let mib = |m: f64| m * 1048576.0;
+            b.set_buckets_for_metric(
+                Matcher::Full("meridian_wal_snapshot_bytes".into()),
+                &[mib(0.1), mib(1.0), mib(4.0), mib(16.0), mib(64.0), mib(256.0)],
+            )
+        })
         .and_then(|b| {
             b.set_buckets_for_metric(
                 Matcher::Full("meridian_wal_batch_commands".into()),

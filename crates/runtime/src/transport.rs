@@ -230,7 +230,7 @@ async fn read_peer<M: DeserializeOwned>(
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "wrong cluster"));
     }
     let from = NodeId(hello.from);
-    while frame::read_frame(&mut r, &mut buf).await? {
+    while frame::read_frame(&mut r, &mut buf, frame::MAX_PEER_FRAME_BYTES).await? {
         let msg = frame::decode::<M>(&buf).inspect_err(|_| {
             metrics::counter!("meridian_net_malformed_total").increment(1);
         })?;

@@ -127,6 +127,20 @@ fn read_all(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Writes the snapshot of `upto` durably: a temporary file, fsynced, then
+/// renamed into place (a crash leaves either no new snapshot or a whole
+/// one).
+fn write_snapshot(dir: &Path, upto: Lsn, snapshot: &[u8]) -> io::Result<()> {
+    let mut frame = Vec::with_capacity(snapshot.len() + HEADER_BYTES);
+    encode_record(upto, snapshot, &mut frame);
+    let tmp = dir.join("snap.tmp");
+    let mut file = File::create(&tmp)?;
+    file.write_all(&frame)?;
+    file.sync_all()?;
+    fs::rename(&tmp, snapshot_path(dir, upto.0))?;
+    sync_dir(dir)
+}
+
 /// The newest snapshot whose frame is intact; older ones are removed.
 fn recover_snapshot(dir: &Path) -> io::Result<Option<(Lsn, Vec<u8>)>> {
     let mut found = None;
@@ -239,7 +253,9 @@ impl Wal {
             self.buffer.clear();
         }
         if self.fsync {
+            let started = std::time::Instant::now();
             self.current.sync_data()?;
+            metrics::histogram!("meridian_wal_fsync_seconds").record(started.elapsed().as_secs_f64());
         }
         if self.current_len > SEGMENT_MAX_BYTES {
             self.roll()?;
@@ -261,19 +277,25 @@ impl Wal {
 
     /// Makes `snapshot` stand for every record up to `upto`: syncs what is
     /// buffered, writes the snapshot durably, then drops the segments and
-    /// snapshots it covers.
+    /// snapshots it covers. (The writer thread does the same in three
+    /// steps, writing the snapshot on a thread of its own.)
     pub fn compact(&mut self, upto: Lsn, snapshot: &[u8]) -> io::Result<()> {
+        self.begin_compaction(upto)?;
+        write_snapshot(&self.dir, upto, snapshot)?;
+        self.finish_compaction(upto)
+    }
+
+    /// First step of a compaction: what is buffered is written and synced,
+    /// and later records go to a new segment, so that the segments the
+    /// snapshot covers can be removed whole once it is durable.
+    fn begin_compaction(&mut self, upto: Lsn) -> io::Result<()> {
         assert!(upto.0 <= self.last_lsn, "compaction past the last appended record");
         self.sync()?;
-        let mut frame = Vec::with_capacity(snapshot.len() + HEADER_BYTES);
-        encode_record(upto, snapshot, &mut frame);
-        let tmp = self.dir.join("snap.tmp");
-        let mut file = File::create(&tmp)?;
-        file.write_all(&frame)?;
-        file.sync_all()?;
-        fs::rename(&tmp, snapshot_path(&self.dir, upto.0))?;
-        sync_dir(&self.dir)?;
-        self.roll()?;
+        self.roll()
+    }
+
+    /// Last step, once the snapshot of `upto` is durable.
+    fn finish_compaction(&mut self, upto: Lsn) -> io::Result<()> {
         self.drop_covered(upto.0)
     }
 
@@ -298,10 +320,14 @@ impl Wal {
     }
 }
 
+/// Encodes a snapshot: run on the snapshot thread, so that a large state
+/// is not serialized on the node loop.
+pub type EncodeSnapshot = Box<dyn FnOnce() -> Vec<u8> + Send>;
+
 /// A command for the writer thread.
 pub enum WalCmd {
     Append(Lsn, Vec<u8>),
-    Compact { upto: Lsn, snapshot: Vec<u8> },
+    Compact { upto: Lsn, snapshot: EncodeSnapshot },
 }
 
 /// The handle a node loop submits appends through; dropping it lets the
@@ -315,6 +341,10 @@ pub struct WalWriter {
 /// LSN now durable, and the number of commands the batch held.
 pub type OnDurable = Box<dyn FnMut(Lsn, usize) + Send>;
 
+/// How often an idle writer looks whether a snapshot has become durable
+/// (to remove the segments it covers).
+const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 impl WalWriter {
     /// Starts the group-commit thread. An I/O error on the log is fatal:
     /// the process stops rather than acknowledge what it cannot persist.
@@ -323,19 +353,26 @@ impl WalWriter {
         let thread = std::thread::Builder::new()
             .name("wal-writer".into())
             .spawn(move || {
-                while let Ok(first) = rx.recv() {
+                let mut snapshots = Snapshots::start(wal.dir.clone());
+                loop {
+                    let first = match rx.recv_timeout(IDLE_POLL) {
+                        Ok(first) => first,
+                        Err(mpsc::RecvTimeoutError::Timeout) => {
+                            or_stop(snapshots.poll(&mut wal, false));
+                            continue;
+                        }
+                        Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                    };
                     let batch = gather(first, &rx);
                     let n = batch.len();
-                    match commit(&mut wal, batch) {
-                        Ok(Some(upto)) => on_durable(upto, n),
-                        Ok(None) => {}
-                        Err(e) => {
-                            tracing::error!(error = %e, "write-ahead log failed; stopping the process");
-                            eprintln!("meridian: write-ahead log failed: {e}");
-                            std::process::exit(70);
-                        }
+                    if let Some(upto) = or_stop(commit(&mut wal, &mut snapshots, batch)) {
+                        on_durable(upto, n);
                     }
+                    or_stop(snapshots.poll(&mut wal, false));
                 }
+                // Shutting down: the snapshot being written (and one
+                // waiting) finish, so a clean stop leaves a compacted log.
+                or_stop(snapshots.poll(&mut wal, true));
             })
             .expect("spawn the WAL writer thread");
         WalWriter { tx: Some(tx), thread: Some(thread) }
@@ -372,6 +409,100 @@ impl Drop for WalWriter {
     }
 }
 
+/// An I/O error on the log stops the process (see [`WalWriter::spawn`]).
+fn or_stop<T>(r: io::Result<T>) -> T {
+    r.unwrap_or_else(|e| {
+        tracing::error!(error = %e, "write-ahead log failed; stopping the process");
+        eprintln!("meridian: write-ahead log failed: {e}");
+        std::process::exit(70);
+    })
+}
+
+/// Snapshots written on a thread of their own, so that appends keep being
+/// made durable while a large state is encoded and fsynced (a node's
+/// commits would otherwise stall for the whole write). At most one is
+/// being written and one waits; a newer one replaces the waiting one,
+/// since it covers more.
+struct Snapshots {
+    dir: PathBuf,
+    jobs: Option<mpsc::SyncSender<(Lsn, EncodeSnapshot)>>,
+    done: mpsc::Receiver<io::Result<Lsn>>,
+    thread: Option<JoinHandle<()>>,
+    writing: Option<Lsn>,
+    waiting: Option<(Lsn, EncodeSnapshot)>,
+}
+
+impl Snapshots {
+    fn start(dir: PathBuf) -> Snapshots {
+        let (jobs, job_rx) = mpsc::sync_channel::<(Lsn, EncodeSnapshot)>(1);
+        let (done_tx, done) = mpsc::channel();
+        let at = dir.clone();
+        let thread = std::thread::Builder::new()
+            .name("wal-snapshot".into())
+            .spawn(move || {
+                while let Ok((upto, encode)) = job_rx.recv() {
+                    let started = std::time::Instant::now();
+                    let bytes = encode();
+                    let written = write_snapshot(&at, upto, &bytes).map(|()| upto);
+                    metrics::histogram!("meridian_wal_snapshot_seconds").record(started.elapsed().as_secs_f64());
+                    metrics::histogram!("meridian_wal_snapshot_bytes").record(bytes.len() as f64);
+                    if done_tx.send(written).is_err() {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn the snapshot thread");
+        Snapshots { dir, jobs: Some(jobs), done, thread: Some(thread), writing: None, waiting: None }
+    }
+
+    /// A compaction of `upto` (its log already synced and rolled).
+    fn submit(&mut self, upto: Lsn, encode: EncodeSnapshot) {
+        assert!(self.waiting.as_ref().is_none_or(|(w, _)| *w <= upto), "compactions come in LSN order");
+        self.waiting = Some((upto, encode));
+        self.dispatch();
+    }
+
+    fn dispatch(&mut self) {
+        if self.writing.is_some() {
+            return;
+        }
+        if let (Some((upto, encode)), Some(jobs)) = (self.waiting.take(), &self.jobs) {
+            self.writing = Some(upto);
+            jobs.send((upto, encode)).expect("the snapshot thread runs while the writer does");
+        }
+    }
+
+    /// Removes what a durable snapshot covers; with `finish`, waits for
+    /// every snapshot submitted and stops the thread.
+    fn poll(&mut self, wal: &mut Wal, finish: bool) -> io::Result<()> {
+        loop {
+            let got = match (self.writing, finish) {
+                (None, _) => return self.stop_if(finish),
+                (Some(_), false) => match self.done.try_recv() {
+                    Ok(r) => r,
+                    Err(_) => return Ok(()),
+                },
+                (Some(_), true) => self.done.recv().map_err(|_| io::Error::other("snapshot thread stopped"))?,
+            };
+            let upto = got?;
+            assert_eq!(Some(upto), self.writing.take(), "snapshots complete in order");
+            debug_assert_eq!(self.dir, wal.dir);
+            wal.finish_compaction(upto)?;
+            self.dispatch();
+        }
+    }
+
+    fn stop_if(&mut self, finish: bool) -> io::Result<()> {
+        if finish {
+            self.jobs.take();
+            if let Some(t) = self.thread.take() {
+                let _ = t.join();
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A group: `first` and every submission already queued behind it, up to
 /// [`BATCH_MAX_COMMANDS`] commands.
 fn gather(first: Vec<WalCmd>, rx: &mpsc::Receiver<Vec<WalCmd>>) -> Vec<WalCmd> {
@@ -385,14 +516,18 @@ fn gather(first: Vec<WalCmd>, rx: &mpsc::Receiver<Vec<WalCmd>>) -> Vec<WalCmd> {
     batch
 }
 
-/// One group commit: every append written, one fsync, compactions in
-/// order. Returns the highest LSN now durable (a batch of compactions only
-/// reports it too, as the simulator's disk does).
-fn commit(wal: &mut Wal, batch: Vec<WalCmd>) -> io::Result<Option<Lsn>> {
+/// One group commit: every append written, one fsync (and one more before
+/// each compaction, whose snapshot goes to the snapshot thread with later
+/// records in a new segment). Returns the highest LSN now durable (a batch
+/// of compactions only reports it too, as the simulator's disk does).
+fn commit(wal: &mut Wal, snapshots: &mut Snapshots, batch: Vec<WalCmd>) -> io::Result<Option<Lsn>> {
     for cmd in batch {
         match cmd {
             WalCmd::Append(lsn, bytes) => wal.append(lsn, &bytes),
-            WalCmd::Compact { upto: covered, snapshot } => wal.compact(covered, &snapshot)?,
+            WalCmd::Compact { upto, snapshot } => {
+                wal.begin_compaction(upto)?;
+                snapshots.submit(upto, snapshot);
+            }
         }
     }
     wal.sync()?;
@@ -541,6 +676,36 @@ mod tests {
         assert_eq!(acks.iter().map(|(_, n)| *n as u64).sum::<u64>(), submissions);
         let (_, rec) = Wal::open(&dir).unwrap();
         assert_eq!(rec.records.len() as u64, submissions);
+    }
+
+    /// A large snapshot is written off the group-commit path: appends made
+    /// after a compaction become durable while the snapshot is still being
+    /// encoded, and once it is durable the log recovers it and every later
+    /// record.
+    #[test]
+    fn appends_stay_durable_on_time_while_a_snapshot_is_written() {
+        let dir = temp_dir("snapshot-aside");
+        let (wal, _) = Wal::open(&dir).unwrap();
+        let (durable_tx, durable) = mpsc::channel();
+        let writer = WalWriter::spawn(wal, Box::new(move |lsn, _| durable_tx.send(lsn).unwrap()));
+        writer.submit((1..=3).map(|i| WalCmd::Append(Lsn(i), vec![i as u8])).collect());
+        let (release, encoding) = mpsc::channel::<()>();
+        let encode: EncodeSnapshot = Box::new(move || {
+            encoding.recv().unwrap(); // held until the appends below are durable
+            b"state after 3".to_vec()
+        });
+        writer.submit(vec![WalCmd::Compact { upto: Lsn(3), snapshot: encode }]);
+        writer.submit(vec![WalCmd::Append(Lsn(4), b"four".to_vec())]);
+        let wait = std::time::Duration::from_secs(10);
+        while durable.recv_timeout(wait).expect("appends are acknowledged while the snapshot waits") < Lsn(4) {}
+        assert!(numbered(&dir, "snap-", ".snap").unwrap().is_empty(), "the snapshot is not written yet");
+        release.send(()).unwrap();
+        writer.submit(vec![WalCmd::Append(Lsn(5), b"five".to_vec())]);
+        writer.close();
+        let (_, rec) = Wal::open(&dir).unwrap();
+        assert_eq!(rec.snapshot, Some((Lsn(3), b"state after 3".to_vec())));
+        assert_eq!(rec.records, vec![(Lsn(4), b"four".to_vec()), (Lsn(5), b"five".to_vec())]);
+        assert_eq!(numbered(&dir, "seg-", ".log").unwrap(), vec![4], "the covered segment is gone");
     }
 
     #[test]

@@ -8,10 +8,11 @@
 //! (the initial state of a pre-populated store: counter 0, empty list).
 //!
 //! Lookups only: nothing here depends on hash-map iteration order, and the
-//! snapshot is sorted.
+//! snapshot is sorted. A clone (a checkpoint) is cheap and the copying it
+//! implies is spread over later writes ([`CowMap`]).
 
+use crate::shared::cow_map::CowMap;
 use meridian_core::{Key, Value};
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// One version of a key.
@@ -51,7 +52,7 @@ impl Versions {
 
 #[derive(Default, Clone, Debug)]
 pub struct MvStore {
-    map: FxHashMap<Key, Versions>,
+    map: CowMap<Key, Versions>,
     versions: usize,
 }
 
@@ -139,9 +140,7 @@ impl MvStore {
 
     /// Every key's versions, sorted by key (for checkpoints and tests).
     pub fn snapshot(&self) -> Vec<(Key, Vec<Version>)> {
-        let mut all: Vec<(Key, Vec<Version>)> = self.map.iter().map(|(k, v)| (*k, v.as_slice().to_vec())).collect();
-        all.sort_unstable_by_key(|(k, _)| *k);
-        all
+        self.map.sorted().into_iter().map(|(k, v)| (*k, v.as_slice().to_vec())).collect()
     }
 }
 

@@ -827,11 +827,15 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
 
     // ---- checkpoints ----
 
-    /// Whether the host should checkpoint now (every `compact_every`
-    /// delivered slots).
-    pub fn should_compact(&self) -> bool {
+    /// Whether the host, whose state holds `state_entries` entries, should
+    /// checkpoint now: every `compact_every` delivered slots, but never
+    /// more often than once per `state_entries` slots, so that a
+    /// checkpoint's cost (in proportion to the state) is spread over as
+    /// many slots and the cost per slot stays flat as the state grows.
+    pub fn should_compact(&self, state_entries: usize) -> bool {
         let last = self.snapshot.as_ref().map_or(0, |(upto, _)| *upto);
-        self.cfg.compact_every > 0 && self.delivered_upto >= last + self.cfg.compact_every
+        let every = self.cfg.compact_every.max(state_entries as u64);
+        self.cfg.compact_every > 0 && self.delivered_upto >= last + every
     }
 
     /// The host's state after slot `upto` (which it has applied): every slot

@@ -13,8 +13,8 @@
 //! watermark: a question about a forgotten transaction is answered
 //! "forgotten", never guessed.
 
+use crate::shared::cow_map::CowMap;
 use meridian_core::{NodeId, ShardId, TxnId};
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -93,7 +93,7 @@ pub fn termination_decision(answers: impl IntoIterator<Item = Option<TxnStatus>>
 /// Remembered outcomes, at most `capacity` of them.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcomes {
-    map: FxHashMap<TxnId, Decision>,
+    map: CowMap<TxnId, Decision>,
     order: VecDeque<TxnId>,
     forgotten_upto: BTreeMap<NodeId, u64>,
     capacity: usize,
@@ -102,7 +102,7 @@ pub struct Outcomes {
 impl Outcomes {
     pub fn new(capacity: usize) -> Outcomes {
         assert!(capacity > 0);
-        Outcomes { map: FxHashMap::default(), order: VecDeque::new(), forgotten_upto: BTreeMap::new(), capacity }
+        Outcomes { map: CowMap::new(), order: VecDeque::new(), forgotten_upto: BTreeMap::new(), capacity }
     }
 
     pub fn record(&mut self, txn: TxnId, decision: Decision) {

@@ -363,7 +363,7 @@ impl Replica {
                     PaxosEvent::Restore { upto, state } => self.restore(upto, &state),
                 }
             }
-            if self.paxos.should_compact() {
+            if self.paxos.should_compact(self.store.keys() + self.outcomes.len()) {
                 let state = ReplicaState {
                     store: self.store.clone(),
                     prepared: self.prepared.clone(),

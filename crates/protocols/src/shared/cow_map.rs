@@ -1,0 +1,207 @@
+//! A hash map whose clone is cheap: [`CHUNKS`] sub-maps behind `Arc`s,
+//! each copied on its first write after a clone.
+//!
+//! Checkpoints clone a replica's whole state (the store, the remembered
+//! outcomes) inside a handler. With a plain map that clone costs time in
+//! proportion to the state, and every request queued behind the handler
+//! waits for it: on a real cluster with a few million keys, hundreds of
+//! milliseconds per checkpoint. Here the clone costs `CHUNKS` reference
+//! counts, and the copying is spread over the writes that follow, one
+//! chunk (1/`CHUNKS` of the map) at a time.
+//!
+//! Lookups only: iteration order is the chunks' and their hash maps', so
+//! anything that leaves the process (serialization) is sorted by key.
+
+use rustc_hash::{FxHashMap, FxHasher};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
+/// Sub-maps per map: a write after a clone copies at most 1/CHUNKS of it.
+pub const CHUNKS: usize = 256;
+
+#[derive(Clone)]
+pub struct CowMap<K, V> {
+    chunks: Vec<Arc<FxHashMap<K, V>>>,
+    len: usize,
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> Default for CowMap<K, V> {
+    fn default() -> Self {
+        CowMap::new()
+    }
+}
+
+/// The chunk of a key: its hash mixed again (murmur3's finalizer), since
+/// Fx hashes of keys a large stride apart (shifted bench keys) share many
+/// bits; a chunk's own table then sees keys whose Fx hashes still differ.
+fn chunk_of<K: Hash>(key: &K) -> usize {
+    let mut h = FxHasher::default();
+    key.hash(&mut h);
+    let mut x = h.finish();
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    (x >> 56) as usize & (CHUNKS - 1)
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
+    pub fn new() -> CowMap<K, V> {
+        CowMap { chunks: (0..CHUNKS).map(|_| Arc::new(FxHashMap::default())).collect(), len: 0 }
+    }
+
+    pub fn get(&self, key: &K) -> Option<&V> {
+        self.chunks[chunk_of(key)].get(key)
+    }
+
+    pub fn contains_key(&self, key: &K) -> bool {
+        self.get(key).is_some()
+    }
+
+    /// The chunk of `key`, copied first if a clone shares it.
+    fn chunk_mut(&mut self, key: &K) -> &mut FxHashMap<K, V> {
+        Arc::make_mut(&mut self.chunks[chunk_of(key)])
+    }
+
+    pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
+        // Look before copying: a miss must not copy a shared chunk.
+        if !self.contains_key(key) {
+            return None;
+        }
+        self.chunk_mut(key).get_mut(key)
+    }
+
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        let old = self.chunk_mut(&key).insert(key, value);
+        if old.is_none() {
+            self.len += 1;
+        }
+        old
+    }
+
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        if !self.contains_key(key) {
+            return None;
+        }
+        let old = self.chunk_mut(key).remove(key);
+        debug_assert!(old.is_some(), "present above");
+        self.len -= 1;
+        old
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Every entry, in no meaningful order (see the module doc).
+    pub fn iter(&self) -> impl Iterator<Item = (&K, &V)> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// Every entry sorted by key: the order that leaves the process.
+    pub fn sorted(&self) -> Vec<(&K, &V)>
+    where
+        K: Ord,
+    {
+        let mut all: Vec<(&K, &V)> = self.iter().collect();
+        all.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        all
+    }
+}
+
+impl<K: std::fmt::Debug, V> std::fmt::Debug for CowMap<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CowMap({} entries)", self.len)
+    }
+}
+
+/// Serialized as its entries sorted by key, so the bytes depend on the
+/// contents only.
+impl<K: Hash + Eq + Ord + Clone + Serialize, V: Clone + Serialize> Serialize for CowMap<K, V> {
+    fn serialize<Z: Serializer>(&self, serializer: Z) -> Result<Z::Ok, Z::Error> {
+        serializer.collect_seq(self.sorted())
+    }
+}
+
+impl<'de, K, V> Deserialize<'de> for CowMap<K, V>
+where
+    K: Hash + Eq + Clone + Deserialize<'de>,
+    V: Clone + Deserialize<'de>,
+{
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<CowMap<K, V>, D::Error> {
+        let entries: Vec<(K, V)> = Vec::deserialize(deserializer)?;
+        let mut map = CowMap::new();
+        for (k, v) in entries {
+            map.insert(k, v);
+        }
+        Ok(map)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clone_is_a_snapshot_that_later_writes_do_not_touch() {
+        let mut m: CowMap<u64, u64> = CowMap::new();
+        for k in 0..10_000 {
+            m.insert(k, k);
+        }
+        let snapshot = m.clone();
+        m.insert(5, 500);
+        m.remove(&6);
+        m.insert(20_000, 1);
+        *m.get_mut(&7).expect("present") = 700;
+        assert_eq!((snapshot.get(&5), snapshot.get(&6), snapshot.get(&7)), (Some(&5), Some(&6), Some(&7)));
+        assert_eq!(snapshot.get(&20_000), None);
+        assert_eq!(snapshot.len(), 10_000);
+        assert_eq!((m.get(&5), m.get(&6), m.get(&7)), (Some(&500), None, Some(&700)));
+        assert_eq!(m.len(), 10_000);
+    }
+
+    #[test]
+    fn a_write_after_a_clone_copies_one_chunk_only() {
+        let mut m: CowMap<u64, u64> = CowMap::new();
+        for k in 0..10_000 {
+            m.insert(k, k);
+        }
+        let snapshot = m.clone();
+        m.insert(1, 2);
+        let shared = m.chunks.iter().zip(&snapshot.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert_eq!(shared, CHUNKS - 1);
+        assert_eq!(m.get_mut(&123_456), None);
+        assert_eq!(m.remove(&123_456), None);
+        let still = m.chunks.iter().zip(&snapshot.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert_eq!(still, CHUNKS - 1, "a miss copies nothing");
+    }
+
+    #[test]
+    fn keys_spread_over_the_chunks() {
+        let mut m: CowMap<u64, ()> = CowMap::new();
+        // Keys a multiple of a large stride apart, as shifted bench keys are.
+        for k in 0..(64 * CHUNKS as u64) {
+            m.insert(k * (3 << 32), ());
+        }
+        let fullest = m.chunks.iter().map(|c| c.len()).max().unwrap_or(0);
+        assert!(fullest < 4 * 64, "one chunk holds {fullest} of {} keys", m.len());
+    }
+
+    #[test]
+    fn serialization_is_sorted_and_round_trips() {
+        let mut a: CowMap<u64, u64> = CowMap::new();
+        let mut b: CowMap<u64, u64> = CowMap::new();
+        for k in 0..100 {
+            a.insert(k, k * 2);
+            b.insert(99 - k, (99 - k) * 2);
+        }
+        let (ba, bb) = (postcard::to_allocvec(&a).unwrap(), postcard::to_allocvec(&b).unwrap());
+        assert_eq!(ba, bb, "the same contents give the same bytes");
+        let back: CowMap<u64, u64> = postcard::from_bytes(&ba).unwrap();
+        assert_eq!(back.sorted(), a.sorted());
+    }
+}
