@@ -15,6 +15,7 @@
 
 use serde_json::Value as Json;
 use std::fmt;
+use std::sync::Arc;
 
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Hash)]
 pub enum OpType {
@@ -62,6 +63,57 @@ impl Mop {
     }
 }
 
+/// How fresh a transaction's reads must be (`"mode"`): the checker holds
+/// each transaction to its own.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default, Hash)]
+pub enum ReadMode {
+    /// The model in full (`strict`, the default when absent).
+    #[default]
+    Strict,
+    /// Serializable but possibly stale (`snapshot`): no real-time order
+    /// into the transaction.
+    Snapshot,
+    /// Ordered after its own session's earlier transactions only
+    /// (`process-ordered`).
+    ProcessOrdered,
+}
+
+impl ReadMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadMode::Strict => "strict",
+            ReadMode::Snapshot => "snapshot",
+            ReadMode::ProcessOrdered => "process-ordered",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ReadMode> {
+        [ReadMode::Strict, ReadMode::Snapshot, ReadMode::ProcessOrdered].into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// A line's optional fields beyond Elle's (CONTRACT.md: readers that do
+/// not know them ignore them).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct TxnMeta {
+    /// `"txn_type"`: the transaction's type as its workload names it
+    /// (`new-order`, `read-only`, ...).
+    pub txn_type: Option<Arc<str>>,
+    /// `"mode"`, written when not `strict`.
+    pub mode: ReadMode,
+    /// `"tags": [first, count]`: the block of values the transaction may
+    /// write. A procedure's writes are only known from its results, so a
+    /// transaction without an outcome (`info`) is named by this block when
+    /// a later read sees one of its values.
+    pub tags: Option<(u64, u64)>,
+}
+
+impl TxnMeta {
+    pub fn is_default(&self) -> bool {
+        self.txn_type.is_none() && self.mode == ReadMode::Strict && self.tags.is_none()
+    }
+}
+
 /// One line of a history.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct HistoryOp {
@@ -72,6 +124,7 @@ pub struct HistoryOp {
     /// in real runs.
     pub time_ns: u64,
     pub value: Vec<Mop>,
+    pub meta: TxnMeta,
 }
 
 /// A bad history line: where and what.
@@ -120,7 +173,17 @@ impl HistoryOp {
                 Mop::Append { key, element } => write!(out, "[\"append\",{key},{element}]"),
             };
         }
-        out.push_str("]}");
+        out.push(']');
+        if let Some(t) = &self.meta.txn_type {
+            let _ = write!(out, ",\"txn_type\":{}", Json::String(t.to_string()));
+        }
+        if self.meta.mode != ReadMode::Strict {
+            let _ = write!(out, ",\"mode\":\"{}\"", self.meta.mode.name());
+        }
+        if let Some((first, count)) = self.meta.tags {
+            let _ = write!(out, ",\"tags\":[{first},{count}]");
+        }
+        out.push('}');
         out
     }
 
@@ -148,8 +211,25 @@ impl HistoryOp {
         for (i, m) in mops.iter().enumerate() {
             value.push(parse_mop(m).map_err(|e| err(format!("micro-operation {i}: {e}")))?);
         }
-        Ok(HistoryOp { index, kind, process, time_ns, value })
+        let meta = parse_meta(obj).map_err(err)?;
+        Ok(HistoryOp { index, kind, process, time_ns, value, meta })
     }
+}
+
+fn parse_meta(obj: &serde_json::Map<String, Json>) -> Result<TxnMeta, String> {
+    let mut meta = TxnMeta::default();
+    if let Some(t) = obj.get("txn_type") {
+        meta.txn_type = Some(t.as_str().ok_or("`txn_type` must be a string")?.into());
+    }
+    if let Some(m) = obj.get("mode") {
+        let name = m.as_str().unwrap_or("");
+        meta.mode = ReadMode::from_name(name).ok_or("`mode` must be one of strict, snapshot, process-ordered")?;
+    }
+    if let Some(t) = obj.get("tags") {
+        let pair = t.as_array().filter(|a| a.len() == 2).and_then(|a| Some((a[0].as_u64()?, a[1].as_u64()?)));
+        meta.tags = Some(pair.ok_or("`tags` must be [first, count], two non-negative integers")?);
+    }
+    Ok(meta)
 }
 
 fn parse_mop(m: &Json) -> Result<Mop, String> {
@@ -317,6 +397,21 @@ mod tests {
             let err = validate(&parse_jsonl(text).unwrap()).unwrap_err();
             assert!(err.to_string().contains(want), "{err}");
         }
+    }
+
+    #[test]
+    fn extra_fields_round_trip_and_plain_lines_stay_plain() {
+        let text = r#"{"index":0,"type":"invoke","process":3,"time":1,"value":[],"txn_type":"new-order","mode":"snapshot","tags":[4096,512]}
+{"index":1,"type":"ok","process":3,"time":2,"value":[["r",9,null]]}
+"#;
+        let ops = parse_jsonl(text).unwrap();
+        assert_eq!(ops[0].meta.txn_type.as_deref(), Some("new-order"));
+        assert_eq!(ops[0].meta.mode, ReadMode::Snapshot);
+        assert_eq!(ops[0].meta.tags, Some((4096, 512)));
+        assert!(ops[1].meta.is_default());
+        assert_eq!(to_jsonl(&ops), text);
+        let bad = parse_jsonl(r#"{"index":0,"type":"invoke","process":1,"value":[],"mode":"fresh"}"#).unwrap_err();
+        assert!(bad.message.contains("`mode`"), "{bad}");
     }
 
     #[test]

@@ -47,7 +47,9 @@ mod order;
 mod serial;
 mod txns;
 
-pub use history::{HistoryOp, Mop, OpType, ParseError, ReadValue, WellFormedError, parse_jsonl, to_jsonl, validate};
+pub use history::{
+    HistoryOp, Mop, OpType, ParseError, ReadMode, ReadValue, TxnMeta, WellFormedError, parse_jsonl, to_jsonl, validate,
+};
 pub use model::{AnomalyKind, Model};
 pub use report::{Anomaly, CheckReport, CheckStats, EXAMPLES_PER_KIND, TxnRef};
 

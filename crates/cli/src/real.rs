@@ -150,7 +150,14 @@ pub fn run_bench(
     let wall_s = wall.elapsed().as_secs_f64();
     let cpu_ns = bench::process_cpu_ns().saturating_sub(cpu_start_ns);
     let history = driver.take_history();
-    let facts = RunFacts { simulated_ns: end_ns, wall_s, events: 0, trace_hash: 0, counters: Vec::new() };
+    let facts = RunFacts {
+        simulated_ns: end_ns,
+        wall_s,
+        events: 0,
+        trace_hash: 0,
+        counters: Vec::new(),
+        observations: Vec::new(),
+    };
     let mut report = build_report_for(&name, consistency, exp, &topology, driver.stats(), &history, true, facts);
     let open_loop = exp.offered_tps(1).is_some();
     report.bench = Some(BenchFacts::measure(driver.stats(), open_loop, cpu_ns, wall_s));

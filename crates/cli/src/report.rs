@@ -3,7 +3,7 @@
 //! Throughput and latency count only requests committed after warm-up and
 //! before the end of the run; `txns` counts every request's final outcome.
 
-use crate::runner::RunFacts;
+use crate::runner::{Observation, RunFacts};
 use hdrhistogram::Histogram;
 use meridian_checker::{HistoryOp, Model};
 use meridian_core::{Consistency, Protocol, Topology};
@@ -19,6 +19,14 @@ pub struct Percentiles {
     pub p50: f64,
     pub p90: f64,
     pub p99: f64,
+}
+
+/// One transaction type's latency.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct TypeLatency {
+    #[serde(flatten)]
+    pub all: Percentiles,
+    pub by_region: BTreeMap<String, Percentiles>,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -45,7 +53,19 @@ pub struct Report {
     pub throughput_tps: f64,
     pub latency_ms: Percentiles,
     pub latency_ms_by_region: BTreeMap<String, Percentiles>,
+    /// Final outcomes per transaction type (as the workload names it).
+    pub txns_by_type: BTreeMap<String, Txns>,
+    /// Latency per transaction type, overall and per region.
+    pub latency_ms_by_type: BTreeMap<String, TypeLatency>,
+    /// Latency CDF points `[latency_ms, fraction]`, for all transactions
+    /// (`all`) and per type: what a CDF plot needs.
+    pub latency_cdf_ms: BTreeMap<String, Vec<[f64; 2]>>,
+    /// Aborted attempts by reason (`conflict`, `timeout`, `rejected`,
+    /// `rollback`), retried or not.
+    pub aborts_by_reason: BTreeMap<String, u64>,
     pub counters: BTreeMap<String, u64>,
+    /// Percentiles of protocol-side distributions (`Env::observe`).
+    pub observations: BTreeMap<String, Observation>,
     /// Transactions committed in each second of the run (whole seconds of
     /// completion time, from 0): failover and warm-up show here.
     pub committed_per_s: Vec<u64>,
@@ -133,6 +153,17 @@ fn percentiles(h: &Histogram<u64>) -> Percentiles {
     Percentiles { p50: ms(0.50), p90: ms(0.90), p99: ms(0.99) }
 }
 
+/// Quantiles of a latency CDF: every 2 %, then the tail.
+const CDF_QUANTILES: [f64; 5] = [0.99, 0.995, 0.999, 0.9999, 1.0];
+
+fn cdf(h: &Histogram<u64>) -> Vec<[f64; 2]> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let qs = (0..50).map(|i| f64::from(i) / 50.0).chain(CDF_QUANTILES);
+    qs.map(|q| [round3(h.value_at_quantile(q) as f64 / 1000.0), q]).collect()
+}
+
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }
@@ -187,7 +218,29 @@ pub fn build_report_for(
             .iter()
             .map(|(r, h)| (topology.region_name(*r).to_string(), percentiles(h)))
             .collect(),
+        txns_by_type: stats
+            .by_type
+            .iter()
+            .map(|(t, s)| (t.to_string(), Txns { committed: s.committed, aborted: s.aborted, unknown: s.unknown }))
+            .collect(),
+        latency_ms_by_type: stats
+            .by_type
+            .iter()
+            .map(|(t, s)| {
+                let by_region = s
+                    .latency_us_by_region
+                    .iter()
+                    .map(|(r, h)| (topology.region_name(*r).to_string(), percentiles(h)))
+                    .collect();
+                (t.to_string(), TypeLatency { all: percentiles(&s.latency_us), by_region })
+            })
+            .collect(),
+        latency_cdf_ms: std::iter::once(("all".to_string(), cdf(&stats.latency_us)))
+            .chain(stats.by_type.iter().map(|(t, s)| (t.to_string(), cdf(&s.latency_us))))
+            .collect(),
+        aborts_by_reason: stats.aborts_by_reason.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         counters,
+        observations: facts.observations.into_iter().collect(),
         committed_per_s: stats.committed_per_s.clone(),
         check,
         offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
@@ -237,6 +290,13 @@ pub fn summary(r: &Report) -> String {
     for (region, p) in &r.latency_ms_by_region {
         row(&mut s, region, p);
     }
+    if r.txns_by_type.len() > 1 {
+        type_table(&mut s, r);
+    }
+    let aborts: Vec<String> = r.aborts_by_reason.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if !aborts.is_empty() {
+        let _ = writeln!(s, "aborted attempts: {}", aborts.join(" "));
+    }
     let counters: Vec<String> = r.counters.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k}={v}")).collect();
     if !counters.is_empty() {
         let _ = writeln!(s, "counters: {}", counters.join(" "));
@@ -257,6 +317,30 @@ pub fn summary(r: &Report) -> String {
         }
     }
     s
+}
+
+/// Per transaction type: outcomes and latency.
+fn type_table(s: &mut String, r: &Report) {
+    let _ = writeln!(
+        s,
+        "{:<18}{:>10}{:>9}{:>9}{:>10}{:>10}{:>10}",
+        "by type", "committed", "aborted", "unknown", "p50", "p90", "p99"
+    );
+    for (t, n) in &r.txns_by_type {
+        let p = r.latency_ms_by_type.get(t).map(|l| &l.all);
+        let ms = |f: fn(&Percentiles) -> f64| p.map_or(0.0, f);
+        let _ = writeln!(
+            s,
+            "  {:<16}{:>10}{:>9}{:>9}{:>10.1}{:>10.1}{:>10.1}",
+            t,
+            n.committed,
+            n.aborted,
+            n.unknown,
+            ms(|p| p.p50),
+            ms(|p| p.p90),
+            ms(|p| p.p99)
+        );
+    }
 }
 
 /// The offered and achieved load, and on a real cluster the generator's own

@@ -133,9 +133,35 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
             events: sim.events(),
             trace_hash: sim.trace_hash(),
             counters: sim.counters().iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            observations: sim.observations().iter().map(|(k, h)| (k.to_string(), Observation::of(h))).collect(),
         },
     );
     Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
+}
+
+/// A protocol-side distribution's summary (`Env::observe`), in the unit
+/// its name carries.
+#[derive(Clone, Debug, serde::Serialize, PartialEq)]
+pub struct Observation {
+    pub count: u64,
+    pub mean: f64,
+    pub p50: u64,
+    pub p90: u64,
+    pub p99: u64,
+    pub max: u64,
+}
+
+impl Observation {
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Observation {
+        Observation {
+            count: h.len(),
+            mean: (h.mean() * 1000.0).round() / 1000.0,
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            max: h.max(),
+        }
+    }
 }
 
 /// Facts of a finished run for the report.
@@ -145,6 +171,7 @@ pub struct RunFacts {
     pub events: u64,
     pub trace_hash: u64,
     pub counters: Vec<(String, u64)>,
+    pub observations: Vec<(String, Observation)>,
 }
 
 /// The simulated world of an experiment.
@@ -228,7 +255,7 @@ pub fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool)
         ClientMode::Open { rate_tps, max_outstanding } => {
             Pacing::Open { rate_tps, max_outstanding: max_outstanding as usize }
         }
-        ClientMode::Closed { think_ms } => Pacing::Closed { think_ns: ms_to_ns(think_ms) },
+        ClientMode::Closed { think_ms, sessions } => Pacing::Closed { think_ns: ms_to_ns(think_ms), sessions },
     };
     let cfg = DriverConfig {
         pacing,
@@ -240,9 +267,8 @@ pub fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool)
         record_history,
     };
     let spec = exp.workload.clone();
-    let shards = topology.shards;
     // Validated above, so building a generator cannot fail.
-    Ok(Driver::new(cfg, topology, || meridian_workload::generator(&spec, shards).expect("validated workload")))
+    Ok(Driver::new(cfg, topology, |client| meridian_workload::generator(&spec, client).expect("validated workload")))
 }
 
 /// Lets the simulator own a handle to a driver the runner still reads.

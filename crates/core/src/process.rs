@@ -85,6 +85,11 @@ pub trait Env<M, R, T> {
     fn rng(&mut self) -> &mut Rng;
     /// Adds to one of the protocol's report counters.
     fn count(&mut self, counter: &'static str, delta: u64);
+    /// Records one sample of a protocol-side distribution (a visibility
+    /// delay, a batch size, a batch wait); the report gives its
+    /// percentiles under `observations`. The name carries the unit
+    /// (`batch_wait_us`).
+    fn observe(&mut self, name: &'static str, value: u64);
     /// Reports the outcome of a client request made to this node.
     fn complete(&mut self, request: RequestId, outcome: Outcome);
 }
@@ -196,6 +201,9 @@ where
     }
     fn count(&mut self, counter: &'static str, delta: u64) {
         self.inner.count(counter, delta)
+    }
+    fn observe(&mut self, name: &'static str, value: u64) {
+        self.inner.observe(name, value)
     }
     fn complete(&mut self, request: RequestId, outcome: Outcome) {
         self.inner.complete(request, outcome)

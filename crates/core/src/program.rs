@@ -6,11 +6,15 @@
 //! then writes, then commit. Every operation touches one key and its written
 //! value depends only on that key's value before it, so a program splits
 //! into per-shard pieces that execute independently ([`Program::piece`]).
+//! That is the common, cheap case; a program may instead carry a
+//! [`Procedure`] (reads in rounds, writes that depend on anything read), and
+//! a [`ReadMode`] saying how fresh its reads must be.
 //!
 //! Every written value carries a `tag` unique in the history (the client
 //! draws it), so a checker can tell which transaction wrote what a read saw.
 
 use crate::ids::{Key, ShardId};
+use crate::procedure::{self, Procedure};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -23,6 +27,9 @@ pub enum Data {
     List(Arc<Vec<u64>>),
     /// Opaque bytes (Redis SET).
     Bytes(Arc<Vec<u8>>),
+    /// A row of integers (TPC-C's tables); the empty row marks a deleted
+    /// one.
+    Row(Arc<Vec<i64>>),
 }
 
 /// A stored value: the payload and the unique tag of the write that made it.
@@ -35,6 +42,10 @@ pub struct Value {
 impl Value {
     pub fn int(tag: u64, v: i64) -> Value {
         Value { tag, data: Data::Int(v) }
+    }
+
+    pub fn row(tag: u64, fields: Vec<i64>) -> Value {
+        Value { tag, data: Data::Row(Arc::new(fields)) }
     }
 
     /// The counter this value holds; absent values, lists and non-numeric
@@ -103,22 +114,78 @@ impl Op {
 /// nothing (blind writes and appends).
 pub type OpResult = Option<Value>;
 
-/// A transaction program.
+/// How fresh a transaction's reads must be; the checker holds each
+/// transaction to its own mode.
+#[derive(Copy, Clone, PartialEq, Eq, Debug, Default, Serialize, Deserialize)]
+pub enum ReadMode {
+    /// The protocol's promise in full (strict serializability: real-time
+    /// order included).
+    #[default]
+    Strict,
+    /// Serializable but possibly stale: no real-time order (SLOG's and
+    /// K2's snapshot reads).
+    Snapshot,
+    /// Ordered after what the same session did before, not after other
+    /// sessions' completed transactions (STARRY's POS read-only
+    /// transactions).
+    ProcessOrdered,
+}
+
+impl ReadMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadMode::Strict => "strict",
+            ReadMode::Snapshot => "snapshot",
+            ReadMode::ProcessOrdered => "process-ordered",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<ReadMode> {
+        [ReadMode::Strict, ReadMode::Snapshot, ReadMode::ProcessOrdered].into_iter().find(|m| m.name() == name)
+    }
+}
+
+/// A transaction program: per-key operations, or a procedure (then `ops`
+/// is empty).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, Default)]
 pub struct Program {
     pub ops: Vec<Op>,
+    pub procedure: Option<Arc<Procedure>>,
+    pub mode: ReadMode,
 }
 
 impl Program {
     pub fn new(ops: Vec<Op>) -> Program {
-        Program { ops }
+        Program { ops, procedure: None, mode: ReadMode::Strict }
+    }
+
+    /// A program running `procedure`.
+    pub fn procedure(procedure: Procedure) -> Program {
+        Program { ops: Vec::new(), procedure: Some(Arc::new(procedure)), mode: ReadMode::Strict }
+    }
+
+    pub fn with_mode(mut self, mode: ReadMode) -> Program {
+        self.mode = mode;
+        self
+    }
+
+    /// Whether the program does nothing.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty() && self.procedure.is_none()
     }
 
     pub fn is_read_only(&self) -> bool {
-        self.ops.iter().all(|op| !op.writes())
+        self.ops.iter().all(|op| !op.writes()) && self.procedure.as_ref().is_none_or(|p| p.is_read_only())
     }
 
-    /// Distinct keys the program reads, sorted.
+    /// Whether one-shot protocols can run it: per-key operations, or a
+    /// procedure whose every part runs where its anchor lives.
+    pub fn is_one_shot(&self) -> bool {
+        self.procedure.as_ref().is_none_or(|p| p.is_anchored())
+    }
+
+    /// Distinct keys the program's operations read, sorted (a procedure's
+    /// are not known up front).
     pub fn read_set(&self) -> Vec<Key> {
         let mut keys: Vec<Key> = self.ops.iter().filter(|op| op.reads()).map(Op::key).collect();
         keys.sort_unstable();
@@ -126,7 +193,7 @@ impl Program {
         keys
     }
 
-    /// Distinct keys the program writes, sorted.
+    /// Distinct keys the program's operations write, sorted.
     pub fn write_set(&self) -> Vec<Key> {
         let mut keys: Vec<Key> = self.ops.iter().filter(|op| op.writes()).map(Op::key).collect();
         keys.sort_unstable();
@@ -134,16 +201,47 @@ impl Program {
         keys
     }
 
-    /// Distinct shards the program touches, sorted.
+    /// Distinct shards the program touches, sorted: its operations' and
+    /// its procedure parts' anchors (an unanchored part's shards are
+    /// discovered as it runs, and are not included).
     pub fn shards(&self, shard_of: impl Fn(Key) -> ShardId) -> Vec<ShardId> {
         let mut shards: Vec<ShardId> = self.ops.iter().map(|op| shard_of(op.key())).collect();
+        if let Some(p) = &self.procedure {
+            shards.extend((0..p.parts()).filter_map(|part| p.anchor(part)).map(&shard_of));
+        }
         shards.sort_unstable();
         shards.dedup();
         shards
     }
 
+    /// The keys the program declares on `shard` (operations' keys, and the
+    /// footprints of procedure parts anchored there), as (reads, writes),
+    /// each sorted and distinct; a key both read and written is a write.
+    pub fn declared_keys(&self, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) -> (Vec<Key>, Vec<Key>) {
+        let mut reads = Vec::new();
+        let mut writes = Vec::new();
+        for op in self.ops.iter().filter(|op| shard_of(op.key()) == shard) {
+            if op.writes() { writes.push(op.key()) } else { reads.push(op.key()) }
+        }
+        if let Some(p) = &self.procedure {
+            for part in (0..p.parts()).filter(|part| p.anchor(*part).is_some_and(|a| shard_of(a) == shard)) {
+                for need in p.footprint(part).unwrap_or_default() {
+                    debug_assert_eq!(shard_of(need.key), shard, "a part's footprint stays on its anchor's shard");
+                    if need.write { writes.push(need.key) } else { reads.push(need.key) }
+                }
+            }
+        }
+        writes.sort_unstable();
+        writes.dedup();
+        reads.sort_unstable();
+        reads.dedup();
+        reads.retain(|k| writes.binary_search(k).is_err());
+        (reads, writes)
+    }
+
     /// The piece of the program on one shard: its operations there, in
-    /// program order, with their positions in the whole program.
+    /// program order, with their positions in the whole program, and the
+    /// procedure's parts anchored there.
     pub fn piece(&self, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) -> Piece {
         let mut piece = Piece::default();
         for (i, op) in self.ops.iter().enumerate() {
@@ -152,32 +250,69 @@ impl Program {
                 piece.ops.push(op.clone());
             }
         }
+        if let Some(p) = &self.procedure {
+            piece.parts = (0..p.parts()).filter(|part| p.anchor(*part).is_some_and(|a| shard_of(a) == shard)).collect();
+            if !piece.parts.is_empty() {
+                piece.procedure = Some(Arc::clone(p));
+            }
+        }
         piece
     }
 
     /// Runs the program against a reader of committed state, returning the
     /// per-op results and the final value of every written key (in first-
-    /// write order). Operations see earlier writes of the same program.
-    pub fn execute(&self, read: impl FnMut(Key) -> Option<Value>) -> Execution {
-        execute_ops(&self.ops, read)
+    /// write order). Operations see earlier writes of the same program. A
+    /// procedure's results follow its operations' (see
+    /// [`crate::procedure`]).
+    pub fn execute(&self, mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
+        let mut exec = execute_ops(&self.ops, &mut read);
+        if let Some(p) = &self.procedure {
+            let (results, writes) = procedure::execute(p, read);
+            exec.results.extend(results);
+            exec.writes.extend(writes);
+        }
+        exec
     }
 }
 
-/// The operations of a program on one shard.
+/// The operations of a program on one shard, and the parts of its
+/// procedure anchored there.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize, Default)]
 pub struct Piece {
     /// Position of each op in the whole program.
     pub positions: Vec<u32>,
     pub ops: Vec<Op>,
+    /// The procedure's parts on this shard, in order.
+    pub parts: Vec<u32>,
+    pub procedure: Option<Arc<Procedure>>,
 }
 
 impl Piece {
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.ops.is_empty() && self.parts.is_empty()
     }
 
-    pub fn execute(&self, read: impl FnMut(Key) -> Option<Value>) -> Execution {
-        execute_ops(&self.ops, read)
+    /// Runs the piece: its operations, then its parts (every part reads the
+    /// state before the piece's writes). The results are the operations',
+    /// then each part's reads in order; the writes are withheld when a part
+    /// rolls back.
+    pub fn execute(&self, mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
+        let mut exec = execute_ops(&self.ops, &mut read);
+        if let Some(p) = &self.procedure {
+            let mut memo = procedure::ReadMap::new();
+            let mut writes = Vec::new();
+            let mut rolled_back = false;
+            for part in &self.parts {
+                let run = procedure::run_part(p, *part, &mut memo, &mut read);
+                exec.results.extend(run.reads.into_iter().map(|(_, v)| v));
+                rolled_back |= run.rolled_back;
+                writes.extend(run.writes);
+            }
+            if !rolled_back {
+                exec.writes.extend(writes);
+            }
+        }
+        exec
     }
 }
 
@@ -219,6 +354,20 @@ pub enum AbortReason {
     Timeout,
     /// The system refused it (overload, bad request).
     Rejected,
+    /// The transaction itself rolled back (TPC-C's unused item): never
+    /// retried.
+    Rollback,
+}
+
+impl AbortReason {
+    pub fn name(self) -> &'static str {
+        match self {
+            AbortReason::Conflict => "conflict",
+            AbortReason::Timeout => "timeout",
+            AbortReason::Rejected => "rejected",
+            AbortReason::Rollback => "rollback",
+        }
+    }
 }
 
 /// What a protocol reports for a client request.

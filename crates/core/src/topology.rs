@@ -59,6 +59,39 @@ pub struct ClusterSpec {
     pub clients_per_region: u32,
 }
 
+/// Where keys live: key `k` is on shard `k % shards`, and its home region
+/// (the region that masters it, in protocols with home regions, and the one
+/// workloads place single-home transactions in) is
+/// `homes[(k / shards) % homes.len()]`. Deterministic, so every node and
+/// every generator agrees.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct KeyLayout {
+    pub shards: u32,
+    /// The regions keys are homed in (the server regions).
+    pub homes: Vec<RegionId>,
+}
+
+impl KeyLayout {
+    pub fn shard_of(&self, key: Key) -> ShardId {
+        ShardId((key.0 % u64::from(self.shards)) as u32)
+    }
+
+    /// The index of `key`'s home among [`KeyLayout::homes`].
+    pub fn home_index(&self, key: Key) -> usize {
+        ((key.0 / u64::from(self.shards)) % self.homes.len() as u64) as usize
+    }
+
+    pub fn home_of(&self, key: Key) -> RegionId {
+        self.homes[self.home_index(key)]
+    }
+
+    /// The `n`-th key on `shard` homed at `homes[home]`.
+    pub fn key(&self, shard: u32, home: usize, n: u64) -> Key {
+        debug_assert!(shard < self.shards && home < self.homes.len());
+        Key((n * self.homes.len() as u64 + home as u64) * u64::from(self.shards) + u64::from(shard))
+    }
+}
+
 /// The whole deployment, fixed for a run.
 #[derive(Clone, PartialEq, Debug)]
 pub struct Topology {
@@ -142,6 +175,11 @@ impl Topology {
         &self.nodes[id.index()].name
     }
 
+    /// Where keys live (see [`KeyLayout`]).
+    pub fn key_layout(&self) -> KeyLayout {
+        KeyLayout { shards: self.shards, homes: self.server_regions.clone() }
+    }
+
     pub fn region_of(&self, id: NodeId) -> RegionId {
         self.nodes[id.index()].region
     }
@@ -215,6 +253,21 @@ impl Topology {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_layout_key_is_on_its_shard_and_home() {
+        let layout = KeyLayout { shards: 3, homes: vec![RegionId(2), RegionId(0)] };
+        for shard in 0..3 {
+            for home in 0..2 {
+                for n in [0, 1, 77] {
+                    let k = layout.key(shard, home, n);
+                    assert_eq!(layout.shard_of(k), ShardId(shard));
+                    assert_eq!(layout.home_index(k), home);
+                }
+            }
+        }
+        assert_eq!(layout.home_of(layout.key(1, 1, 5)), RegionId(0));
+    }
 
     fn spec(leaders: LeaderPlacement) -> ClusterSpec {
         ClusterSpec {

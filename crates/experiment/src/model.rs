@@ -23,9 +23,9 @@ pub enum ClientMode {
     /// Each client starts `rate_tps` transactions per second, with never
     /// more than `max_outstanding` at once.
     Open { rate_tps: f64, max_outstanding: u32 },
-    /// Each client runs one transaction at a time, pausing `think_ms`
-    /// between them.
-    Closed { think_ms: f64 },
+    /// Each client runs `sessions` loops, each one transaction at a time,
+    /// pausing `think_ms` between them.
+    Closed { think_ms: f64, sessions: u32 },
 }
 
 /// `[clients]`.

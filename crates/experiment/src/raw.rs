@@ -56,6 +56,7 @@ pub struct RawClients {
     pub rate_tps: Option<f64>,
     pub max_outstanding: Option<u32>,
     pub think_ms: Option<f64>,
+    pub sessions: Option<u32>,
     pub max_retries: Option<u32>,
     pub retry_backoff_ms: Option<f64>,
 }

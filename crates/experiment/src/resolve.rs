@@ -21,6 +21,8 @@ use std::collections::BTreeMap;
 
 /// Most replica or client nodes one experiment may ask for.
 pub const MAX_NODES: u64 = 100_000;
+/// Sessions per closed-loop client, at most.
+pub const MAX_SESSIONS: u32 = 100_000;
 /// Longest run, in simulated seconds.
 pub const MAX_DURATION_S: f64 = 1_000_000.0;
 
@@ -178,7 +180,7 @@ pub fn clients(
 fn client_mode(ctx: Ctx<'_>, raw: &RawClients) -> Result<ClientMode, ConfigError> {
     let open = raw.mode == Some(RawMode::Open);
     let misplaced = if open {
-        raw.think_ms.map(|_| ("clients.think_ms", "closed"))
+        raw.think_ms.map(|_| ("clients.think_ms", "closed")).or(raw.sessions.map(|_| ("clients.sessions", "closed")))
     } else {
         raw.rate_tps
             .map(|_| ("clients.rate_tps", "open"))
@@ -189,7 +191,11 @@ fn client_mode(ctx: Ctx<'_>, raw: &RawClients) -> Result<ClientMode, ConfigError
     }
     if !open {
         let think_ms = ctx.or("clients.think_ms", raw.think_ms, 0.0, Ctx::non_negative)?;
-        return Ok(ClientMode::Closed { think_ms });
+        let sessions = raw.sessions.unwrap_or(1);
+        if !(1..=MAX_SESSIONS).contains(&sessions) {
+            return Err(ctx.err("clients.sessions", format!("must be between 1 and {MAX_SESSIONS}")));
+        }
+        return Ok(ClientMode::Closed { think_ms, sessions });
     }
     let Some(rate) = raw.rate_tps else {
         return Err(ctx.err("clients.rate_tps", "required with mode = \"open\" (transactions per second per client)"));

@@ -26,7 +26,7 @@ fn minimal_file_takes_every_default() {
     assert_eq!(e.cluster.leaders, LeaderPlacement::Colocated);
     assert_eq!(e.clients.regions, e.cluster.server_regions);
     assert_eq!(e.clients.per_region, 1);
-    assert_eq!(e.clients.mode, ClientMode::Closed { think_ms: 0.0 });
+    assert_eq!(e.clients.mode, ClientMode::Closed { think_ms: 0.0, sessions: 1 });
     assert_eq!((e.clients.max_retries, e.clients.retry_backoff_ms), (5, 5.0));
     assert_eq!(e.workload.kind, WorkloadKind::Microbench);
     assert_eq!(e.workload.shards_per_txn(e.cluster.shards), ShardsPerTxn::Fixed(1));

@@ -4,7 +4,7 @@
 
 use meridian_core::{LeaderPlacement, Rng, Topology};
 use meridian_experiment::{ClientMode, Experiment, FaultKind, PartitionTarget};
-use meridian_workload::{TagSource, WorkloadKind, generator};
+use meridian_workload::{ClientInfo, TagSource, WorkloadKind, generator};
 use std::path::{Path, PathBuf};
 
 fn examples() -> Vec<PathBuf> {
@@ -28,11 +28,12 @@ fn load(name: &str) -> Experiment {
 fn assert_runnable(e: &Experiment) {
     let topology = Topology::build(&e.cluster_spec(), &[]);
     e.check_node_names(&topology).unwrap_or_else(|err| panic!("{err}"));
-    let mut g = generator(&e.workload, e.cluster.shards).unwrap_or_else(|err| panic!("{err}"));
+    let client = &ClientInfo::all(&topology)[0];
+    let mut g = generator(&e.workload, client).unwrap_or_else(|err| panic!("{err}"));
     let mut rng = Rng::new(e.run.seed);
     let mut tags = TagSource::new(0);
     for _ in 0..100 {
-        assert!(!g.next(&mut rng, &mut tags).ops.is_empty());
+        assert!(!g.next(&mut rng, &mut tags).program.is_empty());
     }
 }
 

@@ -3,7 +3,7 @@
 
 use meridian_core::{Rng, Topology};
 use meridian_experiment::Experiment;
-use meridian_workload::{TagSource, generator};
+use meridian_workload::{ClientInfo, TagSource, generator};
 use std::path::Path;
 
 fn example_texts() -> Vec<String> {
@@ -25,7 +25,8 @@ fn exercise(text: &str) {
         Ok(e) => {
             let topology = Topology::build(&e.cluster_spec(), &[]);
             let _ = e.check_node_names(&topology);
-            let mut g = generator(&e.workload, e.cluster.shards).expect("validated workload");
+            let client = &ClientInfo::all(&topology)[0];
+            let mut g = generator(&e.workload, client).expect("validated workload");
             let (mut rng, mut tags) = (Rng::new(1), TagSource::new(0));
             for _ in 0..20 {
                 g.next(&mut rng, &mut tags);

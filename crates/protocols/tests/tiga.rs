@@ -77,6 +77,7 @@ impl Recorder {
             process,
             time_ns: s.now_ns(),
             value: invoke_mops(&program),
+            meta: Default::default(),
         });
         self.programs.insert((client, request), (program.clone(), process));
         s.request(client, RequestId(request), program);
@@ -92,6 +93,7 @@ impl Recorder {
                 process,
                 time_ns: c.at_ns,
                 value: completion_mops(&program, results),
+                meta: Default::default(),
             });
         }
     }

@@ -153,6 +153,7 @@ pub fn render(v: &Value) -> String {
         Data::Int(i) => i.to_string(),
         Data::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         Data::List(l) => format!("{:?}", l.as_slice()),
+        Data::Row(r) => format!("{:?}", r.as_slice()),
     }
 }
 

@@ -168,6 +168,10 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
         self.rng
     }
 
+    fn observe(&mut self, name: &'static str, value: u64) {
+        metrics::histogram!("meridian_observation", "name" => name).record(value as f64);
+    }
+
     fn count(&mut self, counter: &'static str, delta: u64) {
         self.fx.counters.push((counter, delta));
     }

@@ -176,6 +176,7 @@ fn value_bytes(v: Option<&Value>) -> Option<Vec<u8>> {
         Data::Bytes(b) => b.to_vec(),
         Data::Int(i) => i.to_string().into_bytes(),
         Data::List(l) => format!("{:?}", l.as_slice()).into_bytes(),
+        Data::Row(r) => format!("{:?}", r.as_slice()).into_bytes(),
     })
 }
 

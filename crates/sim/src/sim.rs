@@ -15,6 +15,7 @@ use crate::config::{ClockModel, FaultAction, SimConfig};
 use crate::disk::Disk;
 use crate::net::Network;
 use crate::queue::EventQueue;
+use hdrhistogram::Histogram;
 use meridian_core::{
     ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, TimerId,
     Topology, TrueTime,
@@ -113,6 +114,7 @@ pub struct Sim<P: Protocol> {
     interceptor: Option<Interceptor<P::Msg>>,
     clients: Option<Box<dyn Clients>>,
     counters: BTreeMap<&'static str, u64>,
+    observations: BTreeMap<&'static str, Histogram<u64>>,
     completions: Vec<(NodeId, RequestId, Outcome)>,
     unclaimed: Vec<Completion>,
     events: u64,
@@ -170,6 +172,7 @@ impl<P: Protocol> Sim<P> {
             interceptor: None,
             clients: None,
             counters: BTreeMap::new(),
+            observations: BTreeMap::new(),
             completions: Vec::new(),
             unclaimed: Vec::new(),
             events: 0,
@@ -219,6 +222,11 @@ impl<P: Protocol> Sim<P> {
 
     pub fn counters(&self) -> &BTreeMap<&'static str, u64> {
         &self.counters
+    }
+
+    /// Protocol-side distributions recorded through `Env::observe`.
+    pub fn observations(&self) -> &BTreeMap<&'static str, Histogram<u64>> {
+        &self.observations
     }
 
     /// The process of a node that is up (for assertions in tests).
@@ -436,6 +444,7 @@ impl<P: Protocol> Sim<P> {
             net: &mut self.net,
             interceptor: &mut self.interceptor,
             counters: &mut self.counters,
+            observations: &mut self.observations,
             completions: &mut self.completions,
         }
     }
@@ -558,6 +567,7 @@ struct SimEnv<'a, P: Protocol> {
     net: &'a mut Network,
     interceptor: &'a mut Option<Interceptor<P::Msg>>,
     counters: &'a mut BTreeMap<&'static str, u64>,
+    observations: &'a mut BTreeMap<&'static str, Histogram<u64>>,
     completions: &'a mut Vec<(NodeId, RequestId, Outcome)>,
 }
 
@@ -631,6 +641,14 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
 
     fn rng(&mut self) -> &mut Rng {
         &mut self.rt.rng
+    }
+
+    fn observe(&mut self, name: &'static str, value: u64) {
+        let h = self
+            .observations
+            .entry(name)
+            .or_insert_with(|| Histogram::new_with_bounds(1, u64::MAX / 2, 3).expect("valid histogram bounds"));
+        h.saturating_record(value);
     }
 
     fn count(&mut self, counter: &'static str, delta: u64) {

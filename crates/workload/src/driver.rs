@@ -1,8 +1,16 @@
 //! The workload driver: clients placed per region that submit transaction
 //! programs open-loop (Poisson arrivals at `rate_tps`, at most
-//! `max_outstanding` in flight) or closed-loop (one at a time, with think
-//! time), retry aborted ones as new attempts, record the history and measure
-//! latency.
+//! `max_outstanding` in flight) or closed-loop (`sessions` loops per client,
+//! each one transaction at a time, with think time), retry aborted ones as
+//! new attempts, record the history and measure latency overall, per region
+//! and per transaction type.
+//!
+//! Sessions: a history `process` is one session. A client owns its
+//! sessions (they are never handed to another client) and runs one
+//! transaction at a time on each; a session whose transaction ended with an
+//! unknown outcome is retired (it may still be running), and the client
+//! opens a new one. A client node may host many sessions (`sessions`, or as
+//! many as open-loop arrivals keep in flight).
 //!
 //! Sans-IO like the protocols: it is told the time and the outcomes through
 //! [`Clients`] and acts through [`ClientIo`], so the simulator and the real
@@ -10,11 +18,14 @@
 //! first attempt to its final outcome; throughput and latency count only
 //! requests committed in `[warmup, end)`.
 
-use crate::{Generator, TagSource, completion_mops, invoke_mops};
+use crate::render::rolled_back;
+use crate::{ClientInfo, Generator, TagSource, Txn, completion_mops, invoke_mops, txn_meta};
 use hdrhistogram::Histogram;
 use meridian_checker::{HistoryOp, OpType};
-use meridian_core::{ClientIo, Clients, NodeId, Op, Outcome, Program, RegionId, RequestId, Rng, Topology};
-use std::collections::BTreeMap;
+use meridian_core::{AbortReason, ClientIo, Clients, NodeId, Op, Outcome, Program, RegionId, RequestId, Rng, Topology};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::Arc;
 
 /// How clients pace their submissions.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -22,8 +33,9 @@ pub enum Pacing {
     /// Poisson arrivals at `rate_tps` per client; an arrival finding
     /// `max_outstanding` requests in flight is dropped (counted as throttled).
     Open { rate_tps: f64, max_outstanding: usize },
-    /// One request at a time, the next `think_ns` after the previous ends.
-    Closed { think_ns: u64 },
+    /// `sessions` loops per client, each one request at a time, the next
+    /// `think_ns` after the previous ends.
+    Closed { think_ns: u64, sessions: u32 },
 }
 
 #[derive(Clone, Debug)]
@@ -39,13 +51,14 @@ pub struct DriverConfig {
     pub record_history: bool,
 }
 
-/// One request in flight.
+/// One request: its program and type, its first attempt, its session.
 #[derive(Clone, Debug)]
-struct Pending {
+struct Request {
     program: Program,
+    label: &'static str,
     first_invoke_ns: u64,
     retries: u32,
-    process: u64,
+    session: u64,
 }
 
 struct Client {
@@ -55,14 +68,40 @@ struct Client {
     tags: TagSource,
     generator: Box<dyn Generator + Send>,
     next_request: u64,
-    outstanding: BTreeMap<RequestId, Pending>,
+    outstanding: BTreeMap<RequestId, Request>,
     /// Retries waiting for their time, by (due, sequence).
-    retries: BTreeMap<(u64, u64), (Program, u64, u32)>,
+    retries: BTreeMap<(u64, u64), Request>,
     next_arrival_ns: u64,
+    /// Closed loop: when each idle session loop starts its next request.
+    loops_due: BinaryHeap<Reverse<u64>>,
+    /// Sessions of this client with nothing in flight.
+    idle_sessions: Vec<u64>,
     /// The earliest wake-up asked for and not yet delivered: asking again
     /// for a later time is then unnecessary (each wake-up reschedules).
     wake_pending_ns: Option<u64>,
     up: bool,
+}
+
+/// Counts and latency of one transaction type (committed in the window).
+#[derive(Clone, Debug)]
+pub struct TypeStats {
+    pub committed: u64,
+    pub aborted: u64,
+    pub unknown: u64,
+    pub latency_us: Histogram<u64>,
+    pub latency_us_by_region: BTreeMap<RegionId, Histogram<u64>>,
+}
+
+impl TypeStats {
+    fn new() -> TypeStats {
+        TypeStats {
+            committed: 0,
+            aborted: 0,
+            unknown: 0,
+            latency_us: new_histogram(),
+            latency_us_by_region: BTreeMap::new(),
+        }
+    }
 }
 
 /// Counts and latency of a run (committed requests in the window only).
@@ -81,6 +120,10 @@ pub struct DriverStats {
     /// Latency in µs, all regions.
     pub latency_us: Histogram<u64>,
     pub latency_us_by_region: BTreeMap<RegionId, Histogram<u64>>,
+    /// Per transaction type (as the workload names it).
+    pub by_type: BTreeMap<&'static str, TypeStats>,
+    /// Aborted attempts by reason (every attempt, retried or final).
+    pub aborts_by_reason: BTreeMap<&'static str, u64>,
     /// Committed requests per second of true time (index = second).
     pub committed_per_s: Vec<u64>,
     /// Open loop: arrivals the Poisson schedule drew before the end (sent
@@ -90,6 +133,8 @@ pub struct DriverStats {
     /// in µs (0 in the simulator; on a real clock it shows a generator that
     /// cannot keep its schedule).
     pub schedule_lag_us: Histogram<u64>,
+    /// Sessions opened (history processes).
+    pub sessions: u64,
 }
 
 impl DriverStats {
@@ -105,10 +150,17 @@ impl DriverStats {
             started: 0,
             latency_us: new_histogram(),
             latency_us_by_region: BTreeMap::new(),
+            by_type: BTreeMap::new(),
+            aborts_by_reason: BTreeMap::new(),
             committed_per_s: Vec::new(),
             arrivals: 0,
             schedule_lag_us: new_histogram(),
+            sessions: 0,
         }
+    }
+
+    fn of_type(&mut self, label: &'static str) -> &mut TypeStats {
+        self.by_type.entry(label).or_insert_with(TypeStats::new)
     }
 }
 
@@ -122,9 +174,9 @@ pub struct Driver {
     /// Client index by node index.
     by_node: Vec<Option<usize>>,
     history: Vec<HistoryOp>,
-    next_process: u64,
-    free_processes: Vec<u64>,
+    next_session: u64,
     retry_seq: u64,
+    labels: BTreeMap<&'static str, Arc<str>>,
     stats: DriverStats,
 }
 
@@ -134,28 +186,32 @@ impl Driver {
     pub fn new(
         cfg: DriverConfig,
         topology: &Topology,
-        mut generator: impl FnMut() -> Box<dyn Generator + Send>,
+        mut generator: impl FnMut(&ClientInfo) -> Box<dyn Generator + Send>,
     ) -> Driver {
-        if let Pacing::Open { rate_tps, max_outstanding } = cfg.pacing {
-            assert!(rate_tps > 0.0 && max_outstanding > 0, "open-loop clients need a rate and room");
+        match cfg.pacing {
+            Pacing::Open { rate_tps, max_outstanding } => {
+                assert!(rate_tps > 0.0 && max_outstanding > 0, "open-loop clients need a rate and room");
+            }
+            Pacing::Closed { sessions, .. } => assert!(sessions > 0, "closed-loop clients need a session"),
         }
         let mut by_node = vec![None; topology.nodes.len()];
-        let clients = topology
-            .clients()
-            .iter()
+        let clients = ClientInfo::all(topology)
+            .into_iter()
             .enumerate()
-            .map(|(i, node)| {
-                by_node[node.index()] = Some(i);
+            .map(|(i, info)| {
+                by_node[info.node.index()] = Some(i);
                 Client {
-                    node: *node,
-                    region: topology.region_of(*node),
+                    node: info.node,
+                    region: info.region,
                     rng: Rng::derive(cfg.seed, 0x636c_0000 + i as u64),
                     tags: TagSource::new(i as u32),
-                    generator: generator(),
+                    generator: generator(&info),
                     next_request: 0,
                     outstanding: BTreeMap::new(),
                     retries: BTreeMap::new(),
                     next_arrival_ns: 0,
+                    loops_due: BinaryHeap::new(),
+                    idle_sessions: Vec::new(),
                     wake_pending_ns: None,
                     up: true,
                 }
@@ -166,9 +222,9 @@ impl Driver {
             clients,
             by_node,
             history: Vec::new(),
-            next_process: 0,
-            free_processes: Vec::new(),
+            next_session: 0,
             retry_seq: 0,
+            labels: BTreeMap::new(),
             stats: DriverStats::new(),
         }
     }
@@ -194,52 +250,55 @@ impl Driver {
     /// unknown outcome.
     pub fn finish(&mut self, now_ns: u64) {
         for i in 0..self.clients.len() {
-            let pending: Vec<(RequestId, Pending)> =
-                std::mem::take(&mut self.clients[i].outstanding).into_iter().collect();
-            for (_, p) in pending {
-                self.record(OpType::Info, p.process, now_ns, || invoke_mops(&p.program));
-                self.stats.unknown += 1;
+            let pending: Vec<Request> = std::mem::take(&mut self.clients[i].outstanding).into_values().collect();
+            for r in pending {
+                self.final_unknown(&r, now_ns);
             }
         }
     }
 
     /// Records one history line; `value` is only rendered when recording.
-    fn record(&mut self, kind: OpType, process: u64, time_ns: u64, value: impl FnOnce() -> Vec<meridian_checker::Mop>) {
+    fn record(&mut self, kind: OpType, r: &Request, time_ns: u64, value: impl FnOnce() -> Vec<meridian_checker::Mop>) {
         if self.cfg.record_history {
+            let label = Arc::clone(self.labels.entry(r.label).or_insert_with(|| Arc::from(r.label)));
+            let meta = txn_meta(&r.program, &label);
             let index = self.history.len() as u64;
-            self.history.push(HistoryOp { index, kind, process, time_ns, value: value() });
+            self.history.push(HistoryOp { index, kind, process: r.session, time_ns, value: value(), meta });
         }
     }
 
-    fn take_process(&mut self) -> u64 {
-        self.free_processes.pop().unwrap_or_else(|| {
-            self.next_process += 1;
-            self.next_process - 1
+    /// An idle session of client `ci`, or a new one.
+    fn take_session(&mut self, ci: usize) -> u64 {
+        self.clients[ci].idle_sessions.pop().unwrap_or_else(|| {
+            self.next_session += 1;
+            self.stats.sessions += 1;
+            self.next_session - 1
         })
     }
 
-    /// Submits a new request or a retry of one.
-    fn submit(&mut self, ci: usize, io: &mut dyn ClientIo, program: Program, first_invoke_ns: u64, retries: u32) {
+    /// Submits an attempt of `r` on its session.
+    fn submit(&mut self, ci: usize, io: &mut dyn ClientIo, r: Request) {
         let now = io.now_ns();
-        let process = self.take_process();
-        self.record(OpType::Invoke, process, now, || invoke_mops(&program));
+        self.record(OpType::Invoke, &r, now, || invoke_mops(&r.program));
         let c = &mut self.clients[ci];
         let request = RequestId(c.next_request);
         c.next_request += 1;
-        io.submit(c.node, request, program.clone());
-        c.outstanding.insert(request, Pending { program, first_invoke_ns, retries, process });
+        io.submit(c.node, request, r.program.clone());
+        c.outstanding.insert(request, r);
         self.stats.submitted += 1;
     }
 
     fn new_request(&mut self, ci: usize, io: &mut dyn ClientIo) {
         let c = &mut self.clients[ci];
-        let program = c.generator.next(&mut c.rng, &mut c.tags);
+        let Txn { program, label } = c.generator.next(&mut c.rng, &mut c.tags);
         let now = io.now_ns();
         self.stats.started += 1;
-        self.submit(ci, io, program, now, 0);
+        let session = self.take_session(ci);
+        self.submit(ci, io, Request { program, label, first_invoke_ns: now, retries: 0, session });
     }
 
-    /// Handles arrivals and retries due now, then asks for the next wake-up.
+    /// Handles arrivals, loops and retries due now, then asks for the next
+    /// wake-up.
     fn wake(&mut self, ci: usize, io: &mut dyn ClientIo) {
         let now = io.now_ns();
         if !self.clients[ci].up {
@@ -249,39 +308,61 @@ impl Driver {
             if due > now {
                 break;
             }
-            let (program, first, retries) = self.clients[ci].retries.remove(&(due, seq)).expect("present");
-            self.submit(ci, io, program, first, retries);
+            let r = self.clients[ci].retries.remove(&(due, seq)).expect("present");
+            self.submit(ci, io, r);
         }
-        if let Pacing::Open { rate_tps, max_outstanding } = self.cfg.pacing {
-            // Every arrival scheduled before the end is due once its time
-            // has come, even if the wake-up came late (a real clock): the
-            // loop then catches up, and each arrival advances the schedule,
-            // so no wake-up is ever asked for in the past.
-            loop {
-                let due_ns = self.clients[ci].next_arrival_ns;
-                if due_ns > now || due_ns >= self.cfg.end_ns {
-                    break;
-                }
-                self.stats.arrivals += 1;
-                if self.clients[ci].outstanding.len() < max_outstanding {
-                    self.stats.schedule_lag_us.saturating_record((now - due_ns) / 1_000);
+        match self.cfg.pacing {
+            Pacing::Open { rate_tps, max_outstanding } => self.open_arrivals(ci, io, rate_tps, max_outstanding),
+            Pacing::Closed { .. } => {
+                while let Some(Reverse(due)) = self.clients[ci].loops_due.peek().copied() {
+                    if due > now || now >= self.cfg.end_ns {
+                        break;
+                    }
+                    self.clients[ci].loops_due.pop();
                     self.new_request(ci, io);
-                } else {
-                    self.stats.throttled += 1;
                 }
-                let c = &mut self.clients[ci];
-                let gap_ns = c.rng.exponential(1e9 / rate_tps).max(1.0) as u64;
-                c.next_arrival_ns += gap_ns;
             }
         }
         self.schedule_wake(ci, io);
     }
 
+    /// Every arrival scheduled before the end is due once its time has
+    /// come, even if the wake-up came late (a real clock): the loop then
+    /// catches up, and each arrival advances the schedule, so no wake-up is
+    /// ever asked for in the past.
+    fn open_arrivals(&mut self, ci: usize, io: &mut dyn ClientIo, rate_tps: f64, max_outstanding: usize) {
+        let now = io.now_ns();
+        loop {
+            let due_ns = self.clients[ci].next_arrival_ns;
+            if due_ns > now || due_ns >= self.cfg.end_ns {
+                break;
+            }
+            self.stats.arrivals += 1;
+            let c = &self.clients[ci];
+            if c.outstanding.len() < max_outstanding {
+                self.stats.schedule_lag_us.saturating_record((now - due_ns) / 1_000);
+                self.new_request(ci, io);
+            } else {
+                self.stats.throttled += 1;
+            }
+            let c = &mut self.clients[ci];
+            let gap_ns = c.rng.exponential(1e9 / rate_tps).max(1.0) as u64;
+            c.next_arrival_ns += gap_ns;
+        }
+    }
+
     fn schedule_wake(&mut self, ci: usize, io: &mut dyn ClientIo) {
         let c = &self.clients[ci];
         let mut next = c.retries.keys().next().map(|(due, _)| *due);
-        if matches!(self.cfg.pacing, Pacing::Open { .. }) && c.next_arrival_ns < self.cfg.end_ns {
-            next = Some(next.map_or(c.next_arrival_ns, |n| n.min(c.next_arrival_ns)));
+        let mut consider = |at: u64| next = Some(next.map_or(at, |n| n.min(at)));
+        match self.cfg.pacing {
+            Pacing::Open { .. } if c.next_arrival_ns < self.cfg.end_ns => consider(c.next_arrival_ns),
+            Pacing::Closed { .. } => {
+                if let Some(Reverse(due)) = c.loops_due.peek().filter(|d| d.0 < self.cfg.end_ns) {
+                    consider(*due);
+                }
+            }
+            Pacing::Open { .. } => {}
         }
         if let Some(at) = next {
             self.request_wake(ci, at, io);
@@ -300,42 +381,67 @@ impl Driver {
 
     fn complete(&mut self, ci: usize, request: RequestId, outcome: Outcome, io: &mut dyn ClientIo) {
         let now = io.now_ns();
-        let Some(p) = self.clients[ci].outstanding.remove(&request) else { return };
+        let Some(r) = self.clients[ci].outstanding.remove(&request) else { return };
         match outcome {
+            Outcome::Committed { results } if rolled_back(&r.program, &results) => {
+                self.final_abort(ci, io, r, AbortReason::Rollback);
+            }
             Outcome::Committed { results } => {
-                self.record(OpType::Ok, p.process, now, || completion_mops(&p.program, &results));
-                self.free_processes.push(p.process);
-                self.count_commit(ci, p.first_invoke_ns, now);
+                self.record(OpType::Ok, &r, now, || completion_mops(&r.program, &results));
+                self.count_commit(ci, &r, now);
+                self.clients[ci].idle_sessions.push(r.session);
                 self.next_closed(ci, io);
             }
-            Outcome::Aborted { .. } => {
-                self.record(OpType::Fail, p.process, now, || invoke_mops(&p.program));
-                self.free_processes.push(p.process);
-                if p.retries < self.cfg.max_retries && now < self.cfg.end_ns {
+            Outcome::Aborted { reason } if reason == AbortReason::Rollback => self.final_abort(ci, io, r, reason),
+            Outcome::Aborted { reason } => {
+                if r.retries < self.cfg.max_retries && now < self.cfg.end_ns {
+                    self.count_abort_reason(reason);
+                    self.record(OpType::Fail, &r, now, || invoke_mops(&r.program));
                     self.stats.retries += 1;
                     let c = &mut self.clients[ci];
-                    let program = retag(&p.program, &mut c.tags);
-                    let backoff = self.cfg.retry_backoff_ns * u64::from(p.retries + 1);
+                    let backoff = self.cfg.retry_backoff_ns * u64::from(r.retries + 1);
                     let due = now + backoff + c.rng.below(self.cfg.retry_backoff_ns.max(1));
+                    let program = retag(&r.program, &mut c.tags);
                     self.retry_seq += 1;
-                    c.retries.insert((due, self.retry_seq), (program, p.first_invoke_ns, p.retries + 1));
+                    c.retries.insert((due, self.retry_seq), Request { program, retries: r.retries + 1, ..r });
                     self.schedule_wake(ci, io);
                 } else {
-                    self.stats.aborted += 1;
-                    self.next_closed(ci, io);
+                    self.final_abort(ci, io, r, reason);
                 }
             }
             Outcome::Unknown => {
-                // The process may still be running the transaction: retire it.
-                self.record(OpType::Info, p.process, now, || invoke_mops(&p.program));
-                self.stats.unknown += 1;
+                self.final_unknown(&r, now);
                 self.next_closed(ci, io);
             }
         }
     }
 
-    fn count_commit(&mut self, ci: usize, first_invoke_ns: u64, now: u64) {
+    /// The request ends aborted: its session is free again.
+    fn final_abort(&mut self, ci: usize, io: &mut dyn ClientIo, r: Request, reason: AbortReason) {
+        let now = io.now_ns();
+        self.count_abort_reason(reason);
+        self.record(OpType::Fail, &r, now, || invoke_mops(&r.program));
+        self.stats.aborted += 1;
+        self.stats.of_type(r.label).aborted += 1;
+        self.clients[ci].idle_sessions.push(r.session);
+        self.next_closed(ci, io);
+    }
+
+    /// The request ends without a known outcome: its session is retired
+    /// (the transaction may still be running on it).
+    fn final_unknown(&mut self, r: &Request, now: u64) {
+        self.record(OpType::Info, r, now, || invoke_mops(&r.program));
+        self.stats.unknown += 1;
+        self.stats.of_type(r.label).unknown += 1;
+    }
+
+    fn count_abort_reason(&mut self, reason: AbortReason) {
+        *self.stats.aborts_by_reason.entry(reason.name()).or_default() += 1;
+    }
+
+    fn count_commit(&mut self, ci: usize, r: &Request, now: u64) {
         self.stats.committed += 1;
+        self.stats.of_type(r.label).committed += 1;
         let second = (now / 1_000_000_000) as usize;
         if self.stats.committed_per_s.len() <= second {
             self.stats.committed_per_s.resize(second + 1, 0);
@@ -345,18 +451,22 @@ impl Driver {
             return;
         }
         self.stats.committed_in_window += 1;
-        let latency_us = ((now - first_invoke_ns) / 1_000).max(1);
-        self.stats.latency_us.saturating_record(latency_us);
+        let latency_us = ((now - r.first_invoke_ns) / 1_000).max(1);
         let region = self.clients[ci].region;
+        self.stats.latency_us.saturating_record(latency_us);
         self.stats.latency_us_by_region.entry(region).or_insert_with(new_histogram).saturating_record(latency_us);
+        let t = self.stats.of_type(r.label);
+        t.latency_us.saturating_record(latency_us);
+        t.latency_us_by_region.entry(region).or_insert_with(new_histogram).saturating_record(latency_us);
     }
 
-    /// Closed loop: the next request after think time.
+    /// Closed loop: the session loop starts its next request after think
+    /// time.
     fn next_closed(&mut self, ci: usize, io: &mut dyn ClientIo) {
-        if let Pacing::Closed { think_ns } = self.cfg.pacing {
+        if let Pacing::Closed { think_ns, .. } = self.cfg.pacing {
             let at = io.now_ns() + think_ns;
             if at < self.cfg.end_ns && self.clients[ci].up {
-                self.clients[ci].next_arrival_ns = at;
+                self.clients[ci].loops_due.push(Reverse(at));
                 self.request_wake(ci, at, io);
             }
         }
@@ -379,7 +489,8 @@ pub fn retag(program: &Program, tags: &mut TagSource) -> Program {
             Op::Append { key, .. } => Op::Append { key: *key, element: tags.next() },
         })
         .collect();
-    Program::new(ops)
+    let procedure = program.procedure.as_ref().map(|p| Arc::new(p.with_tags(tags.block(p.tag_block().1))));
+    Program { ops, procedure, mode: program.mode }
 }
 
 impl Clients for Driver {
@@ -390,16 +501,17 @@ impl Clients for Driver {
                 Pacing::Open { rate_tps, .. } => {
                     let c = &mut self.clients[ci];
                     c.next_arrival_ns = now + c.rng.exponential(1e9 / rate_tps) as u64;
-                    self.schedule_wake(ci, io);
                 }
-                Pacing::Closed { .. } => {
+                Pacing::Closed { sessions, .. } => {
                     // Stagger the first submissions by up to a millisecond.
                     let c = &mut self.clients[ci];
-                    let at = now + c.rng.below(1_000_000);
-                    c.next_arrival_ns = at;
-                    self.request_wake(ci, at, io);
+                    for _ in 0..sessions {
+                        let at = now + c.rng.below(1_000_000);
+                        c.loops_due.push(Reverse(at));
+                    }
                 }
             }
+            self.schedule_wake(ci, io);
         }
     }
 
@@ -407,14 +519,6 @@ impl Clients for Driver {
         let Some(ci) = self.by_node[client.index()] else { return };
         if self.clients[ci].wake_pending_ns.is_some_and(|w| w <= io.now_ns()) {
             self.clients[ci].wake_pending_ns = None;
-        }
-        if let Pacing::Closed { .. } = self.cfg.pacing {
-            let c = &self.clients[ci];
-            let due = c.next_arrival_ns <= io.now_ns() && c.outstanding.is_empty() && c.retries.is_empty();
-            if due && c.up && io.now_ns() < self.cfg.end_ns {
-                self.clients[ci].next_arrival_ns = u64::MAX;
-                self.new_request(ci, io);
-            }
         }
         self.wake(ci, io);
     }
@@ -429,13 +533,15 @@ impl Clients for Driver {
         let Some(ci) = self.by_node[node.index()] else { return };
         self.clients[ci].up = false;
         let now = io.now_ns();
-        let pending: Vec<(RequestId, Pending)> =
-            std::mem::take(&mut self.clients[ci].outstanding).into_iter().collect();
-        for (_, p) in pending {
-            self.record(OpType::Info, p.process, now, || invoke_mops(&p.program));
-            self.stats.unknown += 1;
+        let pending: Vec<Request> = std::mem::take(&mut self.clients[ci].outstanding).into_values().collect();
+        for r in pending {
+            self.final_unknown(&r, now);
         }
-        self.clients[ci].retries.clear();
+        // Retries waiting never started: their sessions are idle again.
+        let waiting: Vec<Request> = std::mem::take(&mut self.clients[ci].retries).into_values().collect();
+        let c = &mut self.clients[ci];
+        c.idle_sessions.extend(waiting.into_iter().map(|r| r.session));
+        c.loops_due.clear();
     }
 
     fn on_node_up(&mut self, node: NodeId, io: &mut dyn ClientIo) {
@@ -444,9 +550,11 @@ impl Clients for Driver {
         let c = &mut self.clients[ci];
         c.up = true;
         c.next_arrival_ns = c.next_arrival_ns.max(now);
-        if let Pacing::Closed { .. } = self.cfg.pacing {
-            c.next_arrival_ns = now;
-            self.request_wake(ci, now, io);
+        if let Pacing::Closed { sessions, .. } = self.cfg.pacing {
+            c.loops_due.clear();
+            for _ in 0..sessions {
+                c.loops_due.push(Reverse(now));
+            }
         }
         self.schedule_wake(ci, io);
     }
@@ -478,8 +586,8 @@ mod tests {
 
     struct OneRead;
     impl Generator for OneRead {
-        fn next(&mut self, _rng: &mut Rng, _tags: &mut TagSource) -> Program {
-            Program::new(vec![Op::Read { key: Key(1) }])
+        fn next(&mut self, _rng: &mut Rng, _tags: &mut TagSource) -> Txn {
+            Txn::new(Program::new(vec![Op::Read { key: Key(1) }]), "read-only")
         }
     }
 
@@ -504,7 +612,7 @@ mod tests {
             record_history: false,
         };
         let client = topology.clients()[0];
-        (Driver::new(cfg, &topology, || Box::new(OneRead)), client)
+        (Driver::new(cfg, &topology, |_| Box::new(OneRead)), client)
     }
 
     /// On a real clock a wake-up comes late. The bench once hung when an

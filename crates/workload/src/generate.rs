@@ -5,18 +5,19 @@
 //! A key of rank `r` on shard `s` is `Key(r * shards + s)`, matching
 //! `Topology::shard_of` (`key % shards`).
 
-use crate::Generator;
 use crate::spec::{WorkloadKind, WorkloadSpec};
 use crate::tags::TagSource;
 use crate::zipf::Zipf;
+use crate::{ClientInfo, Generator, Txn};
 use meridian_core::{Key, Op, Program, Rng};
 
 /// Redraws of a colliding key before falling back to the next free rank.
 const MAX_REDRAWS: u32 = 32;
 
-/// Builds the generator of a workload for a cluster of `shards` shards,
-/// after checking the spec (the error is `field: problem`).
-pub fn generator(spec: &WorkloadSpec, shards: u32) -> Result<Box<dyn Generator + Send>, String> {
+/// Builds the generator of a workload for one client, after checking the
+/// spec against the cluster's shards (the error is `field: problem`).
+pub fn generator(spec: &WorkloadSpec, client: &ClientInfo) -> Result<Box<dyn Generator + Send>, String> {
+    let shards = client.layout.shards;
     spec.validate(shards)?;
     let mix = match spec.kind {
         WorkloadKind::Microbench => OpMix::Increments,
@@ -64,7 +65,7 @@ struct ShardedGenerator {
 }
 
 impl Generator for ShardedGenerator {
-    fn next(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Program {
+    fn next(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Txn {
         let touched = self.choose_shards(rng);
         let op_shards = self.spread_ops(rng, touched);
         let mut keys: Vec<Key> = Vec::with_capacity(op_shards.len());
@@ -73,7 +74,13 @@ impl Generator for ShardedGenerator {
             keys.push(key);
         }
         let ops = keys.into_iter().map(|key| self.op(rng, tags, key)).collect();
-        Program::new(ops)
+        let program = Program::new(ops);
+        let label = match self.mix {
+            OpMix::Increments => "increment",
+            _ if program.is_read_only() => "read-only",
+            _ => "read-write",
+        };
+        Txn::new(program, label)
     }
 }
 
@@ -145,11 +152,23 @@ mod tests {
         (key.0 % u64::from(shards)) as u32
     }
 
+    pub(crate) fn client(shards: u32) -> ClientInfo {
+        let layout = meridian_core::KeyLayout { shards, homes: vec![meridian_core::RegionId(0)] };
+        ClientInfo {
+            node: meridian_core::NodeId(0),
+            region: meridian_core::RegionId(0),
+            index: 0,
+            index_in_region: 0,
+            clients: 1,
+            layout,
+        }
+    }
+
     fn programs(spec: &WorkloadSpec, shards: u32, seed: u64, n: usize) -> Vec<Program> {
-        let mut g = generator(spec, shards).unwrap();
+        let mut g = generator(spec, &client(shards)).unwrap();
         let mut rng = Rng::new(seed);
         let mut tags = TagSource::new(0);
-        (0..n).map(|_| g.next(&mut rng, &mut tags)).collect()
+        (0..n).map(|_| g.next(&mut rng, &mut tags).program).collect()
     }
 
     fn distinct_shards(p: &Program, shards: u32) -> usize {
@@ -244,12 +263,12 @@ mod tests {
     #[test]
     fn invalid_specs_do_not_build() {
         let spec = WorkloadSpec::new(WorkloadKind::Tpcc);
-        let err = generator(&spec, 3).err().unwrap();
+        let err = generator(&spec, &client(3)).err().unwrap();
         assert!(err.starts_with("kind:"), "{err}");
         let spec = WorkloadSpec {
             shards_per_txn: Some(ShardsPerTxn::Fixed(3)),
             ..WorkloadSpec::new(WorkloadKind::Microbench)
         };
-        assert!(generator(&spec, 2).is_err());
+        assert!(generator(&spec, &client(2)).is_err());
     }
 }

@@ -28,16 +28,69 @@ pub mod zipf;
 
 pub use driver::{Driver, DriverConfig, DriverStats, Pacing, retag};
 pub use generate::generator;
-pub use render::{completion_mops, invoke_mops};
+pub use render::{completion_mops, invoke_mops, txn_meta};
 pub use spec::{ShardsPerTxn, SpecError, WorkloadKind, WorkloadSpec};
 pub use tags::TagSource;
 pub use zipf::Zipf;
 
-use meridian_core::{Program, Rng};
+use meridian_core::{KeyLayout, NodeId, Program, RegionId, Rng};
 
-/// A source of transaction programs, one per client.
+/// A transaction a generator made: the program and its type, as the
+/// workload names it (`new-order`, `read-only`, ...).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Txn {
+    pub program: Program,
+    pub label: &'static str,
+}
+
+impl Txn {
+    pub fn new(program: Program, label: &'static str) -> Txn {
+        Txn { program, label }
+    }
+}
+
+/// What a generator knows of the client it serves and of where keys live.
+#[derive(Clone, Debug)]
+pub struct ClientInfo {
+    pub node: NodeId,
+    pub region: RegionId,
+    /// The client's index among all clients, and among its region's.
+    pub index: u32,
+    pub index_in_region: u32,
+    pub clients: u32,
+    pub layout: KeyLayout,
+}
+
+impl ClientInfo {
+    /// What every client of `topology` knows, in client order.
+    pub fn all(topology: &meridian_core::Topology) -> Vec<ClientInfo> {
+        let mut in_region: std::collections::BTreeMap<RegionId, u32> = Default::default();
+        let layout = topology.key_layout();
+        let count = topology.clients().len() as u32;
+        topology
+            .clients()
+            .iter()
+            .enumerate()
+            .map(|(i, node)| {
+                let region = topology.region_of(*node);
+                let k = in_region.entry(region).or_default();
+                *k += 1;
+                ClientInfo {
+                    node: *node,
+                    region,
+                    index: i as u32,
+                    index_in_region: *k - 1,
+                    clients: count,
+                    layout: layout.clone(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// A source of transactions, one per client.
 pub trait Generator {
     /// The next transaction: keys and operations drawn from `rng`, written
     /// values and appended elements taken from `tags`.
-    fn next(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Program;
+    fn next(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Txn;
 }

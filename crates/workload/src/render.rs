@@ -4,9 +4,16 @@
 //! An increment is rendered as a read of the version it saw followed by a
 //! write of its own tag, so a checker can recover each key's version order
 //! from read-modify-write chains.
+//!
+//! A procedure's operations are only known once it ran: its invocation
+//! lists none, and its completion lists what the replay of its results
+//! recovers (every read, then every write). Its tag block goes in the
+//! line's `tags` field, so that a value it wrote without an outcome being
+//! known is still attributed to it.
 
-use meridian_checker::{Mop, ReadValue};
-use meridian_core::{Data, Op, OpResult, Program};
+use meridian_checker::{Mop, ReadMode, ReadValue, TxnMeta};
+use meridian_core::{Data, Op, OpResult, Program, procedure};
+use std::sync::Arc;
 
 /// The micro-operations of an invocation: reads are not known yet (`null`).
 pub fn invoke_mops(p: &Program) -> Vec<Mop> {
@@ -14,10 +21,43 @@ pub fn invoke_mops(p: &Program) -> Vec<Mop> {
 }
 
 /// The micro-operations of a completion, with what each read returned
-/// (`results` holds one entry per program operation; missing entries read
-/// as the initial state).
+/// (`results` holds one entry per program operation, then the procedure's
+/// reads; missing entries read as the initial state).
 pub fn completion_mops(p: &Program, results: &[OpResult]) -> Vec<Mop> {
-    render(p, |i| read_value(results.get(i).and_then(Option::as_ref)))
+    let mut mops = render(p, |i| read_value(results.get(i).and_then(Option::as_ref)));
+    if let Some(proc) = &p.procedure {
+        let rest = results.get(p.ops.len()..).unwrap_or_default();
+        let replay = procedure::replay(proc, rest);
+        debug_assert!(replay.is_some(), "a procedure's results replay it");
+        for part in replay.map(|r| r.parts).unwrap_or_default() {
+            for (key, value) in &part.reads {
+                mops.push(Mop::Read { key: key.0, value: read_value(value.as_ref()) });
+            }
+            for (key, value) in &part.writes {
+                mops.push(Mop::Write { key: key.0, value: value.tag });
+            }
+        }
+    }
+    mops
+}
+
+/// Whether a committed procedure rolled itself back (it then wrote
+/// nothing, and is recorded as failed).
+pub fn rolled_back(p: &Program, results: &[OpResult]) -> bool {
+    p.procedure.as_ref().is_some_and(|proc| {
+        let rest = results.get(p.ops.len()..).unwrap_or_default();
+        procedure::replay(proc, rest).is_some_and(|r| r.rolled_back())
+    })
+}
+
+/// The history line's extra fields for a transaction of type `label`.
+pub fn txn_meta(p: &Program, label: &Arc<str>) -> TxnMeta {
+    let mode = match p.mode {
+        meridian_core::ReadMode::Strict => ReadMode::Strict,
+        meridian_core::ReadMode::Snapshot => ReadMode::Snapshot,
+        meridian_core::ReadMode::ProcessOrdered => ReadMode::ProcessOrdered,
+    };
+    TxnMeta { txn_type: Some(Arc::clone(label)), mode, tags: p.procedure.as_ref().map(|proc| proc.tag_block()) }
 }
 
 /// What a read returned: nothing (initial state), a list's elements, or
@@ -27,7 +67,7 @@ fn read_value(v: Option<&meridian_core::Value>) -> ReadValue {
         None => ReadValue::Nil,
         Some(v) => match &v.data {
             Data::List(elements) => ReadValue::List(elements.to_vec()),
-            Data::Int(_) | Data::Bytes(_) => ReadValue::Register(v.tag),
+            Data::Int(_) | Data::Bytes(_) | Data::Row(_) => ReadValue::Register(v.tag),
         },
     }
 }
@@ -52,12 +92,12 @@ fn render(p: &Program, read: impl Fn(usize) -> ReadValue) -> Vec<Mop> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_checker::{HistoryOp, OpType};
+    use meridian_checker::{HistoryOp, OpType, TxnMeta};
     use meridian_core::{Key, Value};
     use std::sync::Arc;
 
     fn line(kind: OpType, value: Vec<Mop>) -> String {
-        HistoryOp { index: 0, kind, process: 3, time_ns: 1, value }.to_line()
+        HistoryOp { index: 0, kind, process: 3, time_ns: 1, value, meta: TxnMeta::default() }.to_line()
     }
 
     #[test]
@@ -89,6 +129,18 @@ mod tests {
         let done = completion_mops(&p, &[Some(Value::int(12, 5)), None, None]);
         let text = line(OpType::Ok, done);
         assert!(text.ends_with(r#""value":[["r",4,12],["w",4,77],["r",5,null],["w",6,88]]}"#), "{text}");
+    }
+
+    #[test]
+    fn a_procedure_renders_what_its_replay_executed() {
+        use meridian_core::procedure::{Procedure, Transfer};
+        let p = Program::procedure(Procedure::Transfer(Transfer { from: Key(1), to: Key(2), amount: Key(3), tag: 50 }));
+        assert!(invoke_mops(&p).is_empty(), "a procedure's operations are unknown when invoked");
+        let results = vec![Some(Value::int(7, 10)), None, Some(Value::int(9, 4))];
+        let text = line(OpType::Ok, completion_mops(&p, &results));
+        assert!(text.ends_with(r#""value":[["r",1,7],["r",2,null],["r",3,9],["w",1,50],["w",2,51]]}"#), "{text}");
+        assert_eq!(txn_meta(&p, &Arc::from("transfer")).tags, Some((50, 256)));
+        assert!(!rolled_back(&p, &results));
     }
 
     #[test]

@@ -27,6 +27,15 @@ impl TagSource {
         debug_assert!(self.counter < 1 << COUNTER_BITS, "tag counter exhausted");
         self.prefix | self.counter
     }
+
+    /// Reserves `count` consecutive unused tags; returns the first.
+    pub fn block(&mut self, count: u64) -> u64 {
+        assert!(count > 0);
+        let first = self.next();
+        self.counter += count - 1;
+        debug_assert!(self.counter < 1 << COUNTER_BITS, "tag counter exhausted");
+        first
+    }
 }
 
 #[cfg(test)]
@@ -45,6 +54,13 @@ mod tests {
                 assert!(seen.insert(t), "duplicate tag {t:#x}");
             }
         }
+    }
+
+    #[test]
+    fn blocks_do_not_overlap_later_tags() {
+        let mut tags = TagSource::new(2);
+        let first = tags.block(10);
+        assert_eq!(tags.next(), first + 10);
     }
 
     #[test]

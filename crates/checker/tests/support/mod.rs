@@ -301,7 +301,7 @@ pub struct Run {
 
 fn record(history: &mut Vec<HistoryOp>, kind: OpType, process: u64, value: Vec<Mop>) {
     let index = history.len() as u64;
-    history.push(HistoryOp { index, kind, process, time_ns: (index + 1) * 1_000, value });
+    history.push(HistoryOp { index, kind, process, time_ns: (index + 1) * 1_000, value, meta: Default::default() });
 }
 
 /// Drives `store` with `run.processes` clients until `run.txns`

@@ -9,7 +9,7 @@
 use meridian_core::Key;
 use rustc_hash::FxHashMap;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LockMode {
     Shared,
     Exclusive,

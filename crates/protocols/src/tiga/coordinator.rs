@@ -146,8 +146,14 @@ impl Coordinator {
         if !self.ids.ready() {
             return self.queued.push((request, program));
         }
-        if program.ops.is_empty() {
+        if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        }
+        if !program.is_one_shot() {
+            // Tiga executes each shard's piece where it lives, without the
+            // other shards' reads: a part that needs them cannot run.
+            ctx.count("refused_not_one_shot", 1);
+            return ctx.complete(request, Outcome::Aborted { reason: meridian_core::AbortReason::Rejected });
         }
         let topo = self.topo.clone();
         let shards = program.shards(|k| topo.shard_of(k));
@@ -346,16 +352,29 @@ impl Coordinator {
         (fast.min(n), f)
     }
 
-    /// The whole program's results from the leaders' pieces.
+    /// The whole program's results from the leaders' pieces: the
+    /// operations' by position, then the procedure's parts' in part order
+    /// (each piece holds its parts' reads one after another).
     fn assemble(&self, p: &Pend) -> Vec<OpResult> {
-        let mut results = vec![None; p.body.program.ops.len()];
+        let program = &p.body.program;
+        let mut results = vec![None; program.ops.len()];
+        let mut parts: BTreeMap<u32, Vec<OpResult>> = BTreeMap::new();
         for (shard, s) in &p.shards {
-            let piece = p.body.program.piece(*shard, |k| self.topo.shard_of(k));
+            let piece = program.piece(*shard, |k| self.topo.shard_of(k));
             let leader = s.leader.as_ref().expect("committed shards have a leader reply");
             for (pos, r) in piece.positions.iter().zip(&leader.result) {
                 results[*pos as usize] = r.clone();
             }
+            let mut tail = leader.result.iter().skip(piece.positions.len()).cloned();
+            if let Some(proc) = &piece.procedure {
+                for part in &piece.parts {
+                    let mut memo = meridian_core::ReadMap::new();
+                    let run = meridian_core::procedure::run_part(proc, *part, &mut memo, |_| tail.next().flatten());
+                    parts.insert(*part, run.reads.into_iter().map(|(_, v)| v).collect());
+                }
+            }
         }
+        results.extend(parts.into_values().flatten());
         results
     }
 

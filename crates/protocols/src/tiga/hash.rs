@@ -47,14 +47,12 @@ impl KeyHashes {
     /// Adds or removes (the same XOR) an entry's contribution on `shard`.
     pub fn toggle(&mut self, e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) {
         let h = entry_hash(e);
-        for op in &e.body.program.ops {
-            let key = op.key();
-            if op.writes() && shard_of(key) == shard {
-                let slot = self.map.entry(key).or_insert(0);
-                *slot ^= h;
-                if *slot == 0 {
-                    self.map.remove(&key);
-                }
+        let (_, writes) = e.body.program.declared_keys(shard, shard_of);
+        for key in writes {
+            let slot = self.map.entry(key).or_insert(0);
+            *slot ^= h;
+            if *slot == 0 {
+                self.map.remove(&key);
             }
         }
     }

@@ -246,25 +246,13 @@ impl Server {
 
     // ---- §3.2: submission, conflict detection, timestamp update ----
 
+    /// The keys `T` declares on this shard, as (reads, writes): its
+    /// operations' keys and its procedure parts' footprints, which cover
+    /// every key those parts may reach through reads (§3.2 detects
+    /// conflicts on them).
     pub(super) fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
         let topo = &self.topo;
-        let mut reads = Vec::new();
-        let mut writes = Vec::new();
-        for op in &body.program.ops {
-            if topo.shard_of(op.key()) != self.shard {
-                continue;
-            }
-            if op.writes() {
-                writes.push(op.key());
-            } else {
-                reads.push(op.key());
-            }
-        }
-        for v in [&mut reads, &mut writes] {
-            v.sort_unstable();
-            v.dedup();
-        }
-        (reads, writes)
+        body.program.declared_keys(self.shard, |k| topo.shard_of(k))
     }
 
     /// The largest stamp of a released transaction that `T` conflicts with.

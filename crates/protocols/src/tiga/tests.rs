@@ -62,6 +62,7 @@ impl Env<Msg, super::messages::Record, Timer> for Hand {
         &mut self.rng
     }
     fn count(&mut self, _counter: &'static str, _delta: u64) {}
+    fn observe(&mut self, _name: &'static str, _value: u64) {}
     fn complete(&mut self, _request: meridian_core::RequestId, _outcome: meridian_core::Outcome) {}
 }
 

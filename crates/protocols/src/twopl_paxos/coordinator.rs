@@ -2,7 +2,9 @@
 //!
 //! A request runs as attempts. Each attempt is interactive two-phase
 //! locking with two-phase commit: execute (every participant leader locks
-//! the keys of its piece and returns what it read), compute the writes,
+//! the keys of its piece and returns what it read; a procedure that asks
+//! for more keys executes again, round after round, until it is done),
+//! compute the writes,
 //! prepare (each leader makes a prepare record durable through its Paxos
 //! group and votes), then decide. The client learns the outcome as soon as
 //! the votes decide it; the decision is then sent until acknowledged. An
@@ -10,22 +12,26 @@
 //! priority (so it eventually becomes the oldest and cannot starve), at most
 //! `max_attempts` times.
 
-use super::messages::{Msg, Priority, Record, Refusal, Timer};
+use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
+use crate::shared::locks::LockMode;
 use crate::shared::twopc::{Decision, Tally};
 use crate::shared::txnids::TxnIds;
 use meridian_core::{
-    AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
+    AbortReason, Ctx, Execution, Key, Lsn, Need, NodeId, Outcome, Program, RequestId, ShardId, Step, TxnId, Value,
 };
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug)]
 struct Request {
     program: Program,
-    shards: Vec<ShardId>,
     prio: Option<Priority>,
     attempts: u32,
 }
+
+/// Execute rounds an attempt may take: a bound against a procedure that
+/// keeps asking.
+const ROUNDS_MAX: u32 = 256;
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 enum Phase {
@@ -40,7 +46,11 @@ struct Attempt {
     request: RequestId,
     phase: Phase,
     reads: BTreeMap<Key, Option<Value>>,
-    executed: BTreeSet<ShardId>,
+    /// The execute round in progress, and the shards yet to answer it.
+    round: u32,
+    waiting: BTreeSet<ShardId>,
+    /// Every shard that locked something for this attempt.
+    participants: BTreeSet<ShardId>,
     writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
     tally: Option<Tally>,
     unacked: BTreeSet<ShardId>,
@@ -106,12 +116,10 @@ impl Coordinator {
         if !self.ids.ready() {
             return self.queued.push((request, program));
         }
-        if program.ops.is_empty() {
+        if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
-        let topo = ctx.topology();
-        let shards = program.shards(|k| topo.shard_of(k));
-        self.requests.insert(request, Request { program, shards, prio: None, attempts: 0 });
+        self.requests.insert(request, Request { program, prio: None, attempts: 0 });
         self.start_attempt(ctx, request);
     }
 
@@ -119,18 +127,17 @@ impl Coordinator {
         let txn = self.ids.next_id();
         let req = self.requests.get_mut(&request).expect("attempts belong to live requests");
         req.attempts += 1;
-        let prio = *req.prio.get_or_insert(Priority { start_ns: ctx.clock_ns(), first: txn });
-        for shard in req.shards.clone() {
-            let topo = ctx.topology();
-            let ops = req.program.piece(shard, |k| topo.shard_of(k)).ops;
-            ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, ops });
-        }
+        req.prio.get_or_insert(Priority { start_ns: ctx.clock_ns(), first: txn });
+        let keys = round_keys(&req.program, &BTreeMap::new(), true);
+        assert!(!keys.is_empty(), "a non-empty program has keys to execute");
         let deadline_tick = self.deadline(ctx, self.cfg.execute_timeout_ns);
         let attempt = Attempt {
             request,
             phase: Phase::Executing,
             reads: BTreeMap::new(),
-            executed: BTreeSet::new(),
+            round: 0,
+            waiting: BTreeSet::new(),
+            participants: BTreeSet::new(),
             writes: BTreeMap::new(),
             tally: None,
             unacked: BTreeSet::new(),
@@ -140,11 +147,29 @@ impl Coordinator {
             redirects: 0,
         };
         self.attempts.insert(txn, attempt);
+        self.send_round(ctx, txn, keys);
+    }
+
+    /// Sends the attempt's current round: each shard's keys to its leader.
+    fn send_round(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, keys: Vec<LockRead>) {
+        let topo = ctx.topology();
+        let mut by_shard: BTreeMap<ShardId, Vec<LockRead>> = BTreeMap::new();
+        for k in keys {
+            by_shard.entry(topo.shard_of(k.key)).or_default().push(k);
+        }
+        let a = self.attempts.get_mut(&txn).expect("a live attempt");
+        let prio = self.requests[&a.request].prio.expect("set at the first attempt");
+        a.waiting = by_shard.keys().copied().collect();
+        a.participants.extend(by_shard.keys().copied());
+        let round = a.round;
+        for (shard, keys) in by_shard {
+            ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
+        }
     }
 
     pub fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Executed { txn, shard, reads } => self.on_executed(ctx, from, txn, shard, reads),
+            Msg::Executed { txn, shard, round, reads } => self.on_executed(ctx, from, txn, shard, round, reads),
             Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
             Msg::Decided { txn, shard } => self.on_decided(txn, shard),
             Msg::Refused { txn, shard, reason } => self.on_refused(ctx, from, txn, shard, reason),
@@ -162,6 +187,7 @@ impl Coordinator {
         from: NodeId,
         txn: TxnId,
         shard: ShardId,
+        round: u32,
         reads: Vec<(Key, Option<Value>)>,
     ) {
         let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Executing) else {
@@ -173,11 +199,21 @@ impl Coordinator {
             }
             return;
         };
+        if round != a.round || !a.waiting.remove(&shard) {
+            return; // a duplicate answer
+        }
         a.reads.extend(reads);
-        a.executed.insert(shard);
-        let req = &self.requests[&a.request];
-        if a.executed.len() < req.shards.len() {
+        if !a.waiting.is_empty() {
             return;
+        }
+        let req = &self.requests[&a.request];
+        let more = round_keys(&req.program, &a.reads, false);
+        if !more.is_empty() {
+            if a.round + 1 >= ROUNDS_MAX {
+                return self.abort_attempt(ctx, txn, AbortReason::Rejected);
+            }
+            a.round += 1;
+            return self.send_round(ctx, txn, more);
         }
         // Every lock is held: compute the writes from what was read.
         let exec: Execution = req.program.execute(|k| a.reads.get(&k).cloned().flatten());
@@ -185,17 +221,18 @@ impl Coordinator {
         for (key, value) in exec.writes {
             a.writes.entry(topo.shard_of(key)).or_default().push((key, value));
         }
+        let participants: Vec<ShardId> = a.participants.iter().copied().collect();
         a.phase = Phase::Preparing;
-        a.tally = Some(Tally::new(&req.shards));
+        a.tally = Some(Tally::new(&participants));
         self.reset_deadline(ctx, txn, self.cfg.prepare_retry_ns);
-        for shard in self.requests[&self.attempts[&txn].request].shards.clone() {
+        for shard in participants {
             self.send_prepare(ctx, txn, shard, self.leader_hint[shard.index()]);
         }
     }
 
     fn send_prepare(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, to: NodeId) {
         let a = &self.attempts[&txn];
-        let participants = self.requests[&a.request].shards.clone();
+        let participants: Vec<ShardId> = a.participants.iter().copied().collect();
         let writes = a.writes.get(&shard).cloned().unwrap_or_default();
         ctx.send(to, Msg::Prepare { txn, participants, writes });
     }
@@ -222,7 +259,8 @@ impl Coordinator {
         if req.attempts > 1 {
             ctx.count("retries", u64::from(req.attempts - 1));
         }
-        self.decide(ctx, txn, Decision::Commit, req.shards);
+        let participants = a.participants.iter().copied().collect();
+        self.decide(ctx, txn, Decision::Commit, participants);
     }
 
     /// Sends the decision to every participant until acknowledged.
@@ -240,7 +278,7 @@ impl Coordinator {
     /// or report the abort.
     fn abort_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, reason: AbortReason) {
         let request = self.attempts[&txn].request;
-        let shards = self.requests[&request].shards.clone();
+        let shards = self.attempts[&txn].participants.iter().copied().collect();
         self.decide(ctx, txn, Decision::Abort, shards);
         let req = &self.requests[&request];
         if req.attempts < self.cfg.max_attempts {
@@ -345,8 +383,7 @@ impl Coordinator {
         let a = &self.attempts[&txn];
         // Shards that did not answer may have lost their leader, or may just
         // be slow (lock waits): ask who leads rather than guess.
-        let silent: Vec<ShardId> =
-            self.requests[&a.request].shards.iter().copied().filter(|s| !a.executed.contains(s)).collect();
+        let silent: Vec<ShardId> = a.waiting.iter().copied().collect();
         for shard in silent {
             self.find_leader(ctx, shard);
         }
@@ -405,4 +442,32 @@ impl Coordinator {
             }
         }
     }
+}
+
+/// The keys of the next execute round given what was read so far: for
+/// round 0 the operations' keys (locked exclusively if written, read if
+/// the operation reads or appends), then whatever the procedure's parts ask
+/// for that has not been read. Empty when the program is done reading.
+fn round_keys(program: &Program, reads: &BTreeMap<Key, Option<Value>>, first: bool) -> Vec<LockRead> {
+    let mut keys: Vec<LockRead> = Vec::new();
+    if first {
+        for op in &program.ops {
+            let mode = if op.writes() { LockMode::Exclusive } else { LockMode::Shared };
+            let read = op.reads() || matches!(op, meridian_core::Op::Append { .. });
+            keys.push(LockRead { key: op.key(), mode, read });
+        }
+    }
+    if let Some(p) = &program.procedure {
+        for part in 0..p.parts() {
+            if let Step::Read(needs) = p.step(part, reads) {
+                let mode = |n: &Need| if n.write { LockMode::Exclusive } else { LockMode::Shared };
+                keys.extend(needs.iter().filter(|n| !reads.contains_key(&n.key)).map(|n| LockRead {
+                    key: n.key,
+                    mode: mode(n),
+                    read: true,
+                }));
+            }
+        }
+    }
+    keys
 }

@@ -1,9 +1,10 @@
 //! The messages, log commands, durable records and timers of `2pl-paxos`.
 
+use crate::shared::locks::LockMode;
 use crate::shared::mvstore::MvStore;
 use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
-use meridian_core::{Key, NodeId, Op, RequestId, ShardId, TxnId, Value};
+use meridian_core::{Key, NodeId, RequestId, ShardId, TxnId, Value};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -56,19 +57,33 @@ pub struct ReplicaState {
     pub outcomes: Outcomes,
 }
 
+/// A key to lock in `mode`, and whether to read it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LockRead {
+    pub key: Key,
+    pub mode: LockMode,
+    pub read: bool,
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     Paxos(PaxosMsg<Cmd, ReplicaState>),
-    /// Coordinator → leader: lock the piece's keys and read them.
+    /// Coordinator → leader: lock these keys and read those marked. Round
+    /// 0 starts the transaction here; a procedure that asks for more keys
+    /// sends round 1, 2, ... once the previous round's reads are back, and
+    /// the leader adds their locks to those it holds.
     Execute {
         txn: TxnId,
         prio: Priority,
-        ops: Vec<Op>,
+        round: u32,
+        keys: Vec<LockRead>,
     },
-    /// Leader → coordinator: every lock is held; the values read.
+    /// Leader → coordinator: every lock of the round is held; the values
+    /// read.
     Executed {
         txn: TxnId,
         shard: ShardId,
+        round: u32,
         reads: Vec<(Key, Option<Value>)>,
     },
     /// Coordinator → leader: make the prepare record durable.

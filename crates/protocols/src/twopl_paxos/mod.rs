@@ -46,7 +46,7 @@ mod recovery;
 mod replica;
 
 pub use coordinator::Coordinator;
-pub use messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
+pub use messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 pub use replica::Replica;
 
 use crate::shared::paxos::{MultiPaxos, PaxosConfig};

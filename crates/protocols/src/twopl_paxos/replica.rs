@@ -11,14 +11,14 @@
 //! the locks of every prepared, undecided transaction from the log before it
 //! serves, then resolves the ones left in doubt (recovery.rs).
 
-use super::messages::{Cmd, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
+use super::messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 use super::{Config, TwoPlPaxos};
 use crate::shared::locks::{Acquire, LockMode, LockTable};
 use crate::shared::mvstore::MvStore;
 use crate::shared::paxos::{MultiPaxos, PaxosEvent};
 use crate::shared::recent::RecentSet;
 use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
-use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, Op, ShardId, TxnId, Value};
+use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -40,8 +40,12 @@ pub(super) enum Stage {
 pub(super) struct Active {
     pub prio: Priority,
     pub coordinator: NodeId,
-    pub ops: Vec<Op>,
-    /// Sorted, one entry per key (exclusive if any op writes it).
+    /// The execute round in progress (a procedure reads in rounds).
+    pub round: u32,
+    /// The keys this round reads, once its locks are held.
+    pub reads: Vec<Key>,
+    /// Every lock asked for, in the order taken; a key appears again when
+    /// a later round upgrades it.
     pub locks: Vec<(Key, LockMode)>,
     pub stage: Stage,
     /// Termination ticks in the current stage at this leader: a lock lease
@@ -139,7 +143,7 @@ impl Replica {
     pub fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Execute { txn, prio, ops } => self.on_execute(ctx, from, txn, prio, ops),
+            Msg::Execute { txn, prio, round, keys } => self.on_execute(ctx, from, txn, prio, round, keys),
             Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
             Msg::Decide { txn, decision } => self.on_decide(ctx, from, txn, decision),
             Msg::Query { txn } => self.on_query(ctx, from, txn),
@@ -160,23 +164,65 @@ impl Replica {
 
     // ---- execute: lock and read ----
 
-    fn on_execute(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId, prio: Priority, ops: Vec<Op>) {
+    /// Locks a round's keys (wound-wait) and, once they are held, answers
+    /// with what they read. Round 0 starts the transaction here; later
+    /// rounds add to the locks it holds.
+    fn on_execute(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        prio: Priority,
+        round: u32,
+        keys: Vec<LockRead>,
+    ) {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
         if self.refused.contains(&txn) || self.outcomes.lookup(txn).is_some() || self.prepared.contains_key(&txn) {
             return; // late or duplicated: the coordinator has moved on
         }
-        if let Some(a) = self.active.get(&txn) {
-            if a.stage == Stage::Executed {
-                self.send_reads(ctx, txn);
+        assert!(!keys.is_empty(), "an execute request names keys");
+        let reads: Vec<Key> = keys.iter().filter(|k| k.read).map(|k| k.key).collect();
+        let wanted = lock_list(&keys);
+        let Some(a) = self.active.get_mut(&txn) else {
+            if round > 0 {
+                // The locks of earlier rounds were taken by another leader
+                // (or lost with this one's term): the attempt cannot go on.
+                ctx.send(from, Msg::Refused { txn, shard: self.shard, reason: Refusal::Wounded });
+                return;
             }
-            return; // a duplicate of a request in progress
+            let active = Active {
+                prio,
+                coordinator: from,
+                round,
+                reads,
+                locks: wanted,
+                stage: Stage::Locking { next: 0 },
+                age_ticks: 0,
+            };
+            self.active.insert(txn, active);
+            return self.acquire(ctx, vec![txn]);
+        };
+        if round < a.round || (round == a.round && a.stage != Stage::Executed) {
+            return; // a duplicate of a round answered or in progress
         }
-        let locks = lock_list(&ops);
-        assert!(!locks.is_empty(), "an execute request has operations");
-        let active = Active { prio, coordinator: from, ops, locks, stage: Stage::Locking { next: 0 }, age_ticks: 0 };
-        self.active.insert(txn, active);
+        if round == a.round {
+            return self.send_reads(ctx, txn); // its answer was lost
+        }
+        if a.stage != Stage::Executed || round != a.round + 1 {
+            return; // out of order: the coordinator only asks after an answer
+        }
+        let next = a.locks.len();
+        let held = a.locks.clone();
+        a.locks.extend(
+            wanted
+                .into_iter()
+                .filter(|(k, m)| !held.iter().any(|(hk, hm)| hk == k && (hm == m || *hm == LockMode::Exclusive))),
+        );
+        a.round = round;
+        a.reads = reads;
+        a.stage = Stage::Locking { next };
         self.acquire(ctx, vec![txn]);
     }
 
@@ -254,17 +300,11 @@ impl Replica {
         granted
     }
 
-    /// Every lock is held: read the piece's keys and answer.
+    /// Every lock of the round is held: read its keys and answer.
     fn send_reads(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = &self.active[&txn];
-        let mut reads: Vec<(Key, Option<Value>)> = Vec::new();
-        for op in &a.ops {
-            let key = op.key();
-            if (op.reads() || matches!(op, Op::Append { .. })) && !reads.iter().any(|(k, _)| *k == key) {
-                reads.push((key, self.store.latest(key).cloned()));
-            }
-        }
-        ctx.send(a.coordinator, Msg::Executed { txn, shard: self.shard, reads });
+        let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, self.store.latest(*k).cloned())).collect();
+        ctx.send(a.coordinator, Msg::Executed { txn, shard: self.shard, round: a.round, reads });
     }
 
     // ---- prepare ----
@@ -298,7 +338,12 @@ impl Replica {
         if !writes.iter().all(|(k, _)| exclusive(k)) {
             return ctx.send(from, vote(false)); // writes outside the locked write set
         }
-        let reads = a.locks.iter().filter(|(_, m)| *m == LockMode::Shared).map(|(k, _)| *k).collect();
+        // Every locked key it does not write is one it read: a new leader
+        // re-takes those locks too.
+        let mut reads: Vec<Key> =
+            a.locks.iter().map(|(k, _)| *k).filter(|k| !writes.iter().any(|(w, _)| w == k)).collect();
+        reads.sort_unstable();
+        reads.dedup();
         let record = PrepareRecord { txn, coordinator: from, participants, reads, writes };
         a.stage = Stage::Preparing;
         if self.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(Arc::new(record))).is_err() {
@@ -446,15 +491,23 @@ impl Replica {
         ctx.count("leader_takeovers", 1);
         let prepared: Vec<Arc<PrepareRecord>> = self.prepared.values().cloned().collect();
         for r in prepared {
-            let mut ops: Vec<Op> = r.reads.iter().map(|k| Op::Read { key: *k }).collect();
-            ops.extend(r.writes.iter().map(|(k, v)| Op::Write { key: *k, value: v.clone() }));
-            let locks = lock_list(&ops);
+            let shared = r.reads.iter().map(|k| LockRead { key: *k, mode: LockMode::Shared, read: false });
+            let exclusive = r.writes.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false });
+            let locks = lock_list(&shared.chain(exclusive).collect::<Vec<_>>());
             for (key, mode) in &locks {
                 let granted = self.locks.try_acquire(*key, r.txn, *mode);
                 assert_eq!(granted, Acquire::Granted, "prepared transactions never conflict");
             }
             let prio = Priority { start_ns: 0, first: r.txn };
-            let active = Active { prio, coordinator: r.coordinator, ops, locks, stage: Stage::Prepared, age_ticks: 0 };
+            let active = Active {
+                prio,
+                coordinator: r.coordinator,
+                round: 0,
+                reads: Vec::new(),
+                locks,
+                stage: Stage::Prepared,
+                age_ticks: 0,
+            };
             self.active.insert(r.txn, active);
         }
     }
@@ -490,14 +543,14 @@ fn cfg_refused_kept() -> usize {
 
 /// The locks a piece needs: one per key, exclusive if any op writes it,
 /// sorted by key.
-fn lock_list(ops: &[Op]) -> Vec<(Key, LockMode)> {
-    let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(ops.len());
-    for op in ops {
-        let mode = if op.writes() { LockMode::Exclusive } else { LockMode::Shared };
-        match locks.iter_mut().find(|(k, _)| *k == op.key()) {
-            Some(l) if mode == LockMode::Exclusive => l.1 = mode,
+/// One lock per key (the strongest asked), in key order.
+fn lock_list(keys: &[LockRead]) -> Vec<(Key, LockMode)> {
+    let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(keys.len());
+    for k in keys {
+        match locks.iter_mut().find(|(key, _)| *key == k.key) {
+            Some(l) if k.mode == LockMode::Exclusive => l.1 = k.mode,
             Some(_) => {}
-            None => locks.push((op.key(), mode)),
+            None => locks.push((k.key, k.mode)),
         }
     }
     locks.sort_unstable_by_key(|(k, _)| *k);
@@ -510,11 +563,12 @@ mod tests {
 
     #[test]
     fn lock_list_takes_the_strongest_mode_per_key_in_key_order() {
+        let lr = |key: u64, mode: LockMode| LockRead { key: Key(key), mode, read: true };
         let ops = vec![
-            Op::Read { key: Key(5) },
-            Op::Increment { key: Key(2), delta: 1, tag: 9 },
-            Op::Append { key: Key(5), element: 3 },
-            Op::Read { key: Key(1) },
+            lr(5, LockMode::Shared),
+            lr(2, LockMode::Exclusive),
+            lr(5, LockMode::Exclusive),
+            lr(1, LockMode::Shared),
         ];
         assert_eq!(
             lock_list(&ops),

@@ -1,0 +1,335 @@
+//! Transactions as deterministic procedures (DESIGN.md "Transactions").
+//!
+//! A [`Procedure`] reads in rounds: each [`Procedure::step`] sees every
+//! value read so far and either asks for more keys ([`Step::Read`]) or
+//! finishes with its writes ([`Step::Done`]) or with a deterministic
+//! rollback ([`Step::Rollback`], TPC-C's invalid item). Written values may
+//! depend on anything read. A step never sees its own writes (they are only
+//! produced at the end), so running a procedure is: read what it asks,
+//! step again, until it is done.
+//!
+//! A procedure is made of *parts*. A part anchored at a key touches only
+//! keys on that key's shard, and its steps depend only on its own reads and
+//! the procedure's parameters: it can run where its data lives, without
+//! hearing from the other parts (TPC-C's New-Order is the home warehouse's
+//! part plus one part per remote supplying warehouse). A part without an
+//! anchor may touch any key and depend on anything it read; only
+//! interactive protocols (or ones that exchange reads, as Calvin does) can
+//! run it. [`Procedure::footprint`] declares, from the parameters alone, a
+//! set of keys that *covers* what a part touches: every key it may touch is
+//! either declared or guarded by a declared key that every transaction
+//! touching it also declares (TPC-C's order rows are guarded by their
+//! district). One-shot protocols detect conflicts on footprints.
+//!
+//! Results and replay: a procedure's results are the values it read, part
+//! by part, in the order it asked for them (each key once per part). From
+//! those values alone [`replay`] re-runs the procedure and recovers every
+//! operation it executed — the history records exactly those. Every write
+//! carries a tag from the block the client reserved for the transaction
+//! ([`Procedure::tag_block`]), so written values stay unique per history.
+
+use crate::ids::Key;
+use crate::program::{OpResult, Value};
+use crate::tpcc::TpccTxn;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Every value read so far, by key (`None`: the key's initial state).
+pub type ReadMap = BTreeMap<Key, Option<Value>>;
+
+/// A key a step asks for, and whether the transaction may write it (an
+/// interactive protocol then locks it exclusively at once).
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Debug, Serialize, Deserialize)]
+pub struct Need {
+    pub key: Key,
+    pub write: bool,
+}
+
+impl Need {
+    pub fn read(key: Key) -> Need {
+        Need { key, write: false }
+    }
+    pub fn write(key: Key) -> Need {
+        Need { key, write: true }
+    }
+}
+
+/// What a step decides.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Step {
+    /// Read these keys (those not read yet), then step again.
+    Read(Vec<Need>),
+    /// Finished: install these writes (each key at most once).
+    Done(Vec<(Key, Value)>),
+    /// Finished without effect: the transaction rolls back. Every part of
+    /// a procedure decides this alike (from the parameters, or from data
+    /// every part reads).
+    Rollback,
+}
+
+/// Steps a part may take before it must finish: a bound against a
+/// procedure that never does.
+pub const STEPS_MAX: usize = 64;
+/// Tags each part may use for its writes; part `p`'s writes use tags
+/// `first + p * TAGS_PER_PART ..`.
+pub const TAGS_PER_PART: u64 = 256;
+
+/// A transaction procedure. New kinds of transaction are new variants.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Procedure {
+    /// Moves `amount`'s value from `from` to `to`: the amount is read from
+    /// a third key, so the writes depend on a read (one unanchored part).
+    Transfer(Transfer),
+    /// One of TPC-C's five transactions.
+    Tpcc(TpccTxn),
+}
+
+/// See [`Procedure::Transfer`].
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Transfer {
+    pub from: Key,
+    pub to: Key,
+    pub amount: Key,
+    /// The first tag of the transaction's block.
+    pub tag: u64,
+}
+
+impl Procedure {
+    /// How many parts.
+    pub fn parts(&self) -> u32 {
+        match self {
+            Procedure::Transfer(_) => 1,
+            Procedure::Tpcc(t) => t.parts(),
+        }
+    }
+
+    /// The key whose shard holds every key part `part` touches, if any.
+    pub fn anchor(&self, part: u32) -> Option<Key> {
+        match self {
+            Procedure::Transfer(_) => None,
+            Procedure::Tpcc(t) => Some(t.anchor(part)),
+        }
+    }
+
+    /// The next step of part `part` given everything read so far.
+    pub fn step(&self, part: u32, reads: &ReadMap) -> Step {
+        debug_assert!(part < self.parts(), "part {part} of {}", self.parts());
+        match self {
+            Procedure::Transfer(t) => t.step(reads),
+            Procedure::Tpcc(t) => t.step(part, reads),
+        }
+    }
+
+    /// Keys covering everything part `part` touches (see the module doc),
+    /// from the parameters alone; `None` when they cannot be declared.
+    pub fn footprint(&self, part: u32) -> Option<Vec<Need>> {
+        match self {
+            Procedure::Transfer(_) => None,
+            Procedure::Tpcc(t) => Some(t.footprint(part)),
+        }
+    }
+
+    /// The first tag of the transaction's block and how many it holds.
+    pub fn tag_block(&self) -> (u64, u64) {
+        let first = match self {
+            Procedure::Transfer(t) => t.tag,
+            Procedure::Tpcc(t) => t.tag,
+        };
+        (first, u64::from(self.parts()) * TAGS_PER_PART)
+    }
+
+    /// The same transaction writing tags from `first` on (a retry).
+    pub fn with_tags(&self, first: u64) -> Procedure {
+        let mut p = self.clone();
+        match &mut p {
+            Procedure::Transfer(t) => t.tag = first,
+            Procedure::Tpcc(t) => t.tag = first,
+        }
+        p
+    }
+
+    /// Whether every part can run where its anchor lives.
+    pub fn is_anchored(&self) -> bool {
+        (0..self.parts()).all(|p| self.anchor(p).is_some())
+    }
+
+    /// Whether the procedure never writes, whatever it reads.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Procedure::Transfer(_) => false,
+            Procedure::Tpcc(t) => t.is_read_only(),
+        }
+    }
+}
+
+/// What running one part did.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct PartRun {
+    /// Every key read, in the order asked, with its value.
+    pub reads: Vec<(Key, OpResult)>,
+    pub writes: Vec<(Key, Value)>,
+    pub rolled_back: bool,
+}
+
+/// Runs part `part` to its end, fetching each key it asks for (once) from
+/// `fetch`; `memo` holds values read before (by earlier rounds, or by other
+/// parts run against the same snapshot) and gains the new ones.
+pub fn run_part(
+    procedure: &Procedure,
+    part: u32,
+    memo: &mut ReadMap,
+    mut fetch: impl FnMut(Key) -> OpResult,
+) -> PartRun {
+    let mut run = PartRun::default();
+    let mut own = ReadMap::new();
+    for _ in 0..STEPS_MAX {
+        match procedure.step(part, &own) {
+            Step::Read(needs) => {
+                let mut progressed = false;
+                for need in needs {
+                    if own.contains_key(&need.key) {
+                        continue;
+                    }
+                    let value = match memo.get(&need.key) {
+                        Some(v) => v.clone(),
+                        None => {
+                            let v = fetch(need.key);
+                            memo.insert(need.key, v.clone());
+                            v
+                        }
+                    };
+                    own.insert(need.key, value.clone());
+                    run.reads.push((need.key, value));
+                    progressed = true;
+                }
+                assert!(progressed, "part {part} of {procedure:?} asks again for keys it has read");
+            }
+            Step::Done(writes) => {
+                debug_assert!(distinct_keys(&writes), "a part writes each key once: {writes:?}");
+                run.writes = writes;
+                return run;
+            }
+            Step::Rollback => {
+                run.rolled_back = true;
+                return run;
+            }
+        }
+    }
+    panic!("part {part} of {procedure:?} did not finish in {STEPS_MAX} steps");
+}
+
+fn distinct_keys(writes: &[(Key, Value)]) -> bool {
+    let mut keys: Vec<Key> = writes.iter().map(|(k, _)| *k).collect();
+    keys.sort_unstable();
+    keys.windows(2).all(|w| w[0] != w[1])
+}
+
+/// What a whole procedure did, recovered from its results.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Replay {
+    pub parts: Vec<PartRun>,
+}
+
+impl Replay {
+    pub fn rolled_back(&self) -> bool {
+        self.parts.iter().any(|p| p.rolled_back)
+    }
+}
+
+/// Re-runs a procedure from its results (the values each part read, part
+/// by part, in order): `None` when the results do not fit the procedure
+/// (too few or too many values).
+pub fn replay(procedure: &Procedure, results: &[OpResult]) -> Option<Replay> {
+    let mut next = 0usize;
+    let mut out = Replay::default();
+    for part in 0..procedure.parts() {
+        let mut short = false;
+        let mut memo = ReadMap::new();
+        let run = run_part(procedure, part, &mut memo, |_| match results.get(next) {
+            Some(v) => {
+                next += 1;
+                v.clone()
+            }
+            None => {
+                short = true;
+                None
+            }
+        });
+        if short {
+            return None;
+        }
+        out.parts.push(run);
+    }
+    (next == results.len()).then_some(out)
+}
+
+/// Every part run against one reader (a store, or the reads an
+/// interactive protocol gathered): the results in replay order, and the
+/// writes unless some part rolls back.
+pub fn execute(procedure: &Procedure, mut read: impl FnMut(Key) -> OpResult) -> (Vec<OpResult>, Vec<(Key, Value)>) {
+    let mut results = Vec::new();
+    let mut writes = Vec::new();
+    let mut rolled_back = false;
+    for part in 0..procedure.parts() {
+        let mut memo = ReadMap::new();
+        let run = run_part(procedure, part, &mut memo, &mut read);
+        results.extend(run.reads.into_iter().map(|(_, v)| v));
+        rolled_back |= run.rolled_back;
+        writes.extend(run.writes);
+    }
+    if rolled_back {
+        writes.clear();
+    }
+    (results, writes)
+}
+
+impl Transfer {
+    fn step(&self, reads: &ReadMap) -> Step {
+        let all = [self.from, self.to, self.amount];
+        if !all.iter().all(|k| reads.contains_key(k)) {
+            return Step::Read(vec![Need::write(self.from), Need::write(self.to), Need::read(self.amount)]);
+        }
+        let int = |k: &Key| Value::as_int(reads[k].as_ref());
+        let amount = int(&self.amount);
+        Step::Done(vec![
+            (self.from, Value::int(self.tag, int(&self.from) - amount)),
+            (self.to, Value::int(self.tag + 1, int(&self.to) + amount)),
+        ])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn transfer() -> Procedure {
+        Procedure::Transfer(Transfer { from: Key(1), to: Key(2), amount: Key(3), tag: 100 })
+    }
+
+    #[test]
+    fn a_transfer_moves_the_amount_read_from_a_third_key() {
+        let store: BTreeMap<Key, Value> =
+            [(Key(1), Value::int(7, 50)), (Key(2), Value::int(8, 5)), (Key(3), Value::int(9, 20))].into();
+        let (results, writes) = execute(&transfer(), |k| store.get(&k).cloned());
+        assert_eq!(writes, vec![(Key(1), Value::int(100, 30)), (Key(2), Value::int(101, 25))]);
+        assert_eq!(results.len(), 3);
+        let replayed = replay(&transfer(), &results).expect("the results fit");
+        assert_eq!(replayed.parts[0].writes, writes, "replay recovers the writes");
+        assert_eq!(replayed.parts[0].reads.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![Key(1), Key(2), Key(3)]);
+    }
+
+    #[test]
+    fn replay_refuses_results_that_do_not_fit() {
+        assert_eq!(replay(&transfer(), &[None, None]), None);
+        assert_eq!(replay(&transfer(), &[None, None, None, None]), None);
+        assert!(replay(&transfer(), &[None, None, None]).is_some());
+    }
+
+    #[test]
+    fn a_retry_writes_fresh_tags() {
+        let p = transfer().with_tags(500);
+        let (_, writes) = execute(&p, |_| None);
+        assert_eq!(writes.iter().map(|(_, v)| v.tag).collect::<Vec<_>>(), vec![500, 501]);
+        assert_eq!(p.tag_block(), (500, TAGS_PER_PART));
+    }
+}
