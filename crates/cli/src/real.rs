@@ -108,13 +108,14 @@ pub fn run_bench(
     let (topology, name, consistency) = match &target {
         Target::Meridian(c) => {
             let info = meridian_protocols::registry::find(&c.protocol).expect("cluster files name known protocols");
+            crate::runner::check_shapes(exp, info.name, info.shapes)?;
             (bench_topology(exp, c)?, c.protocol.clone(), info.consistency)
         }
         Target::Etcd(_) => {
             (Topology::build(&exp.cluster_spec(), &[]), "etcd".to_string(), Consistency::StrictSerializable)
         }
     };
-    let mut driver = build_driver(exp, &topology, true)?;
+    let mut driver = build_driver(exp, &topology, true, consistency)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

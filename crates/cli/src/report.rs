@@ -21,6 +21,28 @@ pub struct Percentiles {
     pub p99: f64,
 }
 
+/// The final-database audit's verdict.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Audit {
+    pub kind: String,
+    /// Whether every condition was read and held.
+    pub valid: bool,
+    pub violations: Vec<String>,
+    /// Why the audit could not read everything (then not valid).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub incomplete: Option<String>,
+}
+
+impl Audit {
+    pub fn of(kind: &str, violations: Vec<String>) -> Audit {
+        Audit { kind: kind.into(), valid: violations.is_empty(), violations, incomplete: None }
+    }
+
+    pub fn incomplete(why: &str) -> Audit {
+        Audit { kind: "tpcc-consistency".into(), valid: false, violations: Vec::new(), incomplete: Some(why.into()) }
+    }
+}
+
 /// One transaction type's latency.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct TypeLatency {
@@ -64,6 +86,13 @@ pub struct Report {
     /// `rollback`), retried or not.
     pub aborts_by_reason: BTreeMap<String, u64>,
     pub counters: BTreeMap<String, u64>,
+    /// Below strict serializability: the share of committed reads that saw
+    /// the newest version committed when they were invoked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub up_to_date_reads_pct: Option<f64>,
+    /// How long stale reads' versions had been superseded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub staleness_ms: Option<Percentiles>,
     /// Percentiles of protocol-side distributions (`Env::observe`).
     pub observations: BTreeMap<String, Observation>,
     /// Transactions committed in each second of the run (whole seconds of
@@ -71,6 +100,11 @@ pub struct Report {
     pub committed_per_s: Vec<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Json>,
+    /// The workload's conditions on the final database (TPC-C's
+    /// consistency conditions 1-4), read through the protocol after the
+    /// run; a violation fails the run like a checker anomaly.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audit: Option<Audit>,
     /// Open loop: the rate the experiment asks for (clients × `rate_tps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offered_tps: Option<f64>,
@@ -133,8 +167,13 @@ impl Report {
         j
     }
 
+    /// The history check's verdict, failed too by a failed audit.
     pub fn check_valid(&self) -> Option<bool> {
-        self.check.as_ref().and_then(|c| c.get("valid")).and_then(Json::as_bool)
+        let history = self.check.as_ref().and_then(|c| c.get("valid")).and_then(Json::as_bool);
+        match &self.audit {
+            Some(a) if !a.valid => Some(false),
+            _ => history,
+        }
     }
 }
 
@@ -241,8 +280,12 @@ pub fn build_report_for(
         aborts_by_reason: stats.aborts_by_reason.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         counters,
         observations: facts.observations.into_iter().collect(),
+        up_to_date_reads_pct: (stats.reads_judged > 0)
+            .then(|| round3(100.0 * stats.reads_up_to_date as f64 / stats.reads_judged as f64)),
+        staleness_ms: (stats.reads_judged > 0).then(|| percentiles(&stats.staleness_us)),
         committed_per_s: stats.committed_per_s.clone(),
         check,
+        audit: None,
         offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
         sent_tps: round3(stats.started as f64 / exp.run.duration_s.max(1e-9)),
         bench: None,
@@ -293,6 +336,9 @@ pub fn summary(r: &Report) -> String {
     if r.txns_by_type.len() > 1 {
         type_table(&mut s, r);
     }
+    if let (Some(pct), Some(st)) = (r.up_to_date_reads_pct, &r.staleness_ms) {
+        let _ = writeln!(s, "reads: {pct:.2}% up to date; stale ones lagged p50 {:.1} / p99 {:.1} ms", st.p50, st.p99);
+    }
     let aborts: Vec<String> = r.aborts_by_reason.iter().map(|(k, v)| format!("{k}={v}")).collect();
     if !aborts.is_empty() {
         let _ = writeln!(s, "aborted attempts: {}", aborts.join(" "));
@@ -300,6 +346,22 @@ pub fn summary(r: &Report) -> String {
     let counters: Vec<String> = r.counters.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k}={v}")).collect();
     if !counters.is_empty() {
         let _ = writeln!(s, "counters: {}", counters.join(" "));
+    }
+    if let Some(a) = &r.audit {
+        match (&a.incomplete, a.valid) {
+            (Some(why), _) => {
+                let _ = writeln!(s, "audit ({}): INCOMPLETE: {why}", a.kind);
+            }
+            (None, true) => {
+                let _ = writeln!(s, "audit ({}): every condition holds", a.kind);
+            }
+            (None, false) => {
+                let _ = writeln!(s, "audit ({}): VIOLATED", a.kind);
+                for v in &a.violations {
+                    let _ = writeln!(s, "  {v}");
+                }
+            }
+        }
     }
     match &r.check {
         Some(c) => {

@@ -60,6 +60,13 @@ fn unknown_protocol(exp: &Experiment, name: &str) -> ConfigError {
     exp.error_at("protocol.name", why)
 }
 
+/// Refuses a workload whose transactions the protocol cannot run.
+pub fn check_shapes(exp: &Experiment, protocol: &str, shapes: meridian_core::Shapes) -> Result<(), ConfigError> {
+    shapes.check(meridian_workload::shapes_needed(&exp.workload)).map_err(|why| {
+        exp.error_at("workload.kind", format!("protocol `{protocol}` {why} (workload `{}`)", exp.workload.kind))
+    })
+}
+
 /// A protocol's complaint about its parameters, placed at the parameter it
 /// names (`parameter `NAME` ...`) when the file has it.
 fn param_error(exp: &Experiment, message: String) -> ConfigError {
@@ -75,6 +82,7 @@ fn param_error(exp: &Experiment, message: String) -> ConfigError {
 /// Builds the topology `P` runs on (its services included).
 pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigError> {
     exp.protocol.params.check_known(P::NAME, P::params()).map_err(|e| param_error(exp, e))?;
+    check_shapes(exp, P::NAME, P::SHAPES)?;
     let topology = Topology::build(&exp.cluster_spec(), &P::services(&exp.protocol.params));
     exp.check_node_names(&topology)?;
     Ok(topology)
@@ -98,7 +106,7 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
             .map_err(|e| ConfigError::new(&path.display().to_string(), None, "", format!("cannot write: {e}")))?;
         sim.set_event_log(Box::new(std::io::BufWriter::new(file)));
     }
-    let driver = Rc::new(RefCell::new(build_driver(exp, &topology, opts.record_history)?));
+    let driver = Rc::new(RefCell::new(build_driver(exp, &topology, opts.record_history, P::CONSISTENCY)?));
     sim.set_clients(Box::new(Shared(driver.clone())));
 
     let wall = Instant::now();
@@ -115,13 +123,14 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
             break; // drained early
         }
     }
-    let wall_s = wall.elapsed().as_secs_f64();
     drop(sim.take_clients());
+    let audit = audit_final_database(exp, &mut sim);
+    let wall_s = wall.elapsed().as_secs_f64();
     let mut driver = Rc::try_unwrap(driver).ok().expect("the simulator released the driver").into_inner();
     driver.finish(t);
     let history = driver.take_history();
     let stats = driver.stats().clone();
-    let report = build_report::<P>(
+    let mut report = build_report::<P>(
         exp,
         &topology,
         &stats,
@@ -136,7 +145,59 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
             observations: sim.observations().iter().map(|(k, h)| (k.to_string(), Observation::of(h))).collect(),
         },
     );
+    report.audit = audit;
     Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
+}
+
+/// Simulated time the final-database audit may take, at most.
+const AUDIT_NS_MAX: u64 = 120 * 1_000_000_000;
+/// Attempts per audit transaction (aborts and unknown outcomes retry).
+const AUDIT_ATTEMPTS_MAX: u32 = 20;
+
+/// The workload's consistency conditions on the final database, read
+/// through the protocol from a live client node after the run (TPC-C's
+/// conditions 1-4; other workloads have none).
+fn audit_final_database<P: Protocol>(exp: &Experiment, sim: &mut Sim<P>) -> Option<crate::report::Audit> {
+    if exp.workload.kind != meridian_workload::WorkloadKind::Tpcc {
+        return None;
+    }
+    let topology = sim.topology().clone();
+    let mut audit =
+        meridian_workload::tpcc::Audit::new(&exp.workload, topology.shards, topology.server_regions.len() as u32);
+    let Some(client) = topology.clients().iter().copied().find(|c| sim.is_up(*c)) else {
+        return Some(crate::report::Audit::incomplete("no client node is up to read the final database"));
+    };
+    let deadline_ns = sim.now_ns() + AUDIT_NS_MAX;
+    let mut next_id = 1u64 << 60;
+    let mut results: Vec<Vec<meridian_core::OpResult>> = Vec::new();
+    while let Some(programs) = audit.next(&results) {
+        results = vec![Vec::new(); programs.len()];
+        let mut open: std::collections::BTreeMap<RequestId, (usize, u32)> = Default::default();
+        for (i, p) in programs.iter().enumerate() {
+            sim.request(client, RequestId(next_id), p.clone());
+            open.insert(RequestId(next_id), (i, 1));
+            next_id += 1;
+        }
+        while !open.is_empty() {
+            if sim.now_ns() >= deadline_ns {
+                return Some(crate::report::Audit::incomplete("the final database could not be read in time"));
+            }
+            sim.run_until(sim.now_ns() + 100_000_000);
+            for c in sim.take_completions() {
+                let Some((i, attempts)) = open.remove(&c.request) else { continue };
+                match c.outcome {
+                    Outcome::Committed { results: r } => results[i] = r,
+                    _ if attempts < AUDIT_ATTEMPTS_MAX => {
+                        sim.request(client, RequestId(next_id), programs[i].clone());
+                        open.insert(RequestId(next_id), (i, attempts + 1));
+                        next_id += 1;
+                    }
+                    _ => return Some(crate::report::Audit::incomplete("an audit read kept failing")),
+                }
+            }
+        }
+    }
+    Some(crate::report::Audit::of("tpcc-consistency", audit.violations().to_vec()))
 }
 
 /// A protocol-side distribution's summary (`Env::observe`), in the unit
@@ -249,7 +310,14 @@ fn fault_actions(topology: &Topology, kind: &FaultKind) -> Vec<FaultAction> {
 }
 
 /// The workload driver of an experiment for the clients of `topology`.
-pub fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool) -> Result<Driver, ConfigError> {
+/// The workload driver of `exp` for a protocol promising `consistency`
+/// (below strict serializability, reads are judged for freshness).
+pub fn build_driver(
+    exp: &Experiment,
+    topology: &Topology,
+    record_history: bool,
+    consistency: meridian_core::Consistency,
+) -> Result<Driver, ConfigError> {
     exp.workload.validate(topology.shards).map_err(|e| exp.error_at("workload", e))?;
     let pacing = match exp.clients.mode {
         ClientMode::Open { rate_tps, max_outstanding } => {
@@ -265,6 +333,7 @@ pub fn build_driver(exp: &Experiment, topology: &Topology, record_history: bool)
         end_ns: exp.run.duration_ns(),
         seed: exp.run.seed,
         record_history,
+        measure_freshness: consistency != meridian_core::Consistency::StrictSerializable,
     };
     let spec = exp.workload.clone();
     // Validated above, so building a generator cannot fail.

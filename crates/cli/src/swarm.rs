@@ -57,6 +57,12 @@ pub fn base_experiment(opts: &SwarmOptions) -> Result<Experiment, ConfigError> {
         None => Experiment::from_str(BASE, "<swarm base>")?,
     };
     exp.set_protocol(&opts.protocol);
+    if opts.config.is_none() {
+        // The built-in deployment's workload, or the one the protocol runs.
+        if let Some(info) = meridian_protocols::registry::find(&opts.protocol) {
+            exp.workload = meridian_workload::workload_for(info.shapes, &exp.workload);
+        }
+    }
     // Fail fast on a bad protocol name or parameters, with seed 0's profile.
     Ok(exp)
 }
@@ -137,7 +143,10 @@ fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
     let late: u64 =
         out.stats.committed_per_s.iter().skip(progress_from).take(duration_s as usize - progress_from).sum();
     let mut failure = None;
-    if out.report.check_valid() != Some(true) {
+    if let Some(audit) = out.report.audit.as_ref().filter(|a| !a.valid) {
+        let why = audit.incomplete.clone().unwrap_or_else(|| audit.violations.join("; "));
+        failure = Some(format!("final-database audit ({}) failed: {why}", audit.kind));
+    } else if out.report.check_valid() != Some(true) {
         let counts = out.report.check.as_ref().and_then(|c| c.get("anomaly_counts")).map(|c| c.to_string());
         failure = Some(format!("history is not {}: {}", out.report.consistency, counts.unwrap_or_default()));
     } else if late == 0 {

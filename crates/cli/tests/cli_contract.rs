@@ -957,3 +957,25 @@ fn crashing_the_initial_leader_changes_leaders_and_stays_valid() {
         at(&crashed, "counters")
     );
 }
+
+/// A protocol that runs only read-only and write-only transactions (the
+/// NOC-NOC family, as the registry describes the planned ones) is refused a
+/// workload of read-write transactions, with the usual one-line error at the
+/// workload's kind; RAMP's YCSB is what it runs, and what demo and swarm
+/// give it.
+#[test]
+fn a_workload_a_protocol_cannot_run_is_refused_at_the_workload_kind() {
+    let cluster = "[cluster]\npreset = \"tiga-gcp\"\nserver_regions = [\"south-carolina\"]\nshards = 1\nreplicas_per_shard = 1\n[protocol]\nname = \"2pl-paxos\"\n";
+    let text = format!("[workload]\nkind = \"ycsb-t\"\n{cluster}");
+    let exp = meridian_experiment::Experiment::from_str(&text, "shapes.toml").expect("parses");
+    let ramp = meridian_protocols::registry::find("ramp-f").expect("registered");
+    let err = meridian_cli::runner::check_shapes(&exp, "ramp-f", ramp.shapes).unwrap_err().to_string();
+    assert!(err.starts_with("shapes.toml:2: workload.kind:"), "{err}");
+    assert!(err.contains("only read-only and write-only"), "{err}");
+    let chosen = meridian_workload::workload_for(ramp.shapes, &exp.workload);
+    assert_eq!(chosen.kind, meridian_workload::WorkloadKind::RampYcsb);
+    let tiga = meridian_protocols::registry::find("tiga").expect("registered");
+    let tpcc = meridian_experiment::Experiment::from_str(&format!("[workload]\nkind = \"tpcc\"\n{cluster}"), "t.toml")
+        .expect("parses");
+    assert!(meridian_cli::runner::check_shapes(&tpcc, "tiga", tiga.shapes).is_ok(), "TPC-C's parts are anchored");
+}

@@ -22,7 +22,9 @@ pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, TimerId, TxnId};
 pub use latency::LatencyMatrix;
 pub use params::{ParamDoc, ParamValue, Params};
 pub use procedure::{Need, Procedure, ReadMap, Step};
-pub use process::{Consistency, Ctx, Deployment, Env, Mapped, Message, Process, Protocol, TimerTag};
+pub use process::{
+    Consistency, Ctx, Deployment, Env, Mapped, Message, ProcedureSupport, Process, Protocol, Shapes, TimerTag,
+};
 pub use program::{AbortReason, Data, Execution, Op, OpResult, Outcome, Piece, Program, ReadMode, Value};
 pub use rng::Rng;
 pub use time::{NS_PER_MS, NS_PER_S, NS_PER_US, TrueTime, ms_to_ns, ns_to_ms, us_to_ns};

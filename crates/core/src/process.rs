@@ -97,6 +97,56 @@ pub trait Env<M, R, T> {
 /// The context handed to a process of protocol `P`.
 pub type Ctx<'a, P> = dyn Env<<P as Protocol>::Msg, <P as Protocol>::Record, <P as Protocol>::Timer> + 'a;
 
+/// The transaction shapes a protocol runs (RAMP, RA-NOC and Eiger run only
+/// read-only and write-only transactions; one-shot protocols run
+/// procedures only when every part runs where its data lives).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub struct Shapes {
+    /// Transactions that both read and write (otherwise read-only and
+    /// write-only ones only).
+    pub read_write: bool,
+    pub procedures: ProcedureSupport,
+}
+
+/// Which procedures a protocol runs.
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum ProcedureSupport {
+    None,
+    /// Procedures whose every part is anchored (one-shot).
+    Anchored,
+    /// Any procedure (interactive protocols, or ones exchanging reads).
+    Any,
+}
+
+impl Shapes {
+    /// Every transaction: interactive protocols.
+    pub const GENERAL: Shapes = Shapes { read_write: true, procedures: ProcedureSupport::Any };
+    /// Read-write transactions and anchored procedures: one-shot protocols.
+    pub const ONE_SHOT: Shapes = Shapes { read_write: true, procedures: ProcedureSupport::Anchored };
+    /// Read-only and write-only transactions of per-key operations.
+    pub const READ_ONLY_WRITE_ONLY: Shapes = Shapes { read_write: false, procedures: ProcedureSupport::None };
+
+    /// Whether a protocol of these shapes runs a workload that needs
+    /// `needs`; the error says what it lacks.
+    pub fn check(self, needs: Shapes) -> Result<(), String> {
+        if needs.read_write && !self.read_write {
+            return Err("runs only read-only and write-only transactions, and this workload has read-write ones".into());
+        }
+        let rank = |p: ProcedureSupport| match p {
+            ProcedureSupport::None => 0,
+            ProcedureSupport::Anchored => 1,
+            ProcedureSupport::Any => 2,
+        };
+        if rank(needs.procedures) > rank(self.procedures) {
+            return Err(match self.procedures {
+                ProcedureSupport::None => "runs no procedures, and this workload's transactions are procedures".into(),
+                _ => "runs only procedures whose parts run where their data lives, and this workload's do not".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
 /// What a run gives a protocol to build its nodes from.
 #[derive(Clone, Debug)]
 pub struct Deployment {
@@ -116,6 +166,9 @@ pub trait Protocol: Sized + 'static {
     type Record: Message;
     type Timer: TimerTag;
     type Node: Process<Self>;
+
+    /// The transaction shapes the protocol runs.
+    const SHAPES: Shapes = Shapes::GENERAL;
 
     /// The protocol's parameters with defaults and documentation; any other
     /// key in `[protocol.params]` is rejected.

@@ -60,6 +60,9 @@ pub struct Scale {
     /// Items (100,000 in the specification).
     pub items: u32,
     pub shards: u32,
+    /// Home regions keys are spread over ([`crate::KeyLayout`]): every row
+    /// of warehouse `w` is homed at index `(w - 1) % homes`.
+    pub homes: u32,
 }
 
 #[derive(Copy, Clone, PartialEq, Eq, Debug)]
@@ -123,6 +126,38 @@ pub fn last_name(w: u32, d: u32, c: u32) -> u32 {
     (((a | b) + 123) % 1_000) as u32
 }
 
+/// Districts whose name table is kept (a bound on the memo below).
+const NAME_TABLES_MAX: usize = 4_096;
+
+/// A district's customers by last name (index = name).
+type NameTable = std::sync::Arc<Vec<Vec<u32>>>;
+
+thread_local! {
+    /// Name → customers of a district: a pure function of its arguments,
+    /// memoized because every Payment and Order-Status by name needs it.
+    static NAME_TABLES: std::cell::RefCell<std::collections::HashMap<(u32, u32, u32), NameTable>> =
+        Default::default();
+}
+
+fn name_table(customers: u32, w: u32, d: u32) -> NameTable {
+    NAME_TABLES.with(|memo| {
+        let mut memo = memo.borrow_mut();
+        if let Some(t) = memo.get(&(customers, w, d)) {
+            return std::sync::Arc::clone(t);
+        }
+        let mut table = vec![Vec::new(); 1_000];
+        for c in 1..=customers {
+            table[last_name(w, d, c) as usize].push(c);
+        }
+        if memo.len() >= NAME_TABLES_MAX {
+            memo.clear();
+        }
+        let table = std::sync::Arc::new(table);
+        memo.insert((customers, w, d), std::sync::Arc::clone(&table));
+        table
+    })
+}
+
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
@@ -137,11 +172,13 @@ impl Scale {
     fn key(&self, table: Table, w: u32, rest: u64) -> Key {
         debug_assert!(rest <= REST_BITS);
         let slot = (table as u64) << TABLE_SHIFT | u64::from(w) << WAREHOUSE_SHIFT | rest;
-        Key(slot * u64::from(self.shards) + self.shard(w))
+        let homes = u64::from(self.homes.max(1));
+        let home = u64::from(w - 1) % homes;
+        Key((slot * homes + home) * u64::from(self.shards) + self.shard(w))
     }
 
     fn decode(&self, key: Key) -> (u64, u32, u64) {
-        let slot = key.0 / u64::from(self.shards);
+        let slot = key.0 / u64::from(self.shards) / u64::from(self.homes.max(1));
         (slot >> TABLE_SHIFT, ((slot >> WAREHOUSE_SHIFT) & 0xfff) as u32, slot & REST_BITS)
     }
 
@@ -219,7 +256,7 @@ impl Scale {
     /// The customers of district `(w, d)` whose last name is `name`, in id
     /// order.
     pub fn customers_named(&self, w: u32, d: u32, name: u32) -> Vec<u32> {
-        (1..=self.customers).filter(|c| last_name(w, d, *c) == name).collect()
+        name_table(self.customers, w, d).get(name as usize).cloned().unwrap_or_default()
     }
 
     /// The initial row of a key, `None` when it does not exist initially.
@@ -748,7 +785,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn scale() -> Scale {
-        Scale { warehouses: 2, customers: 30, items: 100, shards: 2 }
+        Scale { warehouses: 2, customers: 30, items: 100, shards: 2, homes: 3 }
     }
 
     /// A store of committed rows (initial rows are implicit).
@@ -783,6 +820,8 @@ mod tests {
                 [s.warehouse(w), s.district(w, 10), s.customer(w, 1, 30), s.order_line(w, 2, 3001, 15), s.stock(w, 100)]
             {
                 assert_eq!(key.0 % 2, u64::from(w - 1));
+                let layout = crate::KeyLayout { shards: 2, homes: vec![crate::RegionId(0); 3] };
+                assert_eq!(layout.home_index(key), (w - 1) as usize % 3, "and is homed with its warehouse");
             }
         }
     }

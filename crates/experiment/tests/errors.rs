@@ -185,8 +185,14 @@ fn warmup_must_be_shorter_than_duration() {
 fn workload_errors_name_the_workload_field() {
     let e = err(&edit("kind = \"microbench\"", "kind = \"tpc-c\""));
     expect(&e, Some(14), "workload.kind", "unknown variant `tpc-c`");
-    let e = err(&edit("kind = \"microbench\"", "kind = \"tpcc\""));
-    expect(&e, Some(14), "workload.kind", "not implemented yet");
+    let e = err(&edit("kind = \"microbench\"", "kind = \"tpcc\"\nwarehouses = 0"));
+    expect(&e, Some(15), "workload.warehouses", "between 1 and");
+    let e = err(&edit("kind = \"microbench\"", "kind = \"tpcc\"\nzipf = 0.5"));
+    expect(&e, Some(15), "workload.zipf", "only to kind =");
+    let e = err(&edit("kind = \"microbench\"", "kind = \"ycsb-t\"\nby_last_name_pct = 60"));
+    expect(&e, Some(15), "workload.by_last_name_pct", "only to kind = \"tpcc\"");
+    let e = err(&edit("kind = \"microbench\"", "kind = \"tpcc\"\nmix = [50.0, 50.0]"));
+    expect(&e, Some(15), "workload.mix", "five non-negative percentages");
     let e = err(&edit("kind = \"microbench\"", "kind = \"microbench\"\nshards_per_txn = 4"));
     expect(&e, Some(15), "workload.shards_per_txn", "exceeds the cluster's 3 shard(s)");
     let e = err(&edit("kind = \"microbench\"", "kind = \"ycsb-t\"\nshards_per_txn = [1, 2, 3]"));

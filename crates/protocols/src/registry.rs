@@ -3,7 +3,7 @@
 //! into the protocol type for generic code (the simulator and the runtime
 //! are generic over `Protocol`).
 
-use meridian_core::{Consistency, ParamDoc, Protocol};
+use meridian_core::{Consistency, ParamDoc, Protocol, Shapes};
 
 /// A protocol Meridian knows by name.
 #[derive(Clone, Copy, Debug)]
@@ -14,14 +14,22 @@ pub struct ProtocolInfo {
     pub implemented: bool,
     pub summary: &'static str,
     pub params: &'static [ParamDoc],
+    /// The transaction shapes it runs (planned: as its paper describes).
+    pub shapes: Shapes,
 }
 
 const fn planned(name: &'static str, consistency: Consistency, summary: &'static str) -> ProtocolInfo {
-    ProtocolInfo { name, consistency, implemented: false, summary, params: &[] }
+    let shapes = match consistency {
+        // The read-atomic and causal algorithms of the NOC-NOC paper and
+        // their baselines run read-only and write-only transactions.
+        ReadAtomic | Causal => Shapes::READ_ONLY_WRITE_ONLY,
+        _ => Shapes::GENERAL,
+    };
+    ProtocolInfo { name, consistency, implemented: false, summary, params: &[], shapes }
 }
 
 const fn implemented<P: Protocol>(summary: &'static str, params: &'static [ParamDoc]) -> ProtocolInfo {
-    ProtocolInfo { name: P::NAME, consistency: P::CONSISTENCY, implemented: true, summary, params }
+    ProtocolInfo { name: P::NAME, consistency: P::CONSISTENCY, implemented: true, summary, params, shapes: P::SHAPES }
 }
 
 use Consistency::*;
@@ -51,6 +59,7 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
     planned("eiger-port", Causal, "transactional causal consistency (Eiger-PORT)"),
     planned("ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
     planned("ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
+    planned("lora", ReadAtomic, "SNOW-optimal read-atomic transactions (LORA)"),
 ];
 
 /// Looks a protocol up by its CONTRACT name.
@@ -106,6 +115,7 @@ mod tests {
             "eiger-port",
             "ramp-f",
             "ramp-s",
+            "lora",
         ];
         let names: Vec<&str> = PROTOCOLS.iter().map(|p| p.name).collect();
         assert_eq!(names, contract);

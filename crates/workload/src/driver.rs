@@ -49,6 +49,9 @@ pub struct DriverConfig {
     pub end_ns: u64,
     pub seed: u64,
     pub record_history: bool,
+    /// Judge every committed read's freshness (for protocols below strict
+    /// serializability, where reads may be stale).
+    pub measure_freshness: bool,
 }
 
 /// One request: its program and type, its first attempt, its session.
@@ -57,6 +60,8 @@ struct Request {
     program: Program,
     label: &'static str,
     first_invoke_ns: u64,
+    /// When the current attempt was invoked.
+    invoke_ns: u64,
     retries: u32,
     session: u64,
 }
@@ -135,6 +140,12 @@ pub struct DriverStats {
     pub schedule_lag_us: Histogram<u64>,
     /// Sessions opened (history processes).
     pub sessions: u64,
+    /// Committed reads judged for freshness, and how many saw the newest
+    /// version committed when they were invoked.
+    pub reads_judged: u64,
+    pub reads_up_to_date: u64,
+    /// How long a stale read's version had been superseded, in µs.
+    pub staleness_us: Histogram<u64>,
 }
 
 impl DriverStats {
@@ -156,6 +167,9 @@ impl DriverStats {
             arrivals: 0,
             schedule_lag_us: new_histogram(),
             sessions: 0,
+            reads_judged: 0,
+            reads_up_to_date: 0,
+            staleness_us: new_histogram(),
         }
     }
 
@@ -177,7 +191,53 @@ pub struct Driver {
     next_session: u64,
     retry_seq: u64,
     labels: BTreeMap<&'static str, Arc<str>>,
+    freshness: Freshness,
     stats: DriverStats,
+}
+
+/// Committed versions kept per key for judging freshness.
+const VERSIONS_PER_KEY: usize = 64;
+
+/// What clients saw committed, per key: the versions (tags) in the order
+/// their writers completed, with completion times. A read is up to date
+/// when it saw the newest version completed before it was invoked;
+/// otherwise it lagged by the time since its version was superseded.
+/// Completion times stand for commit times (a writer commits before its
+/// client hears so), and only values clients wrote count: the measure
+/// needs no protocol-side version stamp.
+#[derive(Default)]
+struct Freshness {
+    versions: rustc_hash::FxHashMap<u64, std::collections::VecDeque<(u64, u64)>>,
+}
+
+impl Freshness {
+    /// `Some(lag_ns)` for a stale read of `tag` (0: the initial state)
+    /// invoked at `invoke_ns`; `None` when up to date.
+    fn judge(&self, key: u64, tag: u64, invoke_ns: u64) -> Option<u64> {
+        let versions = self.versions.get(&key)?;
+        let before = versions.iter().rposition(|(t, _)| *t < invoke_ns)?;
+        if versions[before].1 == tag {
+            return None;
+        }
+        match versions.iter().position(|(_, v)| *v == tag) {
+            // An older version: superseded when the next one completed.
+            Some(i) if i < before => Some(invoke_ns - versions[i + 1].0),
+            // A newer one (its writer completed after the read began).
+            Some(_) => None,
+            // The initial state, or a version too old to be kept.
+            None if tag == 0 || versions.len() == VERSIONS_PER_KEY => Some(invoke_ns - versions[0].0),
+            // A version whose writer has not completed yet.
+            None => None,
+        }
+    }
+
+    fn committed(&mut self, key: u64, tag: u64, at_ns: u64) {
+        let versions = self.versions.entry(key).or_default();
+        if versions.len() == VERSIONS_PER_KEY {
+            versions.pop_front();
+        }
+        versions.push_back((at_ns, tag));
+    }
 }
 
 impl Driver {
@@ -225,6 +285,7 @@ impl Driver {
             next_session: 0,
             retry_seq: 0,
             labels: BTreeMap::new(),
+            freshness: Freshness::default(),
             stats: DriverStats::new(),
         }
     }
@@ -280,6 +341,7 @@ impl Driver {
     fn submit(&mut self, ci: usize, io: &mut dyn ClientIo, r: Request) {
         let now = io.now_ns();
         self.record(OpType::Invoke, &r, now, || invoke_mops(&r.program));
+        let r = Request { invoke_ns: now, ..r };
         let c = &mut self.clients[ci];
         let request = RequestId(c.next_request);
         c.next_request += 1;
@@ -294,7 +356,7 @@ impl Driver {
         let now = io.now_ns();
         self.stats.started += 1;
         let session = self.take_session(ci);
-        self.submit(ci, io, Request { program, label, first_invoke_ns: now, retries: 0, session });
+        self.submit(ci, io, Request { program, label, first_invoke_ns: now, invoke_ns: now, retries: 0, session });
     }
 
     /// Handles arrivals, loops and retries due now, then asks for the next
@@ -387,6 +449,9 @@ impl Driver {
                 self.final_abort(ci, io, r, AbortReason::Rollback);
             }
             Outcome::Committed { results } => {
+                if self.cfg.measure_freshness {
+                    self.judge_freshness(&r, &results, now);
+                }
                 self.record(OpType::Ok, &r, now, || completion_mops(&r.program, &results));
                 self.count_commit(ci, &r, now);
                 self.clients[ci].idle_sessions.push(r.session);
@@ -433,6 +498,34 @@ impl Driver {
         self.record(OpType::Info, r, now, || invoke_mops(&r.program));
         self.stats.unknown += 1;
         self.stats.of_type(r.label).unknown += 1;
+    }
+
+    /// Judges every read of a committed transaction, then records its
+    /// writes as the newest versions of their keys.
+    fn judge_freshness(&mut self, r: &Request, results: &[meridian_core::OpResult], now: u64) {
+        use meridian_checker::{Mop, ReadValue};
+        let mops = completion_mops(&r.program, results);
+        for m in &mops {
+            if let Mop::Read { key, value } = m {
+                let tag = match value {
+                    ReadValue::Nil => 0,
+                    ReadValue::Register(t) => *t,
+                    ReadValue::List(l) => l.last().copied().unwrap_or(0),
+                };
+                self.stats.reads_judged += 1;
+                match self.freshness.judge(*key, tag, r.invoke_ns) {
+                    None => self.stats.reads_up_to_date += 1,
+                    Some(lag_ns) => self.stats.staleness_us.saturating_record(lag_ns / 1_000),
+                }
+            }
+        }
+        for m in mops {
+            match m {
+                Mop::Write { key, value } => self.freshness.committed(key, value, now),
+                Mop::Append { key, element } => self.freshness.committed(key, element, now),
+                Mop::Read { .. } => {}
+            }
+        }
     }
 
     fn count_abort_reason(&mut self, reason: AbortReason) {
@@ -610,6 +703,7 @@ mod tests {
             end_ns,
             seed: 3,
             record_history: false,
+            measure_freshness: false,
         };
         let client = topology.clients()[0];
         (Driver::new(cfg, &topology, |_| Box::new(OneRead)), client)
@@ -660,5 +754,18 @@ mod tests {
         assert!((60..=140).contains(&stats.started), "about 100 arrivals were due, {} sent", stats.started);
         assert!(stats.schedule_lag_us.max() >= 50_000, "the earliest was sent tens of ms late");
         assert!(host.wakes.last().is_some_and(|at| *at > host.now_ns), "the next wake-up is in the future");
+    }
+
+    #[test]
+    fn a_read_of_a_superseded_version_lags_by_the_time_since_it_was_superseded() {
+        let mut f = Freshness::default();
+        f.committed(7, 100, 10_000_000);
+        f.committed(7, 200, 20_000_000);
+        assert_eq!(f.judge(7, 200, 30_000_000), None, "the newest version is up to date");
+        assert_eq!(f.judge(7, 100, 30_000_000), Some(10_000_000), "superseded 10 ms before the read began");
+        assert_eq!(f.judge(7, 100, 15_000_000), None, "the newest when that read began");
+        assert_eq!(f.judge(7, 0, 30_000_000), Some(20_000_000), "the initial state, superseded at the first write");
+        assert_eq!(f.judge(7, 300, 30_000_000), None, "a version whose writer completes later");
+        assert_eq!(f.judge(8, 0, 30_000_000), None, "a key nobody wrote");
     }
 }

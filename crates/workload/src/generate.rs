@@ -20,6 +20,7 @@ pub fn generator(spec: &WorkloadSpec, client: &ClientInfo) -> Result<Box<dyn Gen
     let shards = client.layout.shards;
     spec.validate(shards)?;
     let mix = match spec.kind {
+        WorkloadKind::Tpcc => return Ok(Box::new(crate::tpcc::generator(spec, client))),
         WorkloadKind::Microbench => OpMix::Increments,
         WorkloadKind::YcsbT => OpMix::ReadOrIncrement,
         WorkloadKind::ListAppend => OpMix::ReadOrAppend,
@@ -143,7 +144,7 @@ impl ShardedGenerator {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::spec::ShardsPerTxn;
     use std::collections::{BTreeSet, HashSet};
@@ -262,7 +263,7 @@ mod tests {
 
     #[test]
     fn invalid_specs_do_not_build() {
-        let spec = WorkloadSpec::new(WorkloadKind::Tpcc);
+        let spec = WorkloadSpec::new(WorkloadKind::Retwis);
         let err = generator(&spec, &client(3)).err().unwrap();
         assert!(err.starts_with("kind:"), "{err}");
         let spec = WorkloadSpec {

@@ -14,6 +14,8 @@
 //!   recover each key's version order).
 //! - `list-append`: Elle's list-append over a small key space: appends of
 //!   unique elements and reads of whole lists, for consistency checking.
+//! - `tpcc`: TPC-C's five transactions as procedures ([`tpcc`]), with the
+//!   audit of its consistency conditions on the final database.
 //!
 //! The module [`render`] turns programs and their results into the history
 //! micro-operations of CONTRACT.md; [`TagSource`] hands out the unique
@@ -24,6 +26,7 @@ pub mod generate;
 pub mod render;
 pub mod spec;
 pub mod tags;
+pub mod tpcc;
 pub mod zipf;
 
 pub use driver::{Driver, DriverConfig, DriverStats, Pacing, retag};
@@ -86,6 +89,26 @@ impl ClientInfo {
             })
             .collect()
     }
+}
+
+/// The transaction shapes a workload needs from a protocol.
+pub fn shapes_needed(spec: &WorkloadSpec) -> meridian_core::Shapes {
+    use meridian_core::{ProcedureSupport, Shapes};
+    match spec.kind {
+        WorkloadKind::RampYcsb => Shapes { read_write: false, procedures: ProcedureSupport::None },
+        WorkloadKind::Tpcc => Shapes { read_write: true, procedures: ProcedureSupport::Anchored },
+        _ => Shapes { read_write: true, procedures: ProcedureSupport::None },
+    }
+}
+
+/// `preferred` if a protocol of these shapes runs it, else the workload it
+/// can run (RAMP's YCSB for read-only/write-only protocols): what `meridian
+/// demo` and `meridian swarm` use so that every protocol takes part.
+pub fn workload_for(shapes: meridian_core::Shapes, preferred: &WorkloadSpec) -> WorkloadSpec {
+    if shapes.check(shapes_needed(preferred)).is_ok() {
+        return preferred.clone();
+    }
+    WorkloadSpec::new(WorkloadKind::RampYcsb)
 }
 
 /// A source of transactions, one per client.

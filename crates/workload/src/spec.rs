@@ -22,7 +22,7 @@ pub enum WorkloadKind {
     ListAppend,
     /// SLOG's YCSB variant (hot records, multi-home share): not yet.
     SlogYcsb,
-    /// TPC-C: not yet.
+    /// TPC-C's five transactions (see `tpcc.rs`).
     Tpcc,
     /// Retwis (Twitter clone mix): not yet.
     Retwis,
@@ -57,7 +57,7 @@ impl WorkloadKind {
 
     /// Whether a generator exists for this kind.
     pub fn is_implemented(self) -> bool {
-        matches!(self, WorkloadKind::Microbench | WorkloadKind::YcsbT | WorkloadKind::ListAppend)
+        matches!(self, WorkloadKind::Microbench | WorkloadKind::YcsbT | WorkloadKind::ListAppend | WorkloadKind::Tpcc)
     }
 }
 
@@ -152,7 +152,77 @@ pub struct WorkloadSpec {
     pub read_ratio: Option<f64>,
     /// Distinct shards per transaction, fixed or a range.
     pub shards_per_txn: Option<ShardsPerTxn>,
+    /// tpcc: warehouses (default: one per shard).
+    pub warehouses: Option<u32>,
+    /// tpcc: customers per district, and initial orders per district
+    /// (3,000 in the specification).
+    pub customers_per_district: Option<u32>,
+    /// tpcc: items (100,000 in the specification).
+    pub items: Option<u32>,
+    /// tpcc: % of order lines supplied by another warehouse (1).
+    pub remote_item_pct: Option<f64>,
+    /// tpcc: % of Payments for a customer of another warehouse (15).
+    pub remote_payment_pct: Option<f64>,
+    /// tpcc: % of Payments and Order-Status naming the customer by last
+    /// name (60).
+    pub by_last_name_pct: Option<f64>,
+    /// The transaction mix in %: tpcc New-Order, Payment, Order-Status,
+    /// Delivery, Stock-Level (45, 43, 4, 4, 4); retwis add-user,
+    /// follow/unfollow, post-tweet, load-timeline (5, 15, 30, 50).
+    pub mix: Option<Vec<f64>>,
+    /// slog-ycsb: records each transaction reads and writes (10).
+    pub records_per_txn: Option<u32>,
+    /// slog-ycsb: how many of them are hot (2).
+    pub hot_records: Option<u32>,
+    /// slog-ycsb: hot records per partition (10,000).
+    pub hot_set: Option<u64>,
+    /// slog-ycsb: % of transactions touching records of two home regions.
+    pub multi_home_pct: Option<f64>,
+    /// slog-ycsb: % of transactions touching two partitions.
+    pub multi_partition_pct: Option<f64>,
+    /// ramp-ycsb: keys in all.
+    pub keys: Option<u64>,
+    /// ramp-ycsb: keys per transaction (4 to 128).
+    pub txn_size: Option<u32>,
+    /// ramp-ycsb: % of transactions that are read-only (the rest write
+    /// only).
+    pub read_txn_pct: Option<f64>,
+    /// ramp-ycsb: bytes per written value.
+    pub value_bytes: Option<u32>,
+    /// Test-only: TPC-C New-Orders skip the district update (a broken
+    /// workload the consistency conditions must catch). Not in files.
+    #[serde(skip)]
+    pub broken_new_order: bool,
 }
+
+/// Which kinds each kind-specific field applies to (the fields every kind
+/// shares are not listed).
+const FIELD_KINDS: &[(&str, &[WorkloadKind])] = {
+    use WorkloadKind::*;
+    &[
+        ("keys_per_shard", &[Microbench, YcsbT, ListAppend, SlogYcsb, Retwis]),
+        ("zipf", &[Microbench, YcsbT, ListAppend, RampYcsb, Retwis]),
+        ("ops_per_txn", &[Microbench, YcsbT, ListAppend]),
+        ("read_ratio", &[Microbench, YcsbT, ListAppend, SlogYcsb]),
+        ("shards_per_txn", &[Microbench, YcsbT, ListAppend]),
+        ("warehouses", &[Tpcc]),
+        ("customers_per_district", &[Tpcc]),
+        ("items", &[Tpcc]),
+        ("remote_item_pct", &[Tpcc]),
+        ("remote_payment_pct", &[Tpcc]),
+        ("by_last_name_pct", &[Tpcc]),
+        ("mix", &[Tpcc, Retwis]),
+        ("records_per_txn", &[SlogYcsb]),
+        ("hot_records", &[SlogYcsb]),
+        ("hot_set", &[SlogYcsb]),
+        ("multi_home_pct", &[SlogYcsb]),
+        ("multi_partition_pct", &[SlogYcsb]),
+        ("keys", &[RampYcsb]),
+        ("txn_size", &[RampYcsb]),
+        ("read_txn_pct", &[RampYcsb]),
+        ("value_bytes", &[RampYcsb]),
+    ]
+};
 
 /// A workload setting that cannot work: the offending field and why.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -231,8 +301,57 @@ impl WorkloadSpec {
         }
     }
 
+    /// The kind-specific fields this file sets.
+    fn fields_set(&self) -> Vec<&'static str> {
+        let set = [
+            ("keys_per_shard", self.keys_per_shard.is_some()),
+            ("zipf", self.zipf.is_some()),
+            ("ops_per_txn", self.ops_per_txn.is_some()),
+            ("read_ratio", self.read_ratio.is_some()),
+            ("shards_per_txn", self.shards_per_txn.is_some()),
+            ("warehouses", self.warehouses.is_some()),
+            ("customers_per_district", self.customers_per_district.is_some()),
+            ("items", self.items.is_some()),
+            ("remote_item_pct", self.remote_item_pct.is_some()),
+            ("remote_payment_pct", self.remote_payment_pct.is_some()),
+            ("by_last_name_pct", self.by_last_name_pct.is_some()),
+            ("mix", self.mix.is_some()),
+            ("records_per_txn", self.records_per_txn.is_some()),
+            ("hot_records", self.hot_records.is_some()),
+            ("hot_set", self.hot_set.is_some()),
+            ("multi_home_pct", self.multi_home_pct.is_some()),
+            ("multi_partition_pct", self.multi_partition_pct.is_some()),
+            ("keys", self.keys.is_some()),
+            ("txn_size", self.txn_size.is_some()),
+            ("read_txn_pct", self.read_txn_pct.is_some()),
+            ("value_bytes", self.value_bytes.is_some()),
+        ];
+        set.into_iter().filter(|(_, on)| *on).map(|(name, _)| name).collect()
+    }
+
+    /// A field set for a kind it does not apply to.
+    fn check_fields_apply(&self) -> Result<(), SpecError> {
+        for field in self.fields_set() {
+            let kinds = FIELD_KINDS.iter().find(|(f, _)| *f == field).map_or(&[][..], |(_, k)| k);
+            if !kinds.contains(&self.kind) {
+                let names: Vec<String> = kinds.iter().map(|k| format!("\"{k}\"")).collect();
+                return spec_err(
+                    field,
+                    format!("does not apply to kind = \"{}\" (only to kind = {})", self.kind, names.join(" or ")),
+                );
+            }
+        }
+        Ok(())
+    }
+
     /// Checks the workload against a cluster of `shards` shards.
     pub fn check(&self, shards: u32) -> Result<(), SpecError> {
+        self.check_fields_apply()?;
+        match self.kind {
+            WorkloadKind::Tpcc => return crate::tpcc::check(self, shards),
+            WorkloadKind::SlogYcsb | WorkloadKind::Retwis | WorkloadKind::RampYcsb => {}
+            WorkloadKind::Microbench | WorkloadKind::YcsbT | WorkloadKind::ListAppend => {}
+        }
         if !self.kind.is_implemented() {
             let implemented: Vec<&str> =
                 WorkloadKind::ALL.iter().filter(|k| k.is_implemented()).map(|k| k.name()).collect();
@@ -379,8 +498,18 @@ mod tests {
     }
 
     #[test]
+    fn a_field_of_another_kind_is_named() {
+        let spec = parse("kind = \"ycsb-t\"\nwarehouses = 4").unwrap();
+        let err = spec.check(3).unwrap_err();
+        assert_eq!(err.field, "warehouses");
+        assert!(err.message.contains("only to kind = \"tpcc\""), "{err}");
+        let spec = parse("kind = \"tpcc\"\nzipf = 0.5").unwrap();
+        assert_eq!(spec.check(3).unwrap_err().field, "zipf");
+    }
+
+    #[test]
     fn unimplemented_kinds_are_rejected_clearly() {
-        for kind in ["slog-ycsb", "tpcc", "retwis", "ramp-ycsb"] {
+        for kind in ["slog-ycsb", "retwis", "ramp-ycsb"] {
             let spec = parse(&format!("kind = \"{kind}\"")).unwrap();
             let err = spec.check(3).unwrap_err();
             assert_eq!(err.field, "kind");

@@ -296,6 +296,9 @@ pub enum Node {
 impl Protocol for Tiga {
     const NAME: &'static str = "tiga";
     const CONSISTENCY: Consistency = Consistency::StrictSerializable;
+    /// One shot (§2): every shard runs its piece where it lives, so a
+    /// procedure must be made of anchored parts (TPC-C's are).
+    const SHAPES: meridian_core::Shapes = meridian_core::Shapes::ONE_SHOT;
     type Msg = Msg;
     type Record = Record;
     type Timer = Timer;

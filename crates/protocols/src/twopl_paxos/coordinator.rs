@@ -51,6 +51,8 @@ struct Attempt {
     waiting: BTreeSet<ShardId>,
     /// Every shard that locked something for this attempt.
     participants: BTreeSet<ShardId>,
+    /// Keys locked exclusively so far.
+    exclusive: BTreeSet<Key>,
     writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
     tally: Option<Tally>,
     unacked: BTreeSet<ShardId>,
@@ -129,7 +131,13 @@ impl Coordinator {
         req.attempts += 1;
         req.prio.get_or_insert(Priority { start_ns: ctx.clock_ns(), first: txn });
         let keys = round_keys(&req.program, &BTreeMap::new(), true);
-        assert!(!keys.is_empty(), "a non-empty program has keys to execute");
+        if keys.is_empty() {
+            // A procedure that finishes without reading (a rollback known
+            // from its input): nothing to lock, nothing to write.
+            let req = self.requests.remove(&request).expect("a live request");
+            let results = req.program.execute(|_| None).results;
+            return ctx.complete(request, Outcome::Committed { results });
+        }
         let deadline_tick = self.deadline(ctx, self.cfg.execute_timeout_ns);
         let attempt = Attempt {
             request,
@@ -138,6 +146,7 @@ impl Coordinator {
             round: 0,
             waiting: BTreeSet::new(),
             participants: BTreeSet::new(),
+            exclusive: BTreeSet::new(),
             writes: BTreeMap::new(),
             tally: None,
             unacked: BTreeSet::new(),
@@ -161,6 +170,7 @@ impl Coordinator {
         let prio = self.requests[&a.request].prio.expect("set at the first attempt");
         a.waiting = by_shard.keys().copied().collect();
         a.participants.extend(by_shard.keys().copied());
+        a.exclusive.extend(by_shard.values().flatten().filter(|k| k.mode == LockMode::Exclusive).map(|k| k.key));
         let round = a.round;
         for (shard, keys) in by_shard {
             ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
@@ -217,6 +227,18 @@ impl Coordinator {
         }
         // Every lock is held: compute the writes from what was read.
         let exec: Execution = req.program.execute(|k| a.reads.get(&k).cloned().flatten());
+        // A procedure may write keys it found through its reads (an order
+        // numbered by its district): lock those before preparing.
+        let unlocked: Vec<LockRead> = exec
+            .writes
+            .iter()
+            .filter(|(k, _)| !a.exclusive.contains(k))
+            .map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false })
+            .collect();
+        if !unlocked.is_empty() {
+            a.round += 1;
+            return self.send_round(ctx, txn, unlocked);
+        }
         let topo = ctx.topology();
         for (key, value) in exec.writes {
             a.writes.entry(topo.shard_of(key)).or_default().push((key, value));
