@@ -21,6 +21,18 @@
 //! touching it also declares (TPC-C's order rows are guarded by their
 //! district). One-shot protocols detect conflicts on footprints.
 //!
+//! Reconnaissance (SLOG §4, Calvin's OLLP): a one-shot protocol that needs
+//! a transaction's keys before running it, for a procedure whose keys
+//! depend on its reads, first runs it read-only against a snapshot
+//! ([`reconnoiter`]); the transaction is then submitted with the keys that
+//! pass found and the versions it assumed, and at its turn it runs only if
+//! every assumed key still holds the version seen ([`Recon::holds`]),
+//! otherwise it aborts and the client retries with a new pass. The check
+//! is deterministic, so participants that all see every assumed key's
+//! value (Calvin and SLOG exchange their reads) abort alike; a protocol
+//! whose participants each see only their own shard (Tiga) cannot use it
+//! for assumptions that span shards, and runs anchored procedures instead.
+//!
 //! Results and replay: a procedure's results are the values it read, part
 //! by part, in the order it asked for them (each key once per part). From
 //! those values alone [`replay`] re-runs the procedure and recovers every
@@ -283,6 +295,51 @@ pub fn execute(procedure: &Procedure, mut read: impl FnMut(Key) -> OpResult) -> 
     (results, writes)
 }
 
+/// What a reconnaissance pass found: every key the procedure touched
+/// (reads and writes, as [`Need`]s) and the version (tag, 0 for the initial
+/// state) of every key it read.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Recon {
+    pub keys: Vec<Need>,
+    pub assumed: Vec<(Key, u64)>,
+}
+
+impl Recon {
+    /// Whether every assumed version still holds under `read` (the state
+    /// at the transaction's turn): the deterministic check that decides
+    /// whether it runs or aborts.
+    pub fn holds(&self, mut read: impl FnMut(Key) -> OpResult) -> bool {
+        self.assumed.iter().all(|(key, tag)| read(*key).map_or(0, |v| v.tag) == *tag)
+    }
+}
+
+/// Runs `procedure` read-only against `read` (a snapshot) and reports the
+/// keys it would touch and the versions it read.
+pub fn reconnoiter(procedure: &Procedure, mut read: impl FnMut(Key) -> OpResult) -> Recon {
+    let mut keys: Vec<Need> = Vec::new();
+    let mut assumed = Vec::new();
+    for part in 0..procedure.parts() {
+        let mut memo = ReadMap::new();
+        let run = run_part(procedure, part, &mut memo, &mut read);
+        for (key, value) in run.reads {
+            assumed.push((key, value.map_or(0, |v| v.tag)));
+            keys.push(Need::read(key));
+        }
+        keys.extend(run.writes.iter().map(|(k, _)| Need::write(*k)));
+    }
+    keys.sort_unstable();
+    // A key both read and written is a write.
+    keys.dedup_by(|later, earlier| {
+        later.key == earlier.key && {
+            earlier.write |= later.write;
+            true
+        }
+    });
+    assumed.sort_unstable();
+    assumed.dedup();
+    Recon { keys, assumed }
+}
+
 impl Transfer {
     fn step(&self, reads: &ReadMap) -> Step {
         let all = [self.from, self.to, self.amount];
@@ -323,6 +380,26 @@ mod tests {
         assert_eq!(replay(&transfer(), &[None, None]), None);
         assert_eq!(replay(&transfer(), &[None, None, None, None]), None);
         assert!(replay(&transfer(), &[None, None, None]).is_some());
+    }
+
+    /// SLOG §4 / OLLP: the pass finds the keys and the versions it saw;
+    /// at the transaction's turn every participant evaluating the check on
+    /// the same values decides alike: it runs if nothing changed, and
+    /// aborts if a key it read was written since, until a new pass.
+    #[test]
+    fn reconnaissance_finds_the_keys_and_a_change_aborts_deterministically() {
+        let mut store: BTreeMap<Key, Value> =
+            [(Key(1), Value::int(7, 50)), (Key(2), Value::int(8, 5)), (Key(3), Value::int(9, 20))].into();
+        let recon = reconnoiter(&transfer(), |k| store.get(&k).cloned());
+        let keys: Vec<(u64, bool)> = recon.keys.iter().map(|n| (n.key.0, n.write)).collect();
+        assert_eq!(keys, vec![(1, true), (2, true), (3, false)]);
+        assert_eq!(recon.assumed, vec![(Key(1), 7), (Key(2), 8), (Key(3), 9)]);
+        assert!(recon.holds(|k| store.get(&k).cloned()), "nothing changed: it runs");
+        store.insert(Key(3), Value::int(10, 25));
+        let decisions: Vec<bool> = (0..3).map(|_| recon.holds(|k| store.get(&k).cloned())).collect();
+        assert_eq!(decisions, vec![false; 3], "every participant aborts alike");
+        let again = reconnoiter(&transfer(), |k| store.get(&k).cloned());
+        assert!(again.holds(|k| store.get(&k).cloned()), "the retry's new pass succeeds");
     }
 
     #[test]

@@ -371,6 +371,9 @@ impl Server {
                 || self.pq.blocked_by_agreeing(&p.reads, &p.writes);
             if !conflict {
                 if self.is_leader() {
+                    // How long after its timestamp a transaction is released
+                    // (conflicting predecessors, agreement): an observation.
+                    ctx.observe("leader_release_lag_us", now.saturating_sub(p.t) / 1_000);
                     self.leader_release(ctx, id);
                 } else {
                     self.follower_release(ctx, id);

@@ -51,8 +51,6 @@ struct Attempt {
     waiting: BTreeSet<ShardId>,
     /// Every shard that locked something for this attempt.
     participants: BTreeSet<ShardId>,
-    /// Keys locked exclusively so far.
-    exclusive: BTreeSet<Key>,
     writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
     tally: Option<Tally>,
     unacked: BTreeSet<ShardId>,
@@ -146,7 +144,6 @@ impl Coordinator {
             round: 0,
             waiting: BTreeSet::new(),
             participants: BTreeSet::new(),
-            exclusive: BTreeSet::new(),
             writes: BTreeMap::new(),
             tally: None,
             unacked: BTreeSet::new(),
@@ -170,7 +167,6 @@ impl Coordinator {
         let prio = self.requests[&a.request].prio.expect("set at the first attempt");
         a.waiting = by_shard.keys().copied().collect();
         a.participants.extend(by_shard.keys().copied());
-        a.exclusive.extend(by_shard.values().flatten().filter(|k| k.mode == LockMode::Exclusive).map(|k| k.key));
         let round = a.round;
         for (shard, keys) in by_shard {
             ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
@@ -227,19 +223,20 @@ impl Coordinator {
         }
         // Every lock is held: compute the writes from what was read.
         let exec: Execution = req.program.execute(|k| a.reads.get(&k).cloned().flatten());
-        // A procedure may write keys it found through its reads (an order
-        // numbered by its district): lock those before preparing.
-        let unlocked: Vec<LockRead> = exec
+        let topo = ctx.topology();
+        // Writes on a shard nothing was read from: that shard's leader
+        // takes their locks in one more round (elsewhere the prepare takes
+        // the locks of keys written without being read).
+        let elsewhere: Vec<LockRead> = exec
             .writes
             .iter()
-            .filter(|(k, _)| !a.exclusive.contains(k))
+            .filter(|(k, _)| !a.participants.contains(&topo.shard_of(*k)))
             .map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false })
             .collect();
-        if !unlocked.is_empty() {
+        if !elsewhere.is_empty() {
             a.round += 1;
-            return self.send_round(ctx, txn, unlocked);
+            return self.send_round(ctx, txn, elsewhere);
         }
-        let topo = ctx.topology();
         for (key, value) in exec.writes {
             a.writes.entry(topo.shard_of(key)).or_default().push((key, value));
         }

@@ -51,6 +51,8 @@ pub(super) struct Active {
     /// Termination ticks in the current stage at this leader: a lock lease
     /// for unprepared transactions, in-doubt detection for prepared ones.
     pub age_ticks: u32,
+    /// When the current round asked for its locks (this leader's clock).
+    pub asked_ns: u64,
 }
 
 pub struct Replica {
@@ -200,6 +202,7 @@ impl Replica {
                 locks: wanted,
                 stage: Stage::Locking { next: 0 },
                 age_ticks: 0,
+                asked_ns: ctx.clock_ns(),
             };
             self.active.insert(txn, active);
             return self.acquire(ctx, vec![txn]);
@@ -223,6 +226,7 @@ impl Replica {
         a.round = round;
         a.reads = reads;
         a.stage = Stage::Locking { next };
+        a.asked_ns = ctx.clock_ns();
         self.acquire(ctx, vec![txn]);
     }
 
@@ -270,6 +274,8 @@ impl Replica {
             if let Some(a) = self.active.get_mut(&txn) {
                 a.stage = if waiting { Stage::Locking { next } } else { Stage::Executed };
                 if !waiting {
+                    // How long a round waited for its locks: an observation.
+                    ctx.observe("lock_wait_us", ctx.clock_ns().saturating_sub(a.asked_ns) / 1_000);
                     self.send_reads(ctx, txn);
                 }
             }
@@ -334,9 +340,18 @@ impl Replica {
             Stage::Preparing | Stage::Prepared => return,
             Stage::Locking { .. } => return ctx.send(from, vote(false)),
         }
-        let exclusive = |k: &Key| a.locks.iter().any(|(l, m)| l == k && *m == LockMode::Exclusive);
-        if !writes.iter().all(|(k, _)| exclusive(k)) {
-            return ctx.send(from, vote(false)); // writes outside the locked write set
+        // A procedure may write keys it found through its reads (an order
+        // numbered by its district) and never locked: their exclusive locks
+        // are taken now, at the lock point; one held by another transaction
+        // means no.
+        for (key, _) in &writes {
+            if a.locks.iter().any(|(l, m)| l == key && *m == LockMode::Exclusive) {
+                continue;
+            }
+            if self.locks.try_acquire(*key, txn, LockMode::Exclusive) != Acquire::Granted {
+                return ctx.send(from, vote(false));
+            }
+            a.locks.push((*key, LockMode::Exclusive));
         }
         // Every locked key it does not write is one it read: a new leader
         // re-takes those locks too.
@@ -507,6 +522,7 @@ impl Replica {
                 locks,
                 stage: Stage::Prepared,
                 age_ticks: 0,
+                asked_ns: 0,
             };
             self.active.insert(r.txn, active);
         }
