@@ -979,3 +979,20 @@ fn a_workload_a_protocol_cannot_run_is_refused_at_the_workload_kind() {
         .expect("parses");
     assert!(meridian_cli::runner::check_shapes(&tpcc, "tiga", tiga.shapes).is_ok(), "TPC-C's parts are anchored");
 }
+
+/// Two schedules that once panicked a 2pl-paxos leader. Seed 770004: two
+/// lock leases ran out in the same tick, and releasing the first one's
+/// locks let an older waiter wound the second before its turn to expire
+/// ("expired transactions are active"). Seed 770589: a prepare proposed by
+/// a leader already deposed was chosen later, beside a conflicting one the
+/// next leader had prepared ("prepared transactions never conflict"); every
+/// replica now voids such a record when it applies it.
+#[test]
+fn schedules_that_once_panicked_a_2pl_paxos_leader_run_clean() {
+    for seed in ["770004", "770589"] {
+        let s = Scratch::new(&format!("swarm-{seed}"));
+        let run = s.run(&["swarm", "--protocol", "2pl-paxos", "--seeds", "1", "--start", seed]);
+        assert_eq!(run.code, Some(0), "seed {seed}: {}{}", run.stdout, run.stderr);
+        assert!(swarm_summary(&run).contains("0 failed"), "seed {seed}: {}", run.stdout);
+    }
+}

@@ -23,8 +23,11 @@ pub struct PrepareRecord {
     pub txn: TxnId,
     pub coordinator: NodeId,
     pub participants: Vec<ShardId>,
-    /// Keys held with shared locks (read only here).
-    pub reads: Vec<Key>,
+    /// Keys it read and does not write, each with the version it read (the
+    /// log slot that wrote it; `None`: the initial state). Every replica
+    /// applies the record only if these are still current (see
+    /// `Replica::prepare_holds`).
+    pub reads: Vec<(Key, Option<u64>)>,
     /// Values to install on commit; their keys are held exclusively.
     pub writes: Vec<(Key, Value)>,
 }

@@ -52,9 +52,12 @@ impl Replica {
     }
 
     /// An unprepared transaction's lease ran out: abort it here (always
-    /// safe before a prepare; a late prepare will be refused).
+    /// safe before a prepare; a late prepare will be refused). Expiring an
+    /// earlier one of the same tick may have granted locks whose new holder
+    /// wounded this one: then it is gone already.
     fn expire(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
-        let a = self.active.remove(&txn).expect("expired transactions are active");
+        let Some(a) = self.active.remove(&txn) else { return };
+        debug_assert!(matches!(a.stage, Stage::Locking { .. } | Stage::Executed), "only unprepared leases expire");
         self.refused.insert(txn);
         ctx.count("lock_leases_expired", 1);
         ctx.send(a.coordinator, Msg::Refused { txn, shard: self.shard, reason: Refusal::Wounded });

@@ -53,6 +53,8 @@ pub(super) struct Active {
     pub age_ticks: u32,
     /// When the current round asked for its locks (this leader's clock).
     pub asked_ns: u64,
+    /// The version of every key it read, when it read it.
+    pub read_versions: BTreeMap<Key, Option<u64>>,
 }
 
 pub struct Replica {
@@ -203,6 +205,7 @@ impl Replica {
                 stage: Stage::Locking { next: 0 },
                 age_ticks: 0,
                 asked_ns: ctx.clock_ns(),
+                read_versions: BTreeMap::new(),
             };
             self.active.insert(txn, active);
             return self.acquire(ctx, vec![txn]);
@@ -308,7 +311,10 @@ impl Replica {
 
     /// Every lock of the round is held: read its keys and answer.
     fn send_reads(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
-        let a = &self.active[&txn];
+        let a = self.active.get_mut(&txn).expect("reads are sent for active transactions");
+        for k in &a.reads {
+            a.read_versions.entry(*k).or_insert_with(|| self.store.latest_version(*k));
+        }
         let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, self.store.latest(*k).cloned())).collect();
         ctx.send(a.coordinator, Msg::Executed { txn, shard: self.shard, round: a.round, reads });
     }
@@ -355,10 +361,15 @@ impl Replica {
         }
         // Every locked key it does not write is one it read: a new leader
         // re-takes those locks too.
-        let mut reads: Vec<Key> =
+        let mut read_keys: Vec<Key> =
             a.locks.iter().map(|(k, _)| *k).filter(|k| !writes.iter().any(|(w, _)| w == k)).collect();
-        reads.sort_unstable();
-        reads.dedup();
+        read_keys.sort_unstable();
+        read_keys.dedup();
+        let store = &self.store;
+        let reads = read_keys
+            .into_iter()
+            .map(|k| (k, a.read_versions.get(&k).copied().unwrap_or_else(|| store.latest_version(k))))
+            .collect();
         let record = PrepareRecord { txn, coordinator: from, participants, reads, writes };
         a.stage = Stage::Preparing;
         if self.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(Arc::new(record))).is_err() {
@@ -451,6 +462,12 @@ impl Replica {
                 if self.outcomes.lookup(txn).is_some() {
                     return; // decided (aborted) before its prepare: it stays so
                 }
+                if self.prepared.contains_key(&txn) {
+                    return; // prepared already (a re-proposed record)
+                }
+                if !self.prepare_holds(&record) {
+                    return self.void_prepare(ctx, &record);
+                }
                 let coordinator = record.coordinator;
                 self.prepared.insert(txn, record);
                 let leading = self.leading;
@@ -462,6 +479,39 @@ impl Replica {
             }
             Cmd::Commit(txn) => self.apply_decision(ctx, txn, Decision::Commit),
             Cmd::Abort(txn) => self.apply_decision(ctx, txn, Decision::Abort),
+        }
+    }
+
+    /// Whether a prepare record may still take effect where the log places
+    /// it: what it read is still current, and no prepared, undecided
+    /// transaction conflicts with it. A leader only proposes such records,
+    /// but one proposed by a leader that was already deposed can still be
+    /// chosen later (its slot adopted by the next leader's phase 1), its
+    /// locks taken from a table nobody else honoured. Every replica decides
+    /// this alike from the log.
+    fn prepare_holds(&self, r: &PrepareRecord) -> bool {
+        let current = r.reads.iter().all(|(k, version)| self.store.latest_version(*k) == *version);
+        let writes = |p: &PrepareRecord, k: &Key| p.writes.iter().any(|(w, _)| w == k);
+        let reads = |p: &PrepareRecord, k: &Key| p.reads.iter().any(|(rk, _)| rk == k);
+        let conflict = self.prepared.values().any(|p| {
+            r.reads.iter().any(|(k, _)| writes(p, k)) || r.writes.iter().any(|(k, _)| writes(p, k) || reads(p, k))
+        });
+        current && !conflict
+    }
+
+    /// A prepare that cannot take effect: the transaction is aborted here,
+    /// durably and alike at every replica (its coordinator, if it still
+    /// waits, hears no).
+    fn void_prepare(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, r: &PrepareRecord) {
+        ctx.count("prepares_voided", 1);
+        self.outcomes.record(r.txn, Decision::Abort);
+        if self.leading {
+            if let Some(a) = self.active.remove(&r.txn) {
+                self.refused.insert(r.txn);
+                let granted = self.release_locks(r.txn, &a.locks);
+                self.acquire(ctx, granted);
+            }
+            ctx.send(r.coordinator, Msg::Vote { txn: r.txn, shard: self.shard, yes: false });
         }
     }
 
@@ -506,7 +556,7 @@ impl Replica {
         ctx.count("leader_takeovers", 1);
         let prepared: Vec<Arc<PrepareRecord>> = self.prepared.values().cloned().collect();
         for r in prepared {
-            let shared = r.reads.iter().map(|k| LockRead { key: *k, mode: LockMode::Shared, read: false });
+            let shared = r.reads.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Shared, read: false });
             let exclusive = r.writes.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false });
             let locks = lock_list(&shared.chain(exclusive).collect::<Vec<_>>());
             for (key, mode) in &locks {
@@ -523,6 +573,7 @@ impl Replica {
                 stage: Stage::Prepared,
                 age_ticks: 0,
                 asked_ns: 0,
+                read_versions: BTreeMap::new(),
             };
             self.active.insert(r.txn, active);
         }
