@@ -64,6 +64,9 @@ pub struct Replica {
     // The replicated state machine.
     pub(super) store: MvStore,
     pub(super) prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
+    /// The keys of `prepared`, for the conflict check of every applied
+    /// prepare (derived: rebuilt on restore).
+    prepared_keys: PreparedKeys,
     pub(super) outcomes: Outcomes,
     applied_slot: u64,
     // Leader-only state, rebuilt on every LeaderReady.
@@ -90,6 +93,7 @@ impl Replica {
             paxos,
             store: MvStore::new(),
             prepared: BTreeMap::new(),
+            prepared_keys: PreparedKeys::default(),
             applied_slot: 0,
             leading: false,
             locks: LockTable::new(),
@@ -451,6 +455,10 @@ impl Replica {
         assert!(!self.leading, "a leader never lags behind a checkpoint");
         self.store = state.store.clone();
         self.prepared = state.prepared.clone();
+        self.prepared_keys = PreparedKeys::default();
+        for r in self.prepared.values() {
+            self.prepared_keys.add(r);
+        }
         self.outcomes = state.outcomes.clone();
         self.applied_slot = upto;
     }
@@ -469,6 +477,7 @@ impl Replica {
                     return self.void_prepare(ctx, &record);
                 }
                 let coordinator = record.coordinator;
+                self.prepared_keys.add(&record);
                 self.prepared.insert(txn, record);
                 let leading = self.leading;
                 if let Some(a) = self.active.get_mut(&txn).filter(|_| leading) {
@@ -491,12 +500,7 @@ impl Replica {
     /// this alike from the log.
     fn prepare_holds(&self, r: &PrepareRecord) -> bool {
         let current = r.reads.iter().all(|(k, version)| self.store.latest_version(*k) == *version);
-        let writes = |p: &PrepareRecord, k: &Key| p.writes.iter().any(|(w, _)| w == k);
-        let reads = |p: &PrepareRecord, k: &Key| p.reads.iter().any(|(rk, _)| rk == k);
-        let conflict = self.prepared.values().any(|p| {
-            r.reads.iter().any(|(k, _)| writes(p, k)) || r.writes.iter().any(|(k, _)| writes(p, k) || reads(p, k))
-        });
-        current && !conflict
+        current && !self.prepared_keys.conflicts(r)
     }
 
     /// A prepare that cannot take effect: the transaction is aborted here,
@@ -520,6 +524,9 @@ impl Replica {
             return; // a duplicate decision
         }
         let record = self.prepared.remove(&txn);
+        if let Some(r) = &record {
+            self.prepared_keys.remove(r);
+        }
         match (decision, &record) {
             (Decision::Commit, Some(r)) => {
                 for (key, value) in &r.writes {
@@ -610,6 +617,43 @@ fn cfg_refused_kept() -> usize {
 
 /// The locks a piece needs: one per key, exclusive if any op writes it,
 /// sorted by key.
+/// How many prepared, undecided transactions read and write each key.
+#[derive(Default, Debug)]
+struct PreparedKeys {
+    /// key -> (readers, writers)
+    map: FxHashMap<Key, (u32, u32)>,
+}
+
+impl PreparedKeys {
+    fn add(&mut self, r: &PrepareRecord) {
+        for (k, _) in &r.reads {
+            self.map.entry(*k).or_default().0 += 1;
+        }
+        for (k, _) in &r.writes {
+            self.map.entry(*k).or_default().1 += 1;
+        }
+    }
+
+    fn remove(&mut self, r: &PrepareRecord) {
+        let keys = r.reads.iter().map(|(k, _)| (*k, true)).chain(r.writes.iter().map(|(k, _)| (*k, false)));
+        for (k, read) in keys {
+            let e = self.map.get_mut(&k).expect("a prepared key is counted");
+            let n = if read { &mut e.0 } else { &mut e.1 };
+            assert!(*n > 0, "key {k} counted below zero");
+            *n -= 1;
+            if *e == (0, 0) {
+                self.map.remove(&k);
+            }
+        }
+    }
+
+    /// Whether `r` conflicts with a counted transaction.
+    fn conflicts(&self, r: &PrepareRecord) -> bool {
+        let at = |k: &Key| self.map.get(k).copied().unwrap_or_default();
+        r.reads.iter().any(|(k, _)| at(k).1 > 0) || r.writes.iter().any(|(k, _)| at(k) != (0, 0))
+    }
+}
+
 /// One lock per key (the strongest asked), in key order.
 fn lock_list(keys: &[LockRead]) -> Vec<(Key, LockMode)> {
     let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(keys.len());
