@@ -105,6 +105,10 @@ pub struct Report {
     /// run; a violation fails the run like a checker anomaly.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub audit: Option<Audit>,
+    /// What the protocol did against its own declarations (a role reading
+    /// TrueTime it may not); any fails the run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub violations: Vec<String>,
     /// Open loop: the rate the experiment asks for (clients × `rate_tps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offered_tps: Option<f64>,
@@ -172,6 +176,7 @@ impl Report {
         let history = self.check.as_ref().and_then(|c| c.get("valid")).and_then(Json::as_bool);
         match &self.audit {
             Some(a) if !a.valid => Some(false),
+            _ if !self.violations.is_empty() => Some(false),
             _ => history,
         }
     }
@@ -286,6 +291,7 @@ pub fn build_report_for(
         committed_per_s: stats.committed_per_s.clone(),
         check,
         audit: None,
+        violations: Vec::new(),
         offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
         sent_tps: round3(stats.started as f64 / exp.run.duration_s.max(1e-9)),
         bench: None,
@@ -346,6 +352,9 @@ pub fn summary(r: &Report) -> String {
     let counters: Vec<String> = r.counters.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k}={v}")).collect();
     if !counters.is_empty() {
         let _ = writeln!(s, "counters: {}", counters.join(" "));
+    }
+    for v in &r.violations {
+        let _ = writeln!(s, "VIOLATION: {v}");
     }
     if let Some(a) = &r.audit {
         match (&a.incomplete, a.valid) {

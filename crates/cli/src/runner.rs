@@ -83,7 +83,11 @@ fn param_error(exp: &Experiment, message: String) -> ConfigError {
 pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigError> {
     exp.protocol.params.check_known(P::NAME, P::params()).map_err(|e| param_error(exp, e))?;
     check_shapes(exp, P::NAME, P::SHAPES)?;
-    let topology = Topology::build(&exp.cluster_spec(), &P::services(&exp.protocol.params));
+    let (spec, services) = (exp.cluster_spec(), P::services(&exp.protocol.params));
+    for svc in &services {
+        svc.place(&spec).map_err(|e| exp.error_at("protocol.params", e))?;
+    }
+    let topology = Topology::build(&spec, &services);
     exp.check_node_names(&topology)?;
     Ok(topology)
 }
@@ -99,6 +103,7 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
         topology: topology.clone(),
         params: exp.protocol.params.clone(),
         epsilon_us: exp.clock.epsilon_us as u64,
+        latency: std::sync::Arc::new(exp.matrix().clone()),
     };
     let mut sim = Sim::<P>::new(cfg, deployment).map_err(|e| param_error(exp, e))?;
     if let Some(path) = &opts.event_log {
@@ -146,6 +151,7 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
         },
     );
     report.audit = audit;
+    report.violations = sim.violations().to_vec();
     Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
 }
 

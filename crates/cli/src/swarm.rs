@@ -143,7 +143,9 @@ fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
     let late: u64 =
         out.stats.committed_per_s.iter().skip(progress_from).take(duration_s as usize - progress_from).sum();
     let mut failure = None;
-    if let Some(audit) = out.report.audit.as_ref().filter(|a| !a.valid) {
+    if let Some(v) = out.report.violations.first() {
+        failure = Some(format!("the protocol broke its own declaration: {v}"));
+    } else if let Some(audit) = out.report.audit.as_ref().filter(|a| !a.valid) {
         let why = audit.incomplete.clone().unwrap_or_else(|| audit.violations.join("; "));
         failure = Some(format!("final-database audit ({}) failed: {why}", audit.kind));
     } else if out.report.check_valid() != Some(true) {

@@ -28,4 +28,4 @@ pub use process::{
 pub use program::{AbortReason, Data, Execution, Op, OpResult, Outcome, Piece, Program, ReadMode, Value};
 pub use rng::Rng;
 pub use time::{NS_PER_MS, NS_PER_S, NS_PER_US, TrueTime, ms_to_ns, ns_to_ms, us_to_ns};
-pub use topology::{ClusterSpec, KeyLayout, LeaderPlacement, NodeInfo, Role, ServiceSpec, Topology};
+pub use topology::{ClusterSpec, KeyLayout, LeaderPlacement, NodeInfo, Placement, Role, ServiceSpec, Topology};

@@ -14,7 +14,8 @@
 //! their own message, record and timer types; a protocol embeds them through
 //! [`Mapped`], which converts those types into the protocol's with `From`.
 
-use crate::ids::{Lsn, NodeId, RequestId, TimerId};
+use crate::ids::{Lsn, NodeId, RegionId, RequestId, ShardId, TimerId};
+use crate::latency::LatencyMatrix;
 use crate::params::{ParamDoc, Params};
 use crate::program::{Outcome, Program};
 use crate::rng::Rng;
@@ -65,8 +66,15 @@ pub trait Env<M, R, T> {
     fn topology(&self) -> &Topology;
     /// The node's own wall clock in ns: possibly offset, drifting, jumping.
     fn clock_ns(&self) -> u64;
-    /// A TrueTime interval that contains the true time (width 2ε).
-    fn truetime(&self) -> TrueTime;
+    /// The node's monotonic clock in ns: elapsed local time, drifting with
+    /// the node's oscillator but never jumping or going back (what K2's
+    /// TTLs, commit waits and epoch timers measure). Its origin is
+    /// arbitrary; only differences mean anything.
+    fn monotonic_ns(&self) -> u64;
+    /// A TrueTime interval that contains the true time (width 2ε). Only
+    /// roles the protocol allows ([`Protocol::may_read_truetime`]) may ask;
+    /// the simulator fails a run in which another one does.
+    fn truetime(&mut self) -> TrueTime;
     /// Sends a message; delivery is not guaranteed (loss, partitions,
     /// crashes) and not ordered unless the network is FIFO.
     fn send(&mut self, to: NodeId, msg: M);
@@ -154,6 +162,29 @@ pub struct Deployment {
     pub params: Params,
     /// The TrueTime bound ε served by `Env::truetime`, in µs.
     pub epsilon_us: u64,
+    /// The nominal round trips between regions (the preset or the file's
+    /// matrix; the run's jitter and faults come on top): protocols choose
+    /// by it (the nearest replica, a computing node's region).
+    pub latency: Arc<LatencyMatrix>,
+}
+
+impl Deployment {
+    /// The nominal round trip between two regions, in ms.
+    pub fn rtt_ms(&self, a: RegionId, b: RegionId) -> f64 {
+        self.latency.rtt_ms(a.index(), b.index())
+    }
+
+    /// Of `candidates`, the node nearest to `from` by nominal round trip
+    /// (the first of equals).
+    pub fn nearest(&self, from: RegionId, candidates: &[NodeId]) -> Option<NodeId> {
+        let rtt = |n: &NodeId| self.rtt_ms(from, self.topology.region_of(*n));
+        candidates.iter().copied().min_by(|a, b| rtt(a).total_cmp(&rtt(b)))
+    }
+
+    /// The replica of `shard` nearest to `from`.
+    pub fn nearest_replica(&self, shard: ShardId, from: RegionId) -> NodeId {
+        self.nearest(from, self.topology.replicas(shard)).expect("every shard has replicas")
+    }
 }
 
 /// A commit protocol: its name, promise, types, parameters and how to build
@@ -169,6 +200,12 @@ pub trait Protocol: Sized + 'static {
 
     /// The transaction shapes the protocol runs.
     const SHAPES: Shapes = Shapes::GENERAL;
+
+    /// Whether nodes of this role may read TrueTime (K2's data nodes have
+    /// only unsynchronized clocks: its oracles may, they may not).
+    fn may_read_truetime(_role: &crate::topology::Role) -> bool {
+        true
+    }
 
     /// The protocol's parameters with defaults and documentation; any other
     /// key in `[protocol.params]` is rejected.
@@ -231,7 +268,10 @@ where
     fn clock_ns(&self) -> u64 {
         self.inner.clock_ns()
     }
-    fn truetime(&self) -> TrueTime {
+    fn monotonic_ns(&self) -> u64 {
+        self.inner.monotonic_ns()
+    }
+    fn truetime(&mut self) -> TrueTime {
         self.inner.truetime()
     }
     fn send(&mut self, to: NodeId, msg: M2) {
@@ -260,5 +300,39 @@ where
     }
     fn complete(&mut self, request: RequestId, outcome: Outcome) {
         self.inner.complete(request, outcome)
+    }
+}
+
+#[cfg(test)]
+mod deployment_tests {
+    use super::*;
+    use crate::topology::{ClusterSpec, LeaderPlacement};
+
+    /// STARRY's computing nodes and K2's replica reads choose the nearest
+    /// replica by the nominal matrix.
+    #[test]
+    fn the_nearest_replica_is_chosen_by_nominal_round_trip() {
+        let latency = Arc::new(LatencyMatrix::preset("tiga-gcp").expect("preset"));
+        let spec = ClusterSpec {
+            regions: latency.regions.clone(),
+            server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+            shards: 2,
+            replicas_per_shard: 3,
+            leaders: LeaderPlacement::Colocated,
+            client_regions: vec![RegionId(3)],
+            clients_per_region: 1,
+        };
+        let topology = Arc::new(Topology::build(&spec, &[]));
+        let d = Deployment { topology: topology.clone(), params: Params::new(), epsilon_us: 100, latency };
+        let hong_kong = RegionId(3);
+        // Hong Kong: South Carolina 197 ms, Finland 251, Brazil 309.
+        let nearest = d.nearest_replica(ShardId(1), hong_kong);
+        assert_eq!(topology.region_of(nearest), RegionId(0));
+        assert_eq!(topology.replicas_in(ShardId(1), RegionId(2)), vec![nearest_in(&topology, 1, 2)]);
+        assert!(d.rtt_ms(RegionId(0), RegionId(1)) > 100.0);
+    }
+
+    fn nearest_in(t: &Topology, shard: u32, replica: usize) -> NodeId {
+        t.replicas(ShardId(shard))[replica]
     }
 }

@@ -38,12 +38,75 @@ pub struct NodeInfo {
     pub role: Role,
 }
 
-/// A protocol's extra service: `members` nodes named `{kind}-{i}`, placed in
-/// the server regions round-robin starting at `server_regions[0]`.
+/// A protocol's extra service (a view manager, a sequencer per region, a
+/// TrueTime oracle per region) and where its nodes go.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ServiceSpec {
     pub kind: String,
-    pub members: u32,
+    pub placement: Placement,
+}
+
+/// Where a service's nodes are placed, and how they are named.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Placement {
+    /// `n` nodes `{kind}-{i}`, round-robin over the server regions from
+    /// the first.
+    RoundRobin(u32),
+    /// One node `{kind}-{region}` in each server region.
+    PerServerRegion,
+    /// One node `{kind}-{region}` in each client region.
+    PerClientRegion,
+    /// One node `{kind}-{region}` in every region with servers or clients
+    /// (client-only regions included), in region order.
+    PerRegion,
+    /// One node `{kind}-{region}` in each named region.
+    InRegions(Vec<String>),
+}
+
+impl ServiceSpec {
+    /// `members` nodes round-robin over the server regions.
+    pub fn round_robin(kind: &str, members: u32) -> ServiceSpec {
+        ServiceSpec { kind: kind.into(), placement: Placement::RoundRobin(members) }
+    }
+
+    pub fn new(kind: &str, placement: Placement) -> ServiceSpec {
+        ServiceSpec { kind: kind.into(), placement }
+    }
+
+    /// The regions of the service's nodes, with each node's name; an
+    /// error names a region the deployment does not have.
+    pub fn place(&self, spec: &ClusterSpec) -> Result<Vec<(String, RegionId)>, String> {
+        let named = |r: RegionId| (format!("{}-{}", self.kind, spec.regions[r.index()]), r);
+        let regions: Vec<RegionId> = match &self.placement {
+            Placement::RoundRobin(n) => {
+                let n_server = spec.server_regions.len() as u32;
+                return Ok((0..*n)
+                    .map(|i| (format!("{}-{i}", self.kind), spec.server_regions[(i % n_server) as usize]))
+                    .collect());
+            }
+            Placement::PerServerRegion => spec.server_regions.clone(),
+            Placement::PerClientRegion => spec.client_regions.clone(),
+            Placement::PerRegion => {
+                let mut all: Vec<RegionId> = spec.server_regions.iter().chain(&spec.client_regions).copied().collect();
+                all.sort_unstable();
+                all.dedup();
+                all
+            }
+            Placement::InRegions(names) => names
+                .iter()
+                .map(|name| {
+                    spec.regions.iter().position(|r| r == name).map(|i| RegionId(i as u16)).ok_or_else(|| {
+                        format!(
+                            "service `{}`: unknown region `{name}` (regions: {})",
+                            self.kind,
+                            spec.regions.join(", ")
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(regions.into_iter().map(named).collect())
+    }
 }
 
 /// The shape a topology is built from (the `[cluster]` and `[clients]`
@@ -128,14 +191,11 @@ impl Topology {
         }
         let mut service_nodes = Vec::new();
         for svc in services {
+            let placed = svc.place(spec).unwrap_or_else(|e| panic!("{e}"));
             let mut members = Vec::new();
-            for i in 0..svc.members {
+            for (i, (name, region)) in placed.into_iter().enumerate() {
                 members.push(NodeId(nodes.len() as u32));
-                nodes.push(NodeInfo {
-                    name: format!("{}-{i}", svc.kind),
-                    region: spec.server_regions[(i % n_server) as usize],
-                    role: Role::Service { kind: svc.kind.clone(), index: i },
-                });
+                nodes.push(NodeInfo { name, region, role: Role::Service { kind: svc.kind.clone(), index: i as u32 } });
             }
             service_nodes.push((svc.kind.clone(), members));
         }
@@ -173,6 +233,12 @@ impl Topology {
 
     pub fn name(&self, id: NodeId) -> &str {
         &self.nodes[id.index()].name
+    }
+
+    /// The replicas of `shard` in `region` (several when a shard has more
+    /// replicas than there are server regions).
+    pub fn replicas_in(&self, shard: ShardId, region: RegionId) -> Vec<NodeId> {
+        self.replicas(shard).iter().copied().filter(|n| self.region_of(*n) == region).collect()
     }
 
     /// Where keys live (see [`KeyLayout`]).
@@ -281,9 +347,28 @@ mod tests {
         }
     }
 
+    /// K2 puts a TrueTime oracle in every region, client-only ones too;
+    /// SLOG a sequencer in every server region.
+    #[test]
+    fn a_service_per_region_includes_client_only_regions_and_is_named_by_region() {
+        let svc = [
+            ServiceSpec::new("oracle", Placement::PerRegion),
+            ServiceSpec::new("sequencer", Placement::PerServerRegion),
+            ServiceSpec::new("gate", Placement::InRegions(vec!["d".into()])),
+        ];
+        let t = Topology::build(&spec(LeaderPlacement::Colocated), &svc);
+        let names: Vec<&str> = t.service("oracle").iter().map(|n| t.name(*n)).collect();
+        assert_eq!(names, ["oracle-a", "oracle-b", "oracle-c", "oracle-d"]);
+        assert_eq!(t.region_of(t.service("oracle")[3]), RegionId(3), "the client-only region has one");
+        assert_eq!(t.service("sequencer").len(), 3);
+        assert_eq!(t.name(t.service("gate")[0]), "gate-d");
+        let bad = ServiceSpec::new("gate", Placement::InRegions(vec!["mars".into()]));
+        assert!(bad.place(&spec(LeaderPlacement::Colocated)).unwrap_err().contains("unknown region `mars`"));
+    }
+
     #[test]
     fn names_and_placement_are_stable() {
-        let svc = [ServiceSpec { kind: "viewmgr".into(), members: 3 }];
+        let svc = [ServiceSpec::round_robin("viewmgr", 3)];
         let t = Topology::build(&spec(LeaderPlacement::Colocated), &svc);
         assert_eq!(t.nodes.len(), 9 + 3 + 4);
         assert_eq!(t.name(NodeId(0)), "shard0-replica0");

@@ -180,8 +180,9 @@ fn sim(seed: u64, replicas: u32) -> Sim<Log> {
         clients_per_region: 1,
     };
     let topology = Arc::new(Topology::build(&spec, &[]));
+    let latency = Arc::new(matrix.clone());
     let cfg = SimConfig::ideal(seed, topology.clone(), matrix);
-    Sim::new(cfg, Deployment { topology, params: Params::new(), epsilon_us: 100 }).unwrap()
+    Sim::new(cfg, Deployment { topology, params: Params::new(), epsilon_us: 100, latency }).unwrap()
 }
 
 fn committed(sim: &Sim<Log>, node: NodeId) -> Option<Vec<(u64, u64)>> {

@@ -41,12 +41,13 @@ fn sim(seed: u64, setup: Setup) -> Sim<Tiga> {
     };
     let services = if setup.view_manager { Tiga::services(&setup.params) } else { Vec::new() };
     let topology = Arc::new(Topology::build(&spec, &services));
+    let latency = Arc::new(matrix.clone());
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     for (name, ms) in setup.offsets_ms {
         let node = topology.node_by_name(name).expect("node name");
         cfg.clocks[node.index()] = ClockModel { offset_ns: ms * MS as i64, drift_ppm: 0.0 };
     }
-    Sim::new(cfg, Deployment { topology, params: setup.params, epsilon_us: 100 }).unwrap()
+    Sim::new(cfg, Deployment { topology, params: setup.params, epsilon_us: 100, latency }).unwrap()
 }
 
 fn node(s: &Sim<Tiga>, name: &str) -> NodeId {

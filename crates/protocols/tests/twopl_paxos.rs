@@ -28,9 +28,10 @@ fn sim_with(seed: u64, params: Params) -> Sim<TwoPlPaxos> {
         clients_per_region: 2,
     };
     let topology = Arc::new(Topology::build(&spec, &[]));
+    let latency = Arc::new(matrix.clone());
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     cfg.fsync_ns = 0;
-    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100 }).unwrap()
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
 }
 
 fn client(sim: &Sim<TwoPlPaxos>, name: &str) -> NodeId {

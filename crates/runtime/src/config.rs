@@ -328,9 +328,13 @@ fn cluster_spec(
 /// through the registry so every protocol works without naming any here.
 fn build_topology(ctx: &Ctx<'_>, name: &str, params: &Params, spec: &ClusterSpec) -> Result<Topology, ConfigError> {
     let built = meridian_protocols::with_protocol!(name, P => {
-        params
-            .check_known(name, <P as meridian_core::Protocol>::params())
-            .map(|()| Topology::build(spec, &<P as meridian_core::Protocol>::services(params)))
+        params.check_known(name, <P as meridian_core::Protocol>::params()).and_then(|()| {
+            let services = <P as meridian_core::Protocol>::services(params);
+            for svc in &services {
+                svc.place(spec)?;
+            }
+            Ok(Topology::build(spec, &services))
+        })
     });
     match built {
         Some(Ok(t)) => Ok(t),

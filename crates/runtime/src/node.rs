@@ -130,7 +130,12 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
         (system_ns() as i64).saturating_add(self.offset_ns).max(0) as u64
     }
 
-    fn truetime(&self) -> TrueTime {
+    fn monotonic_ns(&self) -> u64 {
+        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
+    }
+
+    fn truetime(&mut self) -> TrueTime {
         // The system clock is this machine's true time; injected offsets
         // skew `clock_ns` only, as the simulator's clock model does.
         let now = system_ns();
@@ -350,8 +355,12 @@ pub async fn run<P: Protocol>(
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let cfg = parts.cfg.clone();
-    let deployment =
-        Deployment { topology: cfg.topology.clone(), params: cfg.params.clone(), epsilon_us: cfg.epsilon_us };
+    let deployment = Deployment {
+        topology: cfg.topology.clone(),
+        params: cfg.params.clone(),
+        epsilon_us: cfg.epsilon_us,
+        latency: std::sync::Arc::new(cfg.matrix.clone()),
+    };
     let process = P::build(&deployment, parts.me)?;
     let boot_ns = system_ns();
     let mut node = NodeLoop::<P> {

@@ -115,6 +115,9 @@ pub struct Sim<P: Protocol> {
     clients: Option<Box<dyn Clients>>,
     counters: BTreeMap<&'static str, u64>,
     observations: BTreeMap<&'static str, Histogram<u64>>,
+    /// Breaches of the protocol's own declarations (a role reading
+    /// TrueTime it may not): the run fails.
+    violations: Vec<String>,
     completions: Vec<(NodeId, RequestId, Outcome)>,
     unclaimed: Vec<Completion>,
     events: u64,
@@ -173,6 +176,7 @@ impl<P: Protocol> Sim<P> {
             clients: None,
             counters: BTreeMap::new(),
             observations: BTreeMap::new(),
+            violations: Vec::new(),
             completions: Vec::new(),
             unclaimed: Vec::new(),
             events: 0,
@@ -222,6 +226,12 @@ impl<P: Protocol> Sim<P> {
 
     pub fn counters(&self) -> &BTreeMap<&'static str, u64> {
         &self.counters
+    }
+
+    /// What the protocol did against its own declarations (see
+    /// `Protocol::may_read_truetime`); a run with any has failed.
+    pub fn violations(&self) -> &[String] {
+        &self.violations
     }
 
     /// Protocol-side distributions recorded through `Env::observe`.
@@ -445,6 +455,7 @@ impl<P: Protocol> Sim<P> {
             interceptor: &mut self.interceptor,
             counters: &mut self.counters,
             observations: &mut self.observations,
+            violations: &mut self.violations,
             completions: &mut self.completions,
         }
     }
@@ -549,6 +560,9 @@ impl<P: Protocol> Sim<P> {
     }
 }
 
+/// Violations kept per run (the first ones say enough).
+const VIOLATIONS_MAX: usize = 16;
+
 fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
     let drift = (now_ns as f64 * rt.clock.drift_ppm / 1e6) as i64;
     let wall = EPOCH_NS as i64 + now_ns as i64 + rt.clock.offset_ns + drift + rt.jump_ns;
@@ -568,6 +582,7 @@ struct SimEnv<'a, P: Protocol> {
     interceptor: &'a mut Option<Interceptor<P::Msg>>,
     counters: &'a mut BTreeMap<&'static str, u64>,
     observations: &'a mut BTreeMap<&'static str, Histogram<u64>>,
+    violations: &'a mut Vec<String>,
     completions: &'a mut Vec<(NodeId, RequestId, Outcome)>,
 }
 
@@ -584,10 +599,20 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
         wall_clock(self.rt, self.now_ns)
     }
 
-    fn truetime(&self) -> TrueTime {
+    fn monotonic_ns(&self) -> u64 {
+        // Drifts with the node's oscillator; no offset, no jumps.
+        let drift = (self.now_ns as f64 * self.rt.clock.drift_ppm / 1e6) as i64;
+        (self.now_ns as i64 + drift).max(0) as u64
+    }
+
+    fn truetime(&mut self) -> TrueTime {
+        let role = &self.topology.node(self.node).role;
+        if !P::may_read_truetime(role) && self.violations.len() < VIOLATIONS_MAX {
+            let name = &self.topology.node(self.node).name;
+            self.violations.push(format!("{name} ({role:?}) read TrueTime, which {} allows no {role:?} to", P::NAME));
+        }
         // The estimate errs by up to ε either way; the interval always holds
-        // the true time. A deterministic per-call draw would need &mut: use
-        // a hash of the time instead.
+        // the true time. A deterministic per-call draw: a hash of the time.
         let truth = EPOCH_NS + self.now_ns;
         let e = self.epsilon_ns;
         let err = if e == 0 { 0 } else { (mix(self.now_ns, u64::from(self.node.0)) % (2 * e + 1)) as i64 - e as i64 };

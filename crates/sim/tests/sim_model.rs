@@ -98,9 +98,10 @@ fn setup(seed: u64, tweak: impl FnOnce(&mut SimConfig)) -> Sim<Echo> {
         clients_per_region: 1,
     };
     let topology = Arc::new(Topology::build(&spec, &[]));
+    let latency = Arc::new(matrix.clone());
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     tweak(&mut cfg);
-    let deployment = Deployment { topology, params: Params::new(), epsilon_us: 100 };
+    let deployment = Deployment { topology, params: Params::new(), epsilon_us: 100, latency };
     Sim::new(cfg, deployment).unwrap()
 }
 
@@ -277,4 +278,95 @@ fn truetime_always_contains_true_time() {
         widths.insert(truth - tt.earliest_ns);
     }
     assert!(widths.len() > 10, "the estimate's error varies");
+}
+
+/// A K2-like toy: only client nodes may read TrueTime (K2's data nodes have
+/// unsynchronized clocks); a request to any node reads TrueTime and the
+/// monotonic clock there.
+struct Clocks;
+
+#[derive(Clone, Debug, Default)]
+struct ClocksNode {
+    monotonic: Vec<u64>,
+    wall: Vec<u64>,
+}
+
+impl Protocol for Clocks {
+    const NAME: &'static str = "clocks";
+    const CONSISTENCY: meridian_core::Consistency = meridian_core::Consistency::Serializable;
+    type Msg = ();
+    type Record = u64;
+    type Timer = u64;
+    type Node = ClocksNode;
+
+    fn may_read_truetime(role: &meridian_core::Role) -> bool {
+        matches!(role, meridian_core::Role::Client { .. })
+    }
+
+    fn build(_: &Deployment, _: NodeId) -> Result<ClocksNode, String> {
+        Ok(ClocksNode::default())
+    }
+}
+
+impl Process<Clocks> for ClocksNode {
+    fn on_start(&mut self, _: &mut Ctx<'_, Clocks>, _: Vec<u64>) {}
+    fn on_message(&mut self, _: &mut Ctx<'_, Clocks>, _: NodeId, _: ()) {}
+    fn on_timer(&mut self, _: &mut Ctx<'_, Clocks>, _: u64) {}
+    fn on_request(&mut self, ctx: &mut Ctx<'_, Clocks>, request: RequestId, _: Program) {
+        let _ = ctx.truetime();
+        self.monotonic.push(ctx.monotonic_ns());
+        self.wall.push(ctx.clock_ns());
+        ctx.complete(request, Outcome::Committed { results: vec![] });
+    }
+}
+
+fn clocks_sim() -> Sim<Clocks> {
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0)],
+        shards: 1,
+        replicas_per_shard: 1,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0)],
+        clients_per_region: 1,
+    };
+    let topology = Arc::new(Topology::build(&spec, &[]));
+    let latency = Arc::new(matrix.clone());
+    let mut cfg = SimConfig::ideal(1, topology.clone(), matrix);
+    cfg.clocks[0] = ClockModel { offset_ns: 0, drift_ppm: 100.0 };
+    Sim::new(cfg, Deployment { topology, params: Params::new(), epsilon_us: 100, latency }).unwrap()
+}
+
+#[test]
+fn a_role_that_reads_truetime_it_may_not_is_named_and_fails_the_run() {
+    let mut sim = clocks_sim();
+    let client = sim.topology().clients()[0];
+    sim.request(client, RequestId(1), Program::default());
+    sim.run_until(ms(10));
+    assert!(sim.violations().is_empty(), "clients may read TrueTime: {:?}", sim.violations());
+    let replica = sim.topology().replicas(ShardId(0))[0];
+    sim.request(replica, RequestId(2), Program::default());
+    sim.run_until(ms(20));
+    let v = sim.violations();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].starts_with("shard0-replica0") && v[0].contains("read TrueTime") && v[0].contains("clocks"), "{v:?}");
+}
+
+#[test]
+fn the_monotonic_clock_drifts_but_never_jumps() {
+    let mut sim = clocks_sim();
+    let replica = sim.topology().replicas(ShardId(0))[0];
+    sim.request(replica, RequestId(1), Program::default());
+    sim.run_until(ms(1_000));
+    sim.schedule(ms(1_000), FaultAction::ClockJump(replica, -(ms(500) as i64)));
+    sim.run_until(ms(1_001));
+    sim.request(replica, RequestId(2), Program::default());
+    sim.run_until(ms(2_000));
+    let node = sim.process(replica).expect("up");
+    let wall = node.wall[1] - node.wall[0];
+    assert!(wall < ms(600), "the wall clock jumped back half a second: {wall} ns");
+    let elapsed = node.monotonic[1] - node.monotonic[0];
+    let expect = (ms(1_001) as f64 * (1.0 + 100e-6)) as u64;
+    assert!(elapsed.abs_diff(expect) < ms(2), "{elapsed} ns elapsed, about {expect} expected (100 ppm fast)");
 }

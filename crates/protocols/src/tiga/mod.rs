@@ -310,7 +310,7 @@ impl Protocol for Tiga {
 
     /// The view manager (§4): three replicas, one per server region.
     fn services(_params: &Params) -> Vec<meridian_core::ServiceSpec> {
-        vec![meridian_core::ServiceSpec { kind: "viewmgr".into(), members: 3 }]
+        vec![meridian_core::ServiceSpec::round_robin("viewmgr", 3)]
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {

@@ -37,7 +37,10 @@ impl Env<Msg, super::messages::Record, Timer> for Hand {
         self.clock_ns.set(now + self.step_ns);
         now
     }
-    fn truetime(&self) -> TrueTime {
+    fn monotonic_ns(&self) -> u64 {
+        self.clock_ns.get()
+    }
+    fn truetime(&mut self) -> TrueTime {
         let now = self.clock_ns.get();
         TrueTime { earliest_ns: now, latest_ns: now }
     }
