@@ -162,6 +162,27 @@ mod tests {
         assert!(run(&h.replace(r#""process":1,"value":[["r"#, r#""process":2,"value":[["r"#)).valid);
     }
 
+    /// Sessions are processes: a client node running many sessions is
+    /// checked session by session. Session 1 writes k; session 2 (another
+    /// session, perhaps of the same node) writes it later; session 1 then
+    /// reads the initial state: it missed its own write, whatever session 2
+    /// did. Reading session 2's later write is fine.
+    #[test]
+    fn a_session_that_misses_its_own_write_is_caught_even_after_another_session_wrote() {
+        let h = r#"{"index":0,"type":"invoke","process":1,"time":1,"value":[["w",1,10]]}
+{"index":1,"type":"ok","process":1,"time":2,"value":[["w",1,10]]}
+{"index":2,"type":"invoke","process":2,"time":3,"value":[["r",1,null],["w",1,20]]}
+{"index":3,"type":"ok","process":2,"time":4,"value":[["r",1,10],["w",1,20]]}
+{"index":4,"type":"invoke","process":1,"time":5,"value":[["r",1,null]]}
+{"index":5,"type":"ok","process":1,"time":6,"value":[["r",1,null]]}"#;
+        for model in [Model::ReadAtomic, Model::Causal] {
+            let r = check(&parse_jsonl(h).unwrap(), model);
+            assert!(r.has(AnomalyKind::Causality), "{model:?}: {}", r.summary());
+        }
+        let fine = h.replace(r#""time":6,"value":[["r",1,null]]"#, r#""time":6,"value":[["r",1,20]]"#);
+        assert!(run(&fine).valid, "{}", run(&fine).summary());
+    }
+
     #[test]
     fn serializability_cycles_are_allowed() {
         let write_skew = r#"{"index":0,"type":"invoke","process":1,"value":[["r",1,null],["r",2,null],["w",1,1]]}

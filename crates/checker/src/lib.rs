@@ -20,6 +20,15 @@
 //! assert!(check(&h, Model::ReadAtomic).valid);
 //! ```
 //!
+//! Each transaction is held to its own read mode (a line's `mode`): a
+//! `snapshot` transaction gets no real-time order into it (serializable,
+//! possibly stale), a `process-ordered` one only its own session's. A
+//! `process` is one session: read-your-writes and causal session order are
+//! checked per process. A procedure that committed lists what its replay
+//! executed; one without an outcome lists nothing but names the block of
+//! values it may have written (`tags`), and a committed read of a value in
+//! that block is attributed to it (`blocks`).
+//!
 //! How a check proceeds: invocations are paired with completions
 //! (`txns`); keys, versions, reads and writes are interned (`index`);
 //! direct anomalies are found without any graph (`direct`); each key's
@@ -36,6 +45,7 @@ pub mod model;
 pub mod report;
 
 mod atomic;
+mod blocks;
 mod causal;
 mod constraints;
 mod direct;
@@ -64,6 +74,8 @@ use txns::Status;
 /// nothing, a value written twice) are worked around and listed in the
 /// report's warnings; use [`validate`] to reject such histories instead.
 pub fn check(ops: &[HistoryOp], model: Model) -> CheckReport {
+    let attributed = blocks::attribute(ops);
+    let ops = attributed.as_deref().unwrap_or(ops);
     let pairing = txns::pair(ops);
     let ix = Index::build(pairing.txns, pairing.warnings);
     let mut f = Findings::new(model);

@@ -21,7 +21,9 @@
 //! node) is a real-time violation.
 
 use crate::explain;
+use crate::fxhash::FxMap;
 use crate::graph::{Bfs, Csr, Edge, Tarjan};
+use crate::history::ReadMode;
 use crate::index::{Index, NONE, VersionId};
 use crate::model::AnomalyKind;
 use crate::order::VersionOrder;
@@ -186,14 +188,40 @@ fn realtime_edges(ix: &Index<'_>, vx: &Vertices, edges: &mut Vec<Edge>) -> usize
             edges.push(rt(chain, chain + 1));
         }
     }
+    // Sessions' committed transactions by completion, for process-ordered
+    // transactions, which follow only their own session's.
+    let mut by_session: FxMap<u64, Vec<(u64, u32)>> = FxMap::default();
+    for &(at, v) in &commits {
+        by_session.entry(ix.txns[vx.txn[v as usize] as usize].process).or_default().push((at, v));
+    }
+    let mut extra = 0u32;
     for v in 0..n {
-        let invoked = ix.txns[vx.txn[v as usize] as usize].invoke_ns;
-        let before = commits.partition_point(|&(t, _)| t < invoked);
-        if before > 0 {
-            edges.push(rt(n + before as u32 - 1, v));
+        let t = &ix.txns[vx.txn[v as usize] as usize];
+        match t.mode {
+            // Serializable but possibly stale: nothing before it in real
+            // time must precede it.
+            ReadMode::Snapshot => {}
+            ReadMode::ProcessOrdered => {
+                let own = by_session.get(&t.process).map_or(&[][..], Vec::as_slice);
+                let before = own.partition_point(|&(at, _)| at < t.invoke_ns);
+                if before > 0 {
+                    // Through a node of its own, as the chain's, so that a
+                    // cycle using it reads as a real-time violation.
+                    let hop = n + commits.len() as u32 + extra;
+                    extra += 1;
+                    edges.push(rt(own[before - 1].1, hop));
+                    edges.push(rt(hop, v));
+                }
+            }
+            ReadMode::Strict => {
+                let before = commits.partition_point(|&(at, _)| at < t.invoke_ns);
+                if before > 0 {
+                    edges.push(rt(n + before as u32 - 1, v));
+                }
+            }
         }
     }
-    n as usize + commits.len()
+    n as usize + commits.len() + extra as usize
 }
 
 struct Searcher<'s, 'a> {
@@ -341,8 +369,13 @@ impl Searcher<'_, '_> {
                     return None;
                 }
                 let tv = self.vx.txn[v as usize];
-                let early =
-                    ix.status(tv) == Status::Ok && ix.txns[tv as usize].complete_ns < ix.txns[tu as usize].invoke_ns;
+                let (u_txn, v_txn) = (&ix.txns[tu as usize], &ix.txns[tv as usize]);
+                let bound = match u_txn.mode {
+                    ReadMode::Strict => true,
+                    ReadMode::Snapshot => false,
+                    ReadMode::ProcessOrdered => u_txn.process == v_txn.process,
+                };
+                let early = bound && ix.status(tv) == Status::Ok && v_txn.complete_ns < u_txn.invoke_ns;
                 early.then(|| {
                     vec![Step { from: tu, rel: g.rel[e], tag: g.tag[e] }, Step { from: tv, rel: RT, tag: NONE }]
                 })
@@ -557,6 +590,37 @@ mod tests {
         ];
         let r = run(&h, Model::StrictSerializable);
         assert_eq!(r.kinds(), [AnomalyKind::G2], "{}", r.summary());
+    }
+
+    /// A write commits at time 2; a read-only transaction invoked at 3 sees
+    /// the state before it. `mode` is spliced into the reader's lines.
+    fn stale_reader(process: u64, mode: &str) -> Vec<crate::HistoryOp> {
+        let text = format!(
+            r#"{{"index":0,"type":"invoke","process":1,"time":1,"value":[["w",1,10]]}}
+{{"index":1,"type":"ok","process":1,"time":2,"value":[["w",1,10]]}}
+{{"index":2,"type":"invoke","process":{process},"time":3,"value":[["r",1,null]]{mode}}}
+{{"index":3,"type":"ok","process":{process},"time":4,"value":[["r",1,null]]{mode}}}"#
+        );
+        parse_jsonl(&text).unwrap()
+    }
+
+    #[test]
+    fn a_stale_snapshot_read_passes_at_its_mode_and_fails_when_strict() {
+        let snapshot = stale_reader(2, r#","mode":"snapshot""#);
+        let r = check(&snapshot, Model::StrictSerializable);
+        assert!(r.valid, "{}", r.summary());
+        let strict = stale_reader(2, "");
+        assert_eq!(check(&strict, Model::StrictSerializable).kinds(), [AnomalyKind::RealTime]);
+    }
+
+    #[test]
+    fn a_process_ordered_read_follows_its_own_session_only() {
+        let other_session = stale_reader(2, r#","mode":"process-ordered""#);
+        let r = check(&other_session, Model::StrictSerializable);
+        assert!(r.valid, "another session's earlier write need not be seen: {}", r.summary());
+        let own_session = stale_reader(1, r#","mode":"process-ordered""#);
+        let r = check(&own_session, Model::StrictSerializable);
+        assert_eq!(r.kinds(), [AnomalyKind::RealTime], "its own session's write must be: {}", r.summary());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! real-time constraints.
 
 use crate::fxhash::FxMap;
-use crate::history::{HistoryOp, Mop, OpType};
+use crate::history::{HistoryOp, Mop, OpType, ReadMode};
 
 /// Dense transaction number, in order of the line that ends the transaction.
 pub(crate) type TxnId = u32;
@@ -36,6 +36,8 @@ pub(crate) struct Txn<'a> {
     pub complete_ns: u64,
     /// The micro-operations with their results (completion) or as invoked.
     pub mops: &'a [Mop],
+    /// How fresh its reads must be (strict unless its lines say).
+    pub mode: ReadMode,
 }
 
 pub(crate) struct Pairing<'a> {
@@ -97,6 +99,7 @@ fn completed<'a>(inv: &'a HistoryOp, done: &'a HistoryOp) -> Txn<'a> {
         invoke_ns: inv.time_ns,
         complete_ns: done.time_ns.max(inv.time_ns),
         mops,
+        mode: if inv.meta.mode != ReadMode::Strict { inv.meta.mode } else { done.meta.mode },
     }
 }
 
@@ -108,6 +111,7 @@ fn incomplete(inv: &HistoryOp) -> Txn<'_> {
         invoke_ns: inv.time_ns,
         complete_ns: inv.time_ns,
         mops: &inv.value,
+        mode: inv.meta.mode,
     }
 }
 
@@ -119,6 +123,7 @@ fn orphan(done: &HistoryOp) -> Txn<'_> {
         invoke_ns: 0,
         complete_ns: done.time_ns,
         mops: &done.value,
+        mode: done.meta.mode,
     }
 }
 
