@@ -21,12 +21,12 @@ pub fn generator(spec: &WorkloadSpec, client: &ClientInfo) -> Result<Box<dyn Gen
     spec.validate(shards)?;
     let mix = match spec.kind {
         WorkloadKind::Tpcc => return Ok(Box::new(crate::tpcc::generator(spec, client))),
+        WorkloadKind::SlogYcsb => return Ok(Box::new(crate::slog_ycsb::generator(spec, client))),
+        WorkloadKind::RampYcsb => return Ok(Box::new(crate::ramp_ycsb::generator(spec)?)),
+        WorkloadKind::Retwis => return Ok(Box::new(crate::retwis::generator(spec, client)?)),
         WorkloadKind::Microbench => OpMix::Increments,
         WorkloadKind::YcsbT => OpMix::ReadOrIncrement,
         WorkloadKind::ListAppend => OpMix::ReadOrAppend,
-        other => {
-            return Err(format!("kind: workload kind `{other}` is not implemented yet"));
-        }
     };
     let (lo, hi) = spec.shards_per_txn(shards).bounds();
     Ok(Box::new(ShardedGenerator {
@@ -263,9 +263,9 @@ pub(crate) mod tests {
 
     #[test]
     fn invalid_specs_do_not_build() {
-        let spec = WorkloadSpec::new(WorkloadKind::Retwis);
+        let spec = WorkloadSpec { txn_size: Some(0), ..WorkloadSpec::new(WorkloadKind::RampYcsb) };
         let err = generator(&spec, &client(3)).err().unwrap();
-        assert!(err.starts_with("kind:"), "{err}");
+        assert!(err.starts_with("txn_size:"), "{err}");
         let spec = WorkloadSpec {
             shards_per_txn: Some(ShardsPerTxn::Fixed(3)),
             ..WorkloadSpec::new(WorkloadKind::Microbench)

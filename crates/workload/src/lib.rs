@@ -16,6 +16,11 @@
 //!   unique elements and reads of whole lists, for consistency checking.
 //! - `tpcc`: TPC-C's five transactions as procedures ([`tpcc`]), with the
 //!   audit of its consistency conditions on the final database.
+//! - `slog-ycsb`: SLOG's YCSB: hot and cold records, single- and multi-home,
+//!   single- and multi-partition transactions ([`slog_ycsb`]).
+//! - `ramp-ycsb`: RAMP's and NOC-NOC's read-only and write-only YCSB
+//!   ([`ramp_ycsb`]).
+//! - `retwis`: STARRY Table 5's Twitter clone mix ([`retwis`]).
 //!
 //! The module [`render`] turns programs and their results into the history
 //! micro-operations of CONTRACT.md; [`TagSource`] hands out the unique
@@ -23,7 +28,10 @@
 
 pub mod driver;
 pub mod generate;
+pub mod ramp_ycsb;
 pub mod render;
+pub mod retwis;
+pub mod slog_ycsb;
 pub mod spec;
 pub mod tags;
 pub mod tpcc;
