@@ -1,12 +1,23 @@
 //! Mechanisms written once and shared by every protocol: quorum counting,
 //! the Multi-Paxos log, two-phase commit, the multi-version store and the
-//! lock table, and the copy-on-write map that makes checkpoints cheap.
+//! lock table, the copy-on-write map that makes checkpoints cheap, delay
+//! estimates, logical, hybrid and TrueTime clocks, version vectors,
+//! timestamp-ordering and optimistic validation, numbered batch streams,
+//! the deterministic scheduler and read exchange of Calvin and SLOG,
+//! and strongly connected components.
 
+pub mod batch_stream;
+pub mod clocks;
 pub mod cow_map;
+pub mod graph;
 pub mod locks;
 pub mod mvstore;
+pub mod occ;
+pub mod owd;
 pub mod paxos;
 pub mod quorum;
 pub mod recent;
+pub mod scheduler;
 pub mod twopc;
 pub mod txnids;
+pub mod version_vector;

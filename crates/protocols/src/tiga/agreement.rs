@@ -159,17 +159,36 @@ impl Server {
     }
 
     /// Another leader hands over a transaction this one was notified of but
-    /// never received.
-    pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64) {
+    /// never received; or this shard's leader passes on one it fetched so.
+    pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
         let known = self.log.position(id).is_some() || self.done.contains_key(&id) || self.pq.contains(id);
         if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
             return;
         }
+        if !self.is_leader() && from != self.leader_node(ctx, self.shard) {
+            return;
+        }
         self.unknown_notes.remove(&id);
         self.held.remove(&id);
         ctx.count("transactions_fetched", 1);
-        self.admit(ctx, body, t, None);
+        self.admit(ctx, body.clone(), t, None);
+        if self.is_leader() {
+            // Its coordinator's copies reached no server of this shard but
+            // this leader, which is about to announce it: the followers
+            // hold it too, at this leader's timestamp (at or below the
+            // agreed one), so that a view change that loses this leader
+            // still finds it here (§4 step ③ (b)) rather than taking it
+            // for one no leader here ever ordered (recovery.rs).
+            if let Some(t_here) = self.pq.get(id).map(|p| p.t) {
+                let me = ctx.me();
+                for node in ctx.topology().replicas(self.shard).to_vec() {
+                    if node != me {
+                        ctx.send(node, Msg::TxnFound { body: body.clone(), t: t_here });
+                    }
+                }
+            }
+        }
         self.release(ctx);
         self.after_event(ctx);
     }

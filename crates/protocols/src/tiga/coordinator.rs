@@ -16,8 +16,8 @@
 //! most once); Tiga never aborts.
 
 use super::messages::{Msg, Record, Timer, TxnBody, View};
-use super::owd::Delays;
 use super::{Config, Tiga};
+use crate::shared::owd::Delays;
 use crate::shared::quorum;
 use crate::shared::txnids::TxnIds;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
@@ -77,6 +77,9 @@ struct Pend {
     /// When the fast path should have completed (this coordinator's clock):
     /// past it, the coordinator asks for the slow path.
     fast_due_ns: u64,
+    /// The global view and timestamp of its first submission in that view,
+    /// which every resubmission in the view carries again (see `submit`).
+    t: Option<(u64, u64)>,
 }
 
 pub struct Coordinator {
@@ -168,6 +171,7 @@ impl Coordinator {
             attempts: 0,
             orphan: false,
             fast_due_ns: 0,
+            t: None,
         };
         self.pending.insert(id, pend);
         self.submit(ctx, id);
@@ -180,8 +184,13 @@ impl Coordinator {
         p.submitted_tick = self.ticks;
         let body = p.body.clone();
         let now = ctx.clock_ns();
-        let headroom = self.headroom_ns(&body.shards);
-        let t = now.saturating_add_signed(headroom);
+        // One timestamp per view: servers admit only copies of their own
+        // view, and all of them at this timestamp (`Server::on_submit`).
+        // A new view may have dropped the transaction; a fresh timestamp
+        // then places it after what that view recovered.
+        let g_view = self.view.g_view;
+        let first_t = p.t.filter(|(v, _)| *v == g_view).map(|(_, t)| t);
+        let t = first_t.unwrap_or_else(|| now.saturating_add_signed(self.headroom_ns(&body.shards)));
         // Replies from the farthest super-quorum member are due about one
         // delay after t; allow a margin before concluding the fast path failed.
         let back = self.farthest_reply_ns(&body.shards);
@@ -189,11 +198,12 @@ impl Coordinator {
         // A resubmission must not postpone the slow path: the first
         // submission's replies may be all that ever arrive.
         let p = self.pending.get_mut(&id).expect("checked");
+        p.t = Some((g_view, t));
         p.fast_due_ns = if p.attempts == 1 { due } else { p.fast_due_ns.min(due) };
         let low_watermark = self.low_watermark();
         for shard in &body.shards {
             for replica in self.topo.replicas(*shard).to_vec() {
-                ctx.send(replica, Msg::Submit { body: body.clone(), t, send_clock_ns: now, low_watermark });
+                ctx.send(replica, Msg::Submit { body: body.clone(), g_view, t, send_clock_ns: now, low_watermark });
             }
         }
     }
@@ -427,7 +437,7 @@ impl Coordinator {
         }
     }
 
-    /// Resubmits (same id, fresh timestamp) what has not committed in time;
+    /// Resubmits (same id; same timestamp within a view) what has not committed in time;
     /// after `max_attempts` the outcome is reported unknown (it may still
     /// commit: Tiga never aborts) and the transaction is still driven to
     /// completion in the background (Appendix B's recovery coordinator).

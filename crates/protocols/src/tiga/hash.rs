@@ -1,11 +1,21 @@
 //! Tiga's incremental log hash with the per-key refinement (Appendix D).
 //!
-//! Each key keeps the XOR of the hashes of the writing log entries that
-//! touch it; a fast reply for `T` carries the XOR over `T`'s keys of
+//! Each key keeps the XOR of the hashes of the log entries that declare it;
+//! a fast reply for `T` carries the XOR over `T`'s keys of
 //! `H(key, key hash)`, so two servers agree exactly when their logs hold
-//! the same writers, with the same timestamps, on `T`'s keys (commuting
+//! the same entries, with the same timestamps, on `T`'s keys (commuting
 //! transactions on other keys do not matter). Adding and removing an entry
-//! are the same XOR. Read-only entries change no state and are not hashed.
+//! are the same XOR.
+//!
+//! Entries are hashed on every key they declare, read or written. A
+//! declared key can stand for more than itself: a footprint guard covers
+//! the rows a procedure reaches through its reads (TPC-C's Stock-Level
+//! declares its warehouse's stock guard as written; each New-Order that
+//! updates that warehouse's stock declares it as read, so New-Orders do not
+//! conflict with each other there). Hashing only writers would leave those
+//! New-Orders out of the guard's hash, and a follower lacking one would
+//! fast-reply a Stock-Level with the leader's hash although the leader's
+//! execution read that New-Order's stock updates.
 //!
 //! The paper uses SHA-1; the choice is orthogonal to the protocol. Here a
 //! 128-bit hash is built from two independent 64-bit mixers: collisions are
@@ -47,8 +57,11 @@ impl KeyHashes {
     /// Adds or removes (the same XOR) an entry's contribution on `shard`.
     pub fn toggle(&mut self, e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) {
         let h = entry_hash(e);
-        let (_, writes) = e.body.program.declared_keys(shard, shard_of);
-        for key in writes {
+        let (reads, writes) = e.body.program.declared_keys(shard, shard_of);
+        let mut keys: Vec<Key> = reads.into_iter().chain(writes).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for key in keys {
             let slot = self.map.entry(key).or_insert(0);
             *slot ^= h;
             if *slot == 0 {
@@ -125,6 +138,24 @@ mod tests {
         z.toggle(&b, ShardId(0), one_shard);
         assert_ne!(x.digest([Key(1)]), z.digest([Key(1)]), "a different timestamp on key 1");
         assert_eq!(x.digest([Key(2)]), z.digest([Key(2)]), "key 2 saw the same writers");
+    }
+
+    #[test]
+    fn an_entry_enters_the_hash_of_keys_it_only_reads() {
+        // A footprint guard declared as read (TPC-C's New-Order on its
+        // warehouse's stock guard) stands for rows the entry writes: two
+        // logs that differ by such an entry must not agree on the guard.
+        let body = TxnBody {
+            id: TxnId { node: NodeId(1), seq: 9 },
+            coordinator: NodeId(1),
+            program: Program::new(vec![Op::Read { key: Key(5) }]),
+            shards: vec![ShardId(0)],
+        };
+        let reader = LogEntry { body: Arc::new(body), t: 20 };
+        let mut x = KeyHashes::new();
+        let without = x.digest([Key(5)]);
+        x.toggle(&reader, ShardId(0), one_shard);
+        assert_ne!(x.digest([Key(5)]), without);
     }
 
     #[test]

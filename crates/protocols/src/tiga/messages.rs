@@ -144,8 +144,12 @@ pub enum Msg {
     /// receiver report the one-way delay it saw.
     /// `low_watermark`: the coordinator never submits an id below it again
     /// (it completed or gave up on them), so servers can forget those.
+    /// `g_view`: the global view the coordinator chose `t` in; servers of
+    /// another view answer from their log but admit nothing (see
+    /// `Server::on_submit`).
     Submit {
         body: Arc<TxnBody>,
+        g_view: u64,
         t: u64,
         send_clock_ns: u64,
         low_watermark: u64,
@@ -206,6 +210,8 @@ pub enum Msg {
     FetchTxn {
         id: TxnId,
     },
+    /// The answer, with the sender's timestamp; a leader that admitted a
+    /// transaction so passes it on to its followers at its own timestamp.
     TxnFound {
         body: Arc<TxnBody>,
         t: u64,
@@ -316,6 +322,10 @@ pub struct VerifyInfo {
     /// them at their largest timestamp would put them before a conflicting
     /// synced entry of this shard); every participant drops them.
     pub doomed: Vec<TxnId>,
+    /// Round 2: transactions this shard lacked and had to place after the
+    /// conflicting entries it recovered, with the timestamp that does; every
+    /// participant takes the largest.
+    pub raised: Vec<(TxnId, u64)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

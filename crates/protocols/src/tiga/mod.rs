@@ -47,7 +47,6 @@ mod coordinator;
 pub mod hash;
 pub mod log;
 pub mod messages;
-mod owd;
 mod queue;
 mod recovery;
 mod server;
@@ -164,7 +163,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc {
         name: "retry_ms",
         default: "2000",
-        doc: "resubmit (same id, new timestamp) a transaction not committed this long",
+        doc: "resubmit (same id; same timestamp within a view) a transaction not committed this long",
     },
     ParamDoc { name: "max_attempts", default: "20", doc: "submissions before the outcome is reported unknown" },
     ParamDoc {

@@ -93,6 +93,9 @@ pub(super) struct Rebuild {
     pub part_a: FxHashSet<TxnId>,
     /// Transactions this leader proved uncommitted in round 1.
     pub doomed: BTreeSet<TxnId>,
+    /// Transactions this leader lacked and placed later in round 1, with
+    /// the timestamp that puts them after what it recovered.
+    pub raised: BTreeMap<TxnId, u64>,
     /// The verification round this leader is in (1 or 2; 0 before).
     pub round: u8,
     /// Verification messages received: (round, shard) → their content.
@@ -308,6 +311,21 @@ impl Server {
         self.rebuild.log = Some(log);
     }
 
+    /// The largest stamp above `e` among the conflicting entries the maps
+    /// describe, if any.
+    fn conflict_bound_in(
+        &self,
+        e: &LogEntry,
+        reads_of: &FxHashMap<Key, Stamp>,
+        writes_of: &FxHashMap<Key, Stamp>,
+    ) -> Option<Stamp> {
+        let (reads, writes) = self.keys_of(&e.body);
+        let stamp = e.stamp();
+        let w = reads.iter().chain(&writes).filter_map(|k| writes_of.get(k));
+        let r = writes.iter().filter_map(|k| reads_of.get(k));
+        w.chain(r).copied().filter(|s| *s > stamp).max()
+    }
+
     /// Whether a conflicting entry of part (a) (or a folded one) lies above
     /// `e`.
     fn below_part_a(&self, e: &LogEntry, a_reads: &FxHashMap<Key, Stamp>, a_writes: &FxHashMap<Key, Stamp>) -> bool {
@@ -346,7 +364,7 @@ impl Server {
                     Some(VerifyEntry { body: body.clone(), t: d.t, pinned: true })
                 });
                 let entries = held.chain(folded).collect();
-                VerifyInfo { entries, doomed: Vec::new() }
+                VerifyInfo { entries, doomed: Vec::new(), raised: Vec::new() }
             } else {
                 let doomed = log
                     .iter()
@@ -354,7 +372,12 @@ impl Server {
                     .map(|e| e.body.id)
                     .filter(|id| self.rebuild.doomed.contains(id))
                     .collect();
-                VerifyInfo { entries: Vec::new(), doomed }
+                let raised = log
+                    .iter()
+                    .filter(involves)
+                    .filter_map(|e| self.rebuild.raised.get(&e.body.id).map(|t| (e.body.id, *t)))
+                    .collect();
+                VerifyInfo { entries: Vec::new(), doomed, raised }
             };
             self.rebuild.sent.insert((round, ss), Arc::new(info));
         }
@@ -432,6 +455,8 @@ impl Server {
     /// conflicting entry of part (a) here.
     fn merge_recovered(&mut self, ctx: &mut Ctx<'_, Tiga>, infos: &[Arc<VerifyInfo>]) {
         let mut log = self.rebuild.log.take().expect("rebuilt");
+        let own: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
+        let (own_reads, own_writes) = self.part_a_bounds(&log, &own);
         let mut index: FxHashMap<TxnId, usize> = log.iter().enumerate().map(|(i, e)| (e.body.id, i)).collect();
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
@@ -475,6 +500,27 @@ impl Server {
             if self.below_part_a(&log[i], &a_reads, &a_writes) {
                 self.rebuild.doomed.insert(id);
                 ctx.count("recovery_dropped", 1);
+                continue;
+            }
+            // Step ④ (1) for a transaction this shard lacks and no shard
+            // pinned. Either this shard's old leader ordered it, announced
+            // its timestamp and was lost before any follower here held it
+            // — then nothing this shard recovered above it was released
+            // before it, and it keeps its place — or no leader here ever
+            // ordered it: then no timestamp was agreed, no participant
+            // released a conflicting successor after it, and entries this
+            // shard recovered above it may have committed without it. The
+            // logs cannot tell the two apart; placing it after this shard's
+            // conflicting entries is right in the second case and in the
+            // first unless another shard committed a successor of it in
+            // between (docs/tiga.md, "Recovery beyond the paper").
+            if !own.contains(&id) && pinned_t.is_none() {
+                if let Some(bound) = self.conflict_bound_in(&log[i], &own_reads, &own_writes) {
+                    let t = bound.t + 1;
+                    log[i].t = t;
+                    self.rebuild.raised.insert(id, t);
+                    ctx.count("recovery_raised", 1);
+                }
             }
         }
         self.rebuild.log = Some(log);
@@ -505,7 +551,18 @@ impl Server {
     fn drop_doomed(&mut self, infos: &[Arc<VerifyInfo>]) {
         let mut doomed = std::mem::take(&mut self.rebuild.doomed);
         doomed.extend(infos.iter().flat_map(|i| i.doomed.iter().copied()));
+        let mut raised = std::mem::take(&mut self.rebuild.raised);
+        for (id, t) in infos.iter().flat_map(|i| i.raised.iter().copied()) {
+            let r = raised.entry(id).or_insert(t);
+            *r = (*r).max(t);
+        }
         let log = self.rebuild.log.as_mut().expect("rebuilt");
+        for e in log.iter_mut() {
+            if let Some(t) = raised.get(&e.body.id) {
+                debug_assert!(!self.rebuild.part_a.contains(&e.body.id), "raised only when no shard pinned it");
+                e.t = e.t.max(*t);
+            }
+        }
         // Dropped from part (a) too: it lies past every commit-point (it
         // never committed), so no folded position moves.
         log.retain(|e| !doomed.contains(&e.body.id));

@@ -107,7 +107,7 @@ pub struct Server {
     /// base and commit-point (whether it needs this leader's checkpoint).
     pub(super) peer_log: Vec<Option<(u64, u64)>>,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
-    pub(super) peer_delays: super::owd::Delays,
+    pub(super) peer_delays: crate::shared::owd::Delays,
     pub(super) last_lsn: Lsn,
     pub(super) durable_lsn: Lsn,
     pub(super) ticks: u64,
@@ -262,11 +262,13 @@ impl Server {
         w.chain(r).copied().max()
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_submit(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
         from: NodeId,
         body: Arc<TxnBody>,
+        g_view: u64,
         t: u64,
         send_clock_ns: u64,
         low_watermark: u64,
@@ -284,7 +286,15 @@ impl Server {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
-        if self.pq.contains(id) || self.held.contains_key(&id) {
+        if self.pq.contains(id) || self.held.contains_key(&id) || g_view != self.view.g_view {
+            // Admitted already, or a copy from another view. Within one
+            // view every copy of a transaction carries the same timestamp,
+            // which leaders only raise (§3.2) and agree on the largest of
+            // (§3.5): so what any follower holds is at or below the agreed
+            // timestamp — the premise of step ④ (2) taking the largest
+            // recovered one (§4). A copy with a later timestamp, held by a
+            // follower that missed the agreed one, could make a view change
+            // move a transaction past successors that read its writes.
             return;
         }
         self.admit(ctx, body, t, owd_ns);
@@ -751,8 +761,8 @@ impl Server {
 
     pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Submit { body, t, send_clock_ns, low_watermark } => {
-                self.on_submit(ctx, from, body, t, send_clock_ns, low_watermark)
+            Msg::Submit { body, g_view, t, send_clock_ns, low_watermark } => {
+                self.on_submit(ctx, from, body, g_view, t, send_clock_ns, low_watermark)
             }
             Msg::Probe { send_clock_ns, low_watermark } => {
                 if self.topo.is_client(from) {
@@ -771,7 +781,7 @@ impl Server {
                 self.on_notify(ctx, from, id, shard, g_view, t, released, echo)
             }
             Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
-            Msg::TxnFound { body, t } => self.on_txn_found(ctx, body, t),
+            Msg::TxnFound { body, t } => self.on_txn_found(ctx, from, body, t),
             Msg::LogSync { g_view, l_view, from_pos, entries, commit_point } if g_view == self.view.g_view => {
                 self.on_log_sync(ctx, from, l_view, from_pos, entries, commit_point)
             }

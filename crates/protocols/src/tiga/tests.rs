@@ -83,13 +83,41 @@ fn deployment() -> (Arc<Topology>, Config) {
 }
 
 fn submit(coordinator: NodeId, seq: u64, key: u64, t: u64) -> Msg {
+    submit_in_view(coordinator, seq, key, t, 1)
+}
+
+fn submit_in_view(coordinator: NodeId, seq: u64, key: u64, t: u64, g_view: u64) -> Msg {
     let body = TxnBody {
         id: TxnId { node: coordinator, seq },
         coordinator,
         program: Program::new(vec![Op::Append { key: Key(key), element: seq }]),
         shards: vec![ShardId(0)],
     };
-    Msg::Submit { body: Arc::new(body), t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 }
+    Msg::Submit { body: Arc::new(body), g_view, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 }
+}
+
+fn hand(me: NodeId, topo: Arc<Topology>, clock_ns: u64) -> Hand {
+    Hand {
+        me,
+        topo,
+        clock_ns: Cell::new(clock_ns),
+        step_ns: 0,
+        sent: Vec::new(),
+        timers: Vec::new(),
+        next_timer: 0,
+        next_lsn: 0,
+        rng: Rng::new(1),
+    }
+}
+
+fn client_of(topo: &Topology) -> NodeId {
+    (0..topo.nodes.len() as u32).map(NodeId).find(|n| topo.is_client(*n)).expect("a client")
+}
+
+fn submitted_timestamps(sent: &[(NodeId, Msg)]) -> Vec<(u64, u64)> {
+    sent.iter()
+        .filter_map(|(_, m)| if let Msg::Submit { g_view, t, .. } = m { Some((*g_view, *t)) } else { None })
+        .collect()
 }
 
 fn fast_replied(sent: &[(NodeId, Msg)], seq: u64) -> bool {
@@ -139,4 +167,61 @@ fn a_timestamp_the_clock_reaches_while_a_release_pass_runs_is_still_released() {
     server.on_persisted(&mut hand, Lsn(u64::MAX));
     assert!(fast_replied(&hand.sent, 1), "the first was released");
     assert!(fast_replied(&hand.sent, 2), "the second was released too");
+}
+
+#[test]
+fn a_follower_admits_only_copies_of_its_own_view() {
+    // Step ④ (2) takes the largest recovered timestamp, which is right only
+    // if no follower holds a transaction above its agreed timestamp: every
+    // copy a server admits in a view carries the one timestamp its
+    // coordinator chose in that view.
+    let (topo, cfg) = deployment();
+    let follower = topo.replicas(ShardId(0))[1];
+    let client = client_of(&topo);
+    let mut server = Server::new(topo.clone(), ShardId(0), 1, initial_view(&topo, &cfg), cfg);
+    assert!(!server.is_leader());
+    let mut hand = hand(follower, topo, 1_000_000);
+    let replied = |server: &mut Server, hand: &mut Hand, msg: Msg, t: u64| {
+        server.on_message(hand, client, msg);
+        hand.clock_ns.set(t + 1);
+        server.on_timer(hand, Timer::Release);
+        server.on_persisted(hand, Lsn(u64::MAX));
+        std::mem::take(&mut hand.sent).iter().any(|(_, m)| matches!(m, Msg::FastReply { .. }))
+    };
+    assert!(!replied(&mut server, &mut hand, submit_in_view(client, 1, 7, 2_000_000, 2), 2_000_000), "another view");
+    assert!(replied(&mut server, &mut hand, submit_in_view(client, 1, 7, 2_000_000, 1), 2_000_000), "its own view");
+}
+
+#[test]
+fn a_coordinator_resubmits_at_one_timestamp_per_view() {
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let retry_ticks = cfg.retry_ticks;
+    let view = initial_view(&topo, &cfg);
+    let mut coordinator = super::coordinator::Coordinator::new(client, topo.clone(), view.clone(), cfg);
+    let mut hand = hand(client, topo, 1_000_000);
+    coordinator.on_start(&mut hand, Vec::new());
+    coordinator.on_persisted(&mut hand, Lsn(u64::MAX));
+    coordinator.on_request(
+        &mut hand,
+        meridian_core::RequestId(1),
+        Program::new(vec![Op::Append { key: Key(3), element: 1 }]),
+    );
+    let first = submitted_timestamps(&hand.sent);
+    assert!(!first.is_empty(), "submitted");
+    for _ in 0..=retry_ticks {
+        hand.clock_ns.set(hand.clock_ns.get() + 50_000_000);
+        coordinator.on_timer(&mut hand, Timer::CoordinatorTick);
+    }
+    let all = submitted_timestamps(&hand.sent);
+    assert!(all.len() > first.len(), "resubmitted after retry_ms");
+    assert!(all.iter().all(|vt| *vt == first[0]), "one timestamp in view 1: {all:?}");
+
+    hand.sent.clear();
+    let mut next = view;
+    next.g_view = 2;
+    coordinator.on_message(&mut hand, NodeId(0), Msg::CurrentView(next));
+    let after = submitted_timestamps(&hand.sent);
+    assert!(!after.is_empty(), "resubmitted in the new view");
+    assert!(after.iter().all(|(v, t)| *v == 2 && *t > first[0].1), "a fresh, later timestamp: {after:?}");
 }

@@ -1,9 +1,12 @@
-//! Delay estimates (Tiga §3.1 and §3.8): a coordinator's one-way delays to
-//! every server, measured across the two nodes' own, possibly skewed, clocks
-//! (what a future timestamp must cover on the receiver's clock), and a
-//! server's delays to the other shards' servers, half the round trip on its
-//! own clock (the probe mesh the view manager chooses the coordination mode
-//! from, which clock error must not sway).
+//! Delay estimates from recent samples, per peer: a percentile of the last
+//! few. Tiga (§3.1, §3.8) keeps a coordinator's one-way delays to every
+//! server, measured across the two nodes' own, possibly skewed, clocks (what
+//! a future timestamp must cover on the receiver's clock), and a server's
+//! delays to the other shards' servers, half the round trip on its own clock
+//! (the probe mesh its view manager chooses the coordination mode from,
+//! which clock error must not sway). STARRY's and K2's choice of a nearby
+//! replica, and any protocol that sizes a timeout by measured delays, take
+//! the same estimates.
 
 use meridian_core::NodeId;
 use std::collections::{BTreeMap, VecDeque};

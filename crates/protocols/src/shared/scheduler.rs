@@ -1,0 +1,248 @@
+//! The deterministic scheduler of Calvin ("Calvin: Fast Distributed
+//! Transactions for Partitioned Database Systems", §3.2) and SLOG (§3.4):
+//! transactions arrive in log order with their whole lock sets, and each
+//! asks for every lock at once, in that order. Every replica that reads the
+//! same log grants the same locks in the same order, and since no
+//! transaction waits for one later in the log, no deadlock can form. A
+//! transaction holding all its locks is ready; the ready queue hands them
+//! out in the order they became ready.
+//!
+//! [`ReadExchange`] is the other half of Calvin's execution (§3.2 phases
+//! 3-5): each participant reads its local keys and sends the reads to the
+//! other participants; a participant executes once it has everyone's.
+
+use super::locks::{Acquire, LockMode, LockTable};
+use meridian_core::{Key, ShardId, TxnId};
+use rustc_hash::FxHashMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+#[derive(Clone, Debug)]
+struct Waiting {
+    keys: Vec<(Key, LockMode)>,
+    missing: usize,
+}
+
+/// Locks granted in log order, and the transactions ready to run.
+#[derive(Clone, Debug, Default)]
+pub struct Scheduler {
+    locks: LockTable<TxnId, u64>,
+    txns: FxHashMap<TxnId, Waiting>,
+    ready: VecDeque<TxnId>,
+    last_pos: Option<u64>,
+}
+
+impl Scheduler {
+    pub fn new() -> Scheduler {
+        Scheduler::default()
+    }
+
+    /// Admits the transaction at log position `pos` (increasing from call
+    /// to call) with its lock set; a key named twice takes the stronger
+    /// mode. Returns whether it is ready at once.
+    pub fn admit(&mut self, id: TxnId, pos: u64, keys: &[(Key, LockMode)]) -> bool {
+        assert!(self.last_pos.is_none_or(|p| pos > p), "transactions arrive in log order");
+        assert!(!self.txns.contains_key(&id), "admitted twice");
+        self.last_pos = Some(pos);
+        let mut set: BTreeMap<Key, LockMode> = BTreeMap::new();
+        for (k, m) in keys {
+            let e = set.entry(*k).or_insert(*m);
+            if *m == LockMode::Exclusive {
+                *e = LockMode::Exclusive;
+            }
+        }
+        let keys: Vec<(Key, LockMode)> = set.into_iter().collect();
+        let mut missing = 0;
+        for (k, m) in &keys {
+            if let Acquire::Blocked(_) = self.locks.try_acquire(*k, id, *m) {
+                self.locks.enqueue(*k, id, *m, pos);
+                missing += 1;
+            }
+        }
+        self.txns.insert(id, Waiting { keys, missing });
+        if missing == 0 {
+            self.ready.push_back(id);
+        }
+        missing == 0
+    }
+
+    /// The next transaction holding all its locks.
+    pub fn pop_ready(&mut self) -> Option<TxnId> {
+        self.ready.pop_front()
+    }
+
+    /// A transaction finished: its locks go to the next in log order.
+    pub fn finish(&mut self, id: TxnId) {
+        let w = self.txns.remove(&id).expect("finishing an admitted transaction");
+        assert_eq!(w.missing, 0, "only a transaction holding all its locks finishes");
+        for (k, _) in &w.keys {
+            for granted in self.locks.release(*k, id) {
+                let g = self.txns.get_mut(&granted).expect("waiters are admitted");
+                g.missing -= 1;
+                if g.missing == 0 {
+                    self.ready.push_back(granted);
+                }
+            }
+        }
+    }
+
+    /// Admitted transactions not finished.
+    pub fn len(&self) -> usize {
+        self.txns.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.txns.is_empty()
+    }
+}
+
+/// One participant's reads of a transaction.
+pub type Reads<V> = Vec<(Key, V)>;
+
+/// Reads exchanged among a transaction's participants.
+#[derive(Clone, Debug)]
+pub struct ReadExchange<V> {
+    /// Transactions this participant waits on: who has not sent yet, and
+    /// the reads so far.
+    waiting: BTreeMap<TxnId, (BTreeSet<ShardId>, Reads<V>)>,
+    /// Reads that came before this participant scheduled the transaction.
+    early: BTreeMap<TxnId, Vec<(ShardId, Reads<V>)>>,
+    max_early: usize,
+}
+
+impl<V> ReadExchange<V> {
+    pub fn new(max_early: usize) -> ReadExchange<V> {
+        ReadExchange { waiting: BTreeMap::new(), early: BTreeMap::new(), max_early }
+    }
+
+    /// This participant runs `txn` with `own` reads and needs those of
+    /// `from` (the other participants); returns every read if none is
+    /// missing.
+    pub fn expect(&mut self, txn: TxnId, from: &[ShardId], own: Vec<(Key, V)>) -> Option<Vec<(Key, V)>> {
+        let mut left: BTreeSet<ShardId> = from.iter().copied().collect();
+        let mut reads = own;
+        for (shard, r) in self.early.remove(&txn).unwrap_or_default() {
+            if left.remove(&shard) {
+                reads.extend(r);
+            }
+        }
+        if left.is_empty() {
+            return Some(reads);
+        }
+        self.waiting.insert(txn, (left, reads));
+        None
+    }
+
+    /// `shard`'s reads for `txn`; returns every read once complete.
+    /// Duplicates are ignored; reads for a transaction not yet expected
+    /// are kept (up to the bound: beyond it the sender's re-send is
+    /// needed).
+    pub fn receive(&mut self, txn: TxnId, shard: ShardId, reads: Vec<(Key, V)>) -> Option<Vec<(Key, V)>> {
+        let Some((left, got)) = self.waiting.get_mut(&txn) else {
+            let fits = self.early.len() < self.max_early || self.early.contains_key(&txn);
+            let early = self.early.entry(txn);
+            if fits {
+                let list = early.or_default();
+                if !list.iter().any(|(s, _)| *s == shard) {
+                    list.push((shard, reads));
+                }
+            }
+            return None;
+        };
+        if !left.remove(&shard) {
+            return None;
+        }
+        got.extend(reads);
+        if left.is_empty() {
+            return self.waiting.remove(&txn).map(|(_, r)| r);
+        }
+        None
+    }
+
+    /// Transactions waiting for reads, and early arrivals held.
+    pub fn pending(&self) -> (usize, usize) {
+        (self.waiting.len(), self.early.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::NodeId;
+
+    fn t(seq: u64) -> TxnId {
+        TxnId { node: NodeId(1), seq }
+    }
+    use LockMode::{Exclusive as X, Shared as S};
+
+    fn run_all(s: &mut Scheduler) -> Vec<u64> {
+        let mut order = Vec::new();
+        while let Some(id) = s.pop_ready() {
+            order.push(id.seq);
+            s.finish(id);
+        }
+        order
+    }
+
+    #[test]
+    fn conflicting_transactions_run_in_log_order_and_readers_share() {
+        let mut s = Scheduler::new();
+        assert!(s.admit(t(1), 1, &[(Key(1), X)]));
+        assert!(!s.admit(t(2), 2, &[(Key(1), S), (Key(2), X)]));
+        assert!(!s.admit(t(3), 3, &[(Key(1), S)]), "behind 1; shares with 2 once granted");
+        assert!(s.admit(t(4), 4, &[(Key(9), X)]), "no conflict: ready at once");
+        assert_eq!(s.pop_ready(), Some(t(1)));
+        s.finish(t(1));
+        assert_eq!(s.pop_ready(), Some(t(4)));
+        s.finish(t(4));
+        assert_eq!((s.pop_ready(), s.pop_ready()), (Some(t(2)), Some(t(3))), "two readers at once");
+    }
+
+    #[test]
+    fn no_deadlock_forms_whatever_the_lock_sets() {
+        // Opposite key orders that deadlock under incremental locking.
+        let mut s = Scheduler::new();
+        for seq in 1..=40 {
+            let (a, b) = if seq % 2 == 0 { (Key(1), Key(2)) } else { (Key(2), Key(1)) };
+            s.admit(t(seq), seq, &[(a, X), (b, X), (Key(seq % 3), S)]);
+        }
+        let order = run_all(&mut s);
+        assert_eq!(order, (1..=40).collect::<Vec<_>>(), "all run, in log order");
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn replicas_reading_the_same_log_ready_the_same_order() {
+        let log: Vec<(u64, Vec<(Key, LockMode)>)> = (1..=30)
+            .map(|seq| (seq, vec![(Key(seq * 7 % 5), if seq % 3 == 0 { S } else { X }), (Key(seq % 4 + 10), S)]))
+            .collect();
+        let replay = || {
+            let mut s = Scheduler::new();
+            for (seq, keys) in &log {
+                s.admit(t(*seq), *seq, keys);
+            }
+            run_all(&mut s)
+        };
+        assert_eq!(replay(), replay());
+    }
+
+    #[test]
+    fn a_participant_runs_once_it_has_every_participants_reads() {
+        let mut x: ReadExchange<u64> = ReadExchange::new(8);
+        assert!(x.receive(t(1), ShardId(2), vec![(Key(20), 2)]).is_none(), "early: kept");
+        assert!(x.expect(t(1), &[ShardId(2), ShardId(3)], vec![(Key(10), 1)]).is_none());
+        assert!(x.receive(t(1), ShardId(2), vec![(Key(20), 2)]).is_none(), "a duplicate");
+        let all = x.receive(t(1), ShardId(3), vec![(Key(30), 3)]).expect("complete");
+        assert_eq!(all, vec![(Key(10), 1), (Key(20), 2), (Key(30), 3)]);
+        assert_eq!(x.pending(), (0, 0));
+    }
+
+    #[test]
+    fn early_reads_are_held_only_up_to_the_bound() {
+        let mut x: ReadExchange<u64> = ReadExchange::new(1);
+        x.receive(t(1), ShardId(2), vec![]);
+        x.receive(t(2), ShardId(2), vec![]);
+        assert_eq!(x.pending(), (0, 1));
+        assert!(x.expect(t(1), &[ShardId(2)], vec![]).is_some(), "the held one completes it");
+        assert!(x.expect(t(2), &[ShardId(2)], vec![]).is_none(), "the other waits for a re-send");
+    }
+}
