@@ -43,6 +43,19 @@ pub struct TxnId {
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default)]
 pub struct Lsn(pub u64);
 
+/// A named durable stream of a node's log. A node may keep several — its
+/// Paxos log and records of its own (K2's recorders), or two Paxos groups'
+/// logs (SLOG-HA) — and compacts each on its own (`Env::compact_stream`);
+/// LSNs are one sequence over all of them. A protocol names its streams as
+/// constants; [`Stream::MAIN`] is the one `Env::append` and `Env::compact`
+/// use.
+#[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default)]
+pub struct Stream(pub u16);
+
+impl Stream {
+    pub const MAIN: Stream = Stream(0);
+}
+
 /// A timer handle returned by `set_timer`, used to cancel it.
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct TimerId(pub u64);

@@ -18,7 +18,7 @@ pub mod topology;
 pub mod tpcc;
 
 pub use driver::{ClientIo, Clients};
-pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, TimerId, TxnId};
+pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, Stream, TimerId, TxnId};
 pub use latency::LatencyMatrix;
 pub use params::{ParamDoc, ParamValue, Params};
 pub use procedure::{Need, Procedure, ReadMap, Step};

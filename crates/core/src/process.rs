@@ -14,7 +14,7 @@
 //! their own message, record and timer types; a protocol embeds them through
 //! [`Mapped`], which converts those types into the protocol's with `From`.
 
-use crate::ids::{Lsn, NodeId, RegionId, RequestId, ShardId, TimerId};
+use crate::ids::{Lsn, NodeId, RegionId, RequestId, ShardId, Stream, TimerId};
 use crate::latency::LatencyMatrix;
 use crate::params::{ParamDoc, Params};
 use crate::program::{Outcome, Program};
@@ -82,13 +82,25 @@ pub trait Env<M, R, T> {
     fn set_timer(&mut self, after_ns: u64, timer: T) -> TimerId;
     /// Cancels a pending timer; cancelling a fired or unknown one is a no-op.
     fn cancel_timer(&mut self, id: TimerId);
-    /// Appends a record to the node's durable log. It is durable only once
-    /// `on_persisted` reports an LSN at or past the one returned; a crash
-    /// before that loses it.
-    fn append(&mut self, record: R) -> Lsn;
-    /// Replaces every durable record up to `upto` by `snapshot`, atomically
-    /// once persisted (a checkpoint); a restart then sees `snapshot` first.
-    fn compact(&mut self, upto: Lsn, snapshot: R);
+    /// Appends a record to `stream` of the node's durable log. It is
+    /// durable only once `on_persisted` reports an LSN at or past the one
+    /// returned (LSNs are one sequence over every stream); a crash before
+    /// that loses it.
+    fn append_to(&mut self, stream: Stream, record: R) -> Lsn;
+    /// Replaces every durable record of `stream` up to `upto` by
+    /// `snapshot`, atomically once persisted (a checkpoint); the other
+    /// streams' records stay. A restart sees every stream's latest snapshot
+    /// first (in stream order), then the remaining records in LSN order; a
+    /// protocol tells its streams' records apart by their variants.
+    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: R);
+    /// Appends to [`Stream::MAIN`].
+    fn append(&mut self, record: R) -> Lsn {
+        self.append_to(Stream::MAIN, record)
+    }
+    /// Compacts [`Stream::MAIN`].
+    fn compact(&mut self, upto: Lsn, snapshot: R) {
+        self.compact_stream(Stream::MAIN, upto, snapshot)
+    }
     /// The node's seeded random stream.
     fn rng(&mut self) -> &mut Rng;
     /// Adds to one of the protocol's report counters.
@@ -283,11 +295,11 @@ where
     fn cancel_timer(&mut self, id: TimerId) {
         self.inner.cancel_timer(id)
     }
-    fn append(&mut self, record: R2) -> Lsn {
-        self.inner.append(R::from(record))
+    fn append_to(&mut self, stream: Stream, record: R2) -> Lsn {
+        self.inner.append_to(stream, R::from(record))
     }
-    fn compact(&mut self, upto: Lsn, snapshot: R2) {
-        self.inner.compact(upto, R::from(snapshot))
+    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: R2) {
+        self.inner.compact_stream(stream, upto, R::from(snapshot))
     }
     fn rng(&mut self) -> &mut Rng {
         self.inner.rng()

@@ -17,7 +17,8 @@ use crate::frame;
 use crate::transport::Transport;
 use crate::wal::{Recovered, WalCmd, WalWriter};
 use meridian_core::{
-    Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, TimerId, Topology, TrueTime,
+    Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, Stream, TimerId, Topology,
+    TrueTime,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -154,19 +155,19 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
         self.timers.cancel(id);
     }
 
-    fn append(&mut self, record: P::Record) -> Lsn {
+    fn append_to(&mut self, stream: Stream, record: P::Record) -> Lsn {
         let lsn = Lsn(*self.next_lsn);
         *self.next_lsn += 1;
         let bytes = postcard::to_allocvec(&record).expect("records encode");
-        self.fx.wal.push(WalCmd::Append(lsn, bytes));
+        self.fx.wal.push(WalCmd::Append(lsn, stream, bytes));
         lsn
     }
 
-    fn compact(&mut self, upto: Lsn, snapshot: P::Record) {
+    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: P::Record) {
         assert!(upto.0 < *self.next_lsn, "compaction past the last appended record");
         // Encoded on the log's snapshot thread, not here.
         let snapshot = Box::new(move || postcard::to_allocvec(&snapshot).expect("records encode"));
-        self.fx.wal.push(WalCmd::Compact { upto, snapshot });
+        self.fx.wal.push(WalCmd::Compact { stream, upto, snapshot });
     }
 
     fn rng(&mut self) -> &mut Rng {
@@ -190,12 +191,12 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
 /// logged.
 const SLOW_HANDLER: std::time::Duration = std::time::Duration::from_millis(20);
 
-/// Decodes the records a restarted node recovers, snapshot first.
+/// Decodes the records a restarted node recovers: every stream's snapshot
+/// (in stream order), then the records in LSN order.
 pub fn decode_recovered<P: Protocol>(rec: &Recovered) -> Result<Vec<P::Record>, String> {
-    let snapshot = rec.snapshot.as_ref().map(|(l, b)| (*l, b));
-    let records = rec.records.iter().map(|(l, b)| (*l, b));
-    snapshot
-        .into_iter()
+    let snapshots = rec.snapshots.iter().map(|(_, l, b)| (*l, b));
+    let records = rec.records.iter().map(|(l, _, b)| (*l, b));
+    snapshots
         .chain(records)
         .map(|(lsn, bytes)| {
             frame::decode::<P::Record>(bytes).map_err(|e| {

@@ -88,7 +88,7 @@ async fn serve_as<P: Protocol>(cfg: Arc<ClusterConfig>, me: NodeId) -> Result<()
         node = %name,
         protocol = P::NAME,
         records = recovered.records.len(),
-        snapshot = recovered.snapshot.is_some(),
+        snapshots = recovered.snapshots.len(),
         torn_bytes = recovered.torn_bytes,
         "recovered the write-ahead log"
     );

@@ -1,21 +1,22 @@
-//! A node's simulated durable log with group commit.
+//! A node's simulated durable log with group commit and named streams.
 //!
 //! Appends wait in `pending` until a flush covering them completes (one flush
 //! in flight at a time; appends made meanwhile go in the next). Only flushed
-//! records survive a crash. A compaction replaces the durable prefix by a
-//! snapshot once flushed.
+//! records survive a crash. LSNs are one sequence over every stream; a
+//! compaction replaces one stream's durable records up to an LSN by that
+//! stream's snapshot once flushed, leaving the other streams' records alone.
 
-use meridian_core::Lsn;
-use std::collections::VecDeque;
+use meridian_core::{Lsn, Stream};
+use std::collections::{BTreeMap, VecDeque};
 
 enum Pending<R> {
-    Append(Lsn, R),
-    Compact { upto: Lsn, snapshot: R },
+    Append(Lsn, Stream, R),
+    Compact { stream: Stream, upto: Lsn, snapshot: R },
 }
 
 pub struct Disk<R> {
-    snapshot: Option<R>,
-    durable: VecDeque<(Lsn, R)>,
+    snapshots: BTreeMap<Stream, R>,
+    durable: VecDeque<(Lsn, Stream, R)>,
     pending: Vec<Pending<R>>,
     next_lsn: u64,
     /// LSN the in-flight flush will cover, if one is in flight.
@@ -29,7 +30,7 @@ pub struct Disk<R> {
 impl<R: Clone> Disk<R> {
     pub fn new() -> Disk<R> {
         Disk {
-            snapshot: None,
+            snapshots: BTreeMap::new(),
             durable: VecDeque::new(),
             pending: Vec::new(),
             next_lsn: 1,
@@ -39,18 +40,20 @@ impl<R: Clone> Disk<R> {
         }
     }
 
-    /// Queues a record; returns its LSN and whether no flush is in flight.
-    pub fn append(&mut self, record: R) -> (Lsn, bool) {
+    /// Queues a record on `stream`; returns its LSN and whether no flush is
+    /// in flight.
+    pub fn append(&mut self, stream: Stream, record: R) -> (Lsn, bool) {
         let lsn = Lsn(self.next_lsn);
         self.next_lsn += 1;
-        self.pending.push(Pending::Append(lsn, record));
+        self.pending.push(Pending::Append(lsn, stream, record));
         (lsn, self.flushing_upto.is_none())
     }
 
-    /// Queues a compaction; returns whether a flush must be started.
-    pub fn compact(&mut self, upto: Lsn, snapshot: R) -> bool {
+    /// Queues a compaction of `stream`; returns whether a flush must be
+    /// started.
+    pub fn compact(&mut self, stream: Stream, upto: Lsn, snapshot: R) -> bool {
         assert!(upto.0 < self.next_lsn, "compaction past the last appended record");
-        self.pending.push(Pending::Compact { upto, snapshot });
+        self.pending.push(Pending::Compact { stream, upto, snapshot });
         self.flushing_upto.is_none()
     }
 
@@ -71,12 +74,12 @@ impl<R: Clone> Disk<R> {
         let upto = self.flushing_upto.take().expect("a flush was in flight");
         for entry in self.pending.drain(..self.flushing_len) {
             match entry {
-                Pending::Append(lsn, r) => self.durable.push_back((lsn, r)),
-                Pending::Compact { upto, snapshot } => {
-                    while self.durable.front().is_some_and(|(l, _)| *l <= upto) {
-                        self.durable.pop_front();
-                    }
-                    self.snapshot = Some(snapshot);
+                Pending::Append(lsn, stream, r) => self.durable.push_back((lsn, stream, r)),
+                Pending::Compact { stream, upto, snapshot } => {
+                    // One pass per compaction, which comes once per many
+                    // records.
+                    self.durable.retain(|(l, s, _)| *s != stream || *l > upto);
+                    self.snapshots.insert(stream, snapshot);
                 }
             }
         }
@@ -93,9 +96,10 @@ impl<R: Clone> Disk<R> {
         self.next_lsn = self.durable_upto + 1;
     }
 
-    /// The durable records a restarted node recovers: snapshot first.
+    /// The durable records a restarted node recovers: every stream's
+    /// snapshot (in stream order), then the records in LSN order.
     pub fn recover(&self) -> Vec<R> {
-        self.snapshot.iter().cloned().chain(self.durable.iter().map(|(_, r)| r.clone())).collect()
+        self.snapshots.values().cloned().chain(self.durable.iter().map(|(_, _, r)| r.clone())).collect()
     }
 
     pub fn durable_len(&self) -> usize {
@@ -113,12 +117,15 @@ impl<R: Clone> Default for Disk<R> {
 mod tests {
     use super::*;
 
+    const MAIN: Stream = Stream::MAIN;
+    const OTHER: Stream = Stream(1);
+
     #[test]
     fn only_flushed_records_survive_a_crash() {
         let mut d = Disk::new();
-        let (l1, start) = d.append("a");
+        let (l1, start) = d.append(MAIN, "a");
         assert!(start && d.start_flush());
-        let (l2, start) = d.append("b");
+        let (l2, start) = d.append(MAIN, "b");
         assert!(!start, "a flush is in flight: b waits for the next one");
         assert_eq!((l1, l2), (Lsn(1), Lsn(2)));
         let (upto, more) = d.complete_flush();
@@ -126,7 +133,7 @@ mod tests {
         assert!(more);
         d.crash();
         assert_eq!(d.recover(), vec!["a"]);
-        let (l3, _) = d.append("c");
+        let (l3, _) = d.append(MAIN, "c");
         assert_eq!(l3, Lsn(2), "LSNs continue after the last durable record");
     }
 
@@ -134,16 +141,34 @@ mod tests {
     fn compaction_replaces_the_prefix_once_flushed() {
         let mut d = Disk::new();
         for r in ["a", "b", "c"] {
-            d.append(r);
+            d.append(MAIN, r);
         }
         d.start_flush();
         d.complete_flush();
-        d.compact(Lsn(2), "snap");
+        d.compact(MAIN, Lsn(2), "snap");
         assert_eq!(d.recover(), vec!["a", "b", "c"], "not flushed yet");
         d.start_flush();
         d.complete_flush();
         assert_eq!(d.recover(), vec!["snap", "c"]);
         d.crash();
-        assert_eq!(d.append("d").0, Lsn(4));
+        assert_eq!(d.append(MAIN, "d").0, Lsn(4));
+    }
+
+    #[test]
+    fn compacting_one_stream_keeps_every_record_of_the_others() {
+        let mut d = Disk::new();
+        for (s, r) in [(MAIN, "m1"), (OTHER, "o1"), (MAIN, "m2"), (OTHER, "o2"), (MAIN, "m3")] {
+            d.append(s, r);
+        }
+        d.compact(OTHER, Lsn(4), "o-snap");
+        d.start_flush();
+        d.complete_flush();
+        assert_eq!(d.recover(), vec!["o-snap", "m1", "m2", "m3"]);
+        d.compact(MAIN, Lsn(3), "m-snap");
+        d.append(OTHER, "o3");
+        d.start_flush();
+        d.complete_flush();
+        d.crash();
+        assert_eq!(d.recover(), vec!["m-snap", "o-snap", "m3", "o3"], "snapshots in stream order, then the rest");
     }
 }

@@ -17,8 +17,8 @@ use crate::net::Network;
 use crate::queue::EventQueue;
 use hdrhistogram::Histogram;
 use meridian_core::{
-    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, TimerId,
-    Topology, TrueTime,
+    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, Stream,
+    TimerId, Topology, TrueTime,
 };
 use rustc_hash::FxHashSet;
 use std::collections::{BTreeMap, VecDeque};
@@ -654,14 +654,14 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
         self.rt.timers.remove(&id.0);
     }
 
-    fn append(&mut self, record: P::Record) -> Lsn {
+    fn append_to(&mut self, stream: Stream, record: P::Record) -> Lsn {
         // The flush starts when the handler returns, so that every append of
         // one event shares one fsync.
-        self.rt.disk.append(record).0
+        self.rt.disk.append(stream, record).0
     }
 
-    fn compact(&mut self, upto: Lsn, snapshot: P::Record) {
-        self.rt.disk.compact(upto, snapshot);
+    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: P::Record) {
+        self.rt.disk.compact(stream, upto, snapshot);
     }
 
     fn rng(&mut self) -> &mut Rng {

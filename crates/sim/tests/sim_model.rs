@@ -3,7 +3,7 @@
 
 use meridian_core::{
     AbortReason, ClusterSpec, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, NodeId, Outcome, Params, Process,
-    Program, Protocol, RegionId, RequestId, ShardId, Topology,
+    Program, Protocol, RegionId, RequestId, ShardId, Stream, Topology,
 };
 use meridian_sim::{ClockModel, FaultAction, Sim, SimConfig, Verdict};
 use serde::{Deserialize, Serialize};
@@ -70,10 +70,20 @@ impl Process<Echo> for EchoNode {
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, Echo>, request: RequestId, program: Program) {
-        // A program with ops means "append one record per op" instead.
+        // A program with ops means "append one record per op" instead: to
+        // stream 1 for ids from 2,000,000; from 3,000,000 it compacts
+        // stream 1 up to what is durable, with the snapshot 42.
         if !program.ops.is_empty() {
+            if request.0 >= 3_000_000 {
+                ctx.compact_stream(Stream(1), Lsn(self.persisted_upto), 42);
+                return;
+            }
             for _ in &program.ops {
-                ctx.append(request.0);
+                if request.0 >= 2_000_000 {
+                    ctx.append_to(Stream(1), request.0);
+                } else {
+                    ctx.append(request.0);
+                }
             }
             return;
         }
@@ -183,6 +193,22 @@ fn a_crash_keeps_only_flushed_appends() {
     sim.crash(c);
     sim.restart(c);
     assert_eq!(sim.process(c).unwrap().recovered, vec![5, 5], "the unflushed appends of request 6 are lost");
+}
+
+#[test]
+fn compacting_one_stream_keeps_the_other_streams_records_across_a_restart() {
+    let mut sim = setup(1, |cfg| cfg.fsync_ns = ms(1));
+    let c = hong_kong_client(&sim);
+    let one_op = Program::new(vec![meridian_core::Op::Read { key: meridian_core::Key(1) }]);
+    for id in [5, 2_000_007, 6, 2_000_008] {
+        sim.request(c, RequestId(id), one_op.clone());
+        sim.run_until(sim.now_ns() + ms(2));
+    }
+    sim.request(c, RequestId(3_000_000), one_op);
+    sim.run_until(sim.now_ns() + ms(5));
+    sim.crash(c);
+    sim.restart(c);
+    assert_eq!(sim.process(c).unwrap().recovered, vec![42, 5, 6], "stream 1's records gave way to its snapshot");
 }
 
 #[test]

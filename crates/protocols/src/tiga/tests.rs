@@ -56,11 +56,11 @@ impl Env<Msg, super::messages::Record, Timer> for Hand {
     fn cancel_timer(&mut self, id: TimerId) {
         self.timers.retain(|(t, _)| *t != id);
     }
-    fn append(&mut self, _record: super::messages::Record) -> Lsn {
+    fn append_to(&mut self, _stream: meridian_core::Stream, _record: super::messages::Record) -> Lsn {
         self.next_lsn += 1;
         Lsn(self.next_lsn)
     }
-    fn compact(&mut self, _upto: Lsn, _snapshot: super::messages::Record) {}
+    fn compact_stream(&mut self, _stream: meridian_core::Stream, _upto: Lsn, _snapshot: super::messages::Record) {}
     fn rng(&mut self) -> &mut Rng {
         &mut self.rng
     }
