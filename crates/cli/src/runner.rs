@@ -261,14 +261,17 @@ pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimCo
             ClockModel { offset_ns: (offset_ms * 1e6).round() as i64, drift_ppm }
         })
         .collect();
-    let cpu_ns = topology
+    let cpu = &exp.cpu;
+    let (cpu_ns, cpu_ns_per_byte) = topology
         .nodes
         .iter()
         .map(|node| match node.role {
-            Role::Client { .. } => us_to_ns(exp.cpu.client_us_per_msg),
-            _ => us_to_ns(exp.cpu.server_us_per_msg),
+            Role::Client { .. } => (us_to_ns(cpu.client_us_per_msg), cpu.client_ns_per_byte),
+            Role::Service { .. } => (us_to_ns(cpu.service_us_per_msg), cpu.service_ns_per_byte),
+            _ => (us_to_ns(cpu.server_us_per_msg), cpu.server_ns_per_byte),
         })
-        .collect();
+        .unzip();
+    let net_ns_per_byte = if exp.network.bandwidth_gbps > 0.0 { 8.0 / exp.network.bandwidth_gbps } else { 0.0 };
     let faults = exp
         .faults
         .iter()
@@ -289,6 +292,8 @@ pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimCo
         clocks,
         epsilon_ns: us_to_ns(exp.clock.epsilon_us),
         cpu_ns,
+        cpu_ns_per_byte,
+        net_ns_per_byte,
         fsync_ns: ms_to_ns(exp.disk.fsync_ms),
         faults,
     }

@@ -980,6 +980,25 @@ fn a_workload_a_protocol_cannot_run_is_refused_at_the_workload_kind() {
     assert!(meridian_cli::runner::check_shapes(&tpcc, "tiga", tiga.shapes).is_ok(), "TPC-C's parts are anchored");
 }
 
+/// The cost model's per-byte CPU and bandwidth reach the simulator: the
+/// same run with every byte costing CPU and wire time commits later.
+#[test]
+fn per_byte_cpu_and_bandwidth_costs_lengthen_a_run() {
+    let s = Scratch::new("per-byte-costs");
+    s.write("small.toml", SMALL);
+    let costly = format!(
+        "{SMALL}\n[cpu]\nserver_ns_per_byte = 200.0\nclient_ns_per_byte = 200.0\n\n[network]\nbandwidth_gbps = 0.0001\n"
+    );
+    s.write("costly.toml", &costly);
+    let (base, _) = sim(&s, "small.toml", "base", &[]);
+    let (slow, _) = sim(&s, "costly.toml", "slow", &[]);
+    let (fast_p50, slow_p50) = (f64_at(&base, "latency_ms.p50"), f64_at(&slow, "latency_ms.p50"));
+    // Some tens of bytes per message at 80 µs per byte on the wire (and
+    // 0.2 µs at each end), over several message delays.
+    assert!(slow_p50 > fast_p50 + 10.0, "p50 {fast_p50} ms without per-byte costs, {slow_p50} ms with");
+    assert_eq!(u64_at(&slow, "txns.unknown"), 0);
+}
+
 /// Two schedules that once panicked a 2pl-paxos leader. Seed 770004: two
 /// lock leases ran out in the same tick, and releasing the first one's
 /// locks let an older waiter wound the second before its turn to expire

@@ -101,6 +101,13 @@ pub trait Env<M, R, T> {
     fn compact(&mut self, upto: Lsn, snapshot: R) {
         self.compact_stream(Stream::MAIN, upto, snapshot)
     }
+    /// Charges `ns` of CPU time to this handler, on top of the per-event
+    /// and per-byte costs the simulator's model adds by itself: work the
+    /// model should see (a sequencer's reordering, a dependency-graph
+    /// search). Messages sent after it leave that much later, and the node
+    /// starts its next event that much later. The real runtime spends real
+    /// CPU instead and ignores it.
+    fn charge_cpu(&mut self, _ns: u64) {}
     /// The node's seeded random stream.
     fn rng(&mut self) -> &mut Rng;
     /// Adds to one of the protocol's report counters.
@@ -300,6 +307,9 @@ where
     }
     fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: R2) {
         self.inner.compact_stream(stream, upto, R::from(snapshot))
+    }
+    fn charge_cpu(&mut self, ns: u64) {
+        self.inner.charge_cpu(ns)
     }
     fn rng(&mut self) -> &mut Rng {
         self.inner.rng()

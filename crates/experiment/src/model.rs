@@ -78,13 +78,22 @@ pub struct Network {
     /// Round trip inside a region, when given (default 0.2 ms for an
     /// explicit matrix; a preset's own value otherwise).
     pub local_rtt_ms: Option<f64>,
+    /// Every link's bandwidth: a message's encoded bytes take their time
+    /// on the wire; 0 is unlimited.
+    pub bandwidth_gbps: f64,
 }
 
-/// `[cpu]`: simulated CPU time per handled event.
+/// `[cpu]`: simulated CPU time per handled event, per role, and per byte
+/// of every message sent or received (its encoded size).
 #[derive(Clone, PartialEq, Debug)]
 pub struct Cpu {
     pub server_us_per_msg: f64,
     pub client_us_per_msg: f64,
+    /// Service nodes (view managers, sequencers, oracles).
+    pub service_us_per_msg: f64,
+    pub server_ns_per_byte: f64,
+    pub client_ns_per_byte: f64,
+    pub service_ns_per_byte: f64,
 }
 
 /// `[disk]`.

@@ -80,6 +80,7 @@ pub struct RawNetwork {
     pub reorder: Option<bool>,
     pub rtt_ms: Option<BTreeMap<String, f64>>,
     pub local_rtt_ms: Option<f64>,
+    pub bandwidth_gbps: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -87,6 +88,10 @@ pub struct RawNetwork {
 pub struct RawCpu {
     pub server_us_per_msg: Option<f64>,
     pub client_us_per_msg: Option<f64>,
+    pub service_us_per_msg: Option<f64>,
+    pub server_ns_per_byte: Option<f64>,
+    pub client_ns_per_byte: Option<f64>,
+    pub service_ns_per_byte: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

@@ -251,13 +251,30 @@ pub fn network(ctx: Ctx<'_>, raw: &RawNetwork) -> Result<Network, ConfigError> {
         reorder: raw.reorder.unwrap_or(false),
         rtt_ms: raw.rtt_ms.clone(),
         local_rtt_ms: raw.local_rtt_ms,
+        bandwidth_gbps: ctx.or("network.bandwidth_gbps", raw.bandwidth_gbps, 0.0, Ctx::non_negative)?,
     })
 }
 
 pub fn cpu(ctx: Ctx<'_>, raw: &RawCpu) -> Result<Cpu, ConfigError> {
+    let server_us_per_msg = ctx.or("cpu.server_us_per_msg", raw.server_us_per_msg, 2.0, Ctx::non_negative)?;
+    let server_ns_per_byte = ctx.or("cpu.server_ns_per_byte", raw.server_ns_per_byte, 0.0, Ctx::non_negative)?;
     Ok(Cpu {
-        server_us_per_msg: ctx.or("cpu.server_us_per_msg", raw.server_us_per_msg, 2.0, Ctx::non_negative)?,
+        server_us_per_msg,
         client_us_per_msg: ctx.or("cpu.client_us_per_msg", raw.client_us_per_msg, 0.5, Ctx::non_negative)?,
+        service_us_per_msg: ctx.or(
+            "cpu.service_us_per_msg",
+            raw.service_us_per_msg,
+            server_us_per_msg,
+            Ctx::non_negative,
+        )?,
+        server_ns_per_byte,
+        client_ns_per_byte: ctx.or("cpu.client_ns_per_byte", raw.client_ns_per_byte, 0.0, Ctx::non_negative)?,
+        service_ns_per_byte: ctx.or(
+            "cpu.service_ns_per_byte",
+            raw.service_ns_per_byte,
+            server_ns_per_byte,
+            Ctx::non_negative,
+        )?,
     })
 }
 

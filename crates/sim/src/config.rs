@@ -73,6 +73,12 @@ pub struct SimConfig {
     pub epsilon_ns: u64,
     /// Simulated CPU time each node spends per event it handles.
     pub cpu_ns: Vec<u64>,
+    /// CPU time per byte of every message a node sends or receives (its
+    /// postcard encoding, as on the wire), one per node; empty: free.
+    pub cpu_ns_per_byte: Vec<f64>,
+    /// Transmission time per byte of a message on every link (8 ns per
+    /// byte is 1 Gbit/s); 0: free.
+    pub net_ns_per_byte: f64,
     /// Latency of a durable append (group commit: appends made while a flush
     /// is in flight go in the next one).
     pub fsync_ns: u64,
@@ -91,6 +97,8 @@ impl SimConfig {
             clocks: vec![ClockModel::default(); n],
             epsilon_ns: 100_000,
             cpu_ns: vec![0; n],
+            cpu_ns_per_byte: Vec::new(),
+            net_ns_per_byte: 0.0,
             fsync_ns: 100_000,
             faults: Vec::new(),
         }
@@ -100,7 +108,12 @@ impl SimConfig {
     /// every region.
     pub fn validate(&self) -> Result<(), String> {
         let n = self.topology.nodes.len();
-        if self.clocks.len() != n || self.cpu_ns.len() != n {
+        let per_byte_ok = self.cpu_ns_per_byte.is_empty() || self.cpu_ns_per_byte.len() == n;
+        let finite = |x: &f64| x.is_finite() && *x >= 0.0;
+        if !self.cpu_ns_per_byte.iter().all(finite) || !finite(&self.net_ns_per_byte) {
+            return Err("per-byte costs are finite and non-negative".into());
+        }
+        if self.clocks.len() != n || self.cpu_ns.len() != n || !per_byte_ok {
             return Err(format!(
                 "per-node settings cover {} clocks and {} cpus for {n} nodes",
                 self.clocks.len(),

@@ -41,13 +41,39 @@ pub enum Verdict {
 pub type Interceptor<M> = Box<dyn FnMut(u64, NodeId, NodeId, &M) -> Verdict>;
 
 enum Event<P: Protocol> {
-    Deliver { to: NodeId, from: NodeId, msg: P::Msg },
-    Timer { node: NodeId, incarnation: u32, id: u64, tag: P::Timer },
-    Flush { node: NodeId, incarnation: u32 },
-    Persisted { node: NodeId, upto: Lsn },
-    Request { node: NodeId, request: RequestId, program: Program },
-    Ready { node: NodeId, incarnation: u32 },
-    Wake { client: NodeId },
+    /// `bytes`: the message's encoded size, when messages are sized.
+    Deliver {
+        to: NodeId,
+        from: NodeId,
+        msg: P::Msg,
+        bytes: u32,
+    },
+    Timer {
+        node: NodeId,
+        incarnation: u32,
+        id: u64,
+        tag: P::Timer,
+    },
+    Flush {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Persisted {
+        node: NodeId,
+        upto: Lsn,
+    },
+    Request {
+        node: NodeId,
+        request: RequestId,
+        program: Program,
+    },
+    Ready {
+        node: NodeId,
+        incarnation: u32,
+    },
+    Wake {
+        client: NodeId,
+    },
     Fault(FaultAction),
 }
 
@@ -89,6 +115,7 @@ struct NodeRt<P: Protocol> {
     next_timer: u64,
     disk: Disk<P::Record>,
     cpu_ns: u64,
+    cpu_ns_per_byte: f64,
 }
 
 /// A completed client request, kept when no driver is attached.
@@ -106,6 +133,9 @@ pub struct Sim<P: Protocol> {
     seed: u64,
     epsilon_ns: u64,
     fsync_ns: u64,
+    /// Messages are sized (encoded) only when a per-byte cost is set.
+    sized: bool,
+    net_ns_per_byte: f64,
     now_ns: u64,
     queue: EventQueue<Event<P>>,
     processes: Vec<Option<P::Node>>,
@@ -124,6 +154,14 @@ pub struct Sim<P: Protocol> {
     trace: u64,
     started: bool,
     event_log: Option<Box<dyn std::io::Write>>,
+}
+
+/// A message's size on the wire: its postcard encoding, as the runtime
+/// sends it.
+fn encoded_len<M: serde::Serialize>(msg: &M) -> u32 {
+    let size = postcard::ser_flavors::Size::default();
+    let n: usize = postcard::serialize_with_flavor(msg, size).expect("messages encode");
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 fn mix(h: u64, x: u64) -> u64 {
@@ -156,6 +194,7 @@ impl<P: Protocol> Sim<P> {
                 next_timer: 1,
                 disk: Disk::new(),
                 cpu_ns: cfg.cpu_ns[i],
+                cpu_ns_per_byte: cfg.cpu_ns_per_byte.get(i).copied().unwrap_or(0.0),
             });
         }
         let mut queue = EventQueue::new();
@@ -168,6 +207,8 @@ impl<P: Protocol> Sim<P> {
             seed: cfg.seed,
             epsilon_ns: cfg.epsilon_ns,
             fsync_ns: cfg.fsync_ns,
+            sized: cfg.net_ns_per_byte > 0.0 || cfg.cpu_ns_per_byte.iter().any(|c| *c > 0.0),
+            net_ns_per_byte: cfg.net_ns_per_byte,
             now_ns: 0,
             queue,
             processes,
@@ -385,19 +426,24 @@ impl<P: Protocol> Sim<P> {
             self.log_event(node, &event);
         }
         let mut process = self.processes[node.index()].take().expect("an up node has a process");
-        {
+        let busy_until_ns = {
             let mut env = self.env(node);
             match event {
-                Event::Deliver { from, msg, .. } => process.on_message(&mut env, from, msg),
+                Event::Deliver { from, msg, bytes, .. } => {
+                    // Decoding costs the receiver too.
+                    env.depart_ns += (f64::from(bytes) * env.rt.cpu_ns_per_byte) as u64;
+                    process.on_message(&mut env, from, msg)
+                }
                 Event::Timer { tag, .. } => process.on_timer(&mut env, tag),
                 Event::Persisted { upto, .. } => process.on_persisted(&mut env, upto),
                 Event::Request { request, program, .. } => process.on_request(&mut env, request, program),
                 _ => unreachable!("not a node event"),
             }
-        }
+            env.depart_ns
+        };
         self.processes[node.index()] = Some(process);
         let rt = &mut self.nodes[node.index()];
-        rt.busy_until_ns = self.now_ns + rt.cpu_ns;
+        rt.busy_until_ns = busy_until_ns;
         self.start_flush(node);
         self.flush_completions();
     }
@@ -448,6 +494,8 @@ impl<P: Protocol> Sim<P> {
             depart_ns,
             node,
             epsilon_ns: self.epsilon_ns,
+            sized: self.sized,
+            net_ns_per_byte: self.net_ns_per_byte,
             topology: &self.deployment.topology,
             rt: &mut self.nodes[node.index()],
             queue: &mut self.queue,
@@ -572,9 +620,12 @@ fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
 /// The `Env` a process acts through while it handles one event.
 struct SimEnv<'a, P: Protocol> {
     now_ns: u64,
+    /// When the handler's CPU work so far ends: what it sends leaves then.
     depart_ns: u64,
     node: NodeId,
     epsilon_ns: u64,
+    sized: bool,
+    net_ns_per_byte: f64,
     topology: &'a Topology,
     rt: &'a mut NodeRt<P>,
     queue: &'a mut EventQueue<Event<P>>,
@@ -629,13 +680,22 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
                 Verdict::Delay(ns) => extra_ns = ns,
             }
         }
-        let route = self.net.route(self.node, to, self.depart_ns, extra_ns);
+        let bytes = if self.sized { encoded_len(&msg) } else { 0 };
+        // Encoding costs the sender's CPU, in sending order; the bytes then
+        // take their time on the wire.
+        self.depart_ns += (f64::from(bytes) * self.rt.cpu_ns_per_byte) as u64;
+        let wire_ns = (f64::from(bytes) * self.net_ns_per_byte) as u64;
+        let route = self.net.route(self.node, to, self.depart_ns, extra_ns + wire_ns);
         if let Some(at) = route.second_ns {
-            self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone() });
+            self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone(), bytes });
         }
         if let Some(at) = route.first_ns {
-            self.queue.push(at, Event::Deliver { to, from: self.node, msg });
+            self.queue.push(at, Event::Deliver { to, from: self.node, msg, bytes });
         }
+    }
+
+    fn charge_cpu(&mut self, ns: u64) {
+        self.depart_ns = self.depart_ns.saturating_add(ns);
     }
 
     fn set_timer(&mut self, after_ns: u64, timer: P::Timer) -> TimerId {

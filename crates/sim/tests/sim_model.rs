@@ -13,8 +13,8 @@ struct Echo;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Msg {
-    Ping { seq: u64 },
-    Pong { seq: u64 },
+    Ping { seq: u64, pad: Vec<u8> },
+    Pong { seq: u64, pad: Vec<u8> },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -25,6 +25,10 @@ struct EchoNode {
     persisted_upto: u64,
     timer_fired_at: Vec<u64>,
     truetimes: Vec<meridian_core::TrueTime>,
+    /// Bytes of padding each ping carries (the `pad_bytes` parameter).
+    pad_bytes: usize,
+    /// CPU the echo target charges per ping (the `charge_ns` parameter).
+    charge_ns: u64,
 }
 
 impl Protocol for Echo {
@@ -35,8 +39,10 @@ impl Protocol for Echo {
     type Timer = u64;
     type Node = EchoNode;
 
-    fn build(_: &Deployment, _: NodeId) -> Result<EchoNode, String> {
-        Ok(EchoNode::default())
+    fn build(deployment: &Deployment, _: NodeId) -> Result<EchoNode, String> {
+        let pad_bytes = deployment.params.u64_or("pad_bytes", 0)? as usize;
+        let charge_ns = deployment.params.u64_or("charge_ns", 0)?;
+        Ok(EchoNode { pad_bytes, charge_ns, ..EchoNode::default() })
     }
 }
 
@@ -49,11 +55,12 @@ impl Process<Echo> for EchoNode {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Echo>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Ping { seq } => {
+            Msg::Ping { seq, pad } => {
                 self.pings.push((seq, ctx.clock_ns()));
-                ctx.send(from, Msg::Pong { seq });
+                ctx.charge_cpu(self.charge_ns);
+                ctx.send(from, Msg::Pong { seq, pad });
             }
-            Msg::Pong { seq } => ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] }),
+            Msg::Pong { seq, .. } => ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] }),
         }
     }
 
@@ -92,11 +99,15 @@ impl Process<Echo> for EchoNode {
             return;
         }
         let target = ctx.topology().replicas(ShardId(0))[0];
-        ctx.send(target, Msg::Ping { seq: request.0 });
+        ctx.send(target, Msg::Ping { seq: request.0, pad: vec![0; self.pad_bytes] });
     }
 }
 
 fn setup(seed: u64, tweak: impl FnOnce(&mut SimConfig)) -> Sim<Echo> {
+    setup_with(seed, Params::new(), tweak)
+}
+
+fn setup_with(seed: u64, params: Params, tweak: impl FnOnce(&mut SimConfig)) -> Sim<Echo> {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
         regions: matrix.regions.clone(),
@@ -111,7 +122,7 @@ fn setup(seed: u64, tweak: impl FnOnce(&mut SimConfig)) -> Sim<Echo> {
     let latency = Arc::new(matrix.clone());
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     tweak(&mut cfg);
-    let deployment = Deployment { topology, params: Params::new(), epsilon_us: 100, latency };
+    let deployment = Deployment { topology, params, epsilon_us: 100, latency };
     Sim::new(cfg, deployment).unwrap()
 }
 
@@ -211,6 +222,58 @@ fn compacting_one_stream_keeps_the_other_streams_records_across_a_restart() {
     assert_eq!(sim.process(c).unwrap().recovered, vec![42, 5, 6], "stream 1's records gave way to its snapshot");
 }
 
+fn round_trip_ns(params: Params, tweak: impl FnOnce(&mut SimConfig)) -> u64 {
+    let mut sim = setup_with(1, params, tweak);
+    let c = hong_kong_client(&sim);
+    sim.request(c, RequestId(1), Program::default());
+    sim.run_until(ms(1_000));
+    sim.take_completions()[0].at_ns
+}
+
+#[test]
+fn charged_cpu_delays_what_the_handler_sends_after_it() {
+    let base = round_trip_ns(Params::new(), |_| {});
+    let charged = round_trip_ns(Params::new().with("charge_ns", meridian_core::ParamValue::Int(5_000_000)), |_| {});
+    assert_eq!(charged - base, 5_000_000);
+}
+
+#[test]
+fn bytes_take_their_time_on_the_wire() {
+    let pad = || Params::new().with("pad_bytes", meridian_core::ParamValue::Int(10_000));
+    let free = round_trip_ns(pad(), |_| {});
+    let slow = round_trip_ns(pad(), |cfg| cfg.net_ns_per_byte = 8.0);
+    // Two messages of a little over 10,000 bytes at 1 Gbit/s.
+    let extra = slow - free;
+    assert!((160_000..161_000).contains(&extra), "{extra} ns");
+}
+
+/// The cost model sees message size: with the same CPU per byte, pings
+/// that carry ten times the metadata keep the echo server busy longer, so
+/// the same burst completes later (lower throughput).
+#[test]
+fn ten_times_the_metadata_per_message_lowers_throughput_under_the_same_cpu() {
+    let finish_ms = |pad_bytes: u64| {
+        let params = Params::new().with("pad_bytes", meridian_core::ParamValue::Int(pad_bytes as i64));
+        let mut sim = setup_with(1, params, |cfg| {
+            cfg.cpu_ns = vec![1_000; cfg.topology.nodes.len()];
+            cfg.cpu_ns_per_byte = vec![20.0; cfg.topology.nodes.len()];
+        });
+        let c = hong_kong_client(&sim);
+        for seq in 1..=200 {
+            sim.request(c, RequestId(seq), Program::default());
+        }
+        sim.run_until(ms(2_000));
+        let done = sim.take_completions();
+        assert_eq!(done.len(), 200, "every ping answered");
+        done.iter().map(|d| d.at_ns).max().unwrap() as f64 / 1e6
+    };
+    let (small, large) = (finish_ms(100), finish_ms(1_000));
+    // The echo server decodes and re-encodes each ping: 2 x 900 more bytes
+    // x 20 ns = 36 µs more per ping, 7.2 ms over the burst (the client's
+    // own encoding and decoding add as much again at its end).
+    assert!(large - small > 7.0, "10x metadata: the burst ends {small:.1} ms vs {large:.1} ms");
+}
+
 #[test]
 fn a_busy_cpu_queues_events() {
     let mut sim = setup(1, |cfg| {
@@ -270,7 +333,7 @@ fn interceptors_can_drop_and_delay_messages() {
     let mut sim = setup(1, |_| {});
     let c = hong_kong_client(&sim);
     sim.set_interceptor(Box::new(|_, _, _, msg: &Msg| match msg {
-        Msg::Ping { seq: 1 } => Verdict::Drop,
+        Msg::Ping { seq: 1, .. } => Verdict::Drop,
         Msg::Ping { .. } => Verdict::Delay(3_000_000),
         Msg::Pong { .. } => Verdict::Deliver,
     }));
