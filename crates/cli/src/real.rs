@@ -7,7 +7,7 @@
 //! here; the cluster file says what runs where. This module must never
 //! start or stop cluster processes: `meridian cluster` does that.
 
-use crate::report::{BenchFacts, Report, build_report_for};
+use crate::report::{BenchFacts, CpuUse, Report, build_report_for};
 use crate::runner::{RunFacts, build_driver};
 use meridian_checker::HistoryOp;
 use meridian_core::{ClusterSpec, Consistency, NodeId, RegionId, Topology};
@@ -129,6 +129,10 @@ pub fn run_bench(
     };
     let wall = Instant::now();
     let cpu_start_ns = bench::process_cpu_ns();
+    let cluster_cpu_start = match &target {
+        Target::Meridian(c) => meridian_runtime::cluster::node_cpu_ns(c),
+        Target::Etcd(_) => Vec::new(),
+    };
     let end_ns = rt.block_on(async {
         let mut backend: Box<dyn Backend> = match &target {
             Target::Meridian(c) => {
@@ -160,6 +164,17 @@ pub fn run_bench(
         observations: Vec::new(),
     };
     let mut report = build_report_for(&name, consistency, exp, &topology, driver.stats(), &history, true, facts);
+    if let Target::Meridian(c) = &target {
+        // The cluster's own processes, when they run here (`meridian
+        // cluster up`): what the simulator's CPU model is calibrated
+        // against.
+        let end = meridian_runtime::cluster::node_cpu_ns(c);
+        let used: Option<Vec<u64>> =
+            cluster_cpu_start.iter().zip(&end).map(|(a, b)| Some(b.as_ref()?.saturating_sub((*a)?))).collect();
+        if let Some(used) = used.filter(|u| !u.is_empty()) {
+            report.cpu = Some(CpuUse::of(&c.topology, &used, report.txns.committed));
+        }
+    }
     let open_loop = exp.offered_tps(1).is_some();
     report.bench = Some(BenchFacts::measure(driver.stats(), open_loop, cpu_ns, wall_s));
     report.target = Some(match target {

@@ -51,6 +51,33 @@ pub struct TypeLatency {
     pub by_region: BTreeMap<String, Percentiles>,
 }
 
+/// CPU time spent by role, and per committed transaction.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CpuUse {
+    /// `server`, `client`, `service`: ms of CPU time over the run.
+    pub busy_ms_by_role: BTreeMap<String, f64>,
+    /// Every role's CPU time divided by the transactions committed.
+    pub us_per_committed_txn: f64,
+}
+
+impl CpuUse {
+    /// From CPU ns per node and the nodes' roles.
+    pub fn of(topology: &Topology, ns_by_node: &[u64], committed: u64) -> CpuUse {
+        let mut by_role: BTreeMap<String, f64> = BTreeMap::new();
+        for (node, ns) in topology.nodes.iter().zip(ns_by_node) {
+            let role = match node.role {
+                meridian_core::Role::Client { .. } => "client",
+                meridian_core::Role::Service { .. } => "service",
+                _ => "server",
+            };
+            *by_role.entry(role.into()).or_default() += *ns as f64 / 1e6;
+        }
+        let total_us: f64 = by_role.values().sum::<f64>() * 1e3;
+        let by_role = by_role.into_iter().map(|(r, ms)| (r, round3(ms))).collect();
+        CpuUse { busy_ms_by_role: by_role, us_per_committed_txn: round3(total_us / committed.max(1) as f64) }
+    }
+}
+
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Txns {
     pub committed: u64,
@@ -116,6 +143,10 @@ pub struct Report {
     /// loop: the offered rate less throttled arrivals, if the generator
     /// keeps its schedule).
     pub sent_tps: f64,
+    /// CPU the system spent: simulated in `meridian sim`, the cluster's
+    /// processes' own on a real cluster of local processes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<CpuUse>,
     /// How the load generator itself fared on a real cluster.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bench: Option<BenchFacts>,
@@ -294,6 +325,7 @@ pub fn build_report_for(
         violations: Vec::new(),
         offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
         sent_tps: round3(stats.started as f64 / exp.run.duration_s.max(1e-9)),
+        cpu: None,
         bench: None,
         target: None,
     }
@@ -352,6 +384,10 @@ pub fn summary(r: &Report) -> String {
     let counters: Vec<String> = r.counters.iter().filter(|(_, v)| **v > 0).map(|(k, v)| format!("{k}={v}")).collect();
     if !counters.is_empty() {
         let _ = writeln!(s, "counters: {}", counters.join(" "));
+    }
+    if let Some(cpu) = &r.cpu {
+        let roles: Vec<String> = cpu.busy_ms_by_role.iter().map(|(k, v)| format!("{k} {v:.0} ms")).collect();
+        let _ = writeln!(s, "cpu: {:.1} µs per committed transaction ({})", cpu.us_per_committed_txn, roles.join(", "));
     }
     for v in &r.violations {
         let _ = writeln!(s, "VIOLATION: {v}");

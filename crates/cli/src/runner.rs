@@ -6,7 +6,7 @@
 //! Wall-clock time is read here only to report `wall_s`; nothing the run
 //! does depends on it.
 
-use crate::report::{Report, build_report};
+use crate::report::{CpuUse, Report, build_report};
 use meridian_checker::HistoryOp;
 use meridian_core::{
     ClientIo, Clients, Deployment, NodeId, Outcome, Protocol, RequestId, Rng, Role, Topology, ms_to_ns, us_to_ns,
@@ -152,6 +152,7 @@ fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOut
     );
     report.audit = audit;
     report.violations = sim.violations().to_vec();
+    report.cpu = Some(CpuUse::of(&topology, sim.cpu_busy_ns(), stats.committed));
     Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
 }
 

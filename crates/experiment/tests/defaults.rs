@@ -34,7 +34,10 @@ fn minimal_file_takes_every_default() {
     assert!(e.clock.offset_ms_by_node.is_empty() && e.clock.offset_ms_by_region.is_empty());
     assert_eq!((e.network.jitter_ms, e.network.loss, e.network.duplicate), (0.0, 0.0, 0.0));
     assert!(!e.network.reorder);
-    assert_eq!((e.cpu.server_us_per_msg, e.cpu.client_us_per_msg), (2.0, 0.5));
+    assert_eq!((e.cpu.server_us_per_msg, e.cpu.client_us_per_msg), (19.0, 13.0));
+    assert_eq!(e.cpu.service_us_per_msg, 19.0, "services cost what servers do");
+    assert_eq!((e.cpu.server_ns_per_byte, e.cpu.client_ns_per_byte, e.cpu.service_ns_per_byte), (0.0, 0.0, 0.0));
+    assert_eq!(e.network.bandwidth_gbps, 0.0, "unlimited");
     assert_eq!(e.disk.fsync_ms, 0.1);
     assert!(e.faults.is_empty());
     assert_eq!((e.run.duration_s, e.run.warmup_s, e.run.drain_s, e.run.seed), (10.0, 1.0, 5.0, 1));

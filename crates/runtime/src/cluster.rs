@@ -47,6 +47,25 @@ fn running_pid(cfg: &ClusterConfig, node: NodeId) -> Option<i32> {
     ours.then_some(pid)
 }
 
+/// The CPU time (user and system, ns) each node's local process has used
+/// so far, by node; `None` for a node with no process of this cluster on
+/// this machine.
+pub fn node_cpu_ns(cfg: &ClusterConfig) -> Vec<Option<u64>> {
+    (0..cfg.topology.nodes.len()).map(|i| running_pid(cfg, NodeId(i as u32)).and_then(process_cpu_ns)).collect()
+}
+
+/// `/proc/<pid>/stat`'s utime + stime, in ns.
+fn process_cpu_ns(pid: i32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which may hold spaces or parens:
+    // the state is field 3, utime and stime are fields 14 and 15.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let per_s = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(ticks * 1_000_000_000 / per_s)
+}
+
 /// Starts one node's server detached from the terminal, logging to its log file.
 pub fn spawn_node(cfg: &ClusterConfig, config: &Path, exe: &Path, node: NodeId) -> io::Result<u32> {
     let dir = cfg.node_dir(node);

@@ -135,6 +135,8 @@ pub struct Sim<P: Protocol> {
     fsync_ns: u64,
     /// Messages are sized (encoded) only when a per-byte cost is set.
     sized: bool,
+    /// Simulated CPU time each node has been busy.
+    cpu_busy_ns: Vec<u64>,
     net_ns_per_byte: f64,
     now_ns: u64,
     queue: EventQueue<Event<P>>,
@@ -208,6 +210,7 @@ impl<P: Protocol> Sim<P> {
             epsilon_ns: cfg.epsilon_ns,
             fsync_ns: cfg.fsync_ns,
             sized: cfg.net_ns_per_byte > 0.0 || cfg.cpu_ns_per_byte.iter().any(|c| *c > 0.0),
+            cpu_busy_ns: vec![0; cfg.topology.nodes.len()],
             net_ns_per_byte: cfg.net_ns_per_byte,
             now_ns: 0,
             queue,
@@ -256,6 +259,12 @@ impl<P: Protocol> Sim<P> {
 
     /// Events handled so far (deliveries, timers, persistence
     /// acknowledgements, requests).
+    /// Simulated CPU time each node has spent handling events (per event,
+    /// per byte, and charged), indexed by node.
+    pub fn cpu_busy_ns(&self) -> &[u64] {
+        &self.cpu_busy_ns
+    }
+
     pub fn events(&self) -> u64 {
         self.events
     }
@@ -442,6 +451,7 @@ impl<P: Protocol> Sim<P> {
             env.depart_ns
         };
         self.processes[node.index()] = Some(process);
+        self.cpu_busy_ns[node.index()] += busy_until_ns - self.now_ns;
         let rt = &mut self.nodes[node.index()];
         rt.busy_until_ns = busy_until_ns;
         self.start_flush(node);

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Measures what the simulator's CPU model is calibrated against
+# (docs/cost-model.md): CPU time per committed transaction of a real
+# cluster's processes (the compare deployment, examples/cluster-compare.toml:
+# one shard of three replicas and one front-end as local processes, no WAN
+# emulation) under examples/bench-rmw.toml's three-key read-modify-writes,
+# open loop at 2,000 txn/s for 10 s; then the same workload and rate in the
+# simulator, with a LAN-like latency matrix and the default [cpu] model.
+# `meridian bench` reports the cluster processes' own CPU time (from
+# /proc) under `cpu`, `meridian sim` the simulated CPU time.
+#
+#   scripts/calibrate-cpu.sh [2pl-paxos|tiga ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release -q
+M=target/release/meridian
+work=$(mktemp -d)
+trap '"$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+protocols=("${@:-2pl-paxos}")
+[ $# -eq 0 ] && protocols=(2pl-paxos tiga)
+
+experiment() { # PROTOCOL: bench-rmw.toml, open loop, 8 clients x 250 txn/s, 10 s
+  sed -e 's/^per_region = .*/per_region = 8/' -e 's/^duration_s = .*/duration_s = 10.0/' \
+    -e 's/^warmup_s = .*/warmup_s = 1.0/' -e 's/^mode = .*/mode = "open"/' \
+    -e 's/^think_ms = .*/rate_tps = 250\nmax_outstanding = 2000/' -e "s/^name = \"2pl-paxos\"/name = \"$1\"/" \
+    examples/bench-rmw.toml
+}
+
+cpu_row() { # LABEL REPORT
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[2]))
+c = r["cpu"]
+roles = ", ".join(f"{k} {v:.0f} ms" for k, v in sorted(c["busy_ms_by_role"].items()))
+print(f"{sys.argv[1]:<20} {r['throughput_tps']:>8.0f} txn/s {c['us_per_committed_txn']:>8.1f} µs/txn  ({roles})")
+PY
+}
+
+for p in "${protocols[@]}"; do
+  sed -e "s/^emulate_wan = .*/emulate_wan = false/" -e "s#^data_dir = .*#data_dir = \"$work/data\"#" \
+    -e "s/^name = \"2pl-paxos\"/name = \"$p\"/" examples/cluster-compare.toml >"$work/cluster.toml"
+  "$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true
+  rm -rf "$work/data"
+  "$M" cluster up --config "$work/cluster.toml" >/dev/null
+  experiment "$p" >"$work/exp.toml"
+  "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/warm.json" >/dev/null
+  "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/real.json" >/dev/null
+  "$M" cluster down --config "$work/cluster.toml" >/dev/null
+  cpu_row "$p real" "$work/real.json"
+  # The simulator: the same experiment on a LAN-like matrix.
+  experiment "$p" | sed -e 's/^preset = .*//' >"$work/sim.toml"
+  printf '\n[network]\nrtt_ms = { "south-carolina-finland" = 0.1, "south-carolina-brazil" = 0.1, "finland-brazil" = 0.1 }\nlocal_rtt_ms = 0.1\n' >>"$work/sim.toml"
+  "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
+  cpu_row "$p simulated" "$work/sim.json"
+done
