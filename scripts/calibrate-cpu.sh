@@ -9,17 +9,58 @@
 # `meridian bench` reports the cluster processes' own CPU time (from
 # /proc) under `cpu`, `meridian sim` the simulated CPU time.
 #
-#   scripts/calibrate-cpu.sh [2pl-paxos|tiga ...]
+# With `sizes` first, it runs the value-size sweep instead: write-only
+# ramp-ycsb transactions of four keys, 8 clients x 125 txn/s, with 16- and
+# 4,096-byte values (what the per-byte cost is fitted to).
+#
+#   scripts/calibrate-cpu.sh [sizes] [2pl-paxos|tiga ...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release -q
 M=target/release/meridian
 work=$(mktemp -d)
 trap '"$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-protocols=("${@:-2pl-paxos}")
+sizes=false
+if [ "${1:-}" = sizes ]; then sizes=true; shift; fi
+protocols=("$@")
 [ $# -eq 0 ] && protocols=(2pl-paxos tiga)
 
-experiment() { # PROTOCOL: bench-rmw.toml, open loop, 8 clients x 250 txn/s, 10 s
+experiment() { # PROTOCOL [VALUE_BYTES]
+  if [ -n "${2:-}" ]; then
+    # The value-size sweep: write-only transactions of four keys.
+    cat <<EOT
+[cluster]
+preset = "tiga-gcp"
+server_regions = ["south-carolina", "finland", "brazil"]
+shards = 1
+replicas_per_shard = 3
+
+[clients]
+regions = ["south-carolina"]
+per_region = 8
+mode = "open"
+rate_tps = 125
+max_outstanding = 2000
+
+[workload]
+kind = "ramp-ycsb"
+keys = 100000
+txn_size = 4
+read_txn_pct = 0.0
+value_bytes = $2
+
+[run]
+duration_s = 10.0
+warmup_s = 1.0
+drain_s = 5.0
+seed = 1
+
+[protocol]
+name = "$1"
+EOT
+    return
+  fi
+  # bench-rmw.toml, open loop, 8 clients x 250 txn/s, 10 s.
   sed -e 's/^per_region = .*/per_region = 8/' -e 's/^duration_s = .*/duration_s = 10.0/' \
     -e 's/^warmup_s = .*/warmup_s = 1.0/' -e 's/^mode = .*/mode = "open"/' \
     -e 's/^think_ms = .*/rate_tps = 250\nmax_outstanding = 2000/' -e "s/^name = \"2pl-paxos\"/name = \"$1\"/" \
@@ -37,19 +78,22 @@ PY
 }
 
 for p in "${protocols[@]}"; do
+ for vb in $($sizes && echo "16 4096" || echo "-"); do
+  [ "$vb" = - ] && vb=""
   sed -e "s/^emulate_wan = .*/emulate_wan = false/" -e "s#^data_dir = .*#data_dir = \"$work/data\"#" \
     -e "s/^name = \"2pl-paxos\"/name = \"$p\"/" examples/cluster-compare.toml >"$work/cluster.toml"
   "$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true
   rm -rf "$work/data"
   "$M" cluster up --config "$work/cluster.toml" >/dev/null
-  experiment "$p" >"$work/exp.toml"
+  experiment "$p" $vb >"$work/exp.toml"
   "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/warm.json" >/dev/null
   "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/real.json" >/dev/null
   "$M" cluster down --config "$work/cluster.toml" >/dev/null
-  cpu_row "$p real" "$work/real.json"
+  cpu_row "$p ${vb:+$vb B }real" "$work/real.json"
   # The simulator: the same experiment on a LAN-like matrix.
-  experiment "$p" | sed -e 's/^preset = .*//' >"$work/sim.toml"
+  sed -e 's/^preset = .*//' "$work/exp.toml" >"$work/sim.toml"
   printf '\n[network]\nrtt_ms = { "south-carolina-finland" = 0.1, "south-carolina-brazil" = 0.1, "finland-brazil" = 0.1 }\nlocal_rtt_ms = 0.1\n' >>"$work/sim.toml"
   "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
-  cpu_row "$p simulated" "$work/sim.json"
+  cpu_row "$p ${vb:+$vb B }simulated" "$work/sim.json"
+ done
 done

@@ -8,8 +8,8 @@
 //! mode "closed", think_ms 0, max_outstanding 100 (open), max_retries 5,
 //! retry_backoff_ms 5; `[clock]` all 0 but epsilon_us 100; `[network]` all
 //! 0 / false, local_rtt_ms 0.2 for an explicit matrix; `[cpu]` 19 µs per
-//! server (and service) event, 13 per client event, 0 per byte (calibrated
-//! against the real runtime, docs/cost-model.md); `[disk]` fsync_ms 0.1; `[run]`
+//! server (and service) event, 13 per client event, 3 ns per byte of every
+//! message (calibrated against the real runtime, docs/cost-model.md); `[disk]` fsync_ms 0.1; `[run]`
 //! duration_s 10, warmup_s a tenth of the duration, drain_s 5, seed 1.
 
 use crate::error::ConfigError;
@@ -258,7 +258,7 @@ pub fn network(ctx: Ctx<'_>, raw: &RawNetwork) -> Result<Network, ConfigError> {
 
 pub fn cpu(ctx: Ctx<'_>, raw: &RawCpu) -> Result<Cpu, ConfigError> {
     let server_us_per_msg = ctx.or("cpu.server_us_per_msg", raw.server_us_per_msg, 19.0, Ctx::non_negative)?;
-    let server_ns_per_byte = ctx.or("cpu.server_ns_per_byte", raw.server_ns_per_byte, 0.0, Ctx::non_negative)?;
+    let server_ns_per_byte = ctx.or("cpu.server_ns_per_byte", raw.server_ns_per_byte, 3.0, Ctx::non_negative)?;
     Ok(Cpu {
         server_us_per_msg,
         client_us_per_msg: ctx.or("cpu.client_us_per_msg", raw.client_us_per_msg, 13.0, Ctx::non_negative)?,
@@ -269,7 +269,7 @@ pub fn cpu(ctx: Ctx<'_>, raw: &RawCpu) -> Result<Cpu, ConfigError> {
             Ctx::non_negative,
         )?,
         server_ns_per_byte,
-        client_ns_per_byte: ctx.or("cpu.client_ns_per_byte", raw.client_ns_per_byte, 0.0, Ctx::non_negative)?,
+        client_ns_per_byte: ctx.or("cpu.client_ns_per_byte", raw.client_ns_per_byte, 3.0, Ctx::non_negative)?,
         service_ns_per_byte: ctx.or(
             "cpu.service_ns_per_byte",
             raw.service_ns_per_byte,
