@@ -176,7 +176,8 @@ impl Server {
         let start = self.sync_point;
         let mut changed_from = u64::MAX;
         let mut missing = Vec::new();
-        for (id, t) in wanted {
+        let mut wanted = wanted.into_iter();
+        for (id, t) in wanted.by_ref() {
             let pos = self.sync_point;
             if self.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
                 self.sync_point += 1;
@@ -190,6 +191,11 @@ impl Server {
             changed_from = changed_from.min(pos);
             self.sync_point += 1;
         }
+        // Ask for every body the rest of the batch lacks at once: one
+        // round trip instead of one per missing entry (a follower that
+        // missed submissions during a view change otherwise crawls back
+        // one entry per round trip while the slow path waits on it).
+        missing.extend(wanted.map(|(id, _)| id).filter(|id| self.find_body(*id).is_none()).take(SYNC_BATCH_MAX));
         if changed_from != u64::MAX {
             let suffix = self.log.suffix(changed_from).to_vec();
             self.persist(ctx, Record::Log { pos: changed_from, entries: suffix });

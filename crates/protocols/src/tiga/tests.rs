@@ -225,3 +225,29 @@ fn a_coordinator_resubmits_at_one_timestamp_per_view() {
     assert!(!after.is_empty(), "resubmitted in the new view");
     assert!(after.iter().all(|(v, t)| *v == 2 && *t > first[0].1), "a fresh, later timestamp: {after:?}");
 }
+
+#[test]
+fn a_follower_asks_for_every_body_a_sync_batch_lacks_at_once() {
+    // A follower that missed submissions (during a view change, say) must
+    // not crawl back one entry per round trip while the slow path waits.
+    let (topo, cfg) = deployment();
+    let leader = topo.replicas(ShardId(0))[0];
+    let follower = topo.replicas(ShardId(0))[1];
+    let client = client_of(&topo);
+    let view = initial_view(&topo, &cfg);
+    let mut server = Server::new(topo.clone(), ShardId(0), 1, view.clone(), cfg);
+    let mut hand = hand(follower, topo, 1_000_000);
+    let ids: Vec<TxnId> = (1..=3).map(|seq| TxnId { node: client, seq }).collect();
+    let entries = ids.iter().map(|id| (*id, 2_000_000 + id.seq)).collect();
+    let sync =
+        Msg::LogSync { g_view: view.g_view, l_view: view.l_view(ShardId(0)), from_pos: 0, entries, commit_point: 0 };
+    server.on_message(&mut hand, leader, sync);
+    server.on_persisted(&mut hand, Lsn(u64::MAX));
+    let asked: Vec<TxnId> = hand
+        .sent
+        .iter()
+        .filter_map(|(_, m)| if let Msg::SyncReport { missing, .. } = m { Some(missing.clone()) } else { None })
+        .flatten()
+        .collect();
+    assert_eq!(asked, ids, "one report names all three");
+}
