@@ -11,19 +11,11 @@
 #
 #   scripts/bench-open-loop.sh [nowan|wan|all]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build --release -q
-M=target/release/meridian
-work=$(mktemp -d)
-trap '"$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+source "$(dirname "$0")/compare-cluster.sh"
 
 # cluster WAN: the compare cluster, with the WAN emulated or not.
 cluster() {
-  sed -e "s/^emulate_wan = .*/emulate_wan = $1/" -e "s#^data_dir = .*#data_dir = \"$work/data\"#" \
-    examples/cluster-compare.toml >"$work/cluster.toml"
-  "$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true
-  rm -rf "$work/data"
-  "$M" cluster up --config "$work/cluster.toml" >/dev/null
+  compare_cluster_up "$1"
   # A first short run warms the cluster up (leader, connections).
   run closed 4 0 warm-up >/dev/null
 }

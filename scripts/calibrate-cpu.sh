@@ -15,11 +15,7 @@
 #
 #   scripts/calibrate-cpu.sh [sizes] [2pl-paxos|tiga ...]
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo build --release -q
-M=target/release/meridian
-work=$(mktemp -d)
-trap '"$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+source "$(dirname "$0")/compare-cluster.sh"
 sizes=false
 if [ "${1:-}" = sizes ]; then sizes=true; shift; fi
 protocols=("$@")
@@ -80,11 +76,7 @@ PY
 for p in "${protocols[@]}"; do
  for vb in $($sizes && echo "16 4096" || echo "-"); do
   [ "$vb" = - ] && vb=""
-  sed -e "s/^emulate_wan = .*/emulate_wan = false/" -e "s#^data_dir = .*#data_dir = \"$work/data\"#" \
-    -e "s/^name = \"2pl-paxos\"/name = \"$p\"/" examples/cluster-compare.toml >"$work/cluster.toml"
-  "$M" cluster down --config "$work/cluster.toml" >/dev/null 2>&1 || true
-  rm -rf "$work/data"
-  "$M" cluster up --config "$work/cluster.toml" >/dev/null
+  compare_cluster_up false "$p"
   experiment "$p" $vb >"$work/exp.toml"
   "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/warm.json" >/dev/null
   "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/real.json" >/dev/null

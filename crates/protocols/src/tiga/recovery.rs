@@ -281,7 +281,7 @@ impl Server {
         }
         log.extend(best.range(own_base.max(best.base), best.sync_point).iter().cloned());
         let part_a: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
-        let (a_reads, a_writes) = self.part_a_bounds(&log, &part_a);
+        let (a_reads, a_writes) = self.stamp_bounds(&log, &part_a);
         let need = self.f().div_ceil(2) + 1;
         let mut holders: BTreeMap<(u64, TxnId), (usize, Arc<TxnBody>)> = BTreeMap::new();
         for c in self.rebuild.quorum.values() {
@@ -329,10 +329,7 @@ impl Server {
     /// Whether a conflicting entry of part (a) (or a folded one) lies above
     /// `e`.
     fn below_part_a(&self, e: &LogEntry, a_reads: &FxHashMap<Key, Stamp>, a_writes: &FxHashMap<Key, Stamp>) -> bool {
-        let (reads, writes) = self.keys_of(&e.body);
-        let stamp = e.stamp();
-        let above = |m: &FxHashMap<Key, Stamp>, k: &Key| m.get(k).is_some_and(|s| *s > stamp);
-        reads.iter().chain(&writes).any(|k| above(a_writes, k)) || writes.iter().any(|k| above(a_reads, k))
+        self.conflict_bound_in(e, a_reads, a_writes).is_some()
     }
 
     // ---- Algorithm 5 lines 64-78: agreement across shards ----
@@ -456,7 +453,7 @@ impl Server {
     fn merge_recovered(&mut self, ctx: &mut Ctx<'_, Tiga>, infos: &[Arc<VerifyInfo>]) {
         let mut log = self.rebuild.log.take().expect("rebuilt");
         let own: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
-        let (own_reads, own_writes) = self.part_a_bounds(&log, &own);
+        let (own_reads, own_writes) = self.stamp_bounds(&log, &own);
         let mut index: FxHashMap<TxnId, usize> = log.iter().enumerate().map(|(i, e)| (e.body.id, i)).collect();
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
@@ -479,7 +476,7 @@ impl Server {
                 b.1 = Some(b.1.map_or(e.t, |p| p.max(e.t)));
             }
         }
-        let (a_reads, a_writes) = self.part_a_bounds(&log, &self.rebuild.part_a);
+        let (a_reads, a_writes) = self.stamp_bounds(&log, &self.rebuild.part_a);
         for (id, (t_max, pinned_t)) in best {
             let i = index[&id];
             let own_pin = self.rebuild.part_a.contains(&id).then_some(log[i].t);
@@ -526,16 +523,17 @@ impl Server {
         self.rebuild.log = Some(log);
     }
 
-    /// The largest stamp reading and writing each key in part (a), the
-    /// folded entries included.
-    fn part_a_bounds(
+    /// The largest stamp reading and writing each key among the entries of
+    /// `log` in `part` (part (a), or all this shard recovered), the folded
+    /// entries included.
+    fn stamp_bounds(
         &self,
         log: &[LogEntry],
-        part_a: &FxHashSet<TxnId>,
+        part: &FxHashSet<TxnId>,
     ) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
         let mut reads: FxHashMap<Key, Stamp> = self.checkpoint.rmap.iter().copied().collect();
         let mut writes: FxHashMap<Key, Stamp> = self.checkpoint.wmap.iter().copied().collect();
-        for e in log.iter().filter(|e| part_a.contains(&e.body.id)) {
+        for e in log.iter().filter(|e| part.contains(&e.body.id)) {
             let (r, w) = self.keys_of(&e.body);
             for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
                 for k in keys {

@@ -132,20 +132,10 @@ fn a_timestamp_the_clock_reaches_while_a_release_pass_runs_is_still_released() {
     // must still get a timer, or it waits for an arrival that never comes.
     let (topo, cfg) = deployment();
     let leader = topo.replicas(ShardId(0))[0];
-    let client = (0..topo.nodes.len() as u32).map(NodeId).find(|n| topo.is_client(*n)).expect("a client");
+    let client = client_of(&topo);
     let mut server = Server::new(topo.clone(), ShardId(0), 0, initial_view(&topo, &cfg), cfg);
     assert!(server.is_leader());
-    let mut hand = Hand {
-        me: leader,
-        topo,
-        clock_ns: Cell::new(1_000_000),
-        step_ns: 0,
-        sent: Vec::new(),
-        timers: Vec::new(),
-        next_timer: 0,
-        next_lsn: 0,
-        rng: Rng::new(1),
-    };
+    let mut hand = hand(leader, topo, 1_000_000);
     let t_first = 2_000_000;
     server.on_message(&mut hand, client, submit(client, 1, 7, t_first));
     server.on_message(&mut hand, client, submit(client, 2, 8, t_first + 1_000));
