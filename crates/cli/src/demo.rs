@@ -1,10 +1,10 @@
 //! `meridian demo`: every implemented protocol, side by side, on the
 //! embedded three-region experiment, as one table.
 
+use crate::registry;
 use crate::report::Report;
 use crate::runner::{RunOptions, run_experiment};
 use meridian_experiment::{ConfigError, Experiment};
-use meridian_protocols::registry;
 use std::fmt::Write;
 
 /// Runs the demo experiment with every implemented protocol.

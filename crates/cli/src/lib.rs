@@ -4,9 +4,16 @@
 
 pub mod demo;
 pub mod real;
-pub mod report;
-pub mod runner;
 pub mod swarm;
 
-pub use report::{Report, summary};
+pub use meridian_harness::report;
+pub use meridian_harness::report::{Report, summary};
+pub use meridian_protocols::registry;
+
+/// Running experiments in the simulator (`meridian_harness::runner`), by
+/// protocol name through the registry.
+pub mod runner {
+    pub use meridian_harness::runner::*;
+    pub use meridian_protocols::run_experiment;
+}
 pub use runner::{RunOptions, RunOutput, run_experiment};

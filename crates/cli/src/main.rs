@@ -195,7 +195,7 @@ fn main() -> ExitCode {
 }
 
 fn protocols(json: bool, all: bool) -> Result<(), Failure> {
-    let list: Vec<_> = registry::PROTOCOLS.iter().filter(|p| all || p.implemented).collect();
+    let list: Vec<_> = registry::protocols().iter().filter(|p| all || p.implemented).collect();
     if json {
         let items: Vec<serde_json::Value> = list
             .iter()
@@ -203,7 +203,7 @@ fn protocols(json: bool, all: bool) -> Result<(), Failure> {
                 serde_json::json!({
                     "name": p.name,
                     "consistency": p.consistency.name(),
-                    "status": if p.implemented { "implemented" } else { "planned" },
+                    "status": status(p),
                     "summary": p.summary,
                     "params": p.params.iter().map(|d| serde_json::json!({"name": d.name, "default": d.default, "doc": d.doc})).collect::<Vec<_>>(),
                 })
@@ -213,10 +213,20 @@ fn protocols(json: bool, all: bool) -> Result<(), Failure> {
         return Ok(());
     }
     for p in list {
-        let status = if p.implemented { "" } else { "  (planned)" };
+        let status = if p.implemented { String::new() } else { format!("  ({})", status(p)) };
         println!("{:<12} {:<20} {}{}", p.name, p.consistency.name(), p.summary, status);
     }
     Ok(())
+}
+
+/// `implemented`, `planned`, or `not built` (implemented by a family crate
+/// this build left out).
+fn status(p: &meridian_core::ProtocolInfo) -> &'static str {
+    match (p.implemented, registry::family_of(p.name)) {
+        (true, _) => "implemented",
+        (false, Some(_)) => "not built",
+        (false, None) => "planned",
+    }
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), Failure> {
@@ -317,13 +327,8 @@ fn nth_nonblank_line(text: &str, n: usize) -> usize {
 fn run_swarm(opts: SwarmOptions) -> Result<(), Failure> {
     let base = swarm::base_experiment(&opts).map_err(|e| bad(e.to_string()))?;
     // A bad protocol or parameter fails every seed alike: say so once.
-    if registry::find(&opts.protocol).is_none_or(|p| !p.implemented) {
-        let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
-        return Err(bad(format!(
-            "--protocol: `{}` is not an implemented protocol ({})",
-            opts.protocol,
-            implemented.join(", ")
-        )));
+    if registry::entry(&opts.protocol).is_none() {
+        return Err(bad(format!("--protocol: {}", registry::not_runnable(&opts.protocol))));
     }
     let started = Instant::now();
     let done = std::sync::atomic::AtomicU64::new(0);
@@ -362,13 +367,9 @@ fn run_swarm(opts: SwarmOptions) -> Result<(), Failure> {
 
 /// `--protocol NAME` must name an implemented protocol.
 fn check_protocol_flag(name: &str) -> Result<(), Failure> {
-    let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
-    match registry::find(name) {
-        Some(p) if p.implemented => Ok(()),
-        Some(_) => {
-            Err(bad(format!("--protocol: `{name}` is not implemented yet (implemented: {})", implemented.join(", "))))
-        }
-        None => Err(bad(format!("--protocol: unknown protocol `{name}` (implemented: {})", implemented.join(", ")))),
+    match registry::entry(name) {
+        Some(_) => Ok(()),
+        None => Err(bad(format!("--protocol: {}", registry::not_runnable(name)))),
     }
 }
 
@@ -394,7 +395,7 @@ fn run_demo() -> Result<(), Failure> {
 }
 
 fn load_cluster(path: &Path) -> Result<meridian_runtime::ClusterConfig, Failure> {
-    meridian_runtime::ClusterConfig::load(path).map_err(|e| bad(e.to_string()))
+    meridian_runtime::ClusterConfig::load(path, registry::runnable()).map_err(|e| bad(e.to_string()))
 }
 
 fn init_logs() {
@@ -407,7 +408,8 @@ fn server(config: &Path, node: &str) -> Result<(), Failure> {
     let cfg = load_cluster(config)?;
     cfg.node(node).map_err(bad)?;
     init_logs();
-    meridian_runtime::server::serve(cfg, node).map_err(|e| Failure(1, e))
+    let entry = registry::entry(&cfg.protocol).expect("a loaded cluster file names a runnable protocol");
+    (entry.serve)(cfg, node).map_err(|e| Failure(1, e))
 }
 
 fn cluster(action: ClusterAction, config: &Path) -> Result<(), Failure> {

@@ -107,7 +107,7 @@ pub fn run_bench(
 ) -> Result<BenchOutput, BenchError> {
     let (topology, name, consistency) = match &target {
         Target::Meridian(c) => {
-            let info = meridian_protocols::registry::find(&c.protocol).expect("cluster files name known protocols");
+            let info = crate::registry::find(&c.protocol).expect("cluster files name known protocols");
             crate::runner::check_shapes(exp, info.name, info.shapes)?;
             (bench_topology(exp, c)?, c.protocol.clone(), info.consistency)
         }

@@ -59,7 +59,7 @@ pub fn base_experiment(opts: &SwarmOptions) -> Result<Experiment, ConfigError> {
     exp.set_protocol(&opts.protocol);
     if opts.config.is_none() {
         // The built-in deployment's workload, or the one the protocol runs.
-        if let Some(info) = meridian_protocols::registry::find(&opts.protocol) {
+        if let Some(info) = crate::registry::find(&opts.protocol) {
             exp.workload = meridian_workload::workload_for(info.shapes, &exp.workload);
         }
     }

@@ -5,6 +5,7 @@
 //! [`Process`]/[`Env`] contract that protocols implement and drivers (the
 //! simulator, the real runtime) execute. Nothing here performs I/O.
 
+pub mod catalog;
 pub mod driver;
 pub mod ids;
 pub mod latency;
@@ -17,6 +18,7 @@ pub mod time;
 pub mod topology;
 pub mod tpcc;
 
+pub use catalog::ProtocolInfo;
 pub use driver::{ClientIo, Clients};
 pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, Stream, TimerId, TxnId};
 pub use latency::LatencyMatrix;

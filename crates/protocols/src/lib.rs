@@ -1,7 +1,9 @@
-//! Meridian's commit protocols, one folder each, and the mechanisms they
-//! share (`shared`).
+//! Meridian's protocol registry: every CONTRACT protocol name with what it
+//! promises, and the entry tables of the protocol crates this build
+//! includes (one cargo feature per family crate: `twopc`, `tiga`). The
+//! protocols themselves live in `crates/family/*`, their shared mechanisms
+//! in `meridian-mechanisms`.
 
 pub mod registry;
-pub mod shared;
-pub mod tiga;
-pub mod twopl_paxos;
+
+pub use registry::run_experiment;

@@ -1,52 +1,46 @@
-//! Every protocol name of the CONTRACT, what it promises, and whether
-//! Meridian implements it yet; plus [`with_protocol!`], which turns a name
-//! into the protocol type for generic code (the simulator and the runtime
-//! are generic over `Protocol`).
+//! Every protocol name of the CONTRACT, what it promises, and whether this
+//! build can run it; the protocol crates' entry tables behind the names.
+//!
+//! Generic code (the simulator's run, the real server) is instantiated in
+//! each protocol's own crate (`meridian_harness::Entry::of`); this module
+//! only looks entries up by name, so editing one protocol recompiles its
+//! crate, not the others.
 
-use meridian_core::{Consistency, ParamDoc, Protocol, Shapes};
-
-/// A protocol Meridian knows by name.
-#[derive(Clone, Copy, Debug)]
-pub struct ProtocolInfo {
-    pub name: &'static str,
-    pub consistency: Consistency,
-    /// Implemented and runnable (otherwise planned).
-    pub implemented: bool,
-    pub summary: &'static str,
-    pub params: &'static [ParamDoc],
-    /// The transaction shapes it runs (planned: as its paper describes).
-    pub shapes: Shapes,
-}
-
-const fn planned(name: &'static str, consistency: Consistency, summary: &'static str) -> ProtocolInfo {
-    let shapes = match consistency {
-        // The read-atomic and causal algorithms of the NOC-NOC paper and
-        // their baselines run read-only and write-only transactions.
-        ReadAtomic | Causal => Shapes::READ_ONLY_WRITE_ONLY,
-        _ => Shapes::GENERAL,
-    };
-    ProtocolInfo { name, consistency, implemented: false, summary, params: &[], shapes }
-}
-
-const fn implemented<P: Protocol>(summary: &'static str, params: &'static [ParamDoc]) -> ProtocolInfo {
-    ProtocolInfo { name: P::NAME, consistency: P::CONSISTENCY, implemented: true, summary, params, shapes: P::SHAPES }
-}
+use meridian_core::{Consistency, ProtocolInfo};
+use meridian_experiment::{ConfigError, Experiment};
+use meridian_harness::Entry;
+use meridian_harness::runner::{RunOptions, RunOutput};
+use std::sync::OnceLock;
 
 use Consistency::*;
 
+/// A CONTRACT name as the catalog has it: implemented by family crate
+/// `family` (a cargo feature of this crate), or planned (`family` None).
+struct Known {
+    family: Option<&'static str>,
+    planned: ProtocolInfo,
+}
+
+const fn built(family: &'static str, name: &'static str, consistency: Consistency, summary: &'static str) -> Known {
+    Known { family: Some(family), planned: ProtocolInfo::planned(name, consistency, summary) }
+}
+
+const fn planned(name: &'static str, consistency: Consistency, summary: &'static str) -> Known {
+    Known { family: None, planned: ProtocolInfo::planned(name, consistency, summary) }
+}
+
 /// Every CONTRACT protocol name, in the CONTRACT's order.
-pub const PROTOCOLS: &[ProtocolInfo] = &[
-    implemented::<crate::twopl_paxos::TwoPlPaxos>(
-        "two-phase locking (wound-wait) + two-phase commit over per-shard Multi-Paxos",
-        crate::twopl_paxos::PARAMS,
-    ),
+const CATALOG: &[Known] = &[
+    built("twopc", "2pl-paxos", StrictSerializable, "two-phase locking + two-phase commit over per-shard Multi-Paxos"),
     planned("occ-paxos", StrictSerializable, "optimistic concurrency control + 2PC over per-shard Multi-Paxos"),
     planned("calvin", StrictSerializable, "deterministic ordering and locking (Calvin)"),
     planned("tapir", StrictSerializable, "consolidated inconsistent replication + OCC (TAPIR)"),
     planned("raft-occ", StrictSerializable, "single-leader OCC commit over Raft"),
-    implemented::<crate::tiga::Tiga>(
+    built(
+        "tiga",
+        "tiga",
+        StrictSerializable,
         "synchronized-clock consolidated concurrency control and consensus (Tiga)",
-        crate::tiga::PARAMS,
     ),
     planned("slog", StrictSerializable, "home-region ordering with deterministic execution (SLOG)"),
     planned("k2", StrictSerializable, "TrueTime batching + MVTO with replica reads (K2)"),
@@ -62,33 +56,76 @@ pub const PROTOCOLS: &[ProtocolInfo] = &[
     planned("lora", ReadAtomic, "SNOW-optimal read-atomic transactions (LORA)"),
 ];
 
+/// The entry tables of the family crates this build includes.
+pub fn entries() -> &'static [&'static Entry] {
+    static ENTRIES: OnceLock<Vec<&'static Entry>> = OnceLock::new();
+    ENTRIES.get_or_init(|| {
+        #[allow(unused_mut)]
+        let mut all: Vec<&'static Entry> = Vec::new();
+        #[cfg(feature = "twopc")]
+        all.extend(meridian_twopc::ENTRIES);
+        #[cfg(feature = "tiga")]
+        all.extend(meridian_tiga::ENTRIES);
+        all
+    })
+}
+
+/// The entry of the runnable protocol `name`.
+pub fn entry(name: &str) -> Option<&'static Entry> {
+    entries().iter().copied().find(|e| e.info.name == name)
+}
+
+/// Every CONTRACT protocol, in CONTRACT order: a built protocol's own
+/// information, otherwise the catalog's (`implemented` false).
+pub fn protocols() -> &'static [ProtocolInfo] {
+    static ALL: OnceLock<Vec<ProtocolInfo>> = OnceLock::new();
+    ALL.get_or_init(|| CATALOG.iter().map(|k| entry(k.planned.name).map_or(k.planned, |e| e.info)).collect())
+}
+
 /// Looks a protocol up by its CONTRACT name.
 pub fn find(name: &str) -> Option<&'static ProtocolInfo> {
-    PROTOCOLS.iter().find(|p| p.name == name)
+    protocols().iter().find(|p| p.name == name)
 }
 
-/// Implemented protocols, in CONTRACT order.
+/// The family crate (cargo feature) that implements `name`, if one does;
+/// for protocols implemented but left out of this build.
+pub fn family_of(name: &str) -> Option<&'static str> {
+    CATALOG.iter().find(|k| k.planned.name == name).and_then(|k| k.family)
+}
+
+/// Runnable protocols, in CONTRACT order.
 pub fn implemented_protocols() -> impl Iterator<Item = &'static ProtocolInfo> {
-    PROTOCOLS.iter().filter(|p| p.implemented)
+    protocols().iter().filter(|p| p.implemented)
 }
 
-/// Runs `$body` with `$P` bound to the protocol type named `$name`; the
-/// whole expression is `Option<_>`, `None` for names not implemented.
-#[macro_export]
-macro_rules! with_protocol {
-    ($name:expr, $P:ident => $body:expr) => {{
-        match $name {
-            "2pl-paxos" => {
-                type $P = $crate::twopl_paxos::TwoPlPaxos;
-                Some($body)
-            }
-            "tiga" => {
-                type $P = $crate::tiga::Tiga;
-                Some($body)
-            }
-            _ => None,
+/// What a configuration loader needs to build any runnable protocol's
+/// topology.
+pub fn runnable() -> &'static [ProtocolInfo] {
+    static RUNNABLE: OnceLock<Vec<ProtocolInfo>> = OnceLock::new();
+    RUNNABLE.get_or_init(|| implemented_protocols().copied().collect())
+}
+
+/// Why `name` cannot run in this build.
+pub fn not_runnable(name: &str) -> String {
+    let implemented: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
+    let implemented = implemented.join(", ");
+    match (find(name), family_of(name)) {
+        (Some(_), Some(family)) => {
+            format!("protocol `{name}` is not in this build (rebuild with `--features {family}`; built: {implemented})")
         }
-    }};
+        (Some(_), None) => format!("protocol `{name}` is not implemented yet (implemented: {implemented})"),
+        (None, _) => format!("unknown protocol `{name}` (implemented: {implemented})"),
+    }
+}
+
+/// Runs `exp` in the simulator with the protocol it names. Errors are the
+/// experiment file's (unknown protocol, bad parameter, unknown node).
+pub fn run_experiment(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {
+    let name = exp.protocol.name.as_str();
+    match entry(name) {
+        Some(e) => (e.run_sim)(exp, opts),
+        None => Err(exp.error_at("protocol.name", not_runnable(name))),
+    }
 }
 
 #[cfg(test)]
@@ -117,16 +154,28 @@ mod tests {
             "ramp-s",
             "lora",
         ];
-        let names: Vec<&str> = PROTOCOLS.iter().map(|p| p.name).collect();
+        let names: Vec<&str> = protocols().iter().map(|p| p.name).collect();
         assert_eq!(names, contract);
     }
 
     #[test]
-    fn every_implemented_protocol_dispatches() {
-        for p in implemented_protocols() {
-            let name = with_protocol!(p.name, P => <P as Protocol>::NAME);
-            assert_eq!(name, Some(p.name));
+    fn every_entry_is_a_catalog_name_of_its_family_and_keeps_its_promise() {
+        for e in entries() {
+            let known = CATALOG.iter().find(|k| k.planned.name == e.info.name).expect("a CONTRACT name");
+            assert!(known.family.is_some(), "{} is built but the catalog calls it planned", e.info.name);
+            assert_eq!(known.planned.consistency, e.info.consistency, "{}", e.info.name);
+            assert!(e.info.implemented);
+            assert_eq!(find(e.info.name).map(|p| p.name), Some(e.info.name));
         }
-        assert!(with_protocol!("tiga-not-yet", P => <P as Protocol>::NAME).is_none());
+        assert!(entry("tiga-not-yet").is_none());
+        assert!(not_runnable("calvin").contains("not implemented yet"));
+        assert!(not_runnable("nope").contains("unknown protocol"));
+    }
+
+    #[cfg(all(feature = "twopc", feature = "tiga"))]
+    #[test]
+    fn the_default_build_runs_both_written_protocols() {
+        let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
+        assert_eq!(names, ["2pl-paxos", "tiga"]);
     }
 }

@@ -9,7 +9,9 @@
 //! experiment files. This module must never open sockets or files other
 //! than the cluster file itself.
 
-use meridian_core::{ClusterSpec, LatencyMatrix, LeaderPlacement, NodeId, Params, RegionId, Role, Topology};
+use meridian_core::{
+    ClusterSpec, LatencyMatrix, LeaderPlacement, NodeId, Params, ProtocolInfo, RegionId, Role, Topology,
+};
 use meridian_experiment::{ConfigError, Locator, syntax_error, typing_error};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -154,17 +156,19 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
-    pub fn load(path: &Path) -> Result<ClusterConfig, ConfigError> {
+    /// Reads a cluster file whose protocol is one of `protocols` (the
+    /// runnable ones; the file's services come from its entry).
+    pub fn load(path: &Path, protocols: &[ProtocolInfo]) -> Result<ClusterConfig, ConfigError> {
         let file = path.display().to_string();
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::new(&file, None, "", format!("cannot read the file: {e}")))?;
-        ClusterConfig::from_str(&text, &file)
+        ClusterConfig::from_str(&text, &file, protocols)
     }
 
-    pub fn from_str(text: &str, file: &str) -> Result<ClusterConfig, ConfigError> {
+    pub fn from_str(text: &str, file: &str, protocols: &[ProtocolInfo]) -> Result<ClusterConfig, ConfigError> {
         let loc = Locator::new(text).map_err(|e| syntax_error(file, text, &e))?;
         let raw: RawFile = toml::from_str(text).map_err(|e| typing_error(file, &loc, &e))?;
-        resolve(&Ctx { file, loc: &loc }, raw)
+        resolve(&Ctx { file, loc: &loc, protocols }, raw)
     }
 
     /// The node called `name`, or an error listing the names.
@@ -212,6 +216,7 @@ impl ClusterConfig {
 struct Ctx<'a> {
     file: &'a str,
     loc: &'a Locator,
+    protocols: &'a [ProtocolInfo],
 }
 
 impl Ctx<'_> {
@@ -325,32 +330,18 @@ fn cluster_spec(
 }
 
 /// The protocol's topology: its services are part of the node set, found
-/// through the registry so every protocol works without naming any here.
+/// through the protocol's entry so every protocol works without naming any
+/// here.
 fn build_topology(ctx: &Ctx<'_>, name: &str, params: &Params, spec: &ClusterSpec) -> Result<Topology, ConfigError> {
-    let built = meridian_protocols::with_protocol!(name, P => {
-        params.check_known(name, <P as meridian_core::Protocol>::params()).and_then(|()| {
-            let services = <P as meridian_core::Protocol>::services(params);
-            for svc in &services {
-                svc.place(spec)?;
-            }
-            Ok(Topology::build(spec, &services))
-        })
-    });
-    match built {
-        Some(Ok(t)) => Ok(t),
-        Some(Err(why)) => {
-            let param = why.split('`').nth(1).unwrap_or("");
-            Err(ctx.err(&format!("protocol.params.{param}"), why))
-        }
-        None => {
-            let implemented: Vec<&str> =
-                meridian_protocols::registry::implemented_protocols().map(|p| p.name).collect();
-            Err(ctx.err(
-                "protocol.name",
-                format!("`{name}` is not a runnable protocol (runnable: {})", implemented.join(", ")),
-            ))
-        }
-    }
+    let Some(info) = ctx.protocols.iter().find(|p| p.name == name) else {
+        let runnable: Vec<&str> = ctx.protocols.iter().map(|p| p.name).collect();
+        return Err(ctx
+            .err("protocol.name", format!("`{name}` is not a runnable protocol (runnable: {})", runnable.join(", "))));
+    };
+    info.topology(params, spec).map_err(|why| {
+        let param = why.split('`').nth(1).unwrap_or("");
+        ctx.err(&format!("protocol.params.{param}"), why)
+    })
 }
 
 fn wan(ctx: &Ctx<'_>, raw: &RawNetwork) -> Result<Option<Wan>, ConfigError> {
@@ -495,9 +486,16 @@ region = "brazil"
 peer = "127.0.0.1:9999"
 "#;
 
+    /// A stand-in for the 2pl-paxos entry: its name and one parameter.
+    const PROTOCOLS: [ProtocolInfo; 1] = [ProtocolInfo {
+        implemented: true,
+        params: &[meridian_core::ParamDoc { name: "election_timeout_ms", default: "1000", doc: "" }],
+        ..ProtocolInfo::planned("2pl-paxos", meridian_core::Consistency::StrictSerializable, "")
+    }];
+
     #[test]
     fn nodes_get_default_addresses_unless_overridden() {
-        let c = ClusterConfig::from_str(GOOD, "c.toml").unwrap();
+        let c = ClusterConfig::from_str(GOOD, "c.toml", &PROTOCOLS).unwrap();
         assert_eq!(c.topology.nodes.len(), 6 + 2);
         let s0 = c.node("shard0-replica0").unwrap();
         assert_eq!(c.addrs[s0.index()].peer.to_string(), "127.0.0.1:9000");
@@ -512,7 +510,7 @@ peer = "127.0.0.1:9999"
     }
 
     fn error(text: &str) -> String {
-        ClusterConfig::from_str(text, "c.toml").unwrap_err().to_string()
+        ClusterConfig::from_str(text, "c.toml", &PROTOCOLS).unwrap_err().to_string()
     }
 
     #[test]

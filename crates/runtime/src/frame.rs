@@ -194,7 +194,8 @@ mod tests {
             let _ = decode::<ClientFrame>(&bytes);
             let _ = decode::<ServerFrame>(&bytes);
             let _ = decode::<Hello>(&bytes);
-            let _ = decode::<meridian_protocols::twopl_paxos::Msg>(&bytes);
+            let _ = decode::<meridian_core::Program>(&bytes);
+            let _ = decode::<meridian_core::Outcome>(&bytes);
         }
 
         #[test]

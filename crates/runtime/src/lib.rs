@@ -6,8 +6,8 @@
 //! drives it with simulated ones. Front-end nodes also serve the client API
 //! and a Redis gateway; every node serves Prometheus metrics.
 //!
-//! Nothing here is specific to a protocol: the registry's `with_protocol!`
-//! picks the protocol type named by the cluster file.
+//! Nothing here is specific to a protocol: [`serve`] is generic over it,
+//! and each protocol crate's entry table instantiates it.
 
 pub mod api;
 pub mod bench;
@@ -26,3 +26,4 @@ pub mod wal;
 
 pub use client::Client;
 pub use config::ClusterConfig;
+pub use server::serve;

@@ -2,8 +2,8 @@
 //! recovers the node's write-ahead log, binds its listeners (peer
 //! transport; on front-end nodes the client API and the Redis gateway;
 //! `/metrics` and `/health`), and runs the protocol named by the cluster
-//! file through the registry, so every protocol runs here without code of
-//! its own. Stops cleanly on SIGTERM or SIGINT (what is queued for the log
+//! file: generic over the protocol, so every protocol runs here without
+//! code of its own. Stops cleanly on SIGTERM or SIGINT (what is queued for the log
 //! is written first); SIGKILL loses only what was never acknowledged.
 
 use crate::config::ClusterConfig;
@@ -22,17 +22,20 @@ const INBOX_MESSAGES: usize = 8192;
 /// Client requests waiting for the node loop.
 const REQUEST_QUEUE: usize = 4096;
 
-/// Runs node `name` of the cluster until it is told to stop.
-pub fn serve(cfg: ClusterConfig, name: &str) -> Result<(), String> {
+/// Runs node `name` of the cluster, which runs protocol `P`, until it is
+/// told to stop. Protocol crates put this, instantiated for their
+/// protocols, in their entry table.
+pub fn serve<P: Protocol>(cfg: ClusterConfig, name: &str) -> Result<(), String> {
     let me = cfg.node(name)?;
     let cfg = Arc::new(cfg);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let protocol = cfg.protocol.clone();
-    let ran = meridian_protocols::with_protocol!(protocol.as_str(), P => rt.block_on(serve_as::<P>(cfg.clone(), me)));
-    ran.unwrap_or_else(|| Err(format!("{}: protocol `{protocol}` is not runnable", cfg.file)))
+    if cfg.protocol != P::NAME {
+        return Err(format!("{}: the cluster runs `{}`, not `{}`", cfg.file, cfg.protocol, P::NAME));
+    }
+    rt.block_on(serve_as::<P>(cfg.clone(), me))
 }
 
 async fn bind(what: &str, addr: std::net::SocketAddr) -> Result<TcpListener, String> {

@@ -49,7 +49,8 @@ impl TestCluster {
         let dir = temp_dir(tag);
         // Names first, from a cluster file without addresses.
         let text = cluster_text(&shape, &dir, &[]);
-        let probe = ClusterConfig::from_str(&text, "probe.toml").unwrap_or_else(|e| panic!("{e}"));
+        let probe = ClusterConfig::from_str(&text, "probe.toml", meridian_cli::registry::runnable())
+            .unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<String> = probe.topology.nodes.iter().map(|n| n.name.clone()).collect();
         let ports = free_ports(4 * names.len());
         let nodes: Vec<(String, bool, &[u16])> = names
@@ -62,7 +63,7 @@ impl TestCluster {
         let text = cluster_text(&shape, &dir, &nodes);
         let file = dir.join("cluster.toml");
         std::fs::write(&file, &text).expect("write the cluster file");
-        let cfg = ClusterConfig::load(&file).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = ClusterConfig::load(&file, meridian_cli::registry::runnable()).unwrap_or_else(|e| panic!("{e}"));
         let mut cluster = TestCluster { dir, file, cfg, children: Vec::new() };
         for name in names {
             let child = cluster.spawn(&name);

@@ -6,8 +6,8 @@ use meridian_core::{
     ClusterSpec, Data, Deployment, Key, LatencyMatrix, LeaderPlacement, NodeId, Op, Outcome, Params, Program, RegionId,
     RequestId, ShardId, Topology,
 };
-use meridian_protocols::twopl_paxos::{Node, TwoPlPaxos};
 use meridian_sim::{Completion, FaultAction, Sim, SimConfig};
+use meridian_twopc::twopl_paxos::{Node, TwoPlPaxos};
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
@@ -148,8 +148,8 @@ fn a_single_shard_transaction_left_in_doubt_commits() {
     // prepared, so cooperative termination must commit (the client was
     // already told it committed).
     let mut s = sim(4);
-    s.set_interceptor(Box::new(|_, _, _, msg: &meridian_protocols::twopl_paxos::Msg| match msg {
-        meridian_protocols::twopl_paxos::Msg::Decide { .. } => meridian_sim::Verdict::Drop,
+    s.set_interceptor(Box::new(|_, _, _, msg: &meridian_twopc::twopl_paxos::Msg| match msg {
+        meridian_twopc::twopl_paxos::Msg::Decide { .. } => meridian_sim::Verdict::Drop,
         _ => meridian_sim::Verdict::Deliver,
     }));
     s.run_until(200 * MS);
@@ -165,7 +165,7 @@ fn a_single_shard_transaction_left_in_doubt_commits() {
 
 #[test]
 fn a_restarted_coordinator_never_reuses_transaction_ids() {
-    use meridian_protocols::twopl_paxos::Msg;
+    use meridian_twopc::twopl_paxos::Msg;
     use std::sync::{Arc, Mutex};
     let mut s = sim(5);
     let seen: Arc<Mutex<Vec<(u64, meridian_core::TxnId)>>> = Arc::default();

@@ -9,10 +9,10 @@
 use crate::report::{CpuUse, Report, build_report};
 use meridian_checker::HistoryOp;
 use meridian_core::{
-    ClientIo, Clients, Deployment, NodeId, Outcome, Protocol, RequestId, Rng, Role, Topology, ms_to_ns, us_to_ns,
+    ClientIo, Clients, Deployment, NodeId, Outcome, Protocol, ProtocolInfo, RequestId, Rng, Role, Topology, ms_to_ns,
+    us_to_ns,
 };
 use meridian_experiment::{ClientMode, ConfigError, Experiment, FaultKind, PartitionTarget};
-use meridian_protocols::registry;
 use meridian_sim::{ClockModel, FaultAction, NetConfig, ScheduledFault, Sim, SimConfig};
 use meridian_workload::{Driver, DriverConfig, DriverStats, Pacing};
 use std::cell::RefCell;
@@ -43,23 +43,6 @@ pub struct RunOutput {
     pub trace_hash: u64,
 }
 
-/// Runs `exp` with the protocol it names. Errors are the experiment file's
-/// (unknown protocol, bad parameter, unknown node).
-pub fn run_experiment(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {
-    let name = exp.protocol.name.clone();
-    let result = meridian_protocols::with_protocol!(name.as_str(), P => run_sim::<P>(exp, opts));
-    result.unwrap_or_else(|| Err(unknown_protocol(exp, &name)))
-}
-
-fn unknown_protocol(exp: &Experiment, name: &str) -> ConfigError {
-    let implemented: Vec<&str> = registry::implemented_protocols().map(|p| p.name).collect();
-    let why = match registry::find(name) {
-        Some(_) => format!("protocol `{name}` is not implemented yet (implemented: {})", implemented.join(", ")),
-        None => format!("unknown protocol `{name}` (implemented: {})", implemented.join(", ")),
-    };
-    exp.error_at("protocol.name", why)
-}
-
 /// Refuses a workload whose transactions the protocol cannot run.
 pub fn check_shapes(exp: &Experiment, protocol: &str, shapes: meridian_core::Shapes) -> Result<(), ConfigError> {
     shapes.check(meridian_workload::shapes_needed(&exp.workload)).map_err(|why| {
@@ -81,18 +64,16 @@ fn param_error(exp: &Experiment, message: String) -> ConfigError {
 
 /// Builds the topology `P` runs on (its services included).
 pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigError> {
-    exp.protocol.params.check_known(P::NAME, P::params()).map_err(|e| param_error(exp, e))?;
+    let info = ProtocolInfo::of::<P>("", P::params());
+    let topology = info.topology(&exp.protocol.params, &exp.cluster_spec()).map_err(|e| param_error(exp, e))?;
     check_shapes(exp, P::NAME, P::SHAPES)?;
-    let (spec, services) = (exp.cluster_spec(), P::services(&exp.protocol.params));
-    for svc in &services {
-        svc.place(&spec).map_err(|e| exp.error_at("protocol.params", e))?;
-    }
-    let topology = Topology::build(&spec, &services);
     exp.check_node_names(&topology)?;
     Ok(topology)
 }
 
-fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {
+/// Runs `exp` with protocol `P` in the simulator. Protocol crates put
+/// this, instantiated for their protocols, in their entry table.
+pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {
     let topology = std::sync::Arc::new(topology_for::<P>(exp)?);
     let mut cfg = sim_config(exp, topology.clone());
     if let Some(plan) = opts.extra_faults {

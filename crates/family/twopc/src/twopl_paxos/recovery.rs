@@ -1,5 +1,5 @@
 //! Resolving in-doubt transactions after coordinator or leader failure
-//! (cooperative termination, see `shared::twopc`).
+//! (cooperative termination, see `meridian_mechanisms::twopc`).
 //!
 //! A leader holding a prepared transaction without a decision for
 //! `in_doubt_ticks` termination ticks asks every replica of every other
@@ -12,8 +12,8 @@
 use super::TwoPlPaxos;
 use super::messages::{Cmd, Msg, Refusal};
 use super::replica::{Replica, Stage};
-use crate::shared::twopc::{Decision, TxnStatus, termination_decision};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+use meridian_mechanisms::twopc::{Decision, TxnStatus, termination_decision};
 
 impl Replica {
     /// Called every termination tick: query for transactions long in doubt,

@@ -14,12 +14,12 @@
 
 use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
-use crate::shared::locks::LockMode;
-use crate::shared::twopc::{Decision, Tally};
-use crate::shared::txnids::TxnIds;
 use meridian_core::{
     AbortReason, Ctx, Execution, Key, Lsn, Need, NodeId, Outcome, Program, RequestId, ShardId, Step, TxnId, Value,
 };
+use meridian_mechanisms::locks::LockMode;
+use meridian_mechanisms::twopc::{Decision, Tally};
+use meridian_mechanisms::txnids::TxnIds;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug)]

@@ -10,8 +10,8 @@ use meridian_core::{
     RegionId, RequestId, Topology,
 };
 use meridian_core::{Protocol, ShardId};
-use meridian_protocols::tiga::{Msg, Node, Tiga};
 use meridian_sim::{ClockModel, Completion, FaultAction, Sim, SimConfig, Verdict};
+use meridian_tiga::tiga::{Msg, Node, Tiga};
 use meridian_workload::{completion_mops, invoke_mops};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -334,7 +334,7 @@ fn with_a_simple_quorum_fast_path_the_new_leader_recovers_the_other_order_and_th
 
 // ---- §4 checkpoints ----
 
-fn server<'a>(s: &'a Sim<Tiga>, name: &str) -> &'a meridian_protocols::tiga::Server {
+fn server<'a>(s: &'a Sim<Tiga>, name: &str) -> &'a meridian_tiga::tiga::Server {
     match s.process(node(s, name)) {
         Some(Node::Server(server)) => server,
         _ => panic!("{name} is a running server"),

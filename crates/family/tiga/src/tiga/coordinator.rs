@@ -17,10 +17,10 @@
 
 use super::messages::{Msg, Record, Timer, TxnBody, View};
 use super::{Config, Tiga};
-use crate::shared::owd::Delays;
-use crate::shared::quorum;
-use crate::shared::txnids::TxnIds;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
+use meridian_mechanisms::owd::Delays;
+use meridian_mechanisms::quorum;
+use meridian_mechanisms::txnids::TxnIds;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

@@ -8,7 +8,7 @@ use meridian_core::{
     ClusterSpec, Consistency, Ctx, Deployment, LatencyMatrix, LeaderPlacement, Lsn, Mapped, NodeId, Op, Outcome,
     Params, Process, Program, Protocol, RegionId, RequestId, Rng, ShardId, Topology,
 };
-use meridian_protocols::shared::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosMsg, PaxosRecord, PaxosTimer};
+use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosMsg, PaxosRecord, PaxosTimer};
 use meridian_sim::{FaultAction, Sim, SimConfig};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@
 //! snapshot is sorted. A clone (a checkpoint) is cheap and the copying it
 //! implies is spread over later writes ([`CowMap`]).
 
-use crate::shared::cow_map::CowMap;
+use crate::cow_map::CowMap;
 use meridian_core::{Key, Value};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

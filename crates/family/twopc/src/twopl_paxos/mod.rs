@@ -49,11 +49,11 @@ pub use coordinator::Coordinator;
 pub use messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 pub use replica::Replica;
 
-use crate::shared::paxos::{MultiPaxos, PaxosConfig};
 use meridian_core::{
     Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, Params, Process, Program, Protocol, RequestId, Role, ShardId,
     ms_to_ns,
 };
+use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
 
 pub struct TwoPlPaxos;
 

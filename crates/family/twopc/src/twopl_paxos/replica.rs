@@ -13,12 +13,12 @@
 
 use super::messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 use super::{Config, TwoPlPaxos};
-use crate::shared::locks::{Acquire, LockMode, LockTable};
-use crate::shared::mvstore::MvStore;
-use crate::shared::paxos::{MultiPaxos, PaxosEvent};
-use crate::shared::recent::RecentSet;
-use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
 use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
+use meridian_mechanisms::locks::{Acquire, LockMode, LockTable};
+use meridian_mechanisms::mvstore::MvStore;
+use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
+use meridian_mechanisms::recent::RecentSet;
+use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;

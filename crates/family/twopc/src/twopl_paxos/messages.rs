@@ -1,10 +1,10 @@
 //! The messages, log commands, durable records and timers of `2pl-paxos`.
 
-use crate::shared::locks::LockMode;
-use crate::shared::mvstore::MvStore;
-use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
-use crate::shared::twopc::{Decision, Outcomes, TxnStatus};
 use meridian_core::{Key, NodeId, RequestId, ShardId, TxnId, Value};
+use meridian_mechanisms::locks::LockMode;
+use meridian_mechanisms::mvstore::MvStore;
+use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
+use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -145,7 +145,7 @@ impl From<PaxosMsg<Cmd, ReplicaState>> for Msg {
 }
 
 /// A durable record: a replica's Paxos acceptor state, or a coordinator's
-/// epoch (see `shared::txnids`).
+/// epoch (see `meridian_mechanisms::txnids`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
     Paxos(PaxosRecord<Cmd, ReplicaState>),

@@ -22,7 +22,7 @@
 //! each slot exactly once per process lifetime (a restarted node replays its
 //! durable chosen prefix from slot 1).
 
-use crate::shared::quorum::Quorum;
+use crate::quorum::Quorum;
 use meridian_core::{Env, Lsn, NodeId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};

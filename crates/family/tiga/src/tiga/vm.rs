@@ -21,8 +21,8 @@
 
 use super::messages::{Mode, Msg, Record, Timer, View, VmCmd, VmState};
 use super::{Config, Tiga};
-use crate::shared::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosRecordBody};
 use meridian_core::{Ctx, Mapped, NodeId, ShardId, Topology};
+use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosRecordBody};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

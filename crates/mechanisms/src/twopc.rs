@@ -13,7 +13,7 @@
 //! watermark: a question about a forgotten transaction is answered
 //! "forgotten", never guessed.
 
-use crate::shared::cow_map::CowMap;
+use crate::cow_map::CowMap;
 use meridian_core::{NodeId, ShardId, TxnId};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -2,9 +2,9 @@
 //! they carry (Tiga §3, Figure 4; Appendix A, Algorithms 2-3; Appendix B,
 //! Algorithms 4-6).
 
-use crate::shared::mvstore::MvStore;
-use crate::shared::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use meridian_core::{Key, NodeId, OpResult, Program, ShardId, TxnId};
+use meridian_mechanisms::mvstore::MvStore;
+use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 

@@ -678,7 +678,7 @@ impl Server {
             let lsn = self.last_lsn;
             self.len_at_lsn.push_back((lsn, len));
         } else {
-            self.store = crate::shared::mvstore::MvStore::new();
+            self.store = meridian_mechanisms::mvstore::MvStore::new();
         }
         debug_assert!(self.view.mode == Mode::Preventive || self.view.mode == Mode::Detective);
     }

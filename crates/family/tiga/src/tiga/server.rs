@@ -16,8 +16,8 @@ use super::log::TigaLog;
 use super::messages::{Checkpoint, Done, LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
-use crate::shared::mvstore::MvStore;
 use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
+use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -107,7 +107,7 @@ pub struct Server {
     /// base and commit-point (whether it needs this leader's checkpoint).
     pub(super) peer_log: Vec<Option<(u64, u64)>>,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
-    pub(super) peer_delays: crate::shared::owd::Delays,
+    pub(super) peer_delays: meridian_mechanisms::owd::Delays,
     pub(super) last_lsn: Lsn,
     pub(super) durable_lsn: Lsn,
     pub(super) ticks: u64,
