@@ -90,13 +90,31 @@ pub fn termination_decision(answers: impl IntoIterator<Item = Option<TxnStatus>>
     all_prepared.then_some(Decision::Commit)
 }
 
-/// Remembered outcomes, at most `capacity` of them.
+/// Remembered outcomes, at most `capacity` of them, retired as their
+/// coordinators say no participant can still ask about them.
+///
+/// A coordinator's watermark ([`Outcomes::retire`]) says every transaction
+/// it started below it in its current epoch is settled at every
+/// participant: the decision is applied everywhere, so nobody is in doubt
+/// and a late message about one is answered "forgotten". That keeps the
+/// table proportional to the transactions in flight. The capacity is the
+/// backstop for coordinators that never say (they crashed, or stopped
+/// deciding): the oldest entries go first.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcomes {
     map: CowMap<TxnId, Decision>,
+    /// Insertion order for the capacity; may hold retired ids (skipped),
+    /// at most as many again as `map` (see `compact_order`).
     order: VecDeque<TxnId>,
-    forgotten_upto: BTreeMap<NodeId, u64>,
+    /// Per coordinator and epoch: every id at or below is decided (or was
+    /// never started), remembered or not.
+    forgotten_upto: BTreeMap<(NodeId, u64), u64>,
     capacity: usize,
+}
+
+/// Epoch of a sequence number (see `crate::txnids`).
+fn epoch(seq: u64) -> u64 {
+    crate::txnids::epoch_of(seq)
 }
 
 impl Outcomes {
@@ -106,15 +124,54 @@ impl Outcomes {
     }
 
     pub fn record(&mut self, txn: TxnId, decision: Decision) {
+        if self.lookup(txn) == Some(TxnStatus::Forgotten) {
+            return; // retired already: it stays forgotten
+        }
         if self.map.insert(txn, decision).is_none() {
             self.order.push_back(txn);
         }
-        while self.order.len() > self.capacity {
-            let old = self.order.pop_front().expect("non-empty");
-            self.map.remove(&old);
-            let w = self.forgotten_upto.entry(old.node).or_default();
-            *w = (*w).max(old.seq);
+        while self.map.len() > self.capacity {
+            let old = self.order.pop_front().expect("every remembered id is in the order");
+            if self.map.remove(&old).is_some() {
+                self.forget_upto(old.node, old.seq);
+            }
         }
+        self.compact_order();
+    }
+
+    /// Coordinator `node` settled every transaction of its epoch below
+    /// `below`: forget them. Earlier epochs are untouched (a restarted
+    /// coordinator no longer knows which of them are settled).
+    pub fn retire(&mut self, node: NodeId, below: u64) {
+        let first = below & !((1u64 << crate::txnids::COUNTER_BITS) - 1);
+        if below <= first + 1 {
+            return;
+        }
+        let retired = |t: &TxnId| t.node == node && (first..below).contains(&t.seq);
+        let map = &mut self.map;
+        self.order.retain(|t| {
+            let gone = retired(t);
+            if gone {
+                map.remove(t);
+            }
+            !gone
+        });
+        self.forget_upto(node, below - 1);
+        self.compact_order();
+    }
+
+    fn forget_upto(&mut self, node: NodeId, seq: u64) {
+        let w = self.forgotten_upto.entry((node, epoch(seq))).or_default();
+        *w = (*w).max(seq);
+    }
+
+    /// Drops retired ids from the order once they are as many as the live.
+    fn compact_order(&mut self) {
+        if self.order.len() > 2 * self.map.len() + 64 {
+            let map = &self.map;
+            self.order.retain(|t| map.get(t).is_some());
+        }
+        debug_assert!(self.order.len() <= 2 * self.map.len() + 65);
     }
 
     /// `Some(Committed | Aborted | Forgotten)`, or `None` when this
@@ -123,7 +180,9 @@ impl Outcomes {
         match self.map.get(&txn) {
             Some(Decision::Commit) => Some(TxnStatus::Committed),
             Some(Decision::Abort) => Some(TxnStatus::Aborted),
-            None if self.forgotten_upto.get(&txn.node).is_some_and(|w| txn.seq <= *w) => Some(TxnStatus::Forgotten),
+            None if self.forgotten_upto.get(&(txn.node, epoch(txn.seq))).is_some_and(|w| txn.seq <= *w) => {
+                Some(TxnStatus::Forgotten)
+            }
             None => None,
         }
     }
@@ -178,5 +237,40 @@ mod tests {
         assert_eq!(o.lookup(t(1, 2)), Some(TxnStatus::Aborted));
         assert_eq!(o.lookup(t(1, 3)), None, "never seen, newer than the watermark");
         assert_eq!(o.lookup(t(2, 7)), Some(TxnStatus::Committed));
+    }
+
+    const EPOCH: u64 = 1 << crate::txnids::COUNTER_BITS;
+
+    #[test]
+    fn a_coordinator_watermark_retires_its_settled_outcomes_and_no_others() {
+        let mut o = Outcomes::new(1_000);
+        let old_epoch = t(1, EPOCH + 5);
+        o.record(old_epoch, Decision::Commit);
+        for seq in 1..=10 {
+            o.record(t(1, 2 * EPOCH + seq), Decision::Commit);
+            o.record(t(2, 2 * EPOCH + seq), Decision::Abort);
+        }
+        o.retire(NodeId(1), 2 * EPOCH + 8);
+        assert_eq!(o.len(), 1 + 3 + 10, "ids 1..=7 of node 1's epoch 2 are gone");
+        assert_eq!(o.lookup(t(1, 2 * EPOCH + 7)), Some(TxnStatus::Forgotten));
+        assert_eq!(o.lookup(t(1, 2 * EPOCH + 8)), Some(TxnStatus::Committed));
+        assert_eq!(o.lookup(t(2, 2 * EPOCH + 1)), Some(TxnStatus::Aborted), "another coordinator's stay");
+        assert_eq!(o.lookup(old_epoch), Some(TxnStatus::Committed), "an earlier epoch's stay");
+        assert_eq!(o.lookup(t(1, EPOCH + 6)), None, "an earlier epoch's unseen ids are not forgotten");
+        o.record(t(1, 2 * EPOCH + 3), Decision::Abort);
+        assert_eq!(o.lookup(t(1, 2 * EPOCH + 3)), Some(TxnStatus::Forgotten), "a retired id is not remembered again");
+    }
+
+    #[test]
+    fn outcomes_stay_bounded_by_the_transactions_in_flight_when_watermarks_advance() {
+        let mut o = Outcomes::new(1_000_000);
+        for seq in 1..=100_000u64 {
+            o.record(t(1, EPOCH + seq), Decision::Commit);
+            if seq % 100 == 0 {
+                o.retire(NodeId(1), EPOCH + seq - 50);
+            }
+            assert!(o.len() <= 150, "{} remembered at {seq}", o.len());
+            assert!(o.order.len() <= 2 * o.len() + 65);
+        }
     }
 }

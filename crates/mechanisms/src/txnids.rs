@@ -10,7 +10,8 @@
 
 use meridian_core::{Lsn, NodeId, TxnId};
 
-const COUNTER_BITS: u32 = 40;
+/// Bits of a sequence number below its epoch.
+pub const COUNTER_BITS: u32 = 40;
 
 /// The epoch an identifier's sequence number was handed out in.
 pub fn epoch_of(seq: u64) -> u64 {

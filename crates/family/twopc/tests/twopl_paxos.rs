@@ -281,3 +281,27 @@ fn concurrent_new_orders_of_one_district_take_consecutive_order_ids() {
     let Data::Row(stock) = &stock.data else { panic!("a row") };
     assert_eq!(stock[3], clients.len() as i64, "every remote line counted at warehouse 2");
 }
+
+#[test]
+fn outcomes_are_retired_by_coordinator_watermarks_so_memory_follows_the_work_in_flight() {
+    // 2,000 sequential three-shard transactions from one coordinator: without
+    // watermarks every replica would remember all 2,000 outcomes (the table
+    // holds a million); with them, those its coordinator settled go.
+    let mut s = sim(3);
+    s.run_until(200 * MS);
+    let c = client(&s, "client-south-carolina-0");
+    let txns = 2_000u64;
+    for i in 0..txns {
+        s.request(c, RequestId(i), three_shard_increment(i + 1));
+        let until = s.now_ns() + 400 * MS;
+        s.run_until(until);
+    }
+    s.run_until(s.now_ns() + 2_000 * MS); // a termination tick proposes the last watermarks
+    assert_eq!(committed(&s.take_completions()), txns as usize);
+    assert_eq!(counter(&s, Key(0)), txns as i64);
+    for node in (0..s.topology().nodes.len()).map(|i| NodeId(i as u32)) {
+        if let Some(Node::Replica(r)) = s.process(node) {
+            assert!(r.outcomes_len() < 100, "{} remembers {} outcomes", s.topology().name(node), r.outcomes_len());
+        }
+    }
+}

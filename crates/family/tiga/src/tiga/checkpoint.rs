@@ -108,7 +108,7 @@ impl Server {
             let r = self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: 0 });
             let body = e.body.is_multi_shard().then(|| e.body.clone());
             let done = Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now };
-            self.remember_done(done);
+            self.remember_done(Arc::new(done));
         }
         self.forget_done(now);
         self.checkpoint = Arc::new(Checkpoint {
@@ -124,7 +124,7 @@ impl Server {
         self.persist_snapshot(ctx);
     }
 
-    fn remember_done(&mut self, d: Done) {
+    fn remember_done(&mut self, d: Arc<Done>) {
         if self.done.insert(d.id, d.clone()).is_none() {
             self.done_order.push_back(d.id);
         }
@@ -189,7 +189,7 @@ impl Server {
         self.applied = cp.upto;
         self.commit_point = self.commit_point.max(cp.upto);
         for d in &cp.done {
-            self.remember_done(d.clone());
+            self.remember_done(Arc::clone(d));
         }
         for (node, w) in &cp.watermarks {
             self.note_watermark(*node, *w);

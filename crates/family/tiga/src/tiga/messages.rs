@@ -89,7 +89,8 @@ pub struct Checkpoint {
     pub rmap: Vec<(Key, Stamp)>,
     pub wmap: Vec<(Key, Stamp)>,
     /// Folded transactions still remembered for at-most-once answers.
-    pub done: Vec<Done>,
+    /// Shared with the server's memory: a checkpoint copies pointers.
+    pub done: Vec<Arc<Done>>,
     /// Coordinators' low watermarks (one per epoch of their identifiers):
     /// a coordinator never submits an id below it.
     pub watermarks: Vec<(NodeId, u64)>,

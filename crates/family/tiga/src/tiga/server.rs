@@ -76,7 +76,7 @@ pub struct Server {
     pub(super) checkpoint: Arc<Checkpoint>,
     /// Folded transactions remembered for at-most-once answers, and the
     /// order they were folded in.
-    pub(super) done: FxHashMap<TxnId, Done>,
+    pub(super) done: FxHashMap<TxnId, Arc<Done>>,
     pub(super) done_order: VecDeque<TxnId>,
     /// Each coordinator's low watermark per epoch of its identifiers
     /// (Submit and Probe carry it).

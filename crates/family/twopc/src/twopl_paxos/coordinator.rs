@@ -18,7 +18,7 @@ use meridian_core::{
     AbortReason, Ctx, Execution, Key, Lsn, Need, NodeId, Outcome, Program, RequestId, ShardId, Step, TxnId, Value,
 };
 use meridian_mechanisms::locks::LockMode;
-use meridian_mechanisms::twopc::{Decision, Tally};
+use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
 use meridian_mechanisms::txnids::TxnIds;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -70,9 +70,20 @@ pub struct Coordinator {
     queued: Vec<(RequestId, Program)>,
     requests: BTreeMap<RequestId, Request>,
     attempts: BTreeMap<TxnId, Attempt>,
+    /// Attempts given up on before every participant acknowledged a
+    /// decision, with the shards not known to have decided: they hold the
+    /// watermark (a participant may still be in doubt and ask the others)
+    /// until every one of them answers a query with a decision.
+    abandoned: BTreeMap<TxnId, BTreeSet<ShardId>>,
     ticks: u64,
     tick_armed: bool,
 }
+
+/// Abandoned attempts remembered; past it the oldest is dropped (and
+/// counted), so a coordinator partitioned for good stays bounded.
+const ABANDONED_MAX: usize = 10_000;
+/// Coordinator ticks between queries about abandoned attempts.
+const ABANDONED_QUERY_TICKS: u64 = 20;
 
 impl Coordinator {
     pub fn new(me: NodeId, leaders: Vec<NodeId>, cfg: Config) -> Coordinator {
@@ -83,6 +94,7 @@ impl Coordinator {
             queued: Vec::new(),
             requests: BTreeMap::new(),
             attempts: BTreeMap::new(),
+            abandoned: BTreeMap::new(),
             ticks: 0,
             tick_armed: false,
         }
@@ -178,6 +190,7 @@ impl Coordinator {
             Msg::Executed { txn, shard, round, reads } => self.on_executed(ctx, from, txn, shard, round, reads),
             Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
             Msg::Decided { txn, shard } => self.on_decided(txn, shard),
+            Msg::Status { txn, shard, status: Some(status) } => self.on_status(txn, shard, status),
             Msg::Refused { txn, shard, reason } => self.on_refused(ctx, from, txn, shard, reason),
             // Only a replica that leads names itself: believe those claims.
             Msg::Leader { shard, leader: Some(leader) } if leader == from => {
@@ -201,7 +214,7 @@ impl Coordinator {
             // aborting holds locks there: release them.
             let aborting = self.attempts.get(&txn).is_none_or(|a| a.phase == Phase::Deciding(Decision::Abort));
             if aborting {
-                ctx.send(from, Msg::Decide { txn, decision: Decision::Abort });
+                ctx.send(from, self.decide_msg(txn, Decision::Abort));
             }
             return;
         };
@@ -288,7 +301,7 @@ impl Coordinator {
         a.phase = Phase::Deciding(decision);
         a.unacked = shards.iter().copied().collect();
         for shard in shards {
-            ctx.send(self.leader_hint[shard.index()], Msg::Decide { txn, decision });
+            ctx.send(self.leader_hint[shard.index()], self.decide_msg(txn, decision));
         }
         self.reset_deadline(ctx, txn, self.cfg.decide_retry_ns);
     }
@@ -351,7 +364,7 @@ impl Coordinator {
                     // no longer lead: restart the attempt cleanly.
                     Phase::Executing => self.abort_attempt(ctx, txn, AbortReason::Timeout),
                     Phase::Preparing => self.send_prepare(ctx, txn, shard, next),
-                    Phase::Deciding(decision) => ctx.send(next, Msg::Decide { txn, decision }),
+                    Phase::Deciding(decision) => ctx.send(next, self.decide_msg(txn, decision)),
                 }
             }
         }
@@ -392,7 +405,10 @@ impl Coordinator {
                 Phase::Deciding(_) => self.retry_decide(ctx, txn),
             }
         }
-        self.tick_armed = !self.attempts.is_empty();
+        if self.ticks % ABANDONED_QUERY_TICKS == 0 {
+            self.query_abandoned(ctx);
+        }
+        self.tick_armed = !self.attempts.is_empty() || !self.abandoned.is_empty();
         if self.tick_armed {
             ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::Tick);
         }
@@ -427,6 +443,7 @@ impl Coordinator {
         if u64::from(a.prepare_rounds) * self.cfg.prepare_retry_ns >= self.cfg.decision_timeout_ns {
             // The participants will settle it among themselves.
             let a = self.attempts.remove(&txn).expect("checked");
+            self.abandon(ctx, txn, a.participants.clone());
             self.requests.remove(&a.request);
             ctx.count("unknown_outcomes", 1);
             return ctx.complete(a.request, Outcome::Unknown);
@@ -450,15 +467,66 @@ impl Coordinator {
         a.decide_rounds += 1;
         if a.decide_rounds > self.cfg.max_decide_rounds {
             // Participants still in doubt resolve it by termination.
-            self.attempts.remove(&txn);
+            let a = self.attempts.remove(&txn).expect("checked");
+            self.abandon(ctx, txn, a.unacked);
             return;
         }
         let unacked: Vec<ShardId> = a.unacked.iter().copied().collect();
         self.reset_deadline(ctx, txn, self.cfg.decide_retry_ns);
         for shard in unacked {
             for replica in ctx.topology().replicas(shard).to_vec() {
-                ctx.send(replica, Msg::Decide { txn, decision });
+                ctx.send(replica, self.decide_msg(txn, decision));
             }
+        }
+    }
+
+    // ---- the watermark (outcomes retired at the participants) ----
+
+    /// Every transaction this coordinator started in its epoch below this
+    /// number is decided at every participant: neither live nor abandoned.
+    fn settled_below(&self) -> u64 {
+        let live = self.attempts.keys().next().map(|t| t.seq);
+        let abandoned = self.abandoned.keys().next().map(|t| t.seq);
+        let floor = [live, abandoned].into_iter().flatten().min();
+        floor.map_or(self.ids.next_seq(), |s| s.min(self.ids.next_seq()))
+    }
+
+    fn decide_msg(&self, txn: TxnId, decision: Decision) -> Msg {
+        Msg::Decide { txn, decision, settled_below: self.settled_below() }
+    }
+
+    fn abandon(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shards: BTreeSet<ShardId>) {
+        if shards.is_empty() {
+            return;
+        }
+        self.abandoned.insert(txn, shards);
+        if self.abandoned.len() > ABANDONED_MAX {
+            self.abandoned.pop_first();
+            ctx.count("abandoned_dropped", 1);
+        }
+        self.deadline(ctx, self.cfg.coordinator_tick_ns);
+    }
+
+    /// Asks every replica of the shards not known to have decided each
+    /// abandoned attempt; a leader that never saw it aborts it first (see
+    /// `recovery.rs`), so every shard eventually answers with a decision.
+    fn query_abandoned(&self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        for (txn, shards) in &self.abandoned {
+            for shard in shards {
+                for replica in ctx.topology().replicas(*shard).to_vec() {
+                    ctx.send(replica, Msg::Query { txn: *txn });
+                }
+            }
+        }
+    }
+
+    fn on_status(&mut self, txn: TxnId, shard: ShardId, status: TxnStatus) {
+        let Some(shards) = self.abandoned.get_mut(&txn) else { return };
+        if status != TxnStatus::Prepared {
+            shards.remove(&shard);
+        }
+        if shards.is_empty() {
+            self.abandoned.remove(&txn);
         }
     }
 }

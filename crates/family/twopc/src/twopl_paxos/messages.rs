@@ -40,6 +40,10 @@ pub enum Cmd {
     Prepare(Arc<PrepareRecord>),
     Commit(TxnId),
     Abort(TxnId),
+    /// Coordinators' watermarks: each settled every transaction of its
+    /// epoch below the number given, so their outcomes can go (see
+    /// `meridian_mechanisms::twopc::Outcomes::retire`).
+    Retire(Vec<(NodeId, u64)>),
 }
 
 /// Why a leader refused a request.
@@ -101,10 +105,13 @@ pub enum Msg {
         shard: ShardId,
         yes: bool,
     },
-    /// Coordinator → leader: the outcome.
+    /// Coordinator → leader: the outcome; and the coordinator's
+    /// watermark: every transaction it started in its epoch below
+    /// `settled_below` is decided at every participant.
     Decide {
         txn: TxnId,
         decision: Decision,
+        settled_below: u64,
     },
     /// Leader → coordinator: the outcome is applied.
     Decided {

@@ -82,6 +82,8 @@ pub struct Replica {
     pub(super) in_doubt: BTreeMap<TxnId, BTreeMap<ShardId, TxnStatus>>,
     /// Queries to answer once an abort we proposed for them is applied.
     pub(super) pending_answers: BTreeMap<TxnId, Vec<NodeId>>,
+    /// Coordinators' watermarks seen in decisions, not yet proposed.
+    pub(super) watermarks: BTreeMap<NodeId, u64>,
 }
 
 impl Replica {
@@ -102,6 +104,7 @@ impl Replica {
             awaiting_decision: BTreeMap::new(),
             in_doubt: BTreeMap::new(),
             pending_answers: BTreeMap::new(),
+            watermarks: BTreeMap::new(),
         }
     }
 
@@ -115,6 +118,11 @@ impl Replica {
 
     pub fn applied_slot(&self) -> u64 {
         self.applied_slot
+    }
+
+    /// Decided transactions this replica remembers.
+    pub fn outcomes_len(&self) -> usize {
+        self.outcomes.len()
     }
 
     pub fn prepared_count(&self) -> usize {
@@ -142,6 +150,7 @@ impl Replica {
             Timer::Termination => {
                 ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
                 self.check_in_doubt(ctx);
+                self.propose_watermarks(ctx);
             }
             _ => {}
         }
@@ -153,7 +162,10 @@ impl Replica {
             Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
             Msg::Execute { txn, prio, round, keys } => self.on_execute(ctx, from, txn, prio, round, keys),
             Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
-            Msg::Decide { txn, decision } => self.on_decide(ctx, from, txn, decision),
+            Msg::Decide { txn, decision, settled_below } => {
+                self.note_watermark(from, settled_below);
+                self.on_decide(ctx, from, txn, decision)
+            }
             Msg::Query { txn } => self.on_query(ctx, from, txn),
             Msg::WhoLeads { shard } if shard == self.shard => {
                 let leader = if self.leading { Some(ctx.me()) } else { self.paxos.leader_hint() };
@@ -488,6 +500,28 @@ impl Replica {
             }
             Cmd::Commit(txn) => self.apply_decision(ctx, txn, Decision::Commit),
             Cmd::Abort(txn) => self.apply_decision(ctx, txn, Decision::Abort),
+            Cmd::Retire(watermarks) => {
+                for (coordinator, below) in watermarks {
+                    self.outcomes.retire(coordinator, below);
+                }
+            }
+        }
+    }
+
+    /// A coordinator's watermark, to retire outcomes with at the next
+    /// termination tick (one log entry for all coordinators per tick).
+    fn note_watermark(&mut self, coordinator: NodeId, below: u64) {
+        if self.leading {
+            let w = self.watermarks.entry(coordinator).or_default();
+            *w = (*w).max(below);
+        }
+    }
+
+    /// Proposes the watermarks gathered since the last tick.
+    pub(super) fn propose_watermarks(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
+        if self.leading && !self.watermarks.is_empty() {
+            let watermarks = std::mem::take(&mut self.watermarks).into_iter().collect();
+            self.propose(ctx, Cmd::Retire(watermarks));
         }
     }
 
@@ -606,6 +640,7 @@ impl Replica {
         self.awaiting_decision.clear();
         self.in_doubt.clear();
         self.pending_answers.clear();
+        self.watermarks.clear();
     }
 }
 
