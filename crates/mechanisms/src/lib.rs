@@ -1,5 +1,6 @@
 //! Mechanisms written once and shared by every protocol: quorum counting,
-//! the Multi-Paxos log, two-phase commit, the multi-version store and the
+//! the Multi-Paxos log, two-phase commit, the multi-version store (with
+//! per-version metadata and write intents) and the
 //! lock table, the copy-on-write map that makes checkpoints cheap, delay
 //! estimates, logical, hybrid and TrueTime clocks, version vectors,
 //! timestamp-ordering and optimistic validation, numbered batch streams,
