@@ -5,12 +5,14 @@
 //! estimates, logical, hybrid and TrueTime clocks, version vectors,
 //! timestamp-ordering and optimistic validation, numbered batch streams,
 //! the deterministic scheduler and read exchange of Calvin and SLOG,
-//! and strongly connected components.
+//! strongly connected components, and the interactive coordinator's
+//! rounds and retries.
 
 pub mod batch_stream;
 pub mod clocks;
 pub mod cow_map;
 pub mod graph;
+pub mod interactive;
 pub mod locks;
 pub mod mvstore;
 pub mod occ;

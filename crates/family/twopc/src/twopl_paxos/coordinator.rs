@@ -15,8 +15,9 @@
 use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
-    AbortReason, Ctx, Execution, Key, Lsn, Need, NodeId, Outcome, Program, RequestId, ShardId, Step, TxnId, Value,
+    AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
 };
+use meridian_mechanisms::interactive::{Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys};
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
 use meridian_mechanisms::txnids::TxnIds;
@@ -25,13 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Debug)]
 struct Request {
     program: Program,
-    prio: Option<Priority>,
-    attempts: u32,
+    /// Attempts so far, with the wound-wait priority every one keeps.
+    attempts: Attempts<Priority>,
 }
-
-/// Execute rounds an attempt may take: a bound against a procedure that
-/// keeps asking.
-const ROUNDS_MAX: u32 = 256;
 
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 enum Phase {
@@ -45,10 +42,8 @@ enum Phase {
 struct Attempt {
     request: RequestId,
     phase: Phase,
-    reads: BTreeMap<Key, Option<Value>>,
-    /// The execute round in progress, and the shards yet to answer it.
-    round: u32,
-    waiting: BTreeSet<ShardId>,
+    /// The execute rounds and what they read.
+    exec: Execute,
     /// Every shard that locked something for this attempt.
     participants: BTreeSet<ShardId>,
     writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
@@ -131,16 +126,15 @@ impl Coordinator {
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
-        self.requests.insert(request, Request { program, prio: None, attempts: 0 });
+        self.requests.insert(request, Request { program, attempts: Attempts::default() });
         self.start_attempt(ctx, request);
     }
 
     fn start_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId) {
         let txn = self.ids.next_id();
         let req = self.requests.get_mut(&request).expect("attempts belong to live requests");
-        req.attempts += 1;
-        req.prio.get_or_insert(Priority { start_ns: ctx.clock_ns(), first: txn });
-        let keys = round_keys(&req.program, &BTreeMap::new(), true);
+        req.attempts.begin(|| Priority { start_ns: ctx.clock_ns(), first: txn });
+        let keys = lock_reads(round_keys(&req.program, &BTreeMap::new(), true));
         if keys.is_empty() {
             // A procedure that finishes without reading (a rollback known
             // from its input): nothing to lock, nothing to write.
@@ -152,9 +146,7 @@ impl Coordinator {
         let attempt = Attempt {
             request,
             phase: Phase::Executing,
-            reads: BTreeMap::new(),
-            round: 0,
-            waiting: BTreeSet::new(),
+            exec: Execute::start([]),
             participants: BTreeSet::new(),
             writes: BTreeMap::new(),
             tally: None,
@@ -165,21 +157,27 @@ impl Coordinator {
             redirects: 0,
         };
         self.attempts.insert(txn, attempt);
-        self.send_round(ctx, txn, keys);
+        self.send_round(ctx, txn, keys, true);
     }
 
-    /// Sends the attempt's current round: each shard's keys to its leader.
-    fn send_round(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, keys: Vec<LockRead>) {
+    /// Sends the attempt's first or next round: each shard's keys to its
+    /// leader.
+    fn send_round(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, keys: Vec<LockRead>, first: bool) {
         let topo = ctx.topology();
         let mut by_shard: BTreeMap<ShardId, Vec<LockRead>> = BTreeMap::new();
         for k in keys {
             by_shard.entry(topo.shard_of(k.key)).or_default().push(k);
         }
         let a = self.attempts.get_mut(&txn).expect("a live attempt");
-        let prio = self.requests[&a.request].prio.expect("set at the first attempt");
-        a.waiting = by_shard.keys().copied().collect();
+        let prio = self.requests[&a.request].attempts.priority().expect("set at the first attempt");
+        let shards = by_shard.keys().copied();
+        let round = if first {
+            a.exec = Execute::start(shards);
+            0
+        } else {
+            a.exec.next_round(shards)
+        };
         a.participants.extend(by_shard.keys().copied());
-        let round = a.round;
         for (shard, keys) in by_shard {
             ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
         }
@@ -218,24 +216,14 @@ impl Coordinator {
             }
             return;
         };
-        if round != a.round || !a.waiting.remove(&shard) {
-            return; // a duplicate answer
-        }
-        a.reads.extend(reads);
-        if !a.waiting.is_empty() {
-            return;
-        }
         let req = &self.requests[&a.request];
-        let more = round_keys(&req.program, &a.reads, false);
-        if !more.is_empty() {
-            if a.round + 1 >= ROUNDS_MAX {
-                return self.abort_attempt(ctx, txn, AbortReason::Rejected);
-            }
-            a.round += 1;
-            return self.send_round(ctx, txn, more);
-        }
-        // Every lock is held: compute the writes from what was read.
-        let exec: Execution = req.program.execute(|k| a.reads.get(&k).cloned().flatten());
+        let exec: Execution = match a.exec.on_reads(&req.program, shard, round, reads) {
+            Progress::Duplicate | Progress::Waiting => return,
+            Progress::TooManyRounds => return self.abort_attempt(ctx, txn, AbortReason::Rejected),
+            Progress::NextRound(more) => return self.send_round(ctx, txn, lock_reads(more), false),
+            // Every lock is held: the writes are computed from what was read.
+            Progress::Done(exec) => exec,
+        };
         let topo = ctx.topology();
         // Writes on a shard nothing was read from: that shard's leader
         // takes their locks in one more round (elsewhere the prepare takes
@@ -247,8 +235,7 @@ impl Coordinator {
             .map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false })
             .collect();
         if !elsewhere.is_empty() {
-            a.round += 1;
-            return self.send_round(ctx, txn, elsewhere);
+            return self.send_round(ctx, txn, elsewhere, false);
         }
         for (key, value) in exec.writes {
             a.writes.entry(topo.shard_of(key)).or_default().push((key, value));
@@ -286,10 +273,10 @@ impl Coordinator {
     fn commit(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = self.attempts.get_mut(&txn).expect("committing a live attempt");
         let req = self.requests.remove(&a.request).expect("a live request");
-        let results = req.program.execute(|k| a.reads.get(&k).cloned().flatten()).results;
+        let results = req.program.execute(|k| a.exec.reads().get(&k).cloned().flatten()).results;
         ctx.complete(a.request, Outcome::Committed { results });
-        if req.attempts > 1 {
-            ctx.count("retries", u64::from(req.attempts - 1));
+        if req.attempts.count() > 1 {
+            ctx.count("retries", u64::from(req.attempts.count() - 1));
         }
         let participants = a.participants.iter().copied().collect();
         self.decide(ctx, txn, Decision::Commit, participants);
@@ -312,15 +299,17 @@ impl Coordinator {
         let request = self.attempts[&txn].request;
         let shards = self.attempts[&txn].participants.iter().copied().collect();
         self.decide(ctx, txn, Decision::Abort, shards);
-        let req = &self.requests[&request];
-        if req.attempts < self.cfg.max_attempts {
-            let backoff = self.cfg.retry_backoff_ns.saturating_mul(u64::from(req.attempts));
-            let jitter = ctx.rng().below(self.cfg.retry_backoff_ns.max(1));
-            ctx.set_timer(backoff + jitter, Timer::Restart(request));
-        } else {
-            let req = self.requests.remove(&request).expect("a live request");
-            ctx.count("retries", u64::from(req.attempts - 1));
-            ctx.complete(request, Outcome::Aborted { reason });
+        let policy = RetryPolicy { max_attempts: self.cfg.max_attempts, backoff_ns: self.cfg.retry_backoff_ns };
+        let jitter = |ctx: &mut Ctx<'_, TwoPlPaxos>| ctx.rng().below(policy.backoff_ns.max(1));
+        match self.requests[&request].attempts.after_abort(&policy, || jitter(ctx)) {
+            Retry::After { backoff_ns } => {
+                ctx.set_timer(backoff_ns, Timer::Restart(request));
+            }
+            Retry::GiveUp => {
+                let req = self.requests.remove(&request).expect("a live request");
+                ctx.count("retries", u64::from(req.attempts.count() - 1));
+                ctx.complete(request, Outcome::Aborted { reason });
+            }
         }
     }
 
@@ -418,7 +407,7 @@ impl Coordinator {
         let a = &self.attempts[&txn];
         // Shards that did not answer may have lost their leader, or may just
         // be slow (lock waits): ask who leads rather than guess.
-        let silent: Vec<ShardId> = a.waiting.iter().copied().collect();
+        let silent: Vec<ShardId> = a.exec.waiting().collect();
         for shard in silent {
             self.find_leader(ctx, shard);
         }
@@ -531,30 +520,8 @@ impl Coordinator {
     }
 }
 
-/// The keys of the next execute round given what was read so far: for
-/// round 0 the operations' keys (locked exclusively if written, read if
-/// the operation reads or appends), then whatever the procedure's parts ask
-/// for that has not been read. Empty when the program is done reading.
-fn round_keys(program: &Program, reads: &BTreeMap<Key, Option<Value>>, first: bool) -> Vec<LockRead> {
-    let mut keys: Vec<LockRead> = Vec::new();
-    if first {
-        for op in &program.ops {
-            let mode = if op.writes() { LockMode::Exclusive } else { LockMode::Shared };
-            let read = op.reads() || matches!(op, meridian_core::Op::Append { .. });
-            keys.push(LockRead { key: op.key(), mode, read });
-        }
-    }
-    if let Some(p) = &program.procedure {
-        for part in 0..p.parts() {
-            if let Step::Read(needs) = p.step(part, reads) {
-                let mode = |n: &Need| if n.write { LockMode::Exclusive } else { LockMode::Shared };
-                keys.extend(needs.iter().filter(|n| !reads.contains_key(&n.key)).map(|n| LockRead {
-                    key: n.key,
-                    mode: mode(n),
-                    read: true,
-                }));
-            }
-        }
-    }
-    keys
+/// A round's keys as lock requests: written keys exclusively.
+fn lock_reads(keys: Vec<RoundKey>) -> Vec<LockRead> {
+    let mode = |k: &RoundKey| if k.write { LockMode::Exclusive } else { LockMode::Shared };
+    keys.iter().map(|k| LockRead { key: k.key, mode: mode(k), read: k.read }).collect()
 }
