@@ -71,7 +71,7 @@ fn a_follower_catches_up_from_a_checkpoint_larger_than_a_client_frame() {
         std::thread::sleep(Duration::from_millis(100));
     }
     for node in ["shard0-replica0", "shard0-replica1"] {
-        assert!(cluster.healthy(node), "{node} stopped; log:\n{}", cluster.log(node));
+        assert!(cluster.healthy_within(node, Duration::from_secs(10)), "{node} stopped; log:\n{}", cluster.log(node));
         assert_eq!(counter(&cluster, node, "meridian_net_too_large_total"), 0, "{node} dropped a message");
     }
     // With the leader gone, the caught-up replica and the other one

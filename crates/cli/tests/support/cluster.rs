@@ -138,6 +138,21 @@ impl TestCluster {
         })
     }
 
+    /// Whether `name` answers its health check within `within` (a busy
+    /// node may miss one probe; a stopped one misses them all).
+    pub fn healthy_within(&self, name: &str, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if self.healthy(name) {
+                return true;
+            }
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn wait_healthy(&self, within: Duration) {
         let deadline = Instant::now() + within;
         for (name, _) in &self.children {
