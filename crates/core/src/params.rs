@@ -82,6 +82,16 @@ impl Params {
         }
     }
 
+    /// A duration given in milliseconds, in nanoseconds: from a microsecond
+    /// to a day, so that ticks and timeouts stay sane.
+    pub fn ms_ns_or(&self, name: &str, default_ms: f64) -> Result<u64, String> {
+        let v = self.f64_or(name, default_ms)?;
+        if !(0.001..=86_400_000.0).contains(&v) {
+            return Err(format!("parameter `{name}` must be between 0.001 and 86400000 ms, got {v}"));
+        }
+        Ok(crate::time::ms_to_ns(v))
+    }
+
     pub fn u64_or(&self, name: &str, default: u64) -> Result<u64, String> {
         match self.values.get(name) {
             None => Ok(default),

@@ -62,7 +62,7 @@ pub use vm::ViewManager;
 
 use meridian_core::{
     Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamValue, Params, Process, Program, Protocol, RequestId,
-    Role, ShardId, Topology, ms_to_ns,
+    Role, ShardId, Topology,
 };
 use std::sync::Arc;
 
@@ -199,11 +199,7 @@ impl Config {
         let documented = |name: &str| debug_assert!(PARAMS.iter().any(|d| d.name == name), "undocumented `{name}`");
         let ms = |name: &str, default: f64| -> Result<u64, String> {
             documented(name);
-            let v = p.f64_or(name, default)?;
-            if !(0.001..=86_400_000.0).contains(&v) {
-                return Err(format!("parameter `{name}` must be between 0.001 and 86400000 ms, got {v}"));
-            }
-            Ok(ms_to_ns(v))
+            p.ms_ns_or(name, default)
         };
         let delta_ms = p.f64_or("headroom_delta_ms", 10.0)?;
         if !(-86_400_000.0..=86_400_000.0).contains(&delta_ms) {

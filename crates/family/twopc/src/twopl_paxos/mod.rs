@@ -51,7 +51,6 @@ pub use replica::Replica;
 
 use meridian_core::{
     Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, Params, Process, Program, Protocol, RequestId, Role, ShardId,
-    ms_to_ns,
 };
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
 
@@ -151,12 +150,7 @@ impl Config {
         let documented = |name: &str| debug_assert!(PARAMS.iter().any(|d| d.name == name), "undocumented `{name}`");
         let ms = |name: &str, default: f64| -> Result<u64, String> {
             documented(name);
-            let v = p.f64_or(name, default)?;
-            // From a microsecond to a day: ticks and timeouts stay sane.
-            if !(0.001..=86_400_000.0).contains(&v) {
-                return Err(format!("parameter `{name}` must be between 0.001 and 86400000 ms, got {v}"));
-            }
-            Ok(ms_to_ns(v))
+            p.ms_ns_or(name, default)
         };
         let heartbeat_ns = ms("heartbeat_ms", 50.0)?;
         let election_ns = ms("election_timeout_ms", 1000.0)?;
