@@ -17,7 +17,9 @@ use super::{Config, TwoPlPaxos};
 use meridian_core::{
     AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
 };
-use meridian_mechanisms::interactive::{Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys};
+use meridian_mechanisms::interactive::{
+    Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys, writes_by_shard,
+};
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
 use meridian_mechanisms::txnids::TxnIds;
@@ -237,9 +239,8 @@ impl Coordinator {
         if !elsewhere.is_empty() {
             return self.send_round(ctx, txn, elsewhere, false);
         }
-        for (key, value) in exec.writes {
-            a.writes.entry(topo.shard_of(key)).or_default().push((key, value));
-        }
+        debug_assert!(a.writes.is_empty(), "writes are computed once, when every lock is held");
+        a.writes = writes_by_shard(&exec, |k| topo.shard_of(k));
         let participants: Vec<ShardId> = a.participants.iter().copied().collect();
         a.phase = Phase::Preparing;
         a.tally = Some(Tally::new(&participants));
@@ -493,6 +494,7 @@ impl Coordinator {
             self.abandoned.pop_first();
             ctx.count("abandoned_dropped", 1);
         }
+        // The tick that queries abandoned attempts runs while any is left.
         self.deadline(ctx, self.cfg.coordinator_tick_ns);
     }
 
