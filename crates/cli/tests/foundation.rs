@@ -95,3 +95,35 @@ fn every_example_file_runs_with_a_valid_check() {
         assert!(out.report.txns.committed > 0, "{name} commits");
     }
 }
+
+/// The per-transaction structures' peaks (`state_peaks`) of the tiga-gcp
+/// deployment at 1,000 txn/s over 1,000 keys per shard, run for `secs`.
+fn state_peaks(protocol: &str, secs: f64) -> std::collections::BTreeMap<String, u64> {
+    let text = example("tiga-gcp.toml")
+        .replace("rate_tps = 500", "rate_tps = 125")
+        .replace("keys_per_shard = 1000000", "keys_per_shard = 1000");
+    let mut exp = Experiment::from_str(&text, "tiga-gcp (test)").expect("valid experiment");
+    exp.protocol.name = protocol.to_string();
+    exp.run.duration_s = secs;
+    let out = run_experiment(&exp, RunOptions { record_history: false, ..Default::default() }).expect("the run starts");
+    assert!(out.report.txns.committed as f64 > 100.0 * secs, "{protocol} commits at load: {:?}", out.report.txns);
+    out.report.state_peaks
+}
+
+#[test]
+fn per_transaction_state_stays_flat_as_a_run_doubles() {
+    // Every structure that follows the transactions is bounded by the work
+    // in flight and its retention windows (Tiga keeps folded transactions
+    // 50 s): from 60 to 120 s none may grow by more than the noise.
+    for protocol in ["2pl-paxos", "tiga"] {
+        let (short, long) = (state_peaks(protocol, 60.0), state_peaks(protocol, 120.0));
+        assert!(short.contains_key("store_keys"), "{protocol} reports its state sizes: {short:?}");
+        for (structure, &peak) in &long {
+            let before = short.get(structure).copied().unwrap_or(0);
+            assert!(
+                peak as f64 <= 1.3 * before as f64 + 64.0,
+                "{protocol}: {structure} held {before} entries at 60 s and {peak} at 120 s"
+            );
+        }
+    }
+}

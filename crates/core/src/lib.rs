@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod driver;
+pub mod effects;
 pub mod ids;
 pub mod latency;
 pub mod params;
@@ -20,6 +21,7 @@ pub mod tpcc;
 
 pub use catalog::ProtocolInfo;
 pub use driver::{ClientIo, Clients};
+pub use effects::{Effect, Effects, EffectsOf, Hand, NextIds, Now, Recorder};
 pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, Stream, TimerId, TxnId};
 pub use latency::LatencyMatrix;
 pub use params::{ParamDoc, ParamValue, Params};

@@ -257,6 +257,12 @@ pub trait Process<P: Protocol> {
     fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, _program: Program) {
         ctx.complete(request, Outcome::Aborted { reason: crate::program::AbortReason::Rejected });
     }
+    /// The number of entries in each structure whose size follows the
+    /// transactions (outcome tables, logs, locks, attempts), by name: what a
+    /// long run's memory is made of. The runtime exports them as gauges,
+    /// the simulator reports their peaks; each must stay bounded by the data
+    /// and the work in flight.
+    fn state_sizes(&self, _out: &mut dyn FnMut(&'static str, usize)) {}
 }
 
 /// An `Env` for a component with its own message, record and timer types

@@ -147,6 +147,11 @@ pub struct Report {
     /// processes' own on a real cluster of local processes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu: Option<CpuUse>,
+    /// The most entries each per-transaction structure held on any one
+    /// node (`Process::state_sizes`), sampled every 100 simulated ms: what
+    /// must stay flat as a run grows.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub state_peaks: BTreeMap<String, u64>,
     /// How the load generator itself fared on a real cluster.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bench: Option<BenchFacts>,
@@ -326,6 +331,7 @@ pub fn build_report_for(
         offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
         sent_tps: round3(stats.started as f64 / exp.run.duration_s.max(1e-9)),
         cpu: None,
+        state_peaks: BTreeMap::new(),
         bench: None,
         target: None,
     }

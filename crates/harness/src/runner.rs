@@ -99,9 +99,11 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
     let (duration_ns, end_ns) = (exp.run.duration_ns(), exp.run.duration_ns() + exp.run.drain_ns());
     let mut progress = opts.progress;
     let mut t = 0;
+    let mut state_peaks = std::collections::BTreeMap::new();
     while t < end_ns {
         t = (t + 100_000_000).min(end_ns);
         sim.run_until(t);
+        sim.sample_state_sizes(&mut state_peaks);
         if let Some(p) = progress.as_mut() {
             p(t, end_ns);
         }
@@ -134,6 +136,7 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
     report.audit = audit;
     report.violations = sim.violations().to_vec();
     report.cpu = Some(CpuUse::of(&topology, sim.cpu_busy_ns(), stats.committed));
+    report.state_peaks = state_peaks.into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
     Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
 }
 

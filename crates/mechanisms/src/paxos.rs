@@ -422,6 +422,13 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         }
     }
 
+    /// Entries held in memory: log slots (the window since the last
+    /// checkpoint) and appends awaiting durability.
+    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("paxos_slots", self.log.slots.len());
+        out("paxos_awaiting_durable", self.awaiting.len());
+    }
+
     /// Takes the events produced so far.
     pub fn drain_events(&mut self) -> Vec<PaxosEvent<V, S>> {
         std::mem::take(&mut self.events)

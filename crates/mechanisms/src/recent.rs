@@ -1,19 +1,24 @@
 //! A set that remembers only its most recent `capacity` members: for
 //! duplicate suppression with a bound on memory.
+//!
+//! Membership only: the hash set is never iterated, so its order cannot
+//! reach a run's outcome.
 
-use std::collections::{BTreeSet, VecDeque};
+use rustc_hash::FxHashSet;
+use std::collections::VecDeque;
+use std::hash::Hash;
 
 #[derive(Clone, Debug)]
-pub struct RecentSet<T: Ord + Copy> {
-    set: BTreeSet<T>,
+pub struct RecentSet<T: Hash + Eq + Copy> {
+    set: FxHashSet<T>,
     order: VecDeque<T>,
     capacity: usize,
 }
 
-impl<T: Ord + Copy> RecentSet<T> {
+impl<T: Hash + Eq + Copy> RecentSet<T> {
     pub fn new(capacity: usize) -> Self {
         assert!(capacity > 0);
-        RecentSet { set: BTreeSet::new(), order: VecDeque::new(), capacity }
+        RecentSet { set: FxHashSet::default(), order: VecDeque::new(), capacity }
     }
 
     /// Adds a member, forgetting the oldest beyond capacity; false if it was

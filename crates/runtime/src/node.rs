@@ -1,10 +1,10 @@
-//! The node loop: one protocol process driven by real events, the runtime's
-//! implementation of the `Env` the simulator implements.
+//! The node loop: one protocol process driven by real events.
 //!
 //! The loop owns the process and hands it, one at a time, messages from
-//! peers, client requests, due timers and persistence acknowledgements.
-//! What a handler does through its `Env` is collected and carried out when
-//! it returns: appends go to the write-ahead log as one submission (group
+//! peers, client requests, due timers and persistence acknowledgements,
+//! through core's `Recorder` (the simulator's too): the clock is read once
+//! per event, and what the handler does is recorded as `Effects` and
+//! carried out when it returns: appends go to the write-ahead log as one submission (group
 //! commit; `on_persisted` follows the fsync), messages go to the transport
 //! (self-sends straight back to the loop), outcomes to whoever asked.
 //!
@@ -17,8 +17,8 @@ use crate::frame;
 use crate::transport::Transport;
 use crate::wal::{Recovered, WalCmd, WalWriter};
 use meridian_core::{
-    Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, Stream, TimerId, Topology,
-    TrueTime,
+    Ctx, Deployment, Effect, Effects, EffectsOf, Lsn, NextIds, NodeId, Now, Outcome, Process, Program, Protocol,
+    Recorder, RequestId, Rng, TimerId, TrueTime,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -41,22 +41,20 @@ pub struct Request {
 
 /// Pending timers on the monotonic clock; cancelled ones are skipped.
 struct Timers<T> {
-    next_id: u64,
     heap: BinaryHeap<Reverse<(Instant, u64)>>,
     live: HashMap<u64, T>,
 }
 
 impl<T> Timers<T> {
     fn new() -> Self {
-        Timers { next_id: 1, heap: BinaryHeap::new(), live: HashMap::new() }
+        Timers { heap: BinaryHeap::new(), live: HashMap::new() }
     }
 
-    fn set(&mut self, after_ns: u64, tag: T) -> TimerId {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.heap.push(Reverse((Instant::now() + Duration::from_nanos(after_ns), id)));
-        self.live.insert(id, tag);
-        TimerId(id)
+    /// Arms timer `id` (numbered by the handler's recorder) to fire
+    /// `after_ns` after the event that set it.
+    fn set(&mut self, event_at: Instant, id: TimerId, after_ns: u64, tag: T) {
+        self.heap.push(Reverse((event_at + Duration::from_nanos(after_ns), id.0)));
+        self.live.insert(id.0, tag);
     }
 
     fn cancel(&mut self, id: TimerId) {
@@ -94,97 +92,20 @@ impl<T> Timers<T> {
     }
 }
 
-/// What handlers asked for, carried out after each one returns.
-struct Effects<M> {
-    sends: Vec<(NodeId, M)>,
-    wal: Vec<WalCmd>,
-    completions: Vec<(RequestId, Outcome)>,
-    counters: Vec<(&'static str, u64)>,
-}
-
-/// The `Env` a process acts through while it handles one event.
-struct RtEnv<'a, P: Protocol> {
-    me: NodeId,
-    topology: &'a Topology,
-    offset_ns: i64,
-    epsilon_ns: u64,
-    timers: &'a mut Timers<P::Timer>,
-    next_lsn: &'a mut u64,
-    rng: &'a mut Rng,
-    fx: &'a mut Effects<P::Msg>,
-}
-
 fn system_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for RtEnv<'_, P> {
-    fn me(&self) -> NodeId {
-        self.me
-    }
+/// The monotonic clock's origin: the first reading in this process.
+fn monotonic_origin() -> Instant {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(Instant::now)
+}
 
-    fn topology(&self) -> &Topology {
-        self.topology
-    }
-
-    fn clock_ns(&self) -> u64 {
-        (system_ns() as i64).saturating_add(self.offset_ns).max(0) as u64
-    }
-
-    fn monotonic_ns(&self) -> u64 {
-        static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-        ORIGIN.get_or_init(Instant::now).elapsed().as_nanos() as u64
-    }
-
-    fn truetime(&mut self) -> TrueTime {
-        // The system clock is this machine's true time; injected offsets
-        // skew `clock_ns` only, as the simulator's clock model does.
-        let now = system_ns();
-        TrueTime { earliest_ns: now.saturating_sub(self.epsilon_ns), latest_ns: now + self.epsilon_ns }
-    }
-
-    fn send(&mut self, to: NodeId, msg: P::Msg) {
-        self.fx.sends.push((to, msg));
-    }
-
-    fn set_timer(&mut self, after_ns: u64, timer: P::Timer) -> TimerId {
-        self.timers.set(after_ns, timer)
-    }
-
-    fn cancel_timer(&mut self, id: TimerId) {
-        self.timers.cancel(id);
-    }
-
-    fn append_to(&mut self, stream: Stream, record: P::Record) -> Lsn {
-        let lsn = Lsn(*self.next_lsn);
-        *self.next_lsn += 1;
-        let bytes = postcard::to_allocvec(&record).expect("records encode");
-        self.fx.wal.push(WalCmd::Append(lsn, stream, bytes));
-        lsn
-    }
-
-    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: P::Record) {
-        assert!(upto.0 < *self.next_lsn, "compaction past the last appended record");
-        // Encoded on the log's snapshot thread, not here.
-        let snapshot = Box::new(move || postcard::to_allocvec(&snapshot).expect("records encode"));
-        self.fx.wal.push(WalCmd::Compact { stream, upto, snapshot });
-    }
-
-    fn rng(&mut self) -> &mut Rng {
-        self.rng
-    }
-
-    fn observe(&mut self, name: &'static str, value: u64) {
-        metrics::histogram!("meridian_observation", "name" => name).record(value as f64);
-    }
-
-    fn count(&mut self, counter: &'static str, delta: u64) {
-        self.fx.counters.push((counter, delta));
-    }
-
-    fn complete(&mut self, request: RequestId, outcome: Outcome) {
-        self.fx.completions.push((request, outcome));
-    }
+/// What leaves a node after its handler's appends are submitted.
+enum Out<M> {
+    Send(NodeId, M),
+    Complete(RequestId, Outcome),
 }
 
 /// A handler that runs this long holds up every event behind it; it is
@@ -232,7 +153,11 @@ struct NodeLoop<P: Protocol> {
     process: P::Node,
     timers: Timers<P::Timer>,
     rng: Rng,
-    fx: Effects<P::Msg>,
+    ids: NextIds,
+    effects: EffectsOf<P>,
+    /// A handler's messages and outcomes, held until its appends are
+    /// submitted (kept for its allocation).
+    outbox: Vec<Out<P::Msg>>,
     local: VecDeque<P::Msg>,
     pending: HashMap<RequestId, Pending>,
     next_request: u64,
@@ -241,59 +166,102 @@ struct NodeLoop<P: Protocol> {
 }
 
 impl<P: Protocol> NodeLoop<P> {
-    fn handle(&mut self, f: impl FnOnce(&mut P::Node, &mut RtEnv<'_, P>)) {
-        let cfg = self.parts.cfg.clone();
-        let me = self.parts.me;
-        let started = Instant::now();
-        {
-            let mut env = RtEnv::<P> {
-                me,
-                topology: &cfg.topology,
-                offset_ns: cfg.offset_ns[me.index()],
-                epsilon_ns: cfg.epsilon_us * 1_000,
-                timers: &mut self.timers,
-                next_lsn: &mut self.parts.next_lsn,
-                rng: &mut self.rng,
-                fx: &mut self.fx,
-            };
-            f(&mut self.process, &mut env);
+    /// The clock readings of an event handled now, taken once: local clock
+    /// = system clock + the node's injected offset; TrueTime = the system
+    /// clock ± ε (injected offsets skew the local clock only, as the
+    /// simulator's clock model does); the monotonic clock = time since the
+    /// process's first reading.
+    fn now(&self, at: Instant) -> Now {
+        let cfg = &self.parts.cfg;
+        let system = system_ns();
+        let epsilon_ns = cfg.epsilon_us * 1_000;
+        Now {
+            clock_ns: (system as i64).saturating_add(cfg.offset_ns[self.parts.me.index()]).max(0) as u64,
+            monotonic_ns: at.saturating_duration_since(monotonic_origin()).as_nanos() as u64,
+            truetime: TrueTime { earliest_ns: system.saturating_sub(epsilon_ns), latest_ns: system + epsilon_ns },
         }
+    }
+
+    /// Runs one handler with the clock read once, then carries out its
+    /// effects.
+    fn handle(&mut self, f: impl FnOnce(&mut P::Node, &mut Ctx<'_, P>)) {
+        let cfg = self.parts.cfg.clone();
+        let started = Instant::now();
+        let now = self.now(started);
+        let mut effects = std::mem::take(&mut self.effects);
+        f(
+            &mut self.process,
+            &mut Recorder::new(self.parts.me, &cfg.topology, now, &mut self.rng, &mut self.ids, &mut effects),
+        );
         let took = started.elapsed();
         metrics::histogram!("meridian_handler_seconds").record(took.as_secs_f64());
         if took >= SLOW_HANDLER {
             // Every request queued behind it waited as long: worth a line.
             tracing::warn!(took_ms = took.as_millis() as u64, "a protocol handler ran long");
         }
-        self.carry_out();
+        self.carry_out(started, &mut effects);
+        self.effects = effects;
     }
 
-    /// Executes what the last handler asked for.
-    fn carry_out(&mut self) {
-        if !self.fx.wal.is_empty() {
-            metrics::counter!("meridian_wal_appends_total").increment(self.fx.wal.len() as u64);
-            self.parts.wal.submit(std::mem::take(&mut self.fx.wal));
-        }
-        for (to, msg) in std::mem::take(&mut self.fx.sends) {
-            if to == self.parts.me {
-                self.local.push_back(msg);
-                continue;
+    /// Executes what the last handler asked for: its appends go to the log
+    /// as one submission (group commit; the fsync starts first), then its
+    /// messages and outcomes leave in the order it made them. A message
+    /// that must wait for durability is held by the protocol, not here.
+    fn carry_out(&mut self, event_at: Instant, effects: &mut EffectsOf<P>) {
+        let mut wal = Vec::new();
+        let mut outbox = std::mem::take(&mut self.outbox);
+        for effect in effects.drain() {
+            match effect {
+                Effect::Send { to, msg } => outbox.push(Out::Send(to, msg)),
+                Effect::Complete { request, outcome } => outbox.push(Out::Complete(request, outcome)),
+                Effect::SetTimer { id, after_ns, timer } => self.timers.set(event_at, id, after_ns, timer),
+                Effect::CancelTimer { id } => self.timers.cancel(id),
+                Effect::Append { stream, lsn, record } => {
+                    let bytes = postcard::to_allocvec(&record).expect("records encode");
+                    wal.push(WalCmd::Append(lsn, stream, bytes));
+                }
+                Effect::Compact { stream, upto, snapshot } => {
+                    // Encoded on the log's snapshot thread, not here.
+                    let snapshot = Box::new(move || postcard::to_allocvec(&snapshot).expect("records encode"));
+                    wal.push(WalCmd::Compact { stream, upto, snapshot });
+                }
+                // The real runtime spends real CPU instead.
+                Effect::ChargeCpu { .. } => {}
+                Effect::Count { counter, delta } => {
+                    metrics::counter!("meridian_protocol_counter_total", "counter" => counter).increment(delta);
+                }
+                Effect::Observe { name, value } => {
+                    metrics::histogram!("meridian_observation", "name" => name).record(value as f64);
+                }
             }
-            self.encode_buf.clear();
-            if let Err(e) = frame::encode(&msg, &mut self.encode_buf, frame::MAX_PEER_FRAME_BYTES) {
-                // Dropped like a lost message, which every protocol
-                // survives; the node itself must not stop.
-                tracing::error!(to = to.0, error = %e, "dropping a message too large for the wire");
-                metrics::counter!("meridian_net_too_large_total").increment(1);
-                continue;
+        }
+        if !wal.is_empty() {
+            metrics::counter!("meridian_wal_appends_total").increment(wal.len() as u64);
+            self.parts.wal.submit(wal);
+        }
+        for out in outbox.drain(..) {
+            match out {
+                Out::Send(to, msg) => self.send(to, msg),
+                Out::Complete(request, outcome) => self.complete(request, outcome),
             }
-            self.parts.transport.send(to, self.encode_buf.clone());
         }
-        for (request, outcome) in std::mem::take(&mut self.fx.completions) {
-            self.complete(request, outcome);
+        self.outbox = outbox;
+    }
+
+    fn send(&mut self, to: NodeId, msg: P::Msg) {
+        if to == self.parts.me {
+            self.local.push_back(msg);
+            return;
         }
-        for (name, delta) in self.fx.counters.drain(..) {
-            metrics::counter!("meridian_protocol_counter_total", "counter" => name).increment(delta);
+        self.encode_buf.clear();
+        if let Err(e) = frame::encode(&msg, &mut self.encode_buf, frame::MAX_PEER_FRAME_BYTES) {
+            // Dropped like a lost message, which every protocol survives;
+            // the node itself must not stop.
+            tracing::error!(to = to.0, error = %e, "dropping a message too large for the wire");
+            metrics::counter!("meridian_net_too_large_total").increment(1);
+            return;
         }
+        self.parts.transport.send(to, self.encode_buf.clone());
     }
 
     fn complete(&mut self, request: RequestId, outcome: Outcome) {
@@ -343,6 +311,9 @@ impl<P: Protocol> NodeLoop<P> {
         metrics::gauge!("meridian_inbox_depth").set(inbox as f64);
         metrics::gauge!("meridian_outgoing_queued").set(self.parts.transport.queued() as f64);
         metrics::gauge!("meridian_pending_requests").set(self.pending.len() as f64);
+        self.process.state_sizes(&mut |structure, entries| {
+            metrics::gauge!("meridian_state_entries", "structure" => structure).set(entries as f64);
+        });
     }
 }
 
@@ -364,12 +335,15 @@ pub async fn run<P: Protocol>(
     };
     let process = P::build(&deployment, parts.me)?;
     let boot_ns = system_ns();
+    let next_lsn = parts.next_lsn;
     let mut node = NodeLoop::<P> {
         rng: Rng::derive(cfg.seed ^ boot_ns, 1 + u64::from(parts.me.0)),
         parts,
         process,
         timers: Timers::new(),
-        fx: Effects { sends: Vec::new(), wal: Vec::new(), completions: Vec::new(), counters: Vec::new() },
+        ids: NextIds { timer: 1, lsn: next_lsn },
+        effects: Effects::new(),
+        outbox: Vec::new(),
         local: VecDeque::new(),
         pending: HashMap::new(),
         next_request: 0,

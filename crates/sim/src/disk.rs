@@ -40,6 +40,11 @@ impl<R: Clone> Disk<R> {
         }
     }
 
+    /// The LSN the next append gets.
+    pub fn next_lsn(&self) -> Lsn {
+        Lsn(self.next_lsn)
+    }
+
     /// Queues a record on `stream`; returns its LSN and whether no flush is
     /// in flight.
     pub fn append(&mut self, stream: Stream, record: R) -> (Lsn, bool) {

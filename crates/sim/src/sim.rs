@@ -17,8 +17,8 @@ use crate::net::Network;
 use crate::queue::EventQueue;
 use hdrhistogram::Histogram;
 use meridian_core::{
-    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, Stream,
-    TimerId, Topology, TrueTime,
+    ClientIo, Clients, Deployment, Effect, Effects, EffectsOf, Lsn, NextIds, NodeId, Now, Outcome, Process, Program,
+    Protocol, Recorder, RequestId, Rng, TimerId, Topology, TrueTime,
 };
 use rustc_hash::FxHashSet;
 use std::collections::{BTreeMap, VecDeque};
@@ -151,6 +151,9 @@ pub struct Sim<P: Protocol> {
     /// TrueTime it may not): the run fails.
     violations: Vec<String>,
     completions: Vec<(NodeId, RequestId, Outcome)>,
+    /// The effects buffer every handler records into (kept for its
+    /// allocation).
+    effects: EffectsOf<P>,
     unclaimed: Vec<Completion>,
     events: u64,
     trace: u64,
@@ -222,6 +225,7 @@ impl<P: Protocol> Sim<P> {
             observations: BTreeMap::new(),
             violations: Vec::new(),
             completions: Vec::new(),
+            effects: Effects::new(),
             unclaimed: Vec::new(),
             events: 0,
             trace: cfg.seed,
@@ -287,6 +291,17 @@ impl<P: Protocol> Sim<P> {
     /// Protocol-side distributions recorded through `Env::observe`.
     pub fn observations(&self) -> &BTreeMap<&'static str, Histogram<u64>> {
         &self.observations
+    }
+
+    /// Raises `peaks` to each structure's current size on every node that is
+    /// up (`Process::state_sizes`; the largest on any one node).
+    pub fn sample_state_sizes(&self, peaks: &mut BTreeMap<&'static str, usize>) {
+        for process in self.processes.iter().flatten() {
+            process.state_sizes(&mut |structure, entries| {
+                let peak = peaks.entry(structure).or_insert(0);
+                *peak = (*peak).max(entries);
+            });
+        }
     }
 
     /// The process of a node that is up (for assertions in tests).
@@ -435,21 +450,18 @@ impl<P: Protocol> Sim<P> {
             self.log_event(node, &event);
         }
         let mut process = self.processes[node.index()].take().expect("an up node has a process");
-        let busy_until_ns = {
-            let mut env = self.env(node);
-            match event {
-                Event::Deliver { from, msg, bytes, .. } => {
-                    // Decoding costs the receiver too.
-                    env.depart_ns += (f64::from(bytes) * env.rt.cpu_ns_per_byte) as u64;
-                    process.on_message(&mut env, from, msg)
-                }
-                Event::Timer { tag, .. } => process.on_timer(&mut env, tag),
-                Event::Persisted { upto, .. } => process.on_persisted(&mut env, upto),
-                Event::Request { request, program, .. } => process.on_request(&mut env, request, program),
-                _ => unreachable!("not a node event"),
-            }
-            env.depart_ns
-        };
+        let mut depart_ns = self.now_ns + self.nodes[node.index()].cpu_ns;
+        if let Event::Deliver { bytes, .. } = &event {
+            // Decoding costs the receiver too.
+            depart_ns += (f64::from(*bytes) * self.nodes[node.index()].cpu_ns_per_byte) as u64;
+        }
+        let busy_until_ns = self.run_handler(node, &mut process, depart_ns, |process, ctx| match event {
+            Event::Deliver { from, msg, .. } => process.on_message(ctx, from, msg),
+            Event::Timer { tag, .. } => process.on_timer(ctx, tag),
+            Event::Persisted { upto, .. } => process.on_persisted(ctx, upto),
+            Event::Request { request, program, .. } => process.on_request(ctx, request, program),
+            _ => unreachable!("not a node event"),
+        });
         self.processes[node.index()] = Some(process);
         self.cpu_busy_ns[node.index()] += busy_until_ns - self.now_ns;
         let rt = &mut self.nodes[node.index()];
@@ -491,30 +503,62 @@ impl<P: Protocol> Sim<P> {
 
     fn handle_start(&mut self, node: NodeId, durable: Vec<P::Record>) {
         let mut process = self.processes[node.index()].take().expect("a starting node has a process");
-        process.on_start(&mut self.env(node), durable);
+        let depart_ns = self.now_ns + self.nodes[node.index()].cpu_ns;
+        self.run_handler(node, &mut process, depart_ns, |process, ctx| process.on_start(ctx, durable));
         self.processes[node.index()] = Some(process);
         self.start_flush(node);
         self.flush_completions();
     }
 
-    fn env(&mut self, node: NodeId) -> SimEnv<'_, P> {
-        let depart_ns = self.now_ns + self.nodes[node.index()].cpu_ns;
-        SimEnv {
+    /// Runs one handler of `node` at the current time through a
+    /// [`Recorder`], then carries out its effects; returns when the node's
+    /// CPU work for it ends (`depart_ns` plus what the handler charged and
+    /// sent).
+    fn run_handler(
+        &mut self,
+        node: NodeId,
+        process: &mut P::Node,
+        depart_ns: u64,
+        f: impl FnOnce(&mut P::Node, &mut meridian_core::Ctx<'_, P>),
+    ) -> u64 {
+        let mut effects = std::mem::take(&mut self.effects);
+        let rt = &mut self.nodes[node.index()];
+        let now = now_of(rt, node, self.now_ns, self.epsilon_ns);
+        let mut ids = NextIds { timer: rt.next_timer, lsn: rt.disk.next_lsn().0 };
+        f(process, &mut Recorder::new(node, &self.deployment.topology, now, &mut rt.rng, &mut ids, &mut effects));
+        rt.next_timer = ids.timer;
+        if effects.read_truetime {
+            self.check_truetime_read(node);
+        }
+        let mut apply = Apply {
             now_ns: self.now_ns,
             depart_ns,
             node,
-            epsilon_ns: self.epsilon_ns,
             sized: self.sized,
             net_ns_per_byte: self.net_ns_per_byte,
-            topology: &self.deployment.topology,
             rt: &mut self.nodes[node.index()],
             queue: &mut self.queue,
             net: &mut self.net,
             interceptor: &mut self.interceptor,
             counters: &mut self.counters,
             observations: &mut self.observations,
-            violations: &mut self.violations,
             completions: &mut self.completions,
+        };
+        for effect in effects.drain() {
+            apply.effect(effect);
+        }
+        let busy_until_ns = apply.depart_ns;
+        self.effects = effects;
+        busy_until_ns
+    }
+
+    /// A role the protocol does not allow to read TrueTime read it: the run
+    /// fails (`Protocol::may_read_truetime`).
+    fn check_truetime_read(&mut self, node: NodeId) {
+        let info = self.deployment.topology.node(node);
+        if !P::may_read_truetime(&info.role) && self.violations.len() < VIOLATIONS_MAX {
+            let (name, role) = (&info.name, &info.role);
+            self.violations.push(format!("{name} ({role:?}) read TrueTime, which {} allows no {role:?} to", P::NAME));
         }
     }
 
@@ -627,58 +671,70 @@ fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
     wall.max(0) as u64
 }
 
-/// The `Env` a process acts through while it handles one event.
-struct SimEnv<'a, P: Protocol> {
+/// The clock readings of `node` at true time `now_ns`: its wall clock
+/// (offset, drift, jumps), its monotonic clock (drift only) and a TrueTime
+/// interval that errs by up to ε either way and always holds the true time.
+fn now_of<P: Protocol>(rt: &NodeRt<P>, node: NodeId, now_ns: u64, epsilon_ns: u64) -> Now {
+    let drift = (now_ns as f64 * rt.clock.drift_ppm / 1e6) as i64;
+    let monotonic_ns = (now_ns as i64 + drift).max(0) as u64;
+    // A deterministic draw per event: a hash of the time and the node.
+    let truth = EPOCH_NS + now_ns;
+    let e = epsilon_ns;
+    let err = if e == 0 { 0 } else { (mix(now_ns, u64::from(node.0)) % (2 * e + 1)) as i64 - e as i64 };
+    let est = (truth as i64 + err) as u64;
+    Now {
+        clock_ns: wall_clock(rt, now_ns),
+        monotonic_ns,
+        truetime: TrueTime { earliest_ns: est - e, latest_ns: est + e },
+    }
+}
+
+/// Carries out one handler's effects on the virtual network, disk and
+/// timers, in the order the handler made them.
+struct Apply<'a, P: Protocol> {
     now_ns: u64,
     /// When the handler's CPU work so far ends: what it sends leaves then.
     depart_ns: u64,
     node: NodeId,
-    epsilon_ns: u64,
     sized: bool,
     net_ns_per_byte: f64,
-    topology: &'a Topology,
     rt: &'a mut NodeRt<P>,
     queue: &'a mut EventQueue<Event<P>>,
     net: &'a mut Network,
     interceptor: &'a mut Option<Interceptor<P::Msg>>,
     counters: &'a mut BTreeMap<&'static str, u64>,
     observations: &'a mut BTreeMap<&'static str, Histogram<u64>>,
-    violations: &'a mut Vec<String>,
     completions: &'a mut Vec<(NodeId, RequestId, Outcome)>,
 }
 
-impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
-    fn me(&self) -> NodeId {
-        self.node
-    }
-
-    fn topology(&self) -> &Topology {
-        self.topology
-    }
-
-    fn clock_ns(&self) -> u64 {
-        wall_clock(self.rt, self.now_ns)
-    }
-
-    fn monotonic_ns(&self) -> u64 {
-        // Drifts with the node's oscillator; no offset, no jumps.
-        let drift = (self.now_ns as f64 * self.rt.clock.drift_ppm / 1e6) as i64;
-        (self.now_ns as i64 + drift).max(0) as u64
-    }
-
-    fn truetime(&mut self) -> TrueTime {
-        let role = &self.topology.node(self.node).role;
-        if !P::may_read_truetime(role) && self.violations.len() < VIOLATIONS_MAX {
-            let name = &self.topology.node(self.node).name;
-            self.violations.push(format!("{name} ({role:?}) read TrueTime, which {} allows no {role:?} to", P::NAME));
+impl<P: Protocol> Apply<'_, P> {
+    fn effect(&mut self, effect: Effect<P::Msg, P::Record, P::Timer>) {
+        match effect {
+            Effect::Send { to, msg } => self.send(to, msg),
+            Effect::ChargeCpu { ns } => self.depart_ns = self.depart_ns.saturating_add(ns),
+            Effect::SetTimer { id, after_ns, timer } => self.set_timer(id, after_ns, timer),
+            Effect::CancelTimer { id } => {
+                self.rt.timers.remove(&id.0);
+            }
+            Effect::Append { stream, lsn, record } => {
+                // The flush starts when the handler returns, so that every
+                // append of one event shares one fsync.
+                let (at, _) = self.rt.disk.append(stream, record);
+                debug_assert_eq!(at, lsn, "the recorder and the disk number appends alike");
+            }
+            Effect::Compact { stream, upto, snapshot } => {
+                self.rt.disk.compact(stream, upto, snapshot);
+            }
+            Effect::Count { counter, delta } => *self.counters.entry(counter).or_default() += delta,
+            Effect::Observe { name, value } => {
+                let h = self
+                    .observations
+                    .entry(name)
+                    .or_insert_with(|| Histogram::new_with_bounds(1, u64::MAX / 2, 3).expect("valid histogram bounds"));
+                h.saturating_record(value);
+            }
+            Effect::Complete { request, outcome } => self.completions.push((self.node, request, outcome)),
         }
-        // The estimate errs by up to ε either way; the interval always holds
-        // the true time. A deterministic per-call draw: a hash of the time.
-        let truth = EPOCH_NS + self.now_ns;
-        let e = self.epsilon_ns;
-        let err = if e == 0 { 0 } else { (mix(self.now_ns, u64::from(self.node.0)) % (2 * e + 1)) as i64 - e as i64 };
-        let est = (truth as i64 + err) as u64;
-        TrueTime { earliest_ns: est - e, latest_ns: est + e }
     }
 
     fn send(&mut self, to: NodeId, msg: P::Msg) {
@@ -704,54 +760,13 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
         }
     }
 
-    fn charge_cpu(&mut self, ns: u64) {
-        self.depart_ns = self.depart_ns.saturating_add(ns);
-    }
-
-    fn set_timer(&mut self, after_ns: u64, timer: P::Timer) -> TimerId {
-        let id = self.rt.next_timer;
-        self.rt.next_timer += 1;
-        self.rt.timers.insert(id);
+    fn set_timer(&mut self, id: TimerId, after_ns: u64, timer: P::Timer) {
+        self.rt.timers.insert(id.0);
         // The monotonic clock runs at 1 + drift: a local duration takes
         // after / (1 + drift) of true time.
         let true_after = (after_ns as f64 / (1.0 + self.rt.clock.drift_ppm / 1e6)) as u64;
-        let ev = Event::Timer { node: self.node, incarnation: self.rt.incarnation, id, tag: timer };
+        let ev = Event::Timer { node: self.node, incarnation: self.rt.incarnation, id: id.0, tag: timer };
         self.queue.push(self.now_ns + true_after, ev);
-        TimerId(id)
-    }
-
-    fn cancel_timer(&mut self, id: TimerId) {
-        self.rt.timers.remove(&id.0);
-    }
-
-    fn append_to(&mut self, stream: Stream, record: P::Record) -> Lsn {
-        // The flush starts when the handler returns, so that every append of
-        // one event shares one fsync.
-        self.rt.disk.append(stream, record).0
-    }
-
-    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: P::Record) {
-        self.rt.disk.compact(stream, upto, snapshot);
-    }
-
-    fn rng(&mut self) -> &mut Rng {
-        &mut self.rt.rng
-    }
-
-    fn observe(&mut self, name: &'static str, value: u64) {
-        let h = self
-            .observations
-            .entry(name)
-            .or_insert_with(|| Histogram::new_with_bounds(1, u64::MAX / 2, 3).expect("valid histogram bounds"));
-        h.saturating_record(value);
-    }
-
-    fn count(&mut self, counter: &'static str, delta: u64) {
-        *self.counters.entry(counter).or_default() += delta;
-    }
-
-    fn complete(&mut self, request: RequestId, outcome: Outcome) {
-        self.completions.push((self.node, request, outcome));
     }
 }
 

@@ -100,6 +100,12 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
+    /// See `Process::state_sizes`.
+    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("pending", self.pending.len());
+        out("queued", self.queued.len());
+    }
+
     pub fn new(me: NodeId, topo: Arc<Topology>, view: View, cfg: Config) -> Coordinator {
         Coordinator {
             me,

@@ -41,6 +41,11 @@ impl TigaLog {
         self.base + self.entries.len() as u64
     }
 
+    /// Entries held (folded ones aside).
+    pub fn held(&self) -> usize {
+        self.entries.len()
+    }
+
     /// Whether no entry is held (folded ones aside).
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

@@ -366,4 +366,12 @@ impl Process<Tiga> for Node {
             }
         }
     }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        match self {
+            Node::Server(s) => s.state_sizes(out),
+            Node::Coordinator(c) => c.state_sizes(out),
+            Node::ViewManager(_) => {}
+        }
+    }
 }

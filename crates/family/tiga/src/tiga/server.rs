@@ -114,6 +114,25 @@ pub struct Server {
 }
 
 impl Server {
+    /// See `Process::state_sizes`.
+    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("store_keys", self.store.keys());
+        out("executed_keys", self.state.keys());
+        out("queue", self.pq.len());
+        out("held", self.held.len());
+        out("fetched", self.fetched.len());
+        out("conflict_keys", self.rmap.len() + self.wmap.len());
+        out("log_entries", self.log.held());
+        out("key_hashes", self.hashes.len());
+        out("replied", self.replied.len());
+        out("done", self.done.len());
+        out("watermarks", self.watermarks.len());
+        out("undo", self.undo.len());
+        out("notes", self.notes.len() + self.unknown_notes.len());
+        out("outbox", self.outbox.len());
+        out("len_at_lsn", self.len_at_lsn.len());
+    }
+
     pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
         let n = topo.replicas_per_shard;
         let view_leader = view.leader_index(shard, n);

@@ -83,6 +83,14 @@ const ABANDONED_MAX: usize = 10_000;
 const ABANDONED_QUERY_TICKS: u64 = 20;
 
 impl Coordinator {
+    /// See `Process::state_sizes`.
+    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("requests", self.requests.len());
+        out("attempts", self.attempts.len());
+        out("abandoned", self.abandoned.len());
+        out("queued", self.queued.len());
+    }
+
     pub fn new(me: NodeId, leaders: Vec<NodeId>, cfg: Config) -> Coordinator {
         Coordinator {
             cfg,

@@ -263,6 +263,13 @@ impl Process<TwoPlPaxos> for Node {
             }
         }
     }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        match self {
+            Node::Replica(r) => r.state_sizes(out),
+            Node::Client(c) => c.state_sizes(out),
+        }
+    }
 }
 
 #[cfg(test)]

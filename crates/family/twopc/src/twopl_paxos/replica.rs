@@ -125,6 +125,21 @@ impl Replica {
         self.outcomes.len()
     }
 
+    /// See `Process::state_sizes`.
+    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("store_keys", self.store.keys());
+        out("prepared", self.prepared.len());
+        out("outcomes", self.outcomes.len());
+        out("locked_keys", self.locks.len());
+        out("active", self.active.len());
+        out("refused", self.refused.len());
+        out("awaiting_decision", self.awaiting_decision.len());
+        out("in_doubt", self.in_doubt.len());
+        out("pending_answers", self.pending_answers.len());
+        out("watermarks", self.watermarks.len());
+        self.paxos.state_sizes(out);
+    }
+
     pub fn prepared_count(&self) -> usize {
         self.prepared.len()
     }
