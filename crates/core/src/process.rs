@@ -263,6 +263,76 @@ pub trait Process<P: Protocol> {
     /// the simulator reports their peaks; each must stay bounded by the data
     /// and the work in flight.
     fn state_sizes(&self, _out: &mut dyn FnMut(&'static str, usize)) {}
+    /// Asserts what must hold between any two events (the role's
+    /// invariants: log positions in order, leader-only state empty at
+    /// followers, locks held only by live transactions). The simulator calls
+    /// it after every event in debug builds, so tests and debug swarms
+    /// catch a broken invariant at the event that broke it.
+    fn check_invariants(&self) {}
+}
+
+/// Declares a protocol's node type: an enum with one variant per role, each
+/// role a [`Process`] of the protocol, and the `Process` impl that hands
+/// every event to the node's role.
+///
+/// ```ignore
+/// meridian_core::roles! {
+///     /// A node of a `tiga` deployment.
+///     pub enum Node for Tiga {
+///         Server(Server),
+///         Coordinator(Coordinator),
+///         ViewManager(ViewManager),
+///     }
+/// }
+/// ```
+///
+/// Each variant holds its role boxed (roles differ much in size).
+#[macro_export]
+macro_rules! roles {
+    (
+        $(#[$meta:meta])*
+        $vis:vis enum $node:ident for $protocol:ty {
+            $( $(#[$vmeta:meta])* $variant:ident($role:ty) ),+ $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        $vis enum $node {
+            $( $(#[$vmeta])* $variant(Box<$role>) ),+
+        }
+
+        impl $crate::Process<$protocol> for $node {
+            fn on_start(
+                &mut self,
+                ctx: &mut $crate::Ctx<'_, $protocol>,
+                durable: Vec<<$protocol as $crate::Protocol>::Record>,
+            ) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::on_start(&mut **r, ctx, durable) ),+ }
+            }
+            fn on_message(
+                &mut self,
+                ctx: &mut $crate::Ctx<'_, $protocol>,
+                from: $crate::NodeId,
+                msg: <$protocol as $crate::Protocol>::Msg,
+            ) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::on_message(&mut **r, ctx, from, msg) ),+ }
+            }
+            fn on_timer(&mut self, ctx: &mut $crate::Ctx<'_, $protocol>, timer: <$protocol as $crate::Protocol>::Timer) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::on_timer(&mut **r, ctx, timer) ),+ }
+            }
+            fn on_persisted(&mut self, ctx: &mut $crate::Ctx<'_, $protocol>, upto: $crate::Lsn) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::on_persisted(&mut **r, ctx, upto) ),+ }
+            }
+            fn on_request(&mut self, ctx: &mut $crate::Ctx<'_, $protocol>, request: $crate::RequestId, program: $crate::Program) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::on_request(&mut **r, ctx, request, program) ),+ }
+            }
+            fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::state_sizes(&**r, out) ),+ }
+            }
+            fn check_invariants(&self) {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::check_invariants(&**r) ),+ }
+            }
+        }
+    };
 }
 
 /// An `Env` for a component with its own message, record and timer types

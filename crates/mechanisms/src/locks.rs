@@ -139,6 +139,22 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
         self.map.get(&key).is_some_and(|e| e.holders.iter().any(|(t, _)| *t == owner))
     }
 
+    /// Checks the table's own invariants on up to `keys_max` keys (every
+    /// entry has a holder or a waiter, holders are compatible, waiters are
+    /// in order) and hands each owner found there (holder or waiter) to
+    /// `owner`, for the host's invariants ("locks are held only by live
+    /// transactions"). Bounded so that a check after every event stays cheap.
+    pub fn check_invariants(&self, keys_max: usize, mut owner: impl FnMut(Key, T)) {
+        for (key, entry) in self.map.iter().take(keys_max) {
+            assert!(!entry.holders.is_empty() || !entry.waiters.is_empty(), "an empty lock entry for {key}");
+            let exclusive = entry.holders.iter().filter(|(_, m)| *m == LockMode::Exclusive).count();
+            assert!(exclusive == 0 || entry.holders.len() == 1, "an exclusive lock on {key} is shared");
+            assert!(entry.waiters.windows(2).all(|w| w[0].0 <= w[1].0), "waiters of {key} out of order");
+            entry.holders.iter().for_each(|(t, _)| owner(*key, *t));
+            entry.waiters.iter().for_each(|(_, t, _)| owner(*key, *t));
+        }
+    }
+
     /// Number of keys with holders or waiters.
     pub fn len(&self) -> usize {
         self.map.len()

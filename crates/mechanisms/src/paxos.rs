@@ -429,6 +429,30 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         out("paxos_awaiting_durable", self.awaiting.len());
     }
 
+    /// What holds between events (`Process::check_invariants`): commits in
+    /// order behind the log, a leader's ballot within its promise, and
+    /// appends acknowledged in order.
+    pub fn check_invariants(&self) {
+        assert!(self.delivered_upto <= self.commit_upto, "delivered past the commit point");
+        assert!(self.log.base <= self.commit_upto + 1, "slots compacted before they were chosen");
+        assert!(self.log.slots.len() as u64 <= LOG_WINDOW, "the log outgrew its window");
+        if let Some(slot) = self.log.get(&self.commit_upto) {
+            assert!(slot.chosen, "slot {} is committed but not chosen", self.commit_upto);
+        }
+        for slot in self.log.slots.iter().rev().take(8).flatten() {
+            assert!(slot.ballot <= self.promised, "a slot accepted above the promise");
+        }
+        if let Role::Leader { ballot, next_slot, acks, .. } = &self.role {
+            assert!(*ballot <= self.promised, "a leader's ballot above its promise");
+            assert!(*next_slot > self.commit_upto, "a leader proposes below its commit point");
+            assert!(acks.last_key_value().is_none_or(|(slot, _)| slot < next_slot), "votes for an unproposed slot");
+        }
+        assert!(self.durable_upto <= self.last_appended, "durable past the last append");
+        if let Some((lsn, _)) = self.awaiting.front() {
+            assert!(*lsn > self.durable_upto, "a deferred action outlived its append's durability");
+        }
+    }
+
     /// Takes the events produced so far.
     pub fn drain_events(&mut self) -> Vec<PaxosEvent<V, S>> {
         std::mem::take(&mut self.events)

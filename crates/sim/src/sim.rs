@@ -527,6 +527,10 @@ impl<P: Protocol> Sim<P> {
         let mut ids = NextIds { timer: rt.next_timer, lsn: rt.disk.next_lsn().0 };
         f(process, &mut Recorder::new(node, &self.deployment.topology, now, &mut rt.rng, &mut ids, &mut effects));
         rt.next_timer = ids.timer;
+        if cfg!(debug_assertions) {
+            // Tests and debug swarms stop at the event that broke one.
+            process.check_invariants();
+        }
         if effects.read_truetime {
             self.check_truetime_read(node);
         }

@@ -17,6 +17,7 @@
 
 use super::messages::{Msg, Record, Timer, TxnBody, View};
 use super::{Config, Tiga};
+use meridian_core::Process;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
 use meridian_mechanisms::owd::Delays;
 use meridian_mechanisms::quorum;
@@ -100,12 +101,6 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// See `Process::state_sizes`.
-    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("pending", self.pending.len());
-        out("queued", self.queued.len());
-    }
-
     pub fn new(me: NodeId, topo: Arc<Topology>, view: View, cfg: Config) -> Coordinator {
         Coordinator {
             me,
@@ -129,58 +124,6 @@ impl Coordinator {
     /// The current delay estimate to a server (for tests and reports).
     pub fn owd_estimate_ns(&self, server: NodeId) -> Option<u64> {
         self.owd.estimate(server, self.cfg.owd_percentile)
-    }
-
-    pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
-        let epochs = durable.into_iter().filter_map(|r| match r {
-            Record::Epoch(e) => Some(e),
-            _ => None,
-        });
-        self.ids = TxnIds::start(self.me, epochs);
-        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
-        self.ids.recorded_at(lsn);
-        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
-        self.probe_all(ctx);
-    }
-
-    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        if self.ids.persisted(upto) {
-            for (request, program) in std::mem::take(&mut self.queued) {
-                self.on_request(ctx, request, program);
-            }
-        }
-    }
-
-    pub fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
-        if !self.ids.ready() {
-            return self.queued.push((request, program));
-        }
-        if program.is_empty() {
-            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
-        }
-        if !program.is_one_shot() {
-            // Tiga executes each shard's piece where it lives, without the
-            // other shards' reads: a part that needs them cannot run.
-            ctx.count("refused_not_one_shot", 1);
-            return ctx.complete(request, Outcome::Aborted { reason: meridian_core::AbortReason::Rejected });
-        }
-        let topo = self.topo.clone();
-        let shards = program.shards(|k| topo.shard_of(k));
-        let id = self.ids.next_id();
-        let body = Arc::new(TxnBody { id, coordinator: self.me, program, shards: shards.clone() });
-        let replies = shards.iter().map(|s| (*s, ShardReplies::default())).collect();
-        let pend = Pend {
-            request,
-            body,
-            shards: replies,
-            submitted_tick: self.ticks,
-            attempts: 0,
-            orphan: false,
-            fast_due_ns: 0,
-            t: None,
-        };
-        self.pending.insert(id, pend);
-        self.submit(ctx, id);
     }
 
     /// §3.1: a future timestamp, multicast to every replica of every shard.
@@ -247,28 +190,6 @@ impl Coordinator {
             .map(|n| self.owd_estimate_ns(*n).unwrap_or(default))
             .max()
             .unwrap_or(default)
-    }
-
-    pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns } => {
-                if let Some(ns) = owd_ns {
-                    self.owd.add(from, ns);
-                }
-                if self.view_matches(g_view, shard, l_view) {
-                    self.on_fast_reply(ctx, from, id, shard, t, hash, result);
-                } else if g_view > self.view.g_view {
-                    self.ask_view(ctx);
-                }
-            }
-            Msg::SyncReply { g_view, .. } if g_view > self.view.g_view => self.ask_view(ctx),
-            Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
-                self.on_sync_reply(ctx, from, shard, synced);
-            }
-            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => self.owd.sample(from, send_clock_ns, recv_clock_ns),
-            Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
-            _ => {}
-        }
     }
 
     /// Asks one view-manager member (in turn) for the current view, at most
@@ -394,19 +315,6 @@ impl Coordinator {
         results
     }
 
-    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
-        if !matches!(timer, Timer::CoordinatorTick) {
-            return;
-        }
-        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
-        self.ticks += 1;
-        self.inquire(ctx);
-        self.resubmit_stalled(ctx);
-        if self.ticks % self.cfg.probe_every_ticks == 0 {
-            self.probe_all(ctx);
-        }
-    }
-
     /// Appendix E: for transactions whose fast path failed on a shard (a
     /// follower's reply disagrees with the leader's, or the replies are
     /// overdue), ask that shard's followers — one batched message each —
@@ -506,6 +414,116 @@ impl Coordinator {
                 *s = ShardReplies::default();
             }
             self.submit(ctx, id);
+        }
+    }
+}
+
+/// Pending transactions an invariant check visits at most per event.
+const CHECKED_MAX: usize = 64;
+
+impl Process<Tiga> for Coordinator {
+    /// Between events: requests wait in the queue only until the epoch is
+    /// durable; a pending transaction was submitted to exactly its shards,
+    /// within its attempts, at one timestamp per view.
+    fn check_invariants(&self) {
+        assert!(self.queued.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+        for (id, p) in self.pending.iter().take(CHECKED_MAX) {
+            assert_eq!(p.body.id, *id, "a pending transaction under another's id");
+            assert!(p.shards.keys().eq(p.body.shards.iter()), "{id:?} tracks replies of shards it is not on");
+            assert!(p.t.is_none_or(|(g_view, _)| g_view <= self.view.g_view), "{id:?} stamped in a future view");
+        }
+    }
+
+    /// See `Process::state_sizes`.
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("pending", self.pending.len());
+        out("queued", self.queued.len());
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        let epochs = durable.into_iter().filter_map(|r| match r {
+            Record::Epoch(e) => Some(e),
+            _ => None,
+        });
+        self.ids = TxnIds::start(self.me, epochs);
+        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        self.ids.recorded_at(lsn);
+        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
+        self.probe_all(ctx);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        if self.ids.persisted(upto) {
+            for (request, program) in std::mem::take(&mut self.queued) {
+                self.on_request(ctx, request, program);
+            }
+        }
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
+        if !self.ids.ready() {
+            return self.queued.push((request, program));
+        }
+        if program.is_empty() {
+            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        }
+        if !program.is_one_shot() {
+            // Tiga executes each shard's piece where it lives, without the
+            // other shards' reads: a part that needs them cannot run.
+            ctx.count("refused_not_one_shot", 1);
+            return ctx.complete(request, Outcome::Aborted { reason: meridian_core::AbortReason::Rejected });
+        }
+        let topo = self.topo.clone();
+        let shards = program.shards(|k| topo.shard_of(k));
+        let id = self.ids.next_id();
+        let body = Arc::new(TxnBody { id, coordinator: self.me, program, shards: shards.clone() });
+        let replies = shards.iter().map(|s| (*s, ShardReplies::default())).collect();
+        let pend = Pend {
+            request,
+            body,
+            shards: replies,
+            submitted_tick: self.ticks,
+            attempts: 0,
+            orphan: false,
+            fast_due_ns: 0,
+            t: None,
+        };
+        self.pending.insert(id, pend);
+        self.submit(ctx, id);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns } => {
+                if let Some(ns) = owd_ns {
+                    self.owd.add(from, ns);
+                }
+                if self.view_matches(g_view, shard, l_view) {
+                    self.on_fast_reply(ctx, from, id, shard, t, hash, result);
+                } else if g_view > self.view.g_view {
+                    self.ask_view(ctx);
+                }
+            }
+            Msg::SyncReply { g_view, .. } if g_view > self.view.g_view => self.ask_view(ctx),
+            Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
+                self.on_sync_reply(ctx, from, shard, synced);
+            }
+            Msg::ProbeReply { send_clock_ns, recv_clock_ns } => self.owd.sample(from, send_clock_ns, recv_clock_ns),
+            Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        if !matches!(timer, Timer::CoordinatorTick) {
+            return;
+        }
+        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
+        self.ticks += 1;
+        self.inquire(ctx);
+        self.resubmit_stalled(ctx);
+        if self.ticks % self.cfg.probe_every_ticks == 0 {
+            self.probe_all(ctx);
         }
     }
 }

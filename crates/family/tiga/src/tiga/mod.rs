@@ -60,10 +60,7 @@ pub use messages::{LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
 pub use server::{Server, Status};
 pub use vm::ViewManager;
 
-use meridian_core::{
-    Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamValue, Params, Process, Program, Protocol, RequestId,
-    Role, ShardId, Topology,
-};
+use meridian_core::{Consistency, Deployment, NodeId, ParamDoc, ParamValue, Params, Protocol, Role, ShardId, Topology};
 use std::sync::Arc;
 
 pub struct Tiga;
@@ -281,11 +278,13 @@ pub fn initial_view(topo: &Topology, cfg: &Config) -> View {
     View { g_view: 1, g_vec, mode: if preventive { messages::Mode::Preventive } else { messages::Mode::Detective } }
 }
 
-/// A node of a `tiga` deployment.
-pub enum Node {
-    Server(Box<Server>),
-    Coordinator(Box<Coordinator>),
-    ViewManager(Box<ViewManager>),
+meridian_core::roles! {
+    /// A node of a `tiga` deployment.
+    pub enum Node for Tiga {
+        Server(Server),
+        Coordinator(Coordinator),
+        ViewManager(ViewManager),
+    }
 }
 
 impl Protocol for Tiga {
@@ -321,57 +320,6 @@ impl Protocol for Tiga {
                 Ok(Node::ViewManager(Box::new(ViewManager::new(Arc::clone(topo), node, view, cfg))))
             }
             Role::Service { kind, .. } => Err(format!("tiga has no `{kind}` service")),
-        }
-    }
-}
-
-impl Process<Tiga> for Node {
-    fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
-        match self {
-            Node::Server(s) => s.on_start(ctx, durable),
-            Node::Coordinator(c) => c.on_start(ctx, durable),
-            Node::ViewManager(v) => v.on_start(ctx, durable),
-        }
-    }
-
-    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
-        match self {
-            Node::Server(s) => s.on_message(ctx, from, msg),
-            Node::Coordinator(c) => c.on_message(ctx, from, msg),
-            Node::ViewManager(v) => v.on_message(ctx, from, msg),
-        }
-    }
-
-    fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
-        match self {
-            Node::Server(s) => s.on_timer(ctx, timer),
-            Node::Coordinator(c) => c.on_timer(ctx, timer),
-            Node::ViewManager(v) => v.on_timer(ctx, timer),
-        }
-    }
-
-    fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        match self {
-            Node::Server(s) => s.on_persisted(ctx, upto),
-            Node::Coordinator(c) => c.on_persisted(ctx, upto),
-            Node::ViewManager(v) => v.on_persisted(ctx, upto),
-        }
-    }
-
-    fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
-        match self {
-            Node::Coordinator(c) => c.on_request(ctx, request, program),
-            Node::Server(_) | Node::ViewManager(_) => {
-                ctx.complete(request, meridian_core::Outcome::Aborted { reason: meridian_core::AbortReason::Rejected })
-            }
-        }
-    }
-
-    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        match self {
-            Node::Server(s) => s.state_sizes(out),
-            Node::Coordinator(c) => c.state_sizes(out),
-            Node::ViewManager(_) => {}
         }
     }
 }

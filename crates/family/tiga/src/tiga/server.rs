@@ -16,6 +16,7 @@ use super::log::TigaLog;
 use super::messages::{Checkpoint, Done, LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
+use meridian_core::Process;
 use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
 use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -114,25 +115,6 @@ pub struct Server {
 }
 
 impl Server {
-    /// See `Process::state_sizes`.
-    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("store_keys", self.store.keys());
-        out("executed_keys", self.state.keys());
-        out("queue", self.pq.len());
-        out("held", self.held.len());
-        out("fetched", self.fetched.len());
-        out("conflict_keys", self.rmap.len() + self.wmap.len());
-        out("log_entries", self.log.held());
-        out("key_hashes", self.hashes.len());
-        out("replied", self.replied.len());
-        out("done", self.done.len());
-        out("watermarks", self.watermarks.len());
-        out("undo", self.undo.len());
-        out("notes", self.notes.len() + self.unknown_notes.len());
-        out("outbox", self.outbox.len());
-        out("len_at_lsn", self.len_at_lsn.len());
-    }
-
     pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
         let n = topo.replicas_per_shard;
         let view_leader = view.leader_index(shard, n);
@@ -245,22 +227,6 @@ impl Server {
         } else {
             self.outbox.push_back((self.last_lsn, to, msg));
         }
-    }
-
-    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        self.durable_lsn = self.durable_lsn.max(upto);
-        while self.outbox.front().is_some_and(|(l, _, _)| *l <= upto) {
-            let (_, to, msg) = self.outbox.pop_front().expect("checked");
-            ctx.send(to, msg);
-        }
-        while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {
-            let (_, len) = self.len_at_lsn.pop_front().expect("checked");
-            self.leader_log_durable = self.leader_log_durable.max(len);
-        }
-        if self.is_leader() {
-            self.advance_commit_point();
-        }
-        self.after_event(ctx);
     }
 
     // ---- §3.2: submission, conflict detection, timestamp update ----
@@ -630,67 +596,6 @@ impl Server {
 }
 
 impl Server {
-    /// Start or restart. A restarted server rebuilds its log, hashes and
-    /// conflict maps from its durable records and stays `Recovering` until
-    /// the view manager told it the current view and that view's leader
-    /// gave it the log (Algorithm 6).
-    pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
-        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
-        if durable.is_empty() {
-            return;
-        }
-        let mut synced = 0;
-        // Optimistic executions this server replied to as a leader, since
-        // the last view change (which moved its queue into the log).
-        let mut tentative: BTreeMap<TxnId, LogEntry> = BTreeMap::new();
-        for record in durable {
-            match record {
-                Record::Snapshot(snap) => {
-                    self.restore_snapshot(&snap);
-                    synced = snap.sync_point;
-                    tentative = snap.tentative.iter().map(|e| (e.body.id, e.clone())).collect();
-                }
-                Record::Log { pos, entries } => {
-                    if pos <= self.log.len() {
-                        // Positions below the base are folded already.
-                        let skip = self.log.base().saturating_sub(pos) as usize;
-                        let entries = entries.into_iter().skip(skip).collect();
-                        self.log.replace_suffix(pos.max(self.log.base()), entries);
-                    }
-                }
-                Record::SyncPoint(p) => synced = p,
-                Record::View { view, last_normal_view, led } => {
-                    self.view = view;
-                    self.last_normal_view = last_normal_view;
-                    self.led = led;
-                    tentative.clear();
-                }
-                Record::Tentative(e) => {
-                    tentative.insert(e.body.id, e);
-                }
-                Record::Vm(_) | Record::Epoch(_) => {}
-            }
-        }
-        self.rebuild_derived();
-        self.sync_point = synced.clamp(self.log.base(), self.log.len());
-        if self.led {
-            self.sync_point = self.log.len(); // a leader's log is its own
-        }
-        // Its votes for them count in the next view change, as if its queue
-        // had been moved into the log (Algorithm 5 lines 7-9), past the
-        // sync-point.
-        let mut votes: Vec<LogEntry> =
-            tentative.into_values().filter(|e| self.log.position(e.body.id).is_none()).collect();
-        votes.sort_by_key(|e| e.stamp());
-        for e in votes {
-            self.log.push(e);
-        }
-        self.status = Status::Recovering;
-        for vm in self.vm_members() {
-            ctx.send(vm, Msg::GetView);
-        }
-    }
-
     /// A new leader rebuilds its optimistic store: the executed state, then
     /// the rest of its log; the results answer resubmissions of the
     /// recovered transactions.
@@ -709,18 +614,6 @@ impl Server {
             }
             let led_view = self.view.g_view;
             self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(exec.results), led_view });
-        }
-    }
-
-    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
-        match timer {
-            Timer::Release => self.on_release_timer(ctx),
-            Timer::ServerTick => {
-                ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
-                self.ticks += 1;
-                self.on_tick(ctx);
-            }
-            _ => {}
         }
     }
 
@@ -777,8 +670,144 @@ impl Server {
             }
         }
     }
+}
 
-    pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+/// Queued transactions an invariant check visits at most per event.
+const CHECKED_MAX: usize = 64;
+
+impl Process<Tiga> for Server {
+    /// Between events: the log's points in order (`base ≤ applied ≤
+    /// commit-point ≤ sync-point ≤ length`), the queue holds only
+    /// transactions not yet in the log, only a leader has optimistic
+    /// executions or agreement in progress, and messages wait only for
+    /// appends not yet durable.
+    fn check_invariants(&self) {
+        assert!(self.log.base() <= self.applied, "entries folded before they were applied");
+        assert!(self.applied <= self.commit_point, "applied past the commit-point");
+        assert!(self.commit_point <= self.sync_point, "committed past the sync-point");
+        assert!(self.sync_point <= self.log.len(), "the sync-point past the log's end");
+        for p in self.pq.values().take(CHECKED_MAX) {
+            assert!(self.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
+        }
+        if self.status == Status::Normal && !self.is_leader() {
+            assert!(self.undo.is_empty(), "a follower holds optimistic executions");
+            assert!(self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting), "a follower released one");
+        }
+        assert!(self.durable_lsn <= self.last_lsn, "durable past the last append");
+        if let Some((lsn, _, _)) = self.outbox.front() {
+            assert!(*lsn > self.durable_lsn, "a message held for an append already durable");
+        }
+    }
+
+    /// See `Process::state_sizes`.
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("store_keys", self.store.keys());
+        out("executed_keys", self.state.keys());
+        out("queue", self.pq.len());
+        out("held", self.held.len());
+        out("fetched", self.fetched.len());
+        out("conflict_keys", self.rmap.len() + self.wmap.len());
+        out("log_entries", self.log.held());
+        out("key_hashes", self.hashes.len());
+        out("replied", self.replied.len());
+        out("done", self.done.len());
+        out("watermarks", self.watermarks.len());
+        out("undo", self.undo.len());
+        out("notes", self.notes.len() + self.unknown_notes.len());
+        out("outbox", self.outbox.len());
+        out("len_at_lsn", self.len_at_lsn.len());
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        self.durable_lsn = self.durable_lsn.max(upto);
+        while self.outbox.front().is_some_and(|(l, _, _)| *l <= upto) {
+            let (_, to, msg) = self.outbox.pop_front().expect("checked");
+            ctx.send(to, msg);
+        }
+        while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {
+            let (_, len) = self.len_at_lsn.pop_front().expect("checked");
+            self.leader_log_durable = self.leader_log_durable.max(len);
+        }
+        if self.is_leader() {
+            self.advance_commit_point();
+        }
+        self.after_event(ctx);
+    }
+
+    /// Start or restart. A restarted server rebuilds its log, hashes and
+    /// conflict maps from its durable records and stays `Recovering` until
+    /// the view manager told it the current view and that view's leader
+    /// gave it the log (Algorithm 6).
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+        if durable.is_empty() {
+            return;
+        }
+        let mut synced = 0;
+        // Optimistic executions this server replied to as a leader, since
+        // the last view change (which moved its queue into the log).
+        let mut tentative: BTreeMap<TxnId, LogEntry> = BTreeMap::new();
+        for record in durable {
+            match record {
+                Record::Snapshot(snap) => {
+                    self.restore_snapshot(&snap);
+                    synced = snap.sync_point;
+                    tentative = snap.tentative.iter().map(|e| (e.body.id, e.clone())).collect();
+                }
+                Record::Log { pos, entries } => {
+                    if pos <= self.log.len() {
+                        // Positions below the base are folded already.
+                        let skip = self.log.base().saturating_sub(pos) as usize;
+                        let entries = entries.into_iter().skip(skip).collect();
+                        self.log.replace_suffix(pos.max(self.log.base()), entries);
+                    }
+                }
+                Record::SyncPoint(p) => synced = p,
+                Record::View { view, last_normal_view, led } => {
+                    self.view = view;
+                    self.last_normal_view = last_normal_view;
+                    self.led = led;
+                    tentative.clear();
+                }
+                Record::Tentative(e) => {
+                    tentative.insert(e.body.id, e);
+                }
+                Record::Vm(_) | Record::Epoch(_) => {}
+            }
+        }
+        self.rebuild_derived();
+        self.sync_point = synced.clamp(self.log.base(), self.log.len());
+        if self.led {
+            self.sync_point = self.log.len(); // a leader's log is its own
+        }
+        // Its votes for them count in the next view change, as if its queue
+        // had been moved into the log (Algorithm 5 lines 7-9), past the
+        // sync-point.
+        let mut votes: Vec<LogEntry> =
+            tentative.into_values().filter(|e| self.log.position(e.body.id).is_none()).collect();
+        votes.sort_by_key(|e| e.stamp());
+        for e in votes {
+            self.log.push(e);
+        }
+        self.status = Status::Recovering;
+        for vm in self.vm_members() {
+            ctx.send(vm, Msg::GetView);
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        match timer {
+            Timer::Release => self.on_release_timer(ctx),
+            Timer::ServerTick => {
+                ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+                self.ticks += 1;
+                self.on_tick(ctx);
+            }
+            _ => {}
+        }
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Submit { body, g_view, t, send_clock_ns, low_watermark } => {
                 self.on_submit(ctx, from, body, g_view, t, send_clock_ns, low_watermark)

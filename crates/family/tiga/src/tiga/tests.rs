@@ -1,73 +1,18 @@
-//! Unit tests of a Tiga server driven event by event through a hand-held
-//! context, for what the simulator cannot show: its clock stands still
-//! while a handler runs, a real one does not.
+//! Handler-level tests of Tiga's roles, each driven event by event by
+//! core's `Hand`: feed one event at a chosen time, compare what the handler
+//! did with what the paper says the transition does.
 
 use super::messages::{Msg, Timer, TxnBody};
 use super::server::Server;
-use super::{Config, initial_view};
+use super::{Config, Tiga, initial_view};
 use meridian_core::{
-    ClusterSpec, Env, Key, LeaderPlacement, Lsn, NodeId, Op, Params, Program, RegionId, Rng, ShardId, TimerId,
-    Topology, TrueTime, TxnId,
+    ClusterSpec, EffectsOf, Hand, Key, LeaderPlacement, NodeId, Now, Op, Params, Program, RegionId, ShardId, Topology,
+    TxnId,
 };
-use std::cell::Cell;
 use std::sync::Arc;
 
-/// A context whose clock moves on by `step_ns` at every reading.
-struct Hand {
-    me: NodeId,
-    topo: Arc<Topology>,
-    clock_ns: Cell<u64>,
-    step_ns: u64,
-    sent: Vec<(NodeId, Msg)>,
-    timers: Vec<(TimerId, Timer)>,
-    next_timer: u64,
-    next_lsn: u64,
-    rng: Rng,
-}
-
-impl Env<Msg, super::messages::Record, Timer> for Hand {
-    fn me(&self) -> NodeId {
-        self.me
-    }
-    fn topology(&self) -> &Topology {
-        &self.topo
-    }
-    fn clock_ns(&self) -> u64 {
-        let now = self.clock_ns.get();
-        self.clock_ns.set(now + self.step_ns);
-        now
-    }
-    fn monotonic_ns(&self) -> u64 {
-        self.clock_ns.get()
-    }
-    fn truetime(&mut self) -> TrueTime {
-        let now = self.clock_ns.get();
-        TrueTime { earliest_ns: now, latest_ns: now }
-    }
-    fn send(&mut self, to: NodeId, msg: Msg) {
-        self.sent.push((to, msg));
-    }
-    fn set_timer(&mut self, _after_ns: u64, timer: Timer) -> TimerId {
-        self.next_timer += 1;
-        let id = TimerId(self.next_timer);
-        self.timers.push((id, timer));
-        id
-    }
-    fn cancel_timer(&mut self, id: TimerId) {
-        self.timers.retain(|(t, _)| *t != id);
-    }
-    fn append_to(&mut self, _stream: meridian_core::Stream, _record: super::messages::Record) -> Lsn {
-        self.next_lsn += 1;
-        Lsn(self.next_lsn)
-    }
-    fn compact_stream(&mut self, _stream: meridian_core::Stream, _upto: Lsn, _snapshot: super::messages::Record) {}
-    fn rng(&mut self) -> &mut Rng {
-        &mut self.rng
-    }
-    fn count(&mut self, _counter: &'static str, _delta: u64) {}
-    fn observe(&mut self, _name: &'static str, _value: u64) {}
-    fn complete(&mut self, _request: meridian_core::RequestId, _outcome: meridian_core::Outcome) {}
-}
+/// A Tiga server or coordinator driven by hand (core's `Hand`).
+type ServerHand = Hand<Tiga, Server>;
 
 fn deployment() -> (Arc<Topology>, Config) {
     let spec = ClusterSpec {
@@ -96,67 +41,57 @@ fn submit_in_view(coordinator: NodeId, seq: u64, key: u64, t: u64, g_view: u64) 
     Msg::Submit { body: Arc::new(body), g_view, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 }
 }
 
-fn hand(me: NodeId, topo: Arc<Topology>, clock_ns: u64) -> Hand {
-    Hand {
-        me,
-        topo,
-        clock_ns: Cell::new(clock_ns),
-        step_ns: 0,
-        sent: Vec::new(),
-        timers: Vec::new(),
-        next_timer: 0,
-        next_lsn: 0,
-        rng: Rng::new(1),
-    }
+fn server_hand(topo: &Arc<Topology>, cfg: &Config, replica: u32, clock_ns: u64) -> ServerHand {
+    let me = topo.replicas(ShardId(0))[replica as usize];
+    let server = Server::new(topo.clone(), ShardId(0), replica, initial_view(topo, cfg), *cfg);
+    Hand::new(server, topo.clone(), me, Now::at(clock_ns))
 }
 
 fn client_of(topo: &Topology) -> NodeId {
     (0..topo.nodes.len() as u32).map(NodeId).find(|n| topo.is_client(*n)).expect("a client")
 }
 
-fn submitted_timestamps(sent: &[(NodeId, Msg)]) -> Vec<(u64, u64)> {
-    sent.iter()
+fn submitted_timestamps(fx: &EffectsOf<Tiga>) -> Vec<(u64, u64)> {
+    fx.sends()
         .filter_map(|(_, m)| if let Msg::Submit { g_view, t, .. } = m { Some((*g_view, *t)) } else { None })
         .collect()
 }
 
-fn fast_replied(sent: &[(NodeId, Msg)], seq: u64) -> bool {
-    sent.iter().any(|(_, m)| matches!(m, Msg::FastReply { id, result: Some(_), .. } if id.seq == seq))
+fn fast_replied(fx: &EffectsOf<Tiga>, seq: u64) -> bool {
+    fx.sends().any(|(_, m)| matches!(m, Msg::FastReply { id, result: Some(_), .. } if id.seq == seq))
+}
+
+fn release_timer_set(fx: &EffectsOf<Tiga>) -> bool {
+    fx.timers_set().any(|(_, _, t)| matches!(t, Timer::Release))
 }
 
 #[test]
-fn a_timestamp_the_clock_reaches_while_a_release_pass_runs_is_still_released() {
-    // Two transactions 1 µs apart; the leader's clock moves 10 µs per
-    // reading. The pass the first one's timer starts reads the clock before
-    // the second's timestamp and arms the next timer after it: the second
-    // must still get a timer, or it waits for an arrival that never comes.
+fn the_leader_releases_each_transaction_when_its_clock_reaches_its_timestamp() {
+    // §3.2: a leader holds a transaction until its clock passes the
+    // timestamp, then executes it and fast-replies (once its log entry is
+    // durable). Two transactions 1 µs apart: the pass that releases the
+    // first arms the timer of the second, which is released when it fires.
     let (topo, cfg) = deployment();
-    let leader = topo.replicas(ShardId(0))[0];
     let client = client_of(&topo);
-    let mut server = Server::new(topo.clone(), ShardId(0), 0, initial_view(&topo, &cfg), cfg);
-    assert!(server.is_leader());
-    let mut hand = hand(leader, topo, 1_000_000);
+    let mut leader = server_hand(&topo, &cfg, 0, 1_000_000);
+    assert!(leader.node.is_leader());
     let t_first = 2_000_000;
-    server.on_message(&mut hand, client, submit(client, 1, 7, t_first));
-    server.on_message(&mut hand, client, submit(client, 2, 8, t_first + 1_000));
-    hand.timers.retain(|(_, t)| matches!(t, Timer::Release));
-    assert_eq!(hand.timers.len(), 1, "one release timer, for the first");
+    let fx = leader.message(client, submit(client, 1, 7, t_first));
+    assert!(release_timer_set(&fx), "held until its timestamp");
+    assert!(!fast_replied(&fx, 1), "not before");
+    leader.message(client, submit(client, 2, 8, t_first + 1_000));
 
-    hand.clock_ns.set(t_first);
-    hand.step_ns = 10_000;
-    hand.timers.clear();
-    server.on_timer(&mut hand, Timer::Release);
-    // Fire whatever release timer the pass armed, as the clock reaches it.
-    for _ in 0..4 {
-        if !hand.timers.iter().any(|(_, t)| matches!(t, Timer::Release)) {
-            break;
-        }
-        hand.timers.clear();
-        server.on_timer(&mut hand, Timer::Release);
-    }
-    server.on_persisted(&mut hand, Lsn(u64::MAX));
-    assert!(fast_replied(&hand.sent, 1), "the first was released");
-    assert!(fast_replied(&hand.sent, 2), "the second was released too");
+    leader.set_time_ns(t_first);
+    let fx = leader.timer(Timer::Release);
+    assert!(release_timer_set(&fx), "the second still waits, with a timer");
+    let fx = leader.persist_all();
+    assert!(fast_replied(&fx, 1), "the first is released at its timestamp");
+    assert!(!fast_replied(&fx, 2), "the second is not yet");
+
+    leader.set_time_ns(t_first + 1_000);
+    leader.timer(Timer::Release);
+    let fx = leader.persist_all();
+    assert!(fast_replied(&fx, 2), "the second is released at its own");
 }
 
 #[test]
@@ -166,20 +101,18 @@ fn a_follower_admits_only_copies_of_its_own_view() {
     // copy a server admits in a view carries the one timestamp its
     // coordinator chose in that view.
     let (topo, cfg) = deployment();
-    let follower = topo.replicas(ShardId(0))[1];
     let client = client_of(&topo);
-    let mut server = Server::new(topo.clone(), ShardId(0), 1, initial_view(&topo, &cfg), cfg);
-    assert!(!server.is_leader());
-    let mut hand = hand(follower, topo, 1_000_000);
-    let replied = |server: &mut Server, hand: &mut Hand, msg: Msg, t: u64| {
-        server.on_message(hand, client, msg);
-        hand.clock_ns.set(t + 1);
-        server.on_timer(hand, Timer::Release);
-        server.on_persisted(hand, Lsn(u64::MAX));
-        std::mem::take(&mut hand.sent).iter().any(|(_, m)| matches!(m, Msg::FastReply { .. }))
+    let mut follower = server_hand(&topo, &cfg, 1, 1_000_000);
+    assert!(!follower.node.is_leader());
+    let mut replied = |msg: Msg, t: u64| {
+        follower.message(client, msg);
+        follower.set_time_ns(t + 1);
+        follower.timer(Timer::Release);
+        let fx = follower.persist_all();
+        fx.sends().any(|(_, m)| matches!(m, Msg::FastReply { .. }))
     };
-    assert!(!replied(&mut server, &mut hand, submit_in_view(client, 1, 7, 2_000_000, 2), 2_000_000), "another view");
-    assert!(replied(&mut server, &mut hand, submit_in_view(client, 1, 7, 2_000_000, 1), 2_000_000), "its own view");
+    assert!(!replied(submit_in_view(client, 1, 7, 2_000_000, 2), 2_000_000), "another view");
+    assert!(replied(submit_in_view(client, 1, 7, 2_000_000, 1), 2_000_000), "its own view");
 }
 
 #[test]
@@ -188,30 +121,24 @@ fn a_coordinator_resubmits_at_one_timestamp_per_view() {
     let client = client_of(&topo);
     let retry_ticks = cfg.retry_ticks;
     let view = initial_view(&topo, &cfg);
-    let mut coordinator = super::coordinator::Coordinator::new(client, topo.clone(), view.clone(), cfg);
-    let mut hand = hand(client, topo, 1_000_000);
-    coordinator.on_start(&mut hand, Vec::new());
-    coordinator.on_persisted(&mut hand, Lsn(u64::MAX));
-    coordinator.on_request(
-        &mut hand,
-        meridian_core::RequestId(1),
-        Program::new(vec![Op::Append { key: Key(3), element: 1 }]),
-    );
-    let first = submitted_timestamps(&hand.sent);
+    let coordinator = super::coordinator::Coordinator::new(client, topo.clone(), view.clone(), cfg);
+    let mut hand: Hand<Tiga, _> = Hand::new(coordinator, topo.clone(), client, Now::at(1_000_000));
+    hand.start(Vec::new());
+    hand.persist_all();
+    let fx = hand.request(meridian_core::RequestId(1), Program::new(vec![Op::Append { key: Key(3), element: 1 }]));
+    let first = submitted_timestamps(&fx);
     assert!(!first.is_empty(), "submitted");
+    let mut all = first.clone();
     for _ in 0..=retry_ticks {
-        hand.clock_ns.set(hand.clock_ns.get() + 50_000_000);
-        coordinator.on_timer(&mut hand, Timer::CoordinatorTick);
+        hand.advance_ns(50_000_000);
+        all.extend(submitted_timestamps(&hand.timer(Timer::CoordinatorTick)));
     }
-    let all = submitted_timestamps(&hand.sent);
     assert!(all.len() > first.len(), "resubmitted after retry_ms");
     assert!(all.iter().all(|vt| *vt == first[0]), "one timestamp in view 1: {all:?}");
 
-    hand.sent.clear();
     let mut next = view;
     next.g_view = 2;
-    coordinator.on_message(&mut hand, NodeId(0), Msg::CurrentView(next));
-    let after = submitted_timestamps(&hand.sent);
+    let after = submitted_timestamps(&hand.message(NodeId(0), Msg::CurrentView(next)));
     assert!(!after.is_empty(), "resubmitted in the new view");
     assert!(after.iter().all(|(v, t)| *v == 2 && *t > first[0].1), "a fresh, later timestamp: {after:?}");
 }
@@ -222,22 +149,20 @@ fn a_follower_asks_for_every_body_a_sync_batch_lacks_at_once() {
     // not crawl back one entry per round trip while the slow path waits.
     let (topo, cfg) = deployment();
     let leader = topo.replicas(ShardId(0))[0];
-    let follower = topo.replicas(ShardId(0))[1];
     let client = client_of(&topo);
     let view = initial_view(&topo, &cfg);
-    let mut server = Server::new(topo.clone(), ShardId(0), 1, view.clone(), cfg);
-    let mut hand = hand(follower, topo, 1_000_000);
+    let mut follower = server_hand(&topo, &cfg, 1, 1_000_000);
     let ids: Vec<TxnId> = (1..=3).map(|seq| TxnId { node: client, seq }).collect();
     let entries = ids.iter().map(|id| (*id, 2_000_000 + id.seq)).collect();
     let sync =
         Msg::LogSync { g_view: view.g_view, l_view: view.l_view(ShardId(0)), from_pos: 0, entries, commit_point: 0 };
-    server.on_message(&mut hand, leader, sync);
-    server.on_persisted(&mut hand, Lsn(u64::MAX));
-    let asked: Vec<TxnId> = hand
-        .sent
-        .iter()
-        .filter_map(|(_, m)| if let Msg::SyncReport { missing, .. } = m { Some(missing.clone()) } else { None })
-        .flatten()
-        .collect();
+    let mut asked: Vec<TxnId> = Vec::new();
+    for fx in [follower.message(leader, sync), follower.persist_all()] {
+        asked.extend(
+            fx.sends()
+                .filter_map(|(_, m)| if let Msg::SyncReport { missing, .. } = m { Some(missing.clone()) } else { None })
+                .flatten(),
+        );
+    }
     assert_eq!(asked, ids, "one report names all three");
 }

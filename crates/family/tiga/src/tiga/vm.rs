@@ -21,6 +21,7 @@
 
 use super::messages::{Mode, Msg, Record, Timer, View, VmCmd, VmState};
 use super::{Config, Tiga};
+use meridian_core::Process;
 use meridian_core::{Ctx, Mapped, NodeId, ShardId, Topology};
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig, PaxosEvent, PaxosRecordBody};
 use std::collections::BTreeMap;
@@ -74,53 +75,6 @@ impl ViewManager {
 
     pub fn view(&self) -> &View {
         &self.view
-    }
-
-    pub fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
-        let records: Vec<PaxosRecordBody<VmCmd, VmState>> = durable
-            .into_iter()
-            .filter_map(|r| match r {
-                Record::Vm(p) => Some(p.body),
-                _ => None,
-            })
-            .collect();
-        self.paxos.start(&mut Mapped::new(ctx), records);
-        ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
-        self.drain(ctx);
-    }
-
-    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: meridian_core::Lsn) {
-        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
-        self.drain(ctx);
-    }
-
-    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
-        match timer {
-            Timer::Vm(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
-            Timer::VmTick => {
-                ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
-                self.detect_failures(ctx);
-            }
-            _ => {}
-        }
-        self.drain(ctx);
-    }
-
-    pub fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Vm(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Heartbeat { g_view, recovering, mut delays } => {
-                let now = ctx.clock_ns();
-                delays.truncate(self.topo.nodes.len());
-                self.servers.insert(from, Liveness { heard_ns: Some(now), recovering, delays });
-                if g_view < self.view.g_view {
-                    ctx.send(from, Msg::CurrentView(self.view.clone()));
-                }
-            }
-            Msg::GetView => ctx.send(from, Msg::CurrentView(self.view.clone())),
-            _ => {}
-        }
-        self.drain(ctx);
     }
 
     fn drain(&mut self, ctx: &mut Ctx<'_, Tiga>) {
@@ -289,5 +243,63 @@ impl ViewManager {
         }
         self.mode_mismatch_since_ns = None;
         Some(View { g_view: self.view.g_view + 1, g_vec: self.view.g_vec.clone(), mode: wanted })
+    }
+}
+
+impl Process<Tiga> for ViewManager {
+    /// Between events: its Paxos log's invariants, and a proposal in
+    /// flight is for a later view than the current one.
+    fn check_invariants(&self) {
+        self.paxos.check_invariants();
+        if let Some((g_view, _)) = self.proposing {
+            assert!(g_view > self.view.g_view, "proposing view {g_view} at or below the current one");
+        }
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
+        let records: Vec<PaxosRecordBody<VmCmd, VmState>> = durable
+            .into_iter()
+            .filter_map(|r| match r {
+                Record::Vm(p) => Some(p.body),
+                _ => None,
+            })
+            .collect();
+        self.paxos.start(&mut Mapped::new(ctx), records);
+        ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
+        self.drain(ctx);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: meridian_core::Lsn) {
+        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
+        self.drain(ctx);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        match timer {
+            Timer::Vm(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
+            Timer::VmTick => {
+                ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
+                self.detect_failures(ctx);
+            }
+            _ => {}
+        }
+        self.drain(ctx);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Vm(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
+            Msg::Heartbeat { g_view, recovering, mut delays } => {
+                let now = ctx.clock_ns();
+                delays.truncate(self.topo.nodes.len());
+                self.servers.insert(from, Liveness { heard_ns: Some(now), recovering, delays });
+                if g_view < self.view.g_view {
+                    ctx.send(from, Msg::CurrentView(self.view.clone()));
+                }
+            }
+            Msg::GetView => ctx.send(from, Msg::CurrentView(self.view.clone())),
+            _ => {}
+        }
+        self.drain(ctx);
     }
 }

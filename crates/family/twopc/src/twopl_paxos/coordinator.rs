@@ -14,6 +14,7 @@
 
 use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
+use meridian_core::Process;
 use meridian_core::{
     AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
 };
@@ -83,14 +84,6 @@ const ABANDONED_MAX: usize = 10_000;
 const ABANDONED_QUERY_TICKS: u64 = 20;
 
 impl Coordinator {
-    /// See `Process::state_sizes`.
-    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("requests", self.requests.len());
-        out("attempts", self.attempts.len());
-        out("abandoned", self.abandoned.len());
-        out("queued", self.queued.len());
-    }
-
     pub fn new(me: NodeId, leaders: Vec<NodeId>, cfg: Config) -> Coordinator {
         Coordinator {
             cfg,
@@ -108,36 +101,6 @@ impl Coordinator {
     /// Requests in progress (for tests and bounds).
     pub fn in_flight(&self) -> usize {
         self.requests.len()
-    }
-
-    /// A (re)start: a new durable epoch keeps transaction ids unique.
-    pub fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
-        let epochs = durable.into_iter().filter_map(|r| match r {
-            Record::Epoch(e) => Some(e),
-            Record::Paxos(_) => None,
-        });
-        self.ids = TxnIds::start(self.ids.next_node(), epochs);
-        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
-        self.ids.recorded_at(lsn);
-    }
-
-    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        if self.ids.persisted(upto) {
-            for (request, program) in std::mem::take(&mut self.queued) {
-                self.on_request(ctx, request, program);
-            }
-        }
-    }
-
-    pub fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
-        if !self.ids.ready() {
-            return self.queued.push((request, program));
-        }
-        if program.is_empty() {
-            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
-        }
-        self.requests.insert(request, Request { program, attempts: Attempts::default() });
-        self.start_attempt(ctx, request);
     }
 
     fn start_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId) {
@@ -190,21 +153,6 @@ impl Coordinator {
         a.participants.extend(by_shard.keys().copied());
         for (shard, keys) in by_shard {
             ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
-        }
-    }
-
-    pub fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Executed { txn, shard, round, reads } => self.on_executed(ctx, from, txn, shard, round, reads),
-            Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
-            Msg::Decided { txn, shard } => self.on_decided(txn, shard),
-            Msg::Status { txn, shard, status: Some(status) } => self.on_status(txn, shard, status),
-            Msg::Refused { txn, shard, reason } => self.on_refused(ctx, from, txn, shard, reason),
-            // Only a replica that leads names itself: believe those claims.
-            Msg::Leader { shard, leader: Some(leader) } if leader == from => {
-                self.leader_hint[shard.index()] = leader;
-            }
-            _ => {}
         }
     }
 
@@ -368,14 +316,6 @@ impl Coordinator {
         }
     }
 
-    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
-        match timer {
-            Timer::Tick => self.on_tick(ctx),
-            Timer::Restart(request) if self.requests.contains_key(&request) => self.start_attempt(ctx, request),
-            _ => {}
-        }
-    }
-
     /// The tick number `after_ns` from now; arms the tick if it is idle.
     /// One periodic tick per coordinator, rather than timers per attempt,
     /// keeps timeouts cheap however many transactions are in flight.
@@ -534,4 +474,90 @@ impl Coordinator {
 fn lock_reads(keys: Vec<RoundKey>) -> Vec<LockRead> {
     let mode = |k: &RoundKey| if k.write { LockMode::Exclusive } else { LockMode::Shared };
     keys.iter().map(|k| LockRead { key: k.key, mode: mode(k), read: k.read }).collect()
+}
+
+/// Attempts an invariant check visits at most per event.
+const CHECKED_MAX: usize = 64;
+
+impl Process<TwoPlPaxos> for Coordinator {
+    /// Between events: requests wait in the queue only until the epoch is
+    /// durable; an attempt still executing or preparing serves a request
+    /// in progress; a decision is owed only to participants, in bounded
+    /// rounds; the abandoned attempts stay within their bound.
+    fn check_invariants(&self) {
+        assert!(self.queued.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+        assert!(self.abandoned.len() <= ABANDONED_MAX, "abandoned attempts past their bound");
+        for (txn, a) in self.attempts.iter().take(CHECKED_MAX) {
+            match a.phase {
+                Phase::Executing | Phase::Preparing => {
+                    assert!(self.requests.contains_key(&a.request), "{txn:?} runs for no request");
+                }
+                Phase::Deciding(_) => {
+                    assert!(a.unacked.is_subset(&a.participants), "{txn:?} owes a decision to a non-participant");
+                    assert!(a.decide_rounds <= self.cfg.max_decide_rounds, "{txn:?} decided past its rounds");
+                }
+            }
+        }
+    }
+
+    /// See `Process::state_sizes`.
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("requests", self.requests.len());
+        out("attempts", self.attempts.len());
+        out("abandoned", self.abandoned.len());
+        out("queued", self.queued.len());
+    }
+
+    /// A (re)start: a new durable epoch keeps transaction ids unique.
+    fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
+        let epochs = durable.into_iter().filter_map(|r| match r {
+            Record::Epoch(e) => Some(e),
+            Record::Paxos(_) => None,
+        });
+        self.ids = TxnIds::start(self.ids.next_node(), epochs);
+        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        self.ids.recorded_at(lsn);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
+        if self.ids.persisted(upto) {
+            for (request, program) in std::mem::take(&mut self.queued) {
+                self.on_request(ctx, request, program);
+            }
+        }
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
+        if !self.ids.ready() {
+            return self.queued.push((request, program));
+        }
+        if program.is_empty() {
+            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        }
+        self.requests.insert(request, Request { program, attempts: Attempts::default() });
+        self.start_attempt(ctx, request);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Executed { txn, shard, round, reads } => self.on_executed(ctx, from, txn, shard, round, reads),
+            Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
+            Msg::Decided { txn, shard } => self.on_decided(txn, shard),
+            Msg::Status { txn, shard, status: Some(status) } => self.on_status(txn, shard, status),
+            Msg::Refused { txn, shard, reason } => self.on_refused(ctx, from, txn, shard, reason),
+            // Only a replica that leads names itself: believe those claims.
+            Msg::Leader { shard, leader: Some(leader) } if leader == from => {
+                self.leader_hint[shard.index()] = leader;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
+        match timer {
+            Timer::Tick => self.on_tick(ctx),
+            Timer::Restart(request) if self.requests.contains_key(&request) => self.start_attempt(ctx, request),
+            _ => {}
+        }
+    }
 }

@@ -49,9 +49,7 @@ pub use coordinator::Coordinator;
 pub use messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 pub use replica::Replica;
 
-use meridian_core::{
-    Consistency, Ctx, Deployment, Lsn, NodeId, ParamDoc, Params, Process, Program, Protocol, RequestId, Role, ShardId,
-};
+use meridian_core::{Consistency, Deployment, NodeId, ParamDoc, Params, Protocol, Role, ShardId};
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
 
 pub struct TwoPlPaxos;
@@ -189,10 +187,12 @@ impl Config {
     }
 }
 
-/// A node of a `2pl-paxos` deployment.
-pub enum Node {
-    Replica(Box<Replica>),
-    Client(Box<Coordinator>),
+meridian_core::roles! {
+    /// A node of a `2pl-paxos` deployment.
+    pub enum Node for TwoPlPaxos {
+        Replica(Replica),
+        Client(Coordinator),
+    }
 }
 
 impl Protocol for TwoPlPaxos {
@@ -222,52 +222,6 @@ impl Protocol for TwoPlPaxos {
                 Ok(Node::Client(Box::new(Coordinator::new(node, leaders, cfg))))
             }
             Role::Service { kind, .. } => Err(format!("2pl-paxos has no `{kind}` service")),
-        }
-    }
-}
-
-impl Process<TwoPlPaxos> for Node {
-    fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
-        match self {
-            Node::Replica(r) => r.on_start(ctx, durable),
-            Node::Client(c) => c.on_start(ctx, durable),
-        }
-    }
-
-    fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
-        match self {
-            Node::Replica(r) => r.on_message(ctx, from, msg),
-            Node::Client(c) => c.on_message(ctx, from, msg),
-        }
-    }
-
-    fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
-        match self {
-            Node::Replica(r) => r.on_timer(ctx, timer),
-            Node::Client(c) => c.on_timer(ctx, timer),
-        }
-    }
-
-    fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        match self {
-            Node::Replica(r) => r.on_persisted(ctx, upto),
-            Node::Client(c) => c.on_persisted(ctx, upto),
-        }
-    }
-
-    fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
-        match self {
-            Node::Client(c) => c.on_request(ctx, request, program),
-            Node::Replica(_) => {
-                ctx.complete(request, meridian_core::Outcome::Aborted { reason: meridian_core::AbortReason::Rejected })
-            }
-        }
-    }
-
-    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        match self {
-            Node::Replica(r) => r.state_sizes(out),
-            Node::Client(c) => c.state_sizes(out),
         }
     }
 }

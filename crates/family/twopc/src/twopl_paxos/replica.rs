@@ -13,6 +13,7 @@
 
 use super::messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 use super::{Config, TwoPlPaxos};
+use meridian_core::Process;
 use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
 use meridian_mechanisms::locks::{Acquire, LockMode, LockTable};
 use meridian_mechanisms::mvstore::MvStore;
@@ -125,71 +126,8 @@ impl Replica {
         self.outcomes.len()
     }
 
-    /// See `Process::state_sizes`.
-    pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("store_keys", self.store.keys());
-        out("prepared", self.prepared.len());
-        out("outcomes", self.outcomes.len());
-        out("locked_keys", self.locks.len());
-        out("active", self.active.len());
-        out("refused", self.refused.len());
-        out("awaiting_decision", self.awaiting_decision.len());
-        out("in_doubt", self.in_doubt.len());
-        out("pending_answers", self.pending_answers.len());
-        out("watermarks", self.watermarks.len());
-        self.paxos.state_sizes(out);
-    }
-
     pub fn prepared_count(&self) -> usize {
         self.prepared.len()
-    }
-
-    pub fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
-        let records = durable.into_iter().filter_map(|r| match r {
-            Record::Paxos(p) => Some(p.body),
-            Record::Epoch(_) => None,
-        });
-        self.paxos.start(&mut Mapped::new(ctx), records);
-        ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
-        self.drain(ctx);
-    }
-
-    pub fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
-        self.drain(ctx);
-    }
-
-    pub fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
-        match timer {
-            Timer::Paxos(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
-            Timer::Termination => {
-                ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
-                self.check_in_doubt(ctx);
-                self.propose_watermarks(ctx);
-            }
-            _ => {}
-        }
-        self.drain(ctx);
-    }
-
-    pub fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Execute { txn, prio, round, keys } => self.on_execute(ctx, from, txn, prio, round, keys),
-            Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
-            Msg::Decide { txn, decision, settled_below } => {
-                self.note_watermark(from, settled_below);
-                self.on_decide(ctx, from, txn, decision)
-            }
-            Msg::Query { txn } => self.on_query(ctx, from, txn),
-            Msg::WhoLeads { shard } if shard == self.shard => {
-                let leader = if self.leading { Some(ctx.me()) } else { self.paxos.leader_hint() };
-                ctx.send(from, Msg::Leader { shard, leader });
-            }
-            Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
-            _ => {}
-        }
-        self.drain(ctx);
     }
 
     fn refuse_not_leader(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, to: NodeId, txn: TxnId) {
@@ -716,6 +654,104 @@ fn lock_list(keys: &[LockRead]) -> Vec<(Key, LockMode)> {
     }
     locks.sort_unstable_by_key(|(k, _)| *k);
     locks
+}
+
+/// Keys and transactions an invariant check visits at most per event.
+const CHECKED_MAX: usize = 64;
+
+impl Process<TwoPlPaxos> for Replica {
+    /// Between events: the state machine applied no further than Paxos
+    /// delivered; leader-only state is empty at a follower; at the leader
+    /// every lock is held or awaited by a live transaction, and every
+    /// transaction in its prepare stages holds its locks.
+    fn check_invariants(&self) {
+        self.paxos.check_invariants();
+        assert!(self.applied_slot <= self.paxos.delivered_upto(), "applied past what Paxos delivered");
+        if !self.leading {
+            assert!(self.locks.is_empty(), "a follower holds locks");
+            assert!(self.active.is_empty(), "a follower has active transactions");
+            assert!(self.awaiting_decision.is_empty(), "a follower awaits decisions");
+            assert!(self.in_doubt.is_empty(), "a follower resolves in-doubt transactions");
+            assert!(self.pending_answers.is_empty(), "a follower owes answers");
+            return;
+        }
+        self.locks.check_invariants(CHECKED_MAX, |key, txn| {
+            assert!(self.active.contains_key(&txn), "{txn:?} holds or awaits {key} but is not active");
+        });
+        for (txn, a) in self.active.iter().take(CHECKED_MAX) {
+            match a.stage {
+                Stage::Locking { next } => assert!(next <= a.locks.len(), "{txn:?} took more locks than it asked"),
+                Stage::Executed | Stage::Preparing | Stage::Prepared => {
+                    for (key, _) in &a.locks {
+                        assert!(self.locks.holds(*key, *txn), "{txn:?} lost its lock on {key} before its decision");
+                    }
+                }
+            }
+        }
+    }
+
+    /// See `Process::state_sizes`.
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("store_keys", self.store.keys());
+        out("prepared", self.prepared.len());
+        out("outcomes", self.outcomes.len());
+        out("locked_keys", self.locks.len());
+        out("active", self.active.len());
+        out("refused", self.refused.len());
+        out("awaiting_decision", self.awaiting_decision.len());
+        out("in_doubt", self.in_doubt.len());
+        out("pending_answers", self.pending_answers.len());
+        out("watermarks", self.watermarks.len());
+        self.paxos.state_sizes(out);
+    }
+
+    fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
+        let records = durable.into_iter().filter_map(|r| match r {
+            Record::Paxos(p) => Some(p.body),
+            Record::Epoch(_) => None,
+        });
+        self.paxos.start(&mut Mapped::new(ctx), records);
+        ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
+        self.drain(ctx);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
+        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
+        self.drain(ctx);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
+        match timer {
+            Timer::Paxos(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
+            Timer::Termination => {
+                ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
+                self.check_in_doubt(ctx);
+                self.propose_watermarks(ctx);
+            }
+            _ => {}
+        }
+        self.drain(ctx);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
+            Msg::Execute { txn, prio, round, keys } => self.on_execute(ctx, from, txn, prio, round, keys),
+            Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
+            Msg::Decide { txn, decision, settled_below } => {
+                self.note_watermark(from, settled_below);
+                self.on_decide(ctx, from, txn, decision)
+            }
+            Msg::Query { txn } => self.on_query(ctx, from, txn),
+            Msg::WhoLeads { shard } if shard == self.shard => {
+                let leader = if self.leading { Some(ctx.me()) } else { self.paxos.leader_hint() };
+                ctx.send(from, Msg::Leader { shard, leader });
+            }
+            Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
+            _ => {}
+        }
+        self.drain(ctx);
+    }
 }
 
 #[cfg(test)]
