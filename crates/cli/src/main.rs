@@ -206,6 +206,7 @@ fn protocols(json: bool, all: bool) -> Result<(), Failure> {
                     "status": status(p),
                     "summary": p.summary,
                     "params": p.params.iter().map(|d| serde_json::json!({"name": d.name, "default": d.default, "doc": d.doc})).collect::<Vec<_>>(),
+                    "counters": (p.counters)().iter().map(|c| serde_json::json!({"name": c.name, "doc": c.doc})).collect::<Vec<_>>(),
                 })
             })
             .collect();

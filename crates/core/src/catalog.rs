@@ -7,7 +7,7 @@
 //! code of any protocol.
 
 use crate::process::{Consistency, Protocol, Shapes};
-use crate::{ClusterSpec, ParamDoc, Params, ServiceSpec, Topology};
+use crate::{ClusterSpec, CounterDoc, ParamDoc, Params, ServiceSpec, Topology};
 
 /// A protocol Meridian knows by name.
 #[derive(Clone, Copy, Debug)]
@@ -22,9 +22,15 @@ pub struct ProtocolInfo {
     pub shapes: Shapes,
     /// The services it places, from its parameters (`Protocol::services`).
     pub services: fn(&Params) -> Vec<ServiceSpec>,
+    /// The counters it reports (`Protocol::counters`).
+    pub counters: fn() -> Vec<CounterDoc>,
 }
 
 fn no_services(_: &Params) -> Vec<ServiceSpec> {
+    Vec::new()
+}
+
+fn no_counters() -> Vec<CounterDoc> {
     Vec::new()
 }
 
@@ -39,6 +45,7 @@ impl ProtocolInfo {
             params,
             shapes: P::SHAPES,
             services: P::services,
+            counters: P::counters,
         }
     }
 
@@ -50,7 +57,16 @@ impl ProtocolInfo {
             Consistency::ReadAtomic | Consistency::Causal => Shapes::READ_ONLY_WRITE_ONLY,
             _ => Shapes::GENERAL,
         };
-        ProtocolInfo { name, consistency, implemented: false, summary, params: &[], shapes, services: no_services }
+        ProtocolInfo {
+            name,
+            consistency,
+            implemented: false,
+            summary,
+            params: &[],
+            shapes,
+            services: no_services,
+            counters: no_counters,
+        }
     }
 
     /// The topology this protocol runs on for `spec`: its parameters

@@ -35,6 +35,15 @@ pub struct ParamDoc {
     pub doc: &'static str,
 }
 
+/// A documented report counter (`Env::count`): name and meaning. Each
+/// protocol lists every counter it emits ([`crate::Protocol::counters`]);
+/// the simulator fails a run that counts one not listed.
+#[derive(Clone, Copy, Debug)]
+pub struct CounterDoc {
+    pub name: &'static str,
+    pub doc: &'static str,
+}
+
 /// The parameters of one run, by name.
 #[derive(Clone, PartialEq, Debug, Default)]
 pub struct Params {
@@ -117,6 +126,101 @@ impl Params {
     }
 }
 
+/// A protocol's parameters read against its documented list
+/// ([`ParamDoc`]s): every name read must be documented, and a parameter
+/// left out takes the default its documentation states, so the table a
+/// user reads (`meridian protocols`) and the code cannot disagree. Errors
+/// name the parameter and what it must be.
+#[derive(Clone, Copy)]
+pub struct ParamReader<'a> {
+    params: &'a Params,
+    docs: &'static [ParamDoc],
+}
+
+impl<'a> ParamReader<'a> {
+    /// Rejects undocumented parameters first (naming the protocol).
+    pub fn new(params: &'a Params, protocol: &str, docs: &'static [ParamDoc]) -> Result<Self, String> {
+        params.check_known(protocol, docs)?;
+        Ok(ParamReader { params, docs })
+    }
+
+    /// The documented default of `name`, as written in TOML. Reading an
+    /// undocumented name is a bug in the protocol, not bad input.
+    fn default_of(&self, name: &str) -> &'static str {
+        match self.docs.iter().find(|d| d.name == name) {
+            Some(d) => d.default,
+            None => panic!("parameter `{name}` is read but not documented"),
+        }
+    }
+
+    fn default_f64(&self, name: &str) -> f64 {
+        let text = self.default_of(name);
+        text.parse().unwrap_or_else(|_| panic!("parameter `{name}`'s documented default {text} is not a number"))
+    }
+
+    /// Whether the run sets `name` itself.
+    pub fn is_set(&self, name: &str) -> bool {
+        self.default_of(name);
+        self.params.values.contains_key(name)
+    }
+
+    /// The raw value, if set.
+    pub fn value(&self, name: &str) -> Option<&'a ParamValue> {
+        self.default_of(name);
+        self.params.values.get(name)
+    }
+
+    pub fn f64(&self, name: &str) -> Result<f64, String> {
+        self.params.f64_or(name, self.default_f64(name))
+    }
+
+    /// A number within `range`.
+    pub fn f64_in(&self, name: &str, range: std::ops::RangeInclusive<f64>) -> Result<f64, String> {
+        let v = self.f64(name)?;
+        if !range.contains(&v) {
+            return Err(format!("parameter `{name}` must be between {} and {}, got {v}", range.start(), range.end()));
+        }
+        Ok(v)
+    }
+
+    /// A duration in milliseconds (`_ms`), in nanoseconds, from a
+    /// microsecond to a day.
+    pub fn ms_ns(&self, name: &str) -> Result<u64, String> {
+        debug_assert!(name.ends_with("_ms"), "`{name}`: a duration's name ends in its unit");
+        self.params.ms_ns_or(name, self.default_f64(name))
+    }
+
+    /// An integer within `range` (counts, sizes, bounds).
+    pub fn count(&self, name: &str, range: std::ops::RangeInclusive<u64>) -> Result<u64, String> {
+        let text = self.default_of(name);
+        let default =
+            text.parse().unwrap_or_else(|_| panic!("parameter `{name}`'s documented default {text} is not an integer"));
+        let v = self.params.u64_or(name, default)?;
+        if !range.contains(&v) {
+            return Err(format!("parameter `{name}` must be between {} and {}, got {v}", range.start(), range.end()));
+        }
+        Ok(v)
+    }
+
+    pub fn bool(&self, name: &str) -> Result<bool, String> {
+        let text = self.default_of(name);
+        let default =
+            text.parse().unwrap_or_else(|_| panic!("parameter `{name}`'s documented default {text} is not a boolean"));
+        self.params.bool_or(name, default)
+    }
+
+    /// One of `choices` (a string; the documented default is one of them,
+    /// quoted as in TOML).
+    pub fn choice(&self, name: &str, choices: &[&'static str]) -> Result<&'static str, String> {
+        let default = self.default_of(name).trim_matches('"');
+        let given = self.params.str_or(name, default)?;
+        choices.iter().copied().find(|c| *c == given).ok_or_else(|| {
+            let quoted: Vec<String> = choices.iter().map(|c| format!("\"{c}\"")).collect();
+            format!("parameter `{name}` must be {}, got {given:?}", quoted.join(" or "))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -141,5 +245,41 @@ mod tests {
         assert_eq!(p.u64_or("b", 7), Ok(7));
         assert_eq!(p.bool_or("c", true), Ok(true));
         assert!(Params::new().with("n", ParamValue::Int(-1)).u64_or("n", 0).is_err());
+    }
+
+    const READER_DOCS: &[ParamDoc] = &[
+        ParamDoc { name: "timeout_ms", default: "100", doc: "a timeout" },
+        ParamDoc { name: "rounds_max", default: "5", doc: "a bound" },
+        ParamDoc { name: "quorum", default: "\"super\"", doc: "a choice" },
+        ParamDoc { name: "fast", default: "true", doc: "a switch" },
+    ];
+
+    #[test]
+    fn a_reader_takes_defaults_from_the_documentation_and_names_bad_values() {
+        let none = Params::new();
+        let r = ParamReader::new(&none, "x", READER_DOCS).unwrap();
+        assert_eq!(r.ms_ns("timeout_ms"), Ok(100_000_000));
+        assert_eq!(r.count("rounds_max", 1..=10), Ok(5));
+        assert_eq!(r.choice("quorum", &["super", "simple"]), Ok("super"));
+        assert_eq!(r.bool("fast"), Ok(true));
+        let bad = Params::new().with("rounds_max", ParamValue::Int(11)).with("quorum", ParamValue::Str("big".into()));
+        let r = ParamReader::new(&bad, "x", READER_DOCS).unwrap();
+        assert_eq!(
+            r.count("rounds_max", 1..=10).unwrap_err(),
+            "parameter `rounds_max` must be between 1 and 10, got 11"
+        );
+        assert_eq!(
+            r.choice("quorum", &["super", "simple"]).unwrap_err(),
+            "parameter `quorum` must be \"super\" or \"simple\", got \"big\""
+        );
+        let unknown = Params::new().with("timeot_ms", ParamValue::Int(1));
+        assert!(ParamReader::new(&unknown, "x", READER_DOCS).err().unwrap().contains("`timeot_ms`"));
+    }
+
+    #[test]
+    #[should_panic(expected = "not documented")]
+    fn reading_an_undocumented_parameter_is_a_bug() {
+        let none = Params::new();
+        let _ = ParamReader::new(&none, "x", READER_DOCS).unwrap().f64("other");
     }
 }

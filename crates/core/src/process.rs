@@ -232,6 +232,13 @@ pub trait Protocol: Sized + 'static {
         &[]
     }
 
+    /// Every counter the protocol emits through `Env::count` (its shared
+    /// mechanisms' included), documented; the simulator fails a run that
+    /// counts one not listed.
+    fn counters() -> Vec<crate::params::CounterDoc> {
+        Vec::new()
+    }
+
     /// Extra service nodes the protocol needs (view manager, sequencer, ...).
     fn services(_params: &Params) -> Vec<ServiceSpec> {
         Vec::new()

@@ -11,6 +11,7 @@
 pub mod batch_stream;
 pub mod clocks;
 pub mod cow_map;
+pub mod durable;
 pub mod graph;
 pub mod interactive;
 pub mod locks;

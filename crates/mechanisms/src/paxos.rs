@@ -22,6 +22,7 @@
 //! each slot exactly once per process lifetime (a restarted node replays its
 //! durable chosen prefix from slot 1).
 
+use crate::durable::AfterDurable;
 use crate::quorum::Quorum;
 use meridian_core::{Env, Lsn, NodeId};
 use serde::{Deserialize, Serialize};
@@ -187,6 +188,18 @@ struct Slot<V> {
     chosen: bool,
 }
 
+/// The counters Multi-Paxos emits, for the counter list of every protocol
+/// that embeds it (`Protocol::counters`).
+pub const COUNTERS: &[meridian_core::CounterDoc] = &[
+    meridian_core::CounterDoc { name: "paxos_elections", doc: "phase-1 elections a replica started" },
+    meridian_core::CounterDoc { name: "paxos_leader_changes", doc: "times a replica saw a new leader" },
+    meridian_core::CounterDoc { name: "paxos_checkpoints", doc: "checkpoints taken (the log compacted behind them)" },
+    meridian_core::CounterDoc {
+        name: "paxos_snapshots_installed",
+        doc: "a lagging replica adopted a peer's checkpoint instead of replaying the log",
+    },
+];
+
 /// Most slots the log holds past its first: a bound on memory that a
 /// message naming a far-off slot cannot break.
 const LOG_WINDOW: u64 = 1 << 24;
@@ -294,9 +307,8 @@ pub struct MultiPaxos<V, S = ()> {
     ticks_since_heard: u32,
     timeout_ticks: u32,
     fetch_pending_ticks: u32,
-    awaiting: VecDeque<(Lsn, Deferred<V, S>)>,
-    last_appended: Lsn,
-    durable_upto: Lsn,
+    /// Actions that wait for an append to be durable (votes, own votes).
+    durable: AfterDurable<Deferred<V, S>>,
     /// Ticks since start, to age unacknowledged proposals.
     ticks: u64,
     /// The latest checkpoint: the host state after a slot.
@@ -327,9 +339,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             ticks_since_heard: 0,
             timeout_ticks: 0,
             fetch_pending_ticks: 0,
-            awaiting: VecDeque::new(),
-            last_appended: Lsn(0),
-            durable_upto: Lsn(0),
+            durable: AfterDurable::new(),
             ticks: 0,
             snapshot: None,
             events: Vec::new(),
@@ -426,7 +436,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// checkpoint) and appends awaiting durability.
     pub fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("paxos_slots", self.log.slots.len());
-        out("paxos_awaiting_durable", self.awaiting.len());
+        out("paxos_awaiting_durable", self.durable.len());
     }
 
     /// What holds between events (`Process::check_invariants`): commits in
@@ -447,10 +457,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             assert!(*next_slot > self.commit_upto, "a leader proposes below its commit point");
             assert!(acks.last_key_value().is_none_or(|(slot, _)| slot < next_slot), "votes for an unproposed slot");
         }
-        assert!(self.durable_upto <= self.last_appended, "durable past the last append");
-        if let Some((lsn, _)) = self.awaiting.front() {
-            assert!(*lsn > self.durable_upto, "a deferred action outlived its append's durability");
-        }
+        self.durable.check_invariants();
     }
 
     /// Takes the events produced so far.
@@ -474,21 +481,15 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// our own vote; send to the others at once (they persist in parallel).
     fn accept_own(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot, slot: u64, value: Option<Arc<V>>) {
         self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: false });
-        let lsn = self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value: value.clone() });
-        self.awaiting.push_back((lsn, Deferred::SelfAccept(ballot, slot)));
+        self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value: value.clone() });
+        self.after_durable(env, Deferred::SelfAccept(ballot, slot));
         let body = PaxosBody::Accept { ballot, slot, value, commit_upto: self.commit_upto };
         self.send_others(env, &body);
     }
 
     pub fn on_persisted(&mut self, env: &mut PaxosEnv<'_, V, S>, upto: Lsn) {
-        self.durable_upto = self.durable_upto.max(upto);
-        while self.awaiting.front().is_some_and(|(lsn, _)| *lsn <= upto) {
-            let (_, deferred) = self.awaiting.pop_front().expect("checked non-empty");
-            match deferred {
-                Deferred::Send(to, body) => self.send(env, to, body),
-                Deferred::SelfPromise(b) => self.on_promise(env, self.me, b, Vec::new(), None),
-                Deferred::SelfAccept(b, slot) => self.on_accepted(env, self.me, b, slot),
-            }
+        while let Some(deferred) = self.durable.next_freed(upto) {
+            self.run_deferred(env, deferred);
         }
     }
 
@@ -550,8 +551,8 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         self.role = Role::Candidate { ballot, promises, merged };
         self.leader = None;
         self.reset_timeout(env);
-        let lsn = self.persist(env, PaxosRecordBody::Promised(ballot));
-        self.awaiting.push_back((lsn, Deferred::SelfPromise(ballot)));
+        self.persist(env, PaxosRecordBody::Promised(ballot));
+        self.after_durable(env, Deferred::SelfPromise(ballot));
         if phase1 {
             env.count("paxos_elections", 1);
             self.send_others(env, &PaxosBody::Prepare { ballot, from_slot });
@@ -684,8 +685,8 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             // Already chosen here: the leader proposes the same value.
             self.send(env, to, PaxosBody::Accepted { ballot, slot });
         } else if self.log.insert(slot, Slot { ballot, value: value.clone(), chosen: false }) {
-            let lsn = self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value });
-            self.awaiting.push_back((lsn, Deferred::Send(to, PaxosBody::Accepted { ballot, slot })));
+            self.persist(env, PaxosRecordBody::Accepted { slot, ballot, value });
+            self.after_durable(env, Deferred::Send(to, PaxosBody::Accepted { ballot, slot }));
         }
         self.learn_commit(env, ballot, commit_upto);
     }
@@ -911,8 +912,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         let (upto, state) = self.snapshot.clone().expect("a checkpoint to persist");
         let entries = self.entries_from(upto + 1);
         let body = PaxosRecordBody::Checkpoint { promised: self.promised, upto, state, entries };
-        let last = self.last_appended;
-        env.compact(last, PaxosRecord { group: self.group, body });
+        env.compact(self.durable.last_appended(), PaxosRecord { group: self.group, body });
     }
 
     // ---- helpers ----
@@ -941,21 +941,23 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
 
     fn persist(&mut self, env: &mut PaxosEnv<'_, V, S>, body: PaxosRecordBody<V, S>) -> Lsn {
         let lsn = env.append(PaxosRecord { group: self.group, body });
-        debug_assert!(lsn > self.last_appended, "LSNs grow");
-        self.last_appended = lsn;
+        self.durable.appended(lsn);
         lsn
     }
 
     /// Runs `deferred` once everything appended so far is durable: at once if
     /// it already is.
     fn after_durable(&mut self, env: &mut PaxosEnv<'_, V, S>, deferred: Deferred<V, S>) {
-        if self.last_appended <= self.durable_upto {
-            match deferred {
-                Deferred::Send(to, body) => self.send(env, to, body),
-                _ => unreachable!("only sends are deferred this way"),
-            }
-        } else {
-            self.awaiting.push_back((self.last_appended, deferred));
+        if let Some(now) = self.durable.after_last(deferred) {
+            self.run_deferred(env, now);
+        }
+    }
+
+    fn run_deferred(&mut self, env: &mut PaxosEnv<'_, V, S>, deferred: Deferred<V, S>) {
+        match deferred {
+            Deferred::Send(to, body) => self.send(env, to, body),
+            Deferred::SelfPromise(b) => self.on_promise(env, self.me, b, Vec::new(), None),
+            Deferred::SelfAccept(b, slot) => self.on_accepted(env, self.me, b, slot),
         }
     }
 

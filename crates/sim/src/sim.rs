@@ -21,7 +21,7 @@ use meridian_core::{
     Protocol, Recorder, RequestId, Rng, TimerId, Topology, TrueTime,
 };
 use rustc_hash::FxHashSet;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::io::Write;
 use std::sync::Arc;
 
@@ -146,6 +146,8 @@ pub struct Sim<P: Protocol> {
     interceptor: Option<Interceptor<P::Msg>>,
     clients: Option<Box<dyn Clients>>,
     counters: BTreeMap<&'static str, u64>,
+    /// `Protocol::counters`: the names a run may count.
+    documented_counters: BTreeSet<&'static str>,
     observations: BTreeMap<&'static str, Histogram<u64>>,
     /// Breaches of the protocol's own declarations (a role reading
     /// TrueTime it may not): the run fails.
@@ -222,6 +224,7 @@ impl<P: Protocol> Sim<P> {
             interceptor: None,
             clients: None,
             counters: BTreeMap::new(),
+            documented_counters: P::counters().iter().map(|c| c.name).collect(),
             observations: BTreeMap::new(),
             violations: Vec::new(),
             completions: Vec::new(),
@@ -545,6 +548,8 @@ impl<P: Protocol> Sim<P> {
             net: &mut self.net,
             interceptor: &mut self.interceptor,
             counters: &mut self.counters,
+            documented_counters: &self.documented_counters,
+            violations: &mut self.violations,
             observations: &mut self.observations,
             completions: &mut self.completions,
         };
@@ -707,6 +712,8 @@ struct Apply<'a, P: Protocol> {
     net: &'a mut Network,
     interceptor: &'a mut Option<Interceptor<P::Msg>>,
     counters: &'a mut BTreeMap<&'static str, u64>,
+    documented_counters: &'a BTreeSet<&'static str>,
+    violations: &'a mut Vec<String>,
     observations: &'a mut BTreeMap<&'static str, Histogram<u64>>,
     completions: &'a mut Vec<(NodeId, RequestId, Outcome)>,
 }
@@ -729,7 +736,7 @@ impl<P: Protocol> Apply<'_, P> {
             Effect::Compact { stream, upto, snapshot } => {
                 self.rt.disk.compact(stream, upto, snapshot);
             }
-            Effect::Count { counter, delta } => *self.counters.entry(counter).or_default() += delta,
+            Effect::Count { counter, delta } => self.count(counter, delta),
             Effect::Observe { name, value } => {
                 let h = self
                     .observations
@@ -739,6 +746,18 @@ impl<P: Protocol> Apply<'_, P> {
             }
             Effect::Complete { request, outcome } => self.completions.push((self.node, request, outcome)),
         }
+    }
+
+    /// Adds to a report counter; the first use of one the protocol does
+    /// not document (`Protocol::counters`) fails the run.
+    fn count(&mut self, counter: &'static str, delta: u64) {
+        let total = self.counters.entry(counter).or_insert_with(|| {
+            if !self.documented_counters.contains(counter) && self.violations.len() < VIOLATIONS_MAX {
+                self.violations.push(format!("counter `{counter}` is not among {}'s documented counters", P::NAME));
+            }
+            0
+        });
+        *total += delta;
     }
 
     fn send(&mut self, to: NodeId, msg: P::Msg) {

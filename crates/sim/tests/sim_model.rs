@@ -392,6 +392,10 @@ impl Protocol for Clocks {
         matches!(role, meridian_core::Role::Client { .. })
     }
 
+    fn counters() -> Vec<meridian_core::CounterDoc> {
+        vec![meridian_core::CounterDoc { name: "clock_reads", doc: "requests that read the clocks" }]
+    }
+
     fn build(_: &Deployment, _: NodeId) -> Result<ClocksNode, String> {
         Ok(ClocksNode::default())
     }
@@ -401,8 +405,12 @@ impl Process<Clocks> for ClocksNode {
     fn on_start(&mut self, _: &mut Ctx<'_, Clocks>, _: Vec<u64>) {}
     fn on_message(&mut self, _: &mut Ctx<'_, Clocks>, _: NodeId, _: ()) {}
     fn on_timer(&mut self, _: &mut Ctx<'_, Clocks>, _: u64) {}
-    fn on_request(&mut self, ctx: &mut Ctx<'_, Clocks>, request: RequestId, _: Program) {
+    fn on_request(&mut self, ctx: &mut Ctx<'_, Clocks>, request: RequestId, program: Program) {
         let _ = ctx.truetime();
+        ctx.count("clock_reads", 1);
+        if !program.ops.is_empty() {
+            ctx.count("undocumented_reads", 1);
+        }
         self.monotonic.push(ctx.monotonic_ns());
         self.wall.push(ctx.clock_ns());
         ctx.complete(request, Outcome::Committed { results: vec![] });
@@ -440,6 +448,22 @@ fn a_role_that_reads_truetime_it_may_not_is_named_and_fails_the_run() {
     let v = sim.violations();
     assert_eq!(v.len(), 1, "{v:?}");
     assert!(v[0].starts_with("shard0-replica0") && v[0].contains("read TrueTime") && v[0].contains("clocks"), "{v:?}");
+}
+
+#[test]
+fn a_counter_the_protocol_does_not_document_is_named_and_fails_the_run() {
+    let mut sim = clocks_sim();
+    let client = sim.topology().clients()[0];
+    sim.request(client, RequestId(1), Program::default());
+    sim.run_until(ms(10));
+    assert!(sim.violations().is_empty(), "clock_reads is documented: {:?}", sim.violations());
+    assert_eq!(sim.counters().get("clock_reads"), Some(&1));
+    let read = Program::new(vec![meridian_core::Op::Read { key: meridian_core::Key(1) }]);
+    for i in 2..4 {
+        sim.request(client, RequestId(i), read.clone());
+    }
+    sim.run_until(ms(20));
+    assert_eq!(sim.violations(), ["counter `undocumented_reads` is not among clocks's documented counters"]);
 }
 
 #[test]

@@ -161,7 +161,7 @@ impl Coordinator {
     /// (leader included), plus Δ.
     fn headroom_ns(&self, shards: &[ShardId]) -> i64 {
         let n = self.topo.replicas_per_shard;
-        let f = ((n - 1) / 2) as usize;
+        let f = self.topo.f() as usize;
         let q = if self.cfg.simple_quorum_timestamps { f + 1 } else { quorum::super_quorum(f) }.min(n as usize);
         let default = self.cfg.default_owd_ns;
         let mut worst = 0u64;
@@ -284,7 +284,7 @@ impl Coordinator {
     /// The fast-path super quorum and `f` for this deployment.
     fn quorums(&self) -> (usize, usize) {
         let n = self.topo.replicas_per_shard as usize;
-        let f = (n - 1) / 2;
+        let f = self.topo.f() as usize;
         let fast = if self.cfg.simple_fast_quorum { f + 1 } else { quorum::super_quorum(f) };
         (fast.min(n), f)
     }

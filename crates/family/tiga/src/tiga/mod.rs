@@ -60,7 +60,10 @@ pub use messages::{LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
 pub use server::{Server, Status};
 pub use vm::ViewManager;
 
-use meridian_core::{Consistency, Deployment, NodeId, ParamDoc, ParamValue, Params, Protocol, Role, ShardId, Topology};
+use meridian_core::{
+    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, ParamValue, Params, Protocol, Role, ShardId,
+    Topology,
+};
 use std::sync::Arc;
 
 pub struct Tiga;
@@ -190,75 +193,78 @@ pub const PARAMS: &[ParamDoc] = &[
     },
 ];
 
+/// Every counter Tiga reports besides Multi-Paxos's (its view manager's).
+pub const COUNTERS: &[CounterDoc] = &[
+    CounterDoc { name: "fast_path", doc: "commits on the fast path (a super quorum of matching fast replies, §3.4)" },
+    CounterDoc { name: "slow_path", doc: "commits that waited for the slow path (log synchronization, §3.7)" },
+    CounterDoc { name: "fast_replies_leader", doc: "fast replies sent by shard leaders" },
+    CounterDoc { name: "fast_replies_follower", doc: "fast replies sent by followers" },
+    CounterDoc { name: "rollbacks", doc: "optimistic executions revoked when agreement moved a timestamp (§3.5)" },
+    CounterDoc { name: "timestamp_updates", doc: "late arrivals re-stamped and timestamps moved by agreement" },
+    CounterDoc { name: "timestamp_notifications", doc: "timestamps a leader announced to the other shards' leaders" },
+    CounterDoc { name: "transactions_fetched", doc: "bodies a leader fetched after another shard announced them" },
+    CounterDoc { name: "slow_syncs", doc: "log entries a follower took in from the leader's log sync" },
+    CounterDoc { name: "resubmissions", doc: "coordinator resubmissions (retry_ms, new views)" },
+    CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
+    CounterDoc { name: "orphans_committed", doc: "transactions reported unknown that later committed" },
+    CounterDoc { name: "orphans_given_up", doc: "unknown transactions no longer resubmitted past the bound" },
+    CounterDoc { name: "refused_not_one_shot", doc: "procedures refused because a part needs another shard's reads" },
+    CounterDoc { name: "view_changes", doc: "views the view manager installed (§4)" },
+    CounterDoc { name: "views_preventive", doc: "of those, in preventive mode (§3.8)" },
+    CounterDoc { name: "views_detective", doc: "of those, in detective mode" },
+    CounterDoc { name: "view_change_completions", doc: "view changes a new leader completed (Algorithm 5)" },
+    CounterDoc { name: "verify_messages", doc: "timestamp verification messages of view changes" },
+    CounterDoc { name: "recovery_raised", doc: "timestamps raised while rebuilding a view's log" },
+    CounterDoc { name: "recovery_dropped", doc: "transactions dropped from a rebuilt log (not committed anywhere)" },
+    CounterDoc {
+        name: "replay_mismatches",
+        doc: "replayed entries whose result differed from the recorded one (must stay 0)",
+    },
+    CounterDoc { name: "checkpoints", doc: "checkpoints taken (the log folded behind them)" },
+    CounterDoc { name: "checkpoints_sent", doc: "checkpoints a leader sent to replicas behind its log's base" },
+    CounterDoc { name: "checkpoints_installed", doc: "checkpoints a replica adopted from its leader" },
+];
+
 impl Config {
-    pub fn from_params(p: &Params) -> Result<Config, String> {
-        p.check_known(Tiga::NAME, PARAMS)?;
-        let documented = |name: &str| debug_assert!(PARAMS.iter().any(|d| d.name == name), "undocumented `{name}`");
-        let ms = |name: &str, default: f64| -> Result<u64, String> {
-            documented(name);
-            p.ms_ns_or(name, default)
-        };
-        let delta_ms = p.f64_or("headroom_delta_ms", 10.0)?;
-        if !(-86_400_000.0..=86_400_000.0).contains(&delta_ms) {
-            return Err(format!("parameter `headroom_delta_ms` must be within ±86400000 ms, got {delta_ms}"));
-        }
-        let percentile = p.f64_or("owd_percentile", 50.0)?;
-        if !(0.0..=100.0).contains(&percentile) {
-            return Err(format!("parameter `owd_percentile` must be between 0 and 100, got {percentile}"));
-        }
-        let simple = match p.str_or("timestamp_quorum", "super")? {
-            "super" => false,
-            "simple" => true,
-            other => {
-                return Err(format!("parameter `timestamp_quorum` must be \"super\" or \"simple\", got {other:?}"));
-            }
-        };
-        let simple_fast_quorum = match p.str_or("fast_quorum", "super")? {
-            "super" => false,
-            "simple" => true,
-            other => return Err(format!("parameter `fast_quorum` must be \"super\" or \"simple\", got {other:?}")),
-        };
-        let preventive = match p.iter().find(|(k, _)| *k == "preventive").map(|(_, v)| v) {
+    pub fn from_params(params: &Params) -> Result<Config, String> {
+        let p = ParamReader::new(params, Tiga::NAME, PARAMS)?;
+        let ms = |name: &str| p.ms_ns(name);
+        let delta_ms = p.f64_in("headroom_delta_ms", -86_400_000.0..=86_400_000.0)?;
+        let percentile = p.f64_in("owd_percentile", 0.0..=100.0)?;
+        let simple = p.choice("timestamp_quorum", &["super", "simple"])? == "simple";
+        let simple_fast_quorum = p.choice("fast_quorum", &["super", "simple"])? == "simple";
+        let preventive = match p.value("preventive") {
             None => None,
             Some(ParamValue::Bool(b)) => Some(*b),
             Some(ParamValue::Str(s)) if s == "auto" => None,
             Some(other) => return Err(format!("parameter `preventive` must be true, false or \"auto\", got {other}")),
         };
-        let max_attempts = p.u64_or("max_attempts", 20)?;
-        if !(1..=1_000_000).contains(&max_attempts) {
-            return Err(format!("parameter `max_attempts` must be between 1 and 1000000, got {max_attempts}"));
-        }
-        let checkpoint_entries = p.u64_or("checkpoint_entries", 8192)?;
-        if !(1..=1 << 30).contains(&checkpoint_entries) {
-            return Err(format!(
-                "parameter `checkpoint_entries` must be between 1 and {}, got {checkpoint_entries}",
-                1 << 30
-            ));
-        }
-        let server_tick_ns = ms("server_tick_ms", 20.0)?;
-        let retry_ns = ms("retry_ms", 2000.0)?;
-        let coordinator_tick_ns = ms("coordinator_tick_ms", 10.0)?;
+        let max_attempts = p.count("max_attempts", 1..=1_000_000)?;
+        let checkpoint_entries = p.count("checkpoint_entries", 1..=1 << 30)?;
+        let server_tick_ns = ms("server_tick_ms")?;
+        let retry_ns = ms("retry_ms")?;
+        let coordinator_tick_ns = ms("coordinator_tick_ms")?;
         let ticks = |ns: u64, tick: u64| ns.div_ceil(tick).clamp(1, 1 << 30);
         Ok(Config {
             headroom_delta_ns: (delta_ms * 1e6).round() as i64,
             owd_percentile: percentile,
-            default_owd_ns: ms("default_owd_ms", 100.0)?,
+            default_owd_ns: ms("default_owd_ms")?,
             simple_quorum_timestamps: simple,
             preventive,
-            colocation_threshold_ns: ms("colocation_threshold_ms", 10.0)?,
-            second_round: p.bool_or("second_round", true)?,
+            colocation_threshold_ns: ms("colocation_threshold_ms")?,
+            second_round: p.bool("second_round")?,
             simple_fast_quorum,
             server_tick_ns,
             coordinator_tick_ns,
-            inquiry_after_ticks: ticks(ms("inquiry_after_ms", 10.0)?, coordinator_tick_ns),
+            inquiry_after_ticks: ticks(ms("inquiry_after_ms")?, coordinator_tick_ns),
             retry_ticks: ticks(retry_ns, coordinator_tick_ns),
             max_attempts: max_attempts as u32,
-            probe_every_ticks: ticks(ms("probe_interval_ms", 500.0)?, coordinator_tick_ns),
-            server_probe_ticks: ticks(ms("probe_interval_ms", 500.0)?, server_tick_ns),
+            probe_every_ticks: ticks(ms("probe_interval_ms")?, coordinator_tick_ns),
+            server_probe_ticks: ticks(ms("probe_interval_ms")?, server_tick_ns),
             resync_after_ticks: 5,
-            fetch_after_ticks: ticks(ms("fetch_after_ms", 500.0)?, server_tick_ns) as u32,
-            heartbeat_ticks: ticks(ms("heartbeat_ms", 100.0)?, server_tick_ns),
-            leader_timeout_ns: ms("leader_timeout_ms", 1000.0)?,
+            fetch_after_ticks: ticks(ms("fetch_after_ms")?, server_tick_ns) as u32,
+            heartbeat_ticks: ticks(ms("heartbeat_ms")?, server_tick_ns),
+            leader_timeout_ns: ms("leader_timeout_ms")?,
             vm_tick_ns: 50_000_000,
             checkpoint_entries,
             // Past every resubmission of its coordinator, and then some for
@@ -300,6 +306,10 @@ impl Protocol for Tiga {
 
     fn params() -> &'static [ParamDoc] {
         PARAMS
+    }
+
+    fn counters() -> Vec<CounterDoc> {
+        [COUNTERS, meridian_mechanisms::paxos::COUNTERS].concat()
     }
 
     /// The view manager (§4): three replicas, one per server region.

@@ -105,10 +105,6 @@ pub(super) struct Rebuild {
 }
 
 impl Server {
-    fn f(&self) -> usize {
-        ((self.n - 1) / 2) as usize
-    }
-
     pub(super) fn vm_members(&self) -> Vec<NodeId> {
         self.topo.service("viewmgr").to_vec()
     }
@@ -675,7 +671,7 @@ impl Server {
         if leading {
             self.execute_log_from_state();
             self.leader_log_durable = 0;
-            let lsn = self.last_lsn;
+            let lsn = self.outbox.last_appended();
             self.len_at_lsn.push_back((lsn, len));
         } else {
             self.store = meridian_mechanisms::mvstore::MvStore::new();

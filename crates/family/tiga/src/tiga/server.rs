@@ -18,6 +18,7 @@ pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
+use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
@@ -97,7 +98,8 @@ pub struct Server {
     pub(super) leader_log_durable: u64,
     pub(super) len_at_lsn: VecDeque<(Lsn, u64)>,
     // durability
-    pub(super) outbox: VecDeque<(Lsn, NodeId, Msg)>,
+    /// Messages that leave once everything appended before them is durable.
+    pub(super) outbox: AfterDurable<(NodeId, Msg)>,
     // recovery (recovery.rs)
     pub(super) rebuild: super::recovery::Rebuild,
     /// Led in its last normal view.
@@ -109,8 +111,6 @@ pub struct Server {
     pub(super) peer_log: Vec<Option<(u64, u64)>>,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
     pub(super) peer_delays: meridian_mechanisms::owd::Delays,
-    pub(super) last_lsn: Lsn,
-    pub(super) durable_lsn: Lsn,
     pub(super) ticks: u64,
 }
 
@@ -154,16 +154,19 @@ impl Server {
             peer_stalled: vec![0; n as usize],
             leader_log_durable: 0,
             len_at_lsn: VecDeque::new(),
-            outbox: VecDeque::new(),
+            outbox: AfterDurable::new(),
             rebuild: Default::default(),
             led: view_leader == replica,
             peer_in_view: vec![true; n as usize],
             peer_log: vec![None; n as usize],
             peer_delays: Default::default(),
-            last_lsn: Lsn(0),
-            durable_lsn: Lsn(0),
             ticks: 0,
         }
+    }
+
+    /// The replica failures a shard tolerates.
+    pub(super) fn f(&self) -> usize {
+        self.topo.f() as usize
     }
 
     pub fn is_leader(&self) -> bool {
@@ -216,16 +219,14 @@ impl Server {
 
     pub(super) fn persist(&mut self, ctx: &mut Ctx<'_, Tiga>, record: Record) -> Lsn {
         let lsn = ctx.append(record);
-        self.last_lsn = lsn;
+        self.outbox.appended(lsn);
         lsn
     }
 
     /// Sends `msg` once everything appended so far is durable.
     pub(super) fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
-        if self.last_lsn <= self.durable_lsn {
+        if let Some((to, msg)) = self.outbox.after_last((to, msg)) {
             ctx.send(to, msg);
-        } else {
-            self.outbox.push_back((self.last_lsn, to, msg));
         }
     }
 
@@ -514,7 +515,7 @@ impl Server {
         let led_view = self.view.g_view;
         self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
         self.sync_point = self.log.len();
-        let lsn = self.last_lsn;
+        let lsn = self.outbox.last_appended();
         self.len_at_lsn.push_back((lsn, self.log.len()));
     }
 
@@ -693,10 +694,7 @@ impl Process<Tiga> for Server {
             assert!(self.undo.is_empty(), "a follower holds optimistic executions");
             assert!(self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting), "a follower released one");
         }
-        assert!(self.durable_lsn <= self.last_lsn, "durable past the last append");
-        if let Some((lsn, _, _)) = self.outbox.front() {
-            assert!(*lsn > self.durable_lsn, "a message held for an append already durable");
-        }
+        self.outbox.check_invariants();
     }
 
     /// See `Process::state_sizes`.
@@ -719,9 +717,7 @@ impl Process<Tiga> for Server {
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        self.durable_lsn = self.durable_lsn.max(upto);
-        while self.outbox.front().is_some_and(|(l, _, _)| *l <= upto) {
-            let (_, to, msg) = self.outbox.pop_front().expect("checked");
+        while let Some((to, msg)) = self.outbox.next_freed(upto) {
             ctx.send(to, msg);
         }
         while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {

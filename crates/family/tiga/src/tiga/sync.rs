@@ -103,8 +103,7 @@ impl Server {
             .map(|(r, a)| if r as u32 == self.replica { self.leader_log_durable } else { *a })
             .collect();
         synced.sort_unstable_by(|a, b| b.cmp(a));
-        let f = ((self.n - 1) / 2) as usize;
-        let point = synced[f].min(self.log.len());
+        let point = synced[self.f()].min(self.log.len());
         self.commit_point = self.commit_point.max(point);
     }
 

@@ -166,3 +166,11 @@ fn a_follower_asks_for_every_body_a_sync_batch_lacks_at_once() {
     }
     assert_eq!(asked, ids, "one report names all three");
 }
+
+#[test]
+fn every_counter_tiga_reports_is_documented_in_its_guide() {
+    let guide = include_str!("../../../../../docs/tiga.md");
+    for c in <Tiga as meridian_core::Protocol>::counters() {
+        assert!(guide.contains(&format!("`{}`", c.name)), "docs/tiga.md does not name `{}`", c.name);
+    }
+}

@@ -49,7 +49,9 @@ pub use coordinator::Coordinator;
 pub use messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 pub use replica::Replica;
 
-use meridian_core::{Consistency, Deployment, NodeId, ParamDoc, Params, Protocol, Role, ShardId};
+use meridian_core::{
+    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Role, ShardId,
+};
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
 
 pub struct TwoPlPaxos;
@@ -142,46 +144,49 @@ pub const PARAMS: &[ParamDoc] = &[
     },
 ];
 
+/// Every counter 2pl-paxos reports besides Multi-Paxos's.
+pub const COUNTERS: &[CounterDoc] = &[
+    CounterDoc { name: "retries", doc: "attempts after a request's first (aborts by wound, timeout or conflict)" },
+    CounterDoc { name: "wounds", doc: "younger lock holders aborted by an older transaction (wound-wait)" },
+    CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
+    CounterDoc { name: "abandoned_dropped", doc: "abandoned attempts forgotten past the bound" },
+    CounterDoc { name: "lock_leases_expired", doc: "unprepared transactions whose locks outlived their lease" },
+    CounterDoc { name: "prepares_voided", doc: "prepare records applied after the transaction was aborted" },
+    CounterDoc { name: "leader_takeovers", doc: "replicas that became shard leader and rebuilt the lock table" },
+    CounterDoc { name: "in_doubt_queries", doc: "prepared transactions a leader asked the other participants about" },
+    CounterDoc { name: "in_doubt_resolved", doc: "in-doubt transactions settled by the termination protocol" },
+];
+
 impl Config {
-    pub fn from_params(p: &Params) -> Result<Config, String> {
-        p.check_known(TwoPlPaxos::NAME, PARAMS)?;
-        let documented = |name: &str| debug_assert!(PARAMS.iter().any(|d| d.name == name), "undocumented `{name}`");
-        let ms = |name: &str, default: f64| -> Result<u64, String> {
-            documented(name);
-            p.ms_ns_or(name, default)
-        };
-        let heartbeat_ns = ms("heartbeat_ms", 50.0)?;
-        let election_ns = ms("election_timeout_ms", 1000.0)?;
-        let termination_tick_ns = ms("termination_tick_ms", 500.0)?;
+    pub fn from_params(params: &Params) -> Result<Config, String> {
+        let p = ParamReader::new(params, TwoPlPaxos::NAME, PARAMS)?;
+        let ms = |name: &str| p.ms_ns(name);
+        let count = |name: &str| p.count(name, 1..=1_000_000_000);
+        let heartbeat_ns = ms("heartbeat_ms")?;
+        let election_ns = ms("election_timeout_ms")?;
+        let termination_tick_ns = ms("termination_tick_ms")?;
         let election_ticks = (election_ns / heartbeat_ns).clamp(3, 1 << 20) as u32;
-        let count = |name: &str, default: u64| -> Result<u64, String> {
-            documented(name);
-            match p.u64_or(name, default)? {
-                n @ 1..=1_000_000_000 => Ok(n),
-                n => Err(format!("parameter `{name}` must be between 1 and 1000000000, got {n}")),
-            }
-        };
         Ok(Config {
-            execute_timeout_ns: ms("execute_timeout_ms", 3000.0)?,
-            prepare_retry_ns: ms("prepare_retry_ms", 1500.0)?,
-            decision_timeout_ns: ms("decision_timeout_ms", 30_000.0)?,
-            decide_retry_ns: ms("decide_retry_ms", 1000.0)?,
-            max_decide_rounds: count("max_decide_rounds", 10)? as u32,
+            execute_timeout_ns: ms("execute_timeout_ms")?,
+            prepare_retry_ns: ms("prepare_retry_ms")?,
+            decision_timeout_ns: ms("decision_timeout_ms")?,
+            decide_retry_ns: ms("decide_retry_ms")?,
+            max_decide_rounds: count("max_decide_rounds")? as u32,
             termination_tick_ns,
-            coordinator_tick_ns: ms("coordinator_tick_ms", 50.0)?,
-            in_doubt_ticks: (ms("in_doubt_ms", 3000.0)? / termination_tick_ns).clamp(1, 1 << 20) as u32,
-            lock_lease_ticks: (ms("lock_lease_ms", 10_000.0)? / termination_tick_ns).clamp(1, 1 << 20) as u32,
-            max_attempts: count("max_attempts", 10)? as u32,
-            retry_backoff_ns: ms("retry_backoff_ms", 5.0)?,
-            max_redirects: count("max_redirects", 16)? as u32,
-            outcomes_kept: count("outcomes_kept", 1_000_000)? as usize,
+            coordinator_tick_ns: ms("coordinator_tick_ms")?,
+            in_doubt_ticks: (ms("in_doubt_ms")? / termination_tick_ns).clamp(1, 1 << 20) as u32,
+            lock_lease_ticks: (ms("lock_lease_ms")? / termination_tick_ns).clamp(1, 1 << 20) as u32,
+            max_attempts: count("max_attempts")? as u32,
+            retry_backoff_ns: ms("retry_backoff_ms")?,
+            max_redirects: count("max_redirects")? as u32,
+            outcomes_kept: count("outcomes_kept")? as usize,
             paxos: PaxosConfig {
                 tick_ns: heartbeat_ns,
                 election_ticks,
                 stagger_ticks: election_ticks / 2,
                 jitter_ticks: (election_ticks / 4).max(1),
                 batch_max: 256,
-                compact_every: count("checkpoint_every_slots", 50_000)?,
+                compact_every: count("checkpoint_every_slots")?,
             },
         })
     }
@@ -205,6 +210,10 @@ impl Protocol for TwoPlPaxos {
 
     fn params() -> &'static [ParamDoc] {
         PARAMS
+    }
+
+    fn counters() -> Vec<CounterDoc> {
+        [COUNTERS, meridian_mechanisms::paxos::COUNTERS].concat()
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
