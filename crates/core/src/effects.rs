@@ -347,11 +347,13 @@ impl<P: Protocol, N: Process<P>> Hand<P, N> {
         Lsn(self.ids.lsn - 1)
     }
 
-    /// Runs one handler and returns what it did.
+    /// Runs one handler, checks the node's invariants after it (as the
+    /// simulator does), and returns what it did.
     pub fn step(&mut self, f: impl FnOnce(&mut N, &mut crate::process::Ctx<'_, P>)) -> EffectsOf<P> {
         let mut effects = Effects::new();
         let mut rec = Recorder::new(self.me, &self.topology, self.now, &mut self.rng, &mut self.ids, &mut effects);
         f(&mut self.node, &mut rec);
+        self.node.check_invariants();
         effects
     }
 

@@ -174,3 +174,206 @@ fn every_counter_tiga_reports_is_documented_in_its_guide() {
         assert!(guide.contains(&format!("`{}`", c.name)), "docs/tiga.md does not name `{}`", c.name);
     }
 }
+
+// ---- timestamp agreement among participant leaders (§3.5-3.6) ----
+
+/// Two shards of three replicas, detective mode (optimistic execution).
+fn two_shards() -> (Arc<Topology>, Config) {
+    let spec = ClusterSpec {
+        regions: vec!["a".into(), "b".into(), "c".into()],
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 2,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0)],
+        clients_per_region: 1,
+    };
+    let params = Params::new().with("preventive", meridian_core::ParamValue::Bool(false));
+    (Arc::new(Topology::build(&spec, &[])), Config::from_params(&params).expect("valid"))
+}
+
+/// Shard 0's leader and shard 1's leader's node.
+fn shard0_leader(topo: &Arc<Topology>, cfg: &Config) -> (ServerHand, NodeId) {
+    let me = topo.replicas(ShardId(0))[0];
+    let server = Server::new(topo.clone(), ShardId(0), 0, initial_view(topo, cfg), *cfg);
+    let hand = Hand::new(server, topo.clone(), me, Now::at(1_000_000));
+    assert!(hand.node.is_leader());
+    (hand, topo.replicas(ShardId(1))[0])
+}
+
+/// A transaction on both shards.
+fn two_shard_submit(client: NodeId, seq: u64, t: u64) -> Msg {
+    let body = TxnBody {
+        id: TxnId { node: client, seq },
+        coordinator: client,
+        program: Program::new(vec![Op::Append { key: Key(2), element: seq }, Op::Append { key: Key(3), element: seq }]),
+        shards: vec![ShardId(0), ShardId(1)],
+    };
+    Msg::Submit { body: Arc::new(body), g_view: 1, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 }
+}
+
+fn notes_sent(fx: &EffectsOf<Tiga>, to: NodeId) -> Vec<(u64, bool)> {
+    fx.sends()
+        .filter(|(n, _)| *n == to)
+        .filter_map(|(_, m)| if let Msg::TsNotify { t, released, .. } = m { Some((*t, *released)) } else { None })
+        .collect()
+}
+
+fn notify(id: TxnId, t: u64, released: bool) -> Msg {
+    Msg::TsNotify { id, shard: ShardId(1), g_view: 1, t, released, echo: false }
+}
+
+/// The timestamp `seq` was appended to the log at, by this step.
+fn logged_at(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
+    fx.appends().find_map(|(_, _, r)| match r {
+        super::messages::Record::Log { entries, .. } => entries.iter().find(|e| e.body.id.seq == seq).map(|e| e.t),
+        _ => None,
+    })
+}
+
+fn fast_reply_at(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
+    fx.sends().find_map(|(_, m)| match m {
+        Msg::FastReply { id, t, result: Some(_), .. } if id.seq == seq => Some(*t),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_leader_announces_its_timestamp_on_arrival_and_again_on_release() {
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let (mut leader, other) = shard0_leader(&topo, &cfg);
+    let t = 2_000_000;
+    let fx = leader.message(client, two_shard_submit(client, 1, t));
+    assert_eq!(notes_sent(&fx, other), [(t, false)], "a proposal on arrival");
+    leader.set_time_ns(t);
+    let fx = leader.timer(Timer::Release);
+    assert_eq!(notes_sent(&fx, other), [(t, true)], "its release");
+    assert_eq!(logged_at(&fx, 1), None, "not in the log before agreement");
+    let fx = leader.persist_all();
+    assert_eq!(fast_reply_at(&fx, 1), Some(t), "detective mode: the optimistic result, once its vote is durable");
+}
+
+#[test]
+fn equal_timestamps_released_by_every_leader_commit_at_that_timestamp() {
+    // Case 1: every participant released T at the same timestamp.
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let (mut leader, other) = shard0_leader(&topo, &cfg);
+    let t = 2_000_000;
+    leader.message(client, two_shard_submit(client, 1, t));
+    leader.set_time_ns(t);
+    leader.timer(Timer::Release);
+    let id = TxnId { node: client, seq: 1 };
+    assert_eq!(logged_at(&leader.message(other, notify(id, t, true)), 1), Some(t), "logged at t");
+}
+
+#[test]
+fn a_larger_timestamp_from_another_leader_moves_the_transaction_and_revokes_its_execution() {
+    // Case 3: this leader executed T at t; shard 1 holds t' > t. T moves to
+    // t', its optimistic execution is revoked, and it is released again
+    // (and announced again) when the clock reaches t'.
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let (mut leader, other) = shard0_leader(&topo, &cfg);
+    let (t, later) = (2_000_000, 2_005_000);
+    leader.message(client, two_shard_submit(client, 1, t));
+    leader.set_time_ns(t);
+    leader.timer(Timer::Release);
+    assert_eq!(fast_reply_at(&leader.persist_all(), 1), Some(t), "the optimistic result at t");
+    let id = TxnId { node: client, seq: 1 };
+    let fx = leader.message(other, notify(id, later, true));
+    assert_eq!(fx.counted("rollbacks"), 1, "the optimistic execution is revoked");
+    assert_eq!(fx.counted("timestamp_updates"), 1);
+    assert_eq!(logged_at(&fx, 1), None, "not before t'");
+    leader.set_time_ns(later);
+    let fx = leader.timer(Timer::Release);
+    assert_eq!(notes_sent(&fx, other), [(later, true)], "released again at t'");
+    assert_eq!(logged_at(&fx, 1), Some(later), "logged at the agreed maximum");
+    assert_eq!(fast_reply_at(&leader.persist_all(), 1), Some(later), "and answered there");
+}
+
+#[test]
+fn a_leader_holding_the_maximum_waits_for_the_others_release_at_it() {
+    // Case 2: shard 1 proposed less; this leader holds the maximum and
+    // logs T only once shard 1 announces releasing it there too.
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let (mut leader, other) = shard0_leader(&topo, &cfg);
+    let t = 2_000_000;
+    leader.message(client, two_shard_submit(client, 1, t));
+    let id = TxnId { node: client, seq: 1 };
+    leader.message(other, notify(id, t - 1_000, true));
+    leader.set_time_ns(t);
+    assert_eq!(logged_at(&leader.timer(Timer::Release), 1), None, "shard 1 has not released it at t yet");
+    assert_eq!(logged_at(&leader.message(other, notify(id, t, true)), 1), Some(t));
+}
+
+// ---- view change (Algorithm 5) ----
+
+/// The next view of a one-shard deployment: shard 0 led by replica 1.
+fn next_view(topo: &Topology, cfg: &Config) -> super::messages::View {
+    let mut view = initial_view(topo, cfg);
+    view.g_view = 2;
+    view.g_vec[0] += 1;
+    view
+}
+
+fn view_changes_to(fx: &EffectsOf<Tiga>, to: NodeId) -> Vec<u64> {
+    fx.sends()
+        .filter(|(n, _)| *n == to)
+        .filter_map(|(_, m)| if let Msg::ViewChange { g_view, .. } = m { Some(*g_view) } else { None })
+        .collect()
+}
+
+#[test]
+fn a_server_told_of_a_newer_view_stops_and_sends_its_durable_log_to_the_new_leader() {
+    // Algorithm 5 lines 1-15: the queue joins the log, the server leaves
+    // the normal status, and its log goes to the new leader once durable.
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let mut server = server_hand(&topo, &cfg, 2, 1_000_000);
+    server.message(client, submit(client, 1, 7, 2_000_000));
+    let new_leader = topo.replicas(ShardId(0))[1];
+    let fx = server.message(NodeId(0), Msg::CurrentView(next_view(&topo, &cfg)));
+    assert_eq!(server.node.status(), super::server::Status::ViewChange);
+    assert!(view_changes_to(&fx, new_leader).is_empty(), "not before its log is durable");
+    let fx = server.persist_all();
+    assert_eq!(view_changes_to(&fx, new_leader), [2]);
+    let log = fx.sends().find_map(|(_, m)| if let Msg::ViewChange { log, .. } = m { Some(log.clone()) } else { None });
+    assert_eq!(log.map(|l| l.len()), Some(1), "the queued transaction went into the log it sends");
+}
+
+#[test]
+fn the_new_leader_starts_the_view_once_a_majority_sent_their_logs() {
+    // Algorithm 5 lines 16-32 and 58-63: f + 1 logs (its own included)
+    // rebuild the log; the leader is normal again and sends the log to the
+    // others.
+    let (topo, cfg) = deployment();
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut leader = server_hand(&topo, &cfg, 1, 1_000_000);
+    let view = next_view(&topo, &cfg);
+    leader.message(NodeId(0), Msg::CurrentView(view.clone()));
+    let own = leader.persist_all();
+    let own_log: Vec<Msg> = own.sends().filter(|(to, _)| *to == replicas[1]).map(|(_, m)| m.clone()).collect();
+    assert_eq!(own_log.len(), 1, "its own log, to itself");
+    leader.message(replicas[1], own_log[0].clone());
+    assert_eq!(leader.node.status(), super::server::Status::ViewChange, "one log is not f + 1");
+    let other = Msg::ViewChange {
+        g_view: 2,
+        l_view: view.l_view(ShardId(0)),
+        last_normal_view: 1,
+        sync_point: 0,
+        commit_point: 0,
+        base: 0,
+        log: Arc::new(Vec::new()),
+    };
+    let fx = leader.message(replicas[2], other);
+    assert!(!fx.sends().any(|(_, m)| matches!(m, Msg::StartView { .. })), "the rebuilt log is made durable first");
+    assert_eq!(leader.node.status(), super::server::Status::Normal, "f + 1 logs rebuild the view");
+    let fx = leader.persist_all();
+    assert!(leader.node.is_leader());
+    let started: Vec<NodeId> =
+        fx.sends().filter(|(_, m)| matches!(m, Msg::StartView { g_view: 2, .. })).map(|(to, _)| to).collect();
+    assert!(started.contains(&replicas[0]) && started.contains(&replicas[2]), "the followers get the log: {started:?}");
+}

@@ -41,6 +41,8 @@
 //! `paxos_leader_changes`.
 
 mod coordinator;
+#[cfg(test)]
+mod handler_tests;
 mod messages;
 mod recovery;
 mod replica;
