@@ -11,6 +11,7 @@ use meridian_core::{
 };
 use meridian_core::{Protocol, ShardId};
 use meridian_sim::{ClockModel, Completion, FaultAction, Sim, SimConfig, Verdict};
+use meridian_tiga::tiga::messages::{FastReply, LogSync, Submit, TsNotify, TsVerify};
 use meridian_tiga::tiga::{Msg, Node, Tiga};
 use meridian_workload::{completion_mops, invoke_mops};
 use std::collections::BTreeMap;
@@ -188,7 +189,7 @@ fn figure_5(second_round: bool) -> (Vec<HistoryOp>, Vec<Completion>) {
     let (l1, l2) = (node(&s, "shard0-replica0"), node(&s, "shard1-replica0"));
     let (sc, fi) = (node(&s, "client-south-carolina-0"), node(&s, "client-finland-0"));
     s.set_interceptor(Box::new(move |_, from, to, msg: &Msg| match msg {
-        Msg::TsNotify { .. } if from == l1 && to == l2 => Verdict::Delay(20_000 * MS),
+        Msg::TsNotify(TsNotify { .. }) if from == l1 && to == l2 => Verdict::Delay(20_000 * MS),
         _ => Verdict::Deliver,
     }));
     s.schedule(2_600 * MS, FaultAction::ClockJump(fi, -2_000 * MS as i64));
@@ -253,7 +254,7 @@ fn super_quorum_example(fast_quorum: &str, in_order: &'static [u32]) -> (Vec<His
     let replicas: Vec<NodeId> = s.topology().replicas(ShardId(0)).to_vec();
     let rank = move |n: NodeId| replicas.iter().position(|r| *r == n).map(|r| r as u32);
     let tag_of = |msg: &Msg| match msg {
-        Msg::Submit { body, .. } => body.program.ops.iter().find_map(|op| match op {
+        Msg::Submit(Submit { body, .. }) => body.program.ops.iter().find_map(|op| match op {
             Op::Append { element, .. } => Some(*element),
             _ => None,
         }),
@@ -265,7 +266,7 @@ fn super_quorum_example(fast_quorum: &str, in_order: &'static [u32]) -> (Vec<His
         match (tag_of(msg), msg) {
             (Some(2), _) if in_order => Verdict::Delay(300 * MS), // T2 late here
             (Some(1), _) if rank(to).is_some() && !in_order => Verdict::Drop, // T1 never here
-            (_, Msg::LogSync { .. }) if from == leader => Verdict::Drop, // nothing synced
+            (_, Msg::LogSync(LogSync { .. })) if from == leader => Verdict::Drop, // nothing synced
             _ => Verdict::Deliver,
         }
     }));
@@ -464,7 +465,9 @@ fn a_resubmission_of_a_folded_transaction_is_answered_from_memory_and_never_exec
     let coordinator = node(&s, "client-finland-0");
     let start = s.now_ns();
     s.set_interceptor(Box::new(move |now, _, to, msg: &Msg| match msg {
-        Msg::FastReply { .. } | Msg::SyncReply { .. } if to == coordinator && now < start + 2_500 * MS => Verdict::Drop,
+        Msg::FastReply(FastReply { .. }) | Msg::SyncReply { .. } if to == coordinator && now < start + 2_500 * MS => {
+            Verdict::Drop
+        }
         _ => Verdict::Deliver,
     }));
     let mut rec = Recorder::default();
@@ -532,7 +535,7 @@ fn cross_shard_verification_ends_with_the_view_change_even_when_a_message_of_it_
     let (shard0, shard1) = (shard_of(&s, 0), shard_of(&s, 1));
     let mut held = false;
     s.set_interceptor(Box::new(move |_, from, to, msg: &Msg| match msg {
-        Msg::TsVerify { round: 2, .. } if !held && shard0.contains(&from) && shard1.contains(&to) => {
+        Msg::TsVerify(TsVerify { round: 2, .. }) if !held && shard0.contains(&from) && shard1.contains(&to) => {
             held = true;
             Verdict::Delay(400 * MS)
         }

@@ -25,7 +25,7 @@
 //! the second round prevents; it is always on otherwise.
 
 use super::Tiga;
-use super::messages::{Msg, TxnBody};
+use super::messages::{Msg, TsNotify, TxnBody};
 use super::server::Status;
 use super::server::{PState, Server};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
@@ -53,24 +53,15 @@ impl Server {
         }
         for shard in shards.into_iter().filter(|s| *s != self.shard) {
             let to = self.leader_node(ctx, shard);
-            let msg = Msg::TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false };
+            let msg =
+                Msg::TsNotify(TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false });
             ctx.send(to, msg);
         }
         ctx.count("timestamp_notifications", 1);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_notify(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        id: TxnId,
-        shard: ShardId,
-        g_view: u64,
-        t: u64,
-        released: bool,
-        echo: bool,
-    ) {
+    pub(super) fn on_notify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsNotify) {
+        let TsNotify { id, shard, g_view, t, released, echo, .. } = m;
         if g_view != self.view.g_view || self.status != Status::Normal || !self.is_leader() {
             return; // another view
         }
@@ -82,7 +73,7 @@ impl Server {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
             if !echo {
-                let msg = Msg::TsNotify { id, shard: self.shard, g_view, t, released: true, echo: true };
+                let msg = Msg::TsNotify(TsNotify { id, shard: self.shard, g_view, t, released: true, echo: true });
                 ctx.send(from, msg);
             }
             return;
@@ -111,7 +102,6 @@ impl Server {
         }
         // Either way conflicting successors may now be free to go.
         self.release(ctx);
-        self.after_event(ctx);
     }
 
     /// Releases `id` if every participant announced the timestamp this
@@ -152,7 +142,14 @@ impl Server {
         for (id, t, shards, released) in waiting {
             for shard in shards.into_iter().filter(|s| *s != self.shard) {
                 let to = self.leader_node(ctx, shard);
-                let msg = Msg::TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false };
+                let msg = Msg::TsNotify(TsNotify {
+                    id,
+                    shard: self.shard,
+                    g_view: self.view.g_view,
+                    t,
+                    released,
+                    echo: false,
+                });
                 ctx.send(to, msg);
             }
         }
@@ -190,7 +187,6 @@ impl Server {
             }
         }
         self.release(ctx);
-        self.after_event(ctx);
     }
 
     /// Asks the notifying leader for transactions still unknown after a

@@ -15,7 +15,7 @@
 //! commit in time is resubmitted under the same id (servers execute it at
 //! most once); Tiga never aborts.
 
-use super::messages::{Msg, Record, Timer, TxnBody, View};
+use super::messages::{FastReply, Msg, Record, Submit, Timer, TxnBody, View};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
@@ -152,7 +152,10 @@ impl Coordinator {
         let low_watermark = self.low_watermark();
         for shard in &body.shards {
             for replica in self.topo.replicas(*shard).to_vec() {
-                ctx.send(replica, Msg::Submit { body: body.clone(), g_view, t, send_clock_ns: now, low_watermark });
+                ctx.send(
+                    replica,
+                    Msg::Submit(Submit { body: body.clone(), g_view, t, send_clock_ns: now, low_watermark }),
+                );
             }
         }
     }
@@ -214,17 +217,8 @@ impl Coordinator {
         self.topo.replicas(shard).iter().position(|n| *n == node).map(|r| r as u32)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn on_fast_reply(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        id: TxnId,
-        shard: ShardId,
-        t: u64,
-        hash: u128,
-        result: Option<Vec<OpResult>>,
-    ) {
+    fn on_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: FastReply) {
+        let FastReply { id, shard, t, hash, result, .. } = m;
         let Some(r) = self.replica_index(shard, from) else { return };
         let leader = self.view.leader_index(shard, self.topo.replicas_per_shard);
         let Some(s) = self.pending.get_mut(&id).and_then(|p| p.shards.get_mut(&shard)) else { return };
@@ -449,6 +443,7 @@ impl Process<Tiga> for Coordinator {
         let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
         self.ids.recorded_at(lsn);
         ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
+        ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
         self.probe_all(ctx);
     }
 
@@ -494,13 +489,13 @@ impl Process<Tiga> for Coordinator {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns } => {
-                if let Some(ns) = owd_ns {
+            Msg::FastReply(m) => {
+                if let Some(ns) = m.owd_ns {
                     self.owd.add(from, ns);
                 }
-                if self.view_matches(g_view, shard, l_view) {
-                    self.on_fast_reply(ctx, from, id, shard, t, hash, result);
-                } else if g_view > self.view.g_view {
+                if self.view_matches(m.g_view, m.shard, m.l_view) {
+                    self.on_fast_reply(ctx, from, m);
+                } else if m.g_view > self.view.g_view {
                     self.ask_view(ctx);
                 }
             }
@@ -510,20 +505,43 @@ impl Process<Tiga> for Coordinator {
             }
             Msg::ProbeReply { send_clock_ns, recv_clock_ns } => self.owd.sample(from, send_clock_ns, recv_clock_ns),
             Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
-            _ => {}
+            // Replies of an older view, and a view already known.
+            Msg::SyncReply { .. } | Msg::CurrentView(_) => {}
+            // Messages between servers and to the view manager.
+            Msg::Submit(_)
+            | Msg::Probe { .. }
+            | Msg::SyncInquiry { .. }
+            | Msg::TsNotify(_)
+            | Msg::FetchTxn { .. }
+            | Msg::TxnFound { .. }
+            | Msg::LogSync(_)
+            | Msg::SyncReport(_)
+            | Msg::Bodies { .. }
+            | Msg::CheckpointState { .. }
+            | Msg::FetchCheckpoint { .. }
+            | Msg::Vm(_)
+            | Msg::Heartbeat { .. }
+            | Msg::GetView
+            | Msg::ViewChange(_)
+            | Msg::TsVerify(_)
+            | Msg::StartView(_) => {}
         }
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
-        if !matches!(timer, Timer::CoordinatorTick) {
-            return;
-        }
-        ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
-        self.ticks += 1;
-        self.inquire(ctx);
-        self.resubmit_stalled(ctx);
-        if self.ticks % self.cfg.probe_every_ticks == 0 {
-            self.probe_all(ctx);
+        match timer {
+            Timer::CoordinatorTick => {
+                ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
+                self.ticks += 1;
+                self.inquire(ctx);
+                self.resubmit_stalled(ctx);
+            }
+            Timer::Probe => {
+                ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
+                self.probe_all(ctx);
+            }
+            // Other roles' timers.
+            Timer::Release | Timer::ServerTick | Timer::Heartbeat | Timer::Resend | Timer::VmTick | Timer::Vm(_) => {}
         }
     }
 }

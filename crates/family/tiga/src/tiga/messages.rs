@@ -148,13 +148,7 @@ pub enum Msg {
     /// `g_view`: the global view the coordinator chose `t` in; servers of
     /// another view answer from their log but admit nothing (see
     /// `Server::on_submit`).
-    Submit {
-        body: Arc<TxnBody>,
-        g_view: u64,
-        t: u64,
-        send_clock_ns: u64,
-        low_watermark: u64,
-    },
+    Submit(Submit),
     /// One-way-delay probe (§3.1), carrying the watermark too.
     Probe {
         send_clock_ns: u64,
@@ -166,16 +160,7 @@ pub enum Msg {
     /// with, the hash of its log on the transaction's keys, and (leaders
     /// only) the execution result. `recv_owd_ns` is the one-way delay this
     /// server measured for the submission, when it has one.
-    FastReply {
-        id: TxnId,
-        shard: ShardId,
-        g_view: u64,
-        l_view: u64,
-        t: u64,
-        hash: u128,
-        result: Option<Vec<OpResult>>,
-        owd_ns: Option<u64>,
-    },
+    FastReply(FastReply),
     ProbeReply {
         send_clock_ns: u64,
         recv_clock_ns: u64,
@@ -198,14 +183,7 @@ pub enum Msg {
     /// A participant leader's timestamp for a transaction: proposed on
     /// arrival, or (`released`) the one it released it at; `echo` marks the
     /// answer of a leader that already logged it (never answered again).
-    TsNotify {
-        id: TxnId,
-        shard: ShardId,
-        g_view: u64,
-        t: u64,
-        released: bool,
-        echo: bool,
-    },
+    TsNotify(TsNotify),
     /// A leader asks another for a transaction it was notified of but never
     /// received (Appendix B, coordinator failure).
     FetchTxn {
@@ -221,20 +199,9 @@ pub enum Msg {
     // ---- leader ↔ followers (§3.7) ----
     /// The leader's log from `from_pos` on (entries in log order), and its
     /// commit-point.
-    LogSync {
-        g_view: u64,
-        l_view: u64,
-        from_pos: u64,
-        entries: Vec<(TxnId, u64)>,
-        commit_point: u64,
-    },
+    LogSync(LogSync),
     /// A follower's sync-point (and what it misses).
-    SyncReport {
-        g_view: u64,
-        l_view: u64,
-        sync_point: u64,
-        missing: Vec<TxnId>,
-    },
+    SyncReport(SyncReport),
     /// Bodies a follower asked for.
     Bodies {
         bodies: Vec<Arc<TxnBody>>,
@@ -275,40 +242,17 @@ pub enum Msg {
     /// `log` is the part from `base` (what it folded lies below), and
     /// `commit_point` says how far its log is known committed (the same at
     /// every server).
-    ViewChange {
-        g_view: u64,
-        l_view: u64,
-        last_normal_view: u64,
-        sync_point: u64,
-        commit_point: u64,
-        base: u64,
-        log: Arc<Vec<LogEntry>>,
-    },
+    ViewChange(ViewChange),
     /// New leader → other shards' new leaders (Algorithm 5 lines 64-78):
     /// round 1 carries the multi-shard entries of its rebuilt log that
     /// involve the receiver's shard, round 2 the ones it proved uncommitted.
-    TsVerify {
-        g_view: u64,
-        round: u8,
-        shard: ShardId,
-        info: Arc<VerifyInfo>,
-        /// An answer to a leader still waiting for this round: it is never
-        /// answered in turn, or two leaders past the round would bounce
-        /// their messages forever.
-        echo: bool,
-    },
+    TsVerify(TsVerify),
     /// New leader → followers: the recovered log.
     /// Also the answer to a late or restarted server (Algorithm 6's state
     /// transfer).
     /// The log from `base` on, with the leader's checkpoint at `base` for a
     /// server that cannot supply the positions below it.
-    StartView {
-        g_view: u64,
-        l_view: u64,
-        base: u64,
-        log: Arc<Vec<LogEntry>>,
-        checkpoint: Option<Arc<Checkpoint>>,
-    },
+    StartView(StartView),
 }
 
 /// One new leader's part of the cross-shard verification of recovered
@@ -379,9 +323,15 @@ impl From<PaxosRecord<VmCmd, VmState>> for Record {
 pub enum Timer {
     /// Server: the clock may have passed the head of the queue.
     Release,
-    /// Server: heartbeats, log-sync retransmission, sync reports, fetches.
+    /// Server: log-sync retransmission, sync reports, fetches.
     ServerTick,
-    /// Coordinator: probes, inquiries, retries.
+    /// Server: a heartbeat to the view manager (`heartbeat_ms`).
+    Heartbeat,
+    /// Server or coordinator: one-way-delay probes (`probe_interval_ms`).
+    Probe,
+    /// Server: resend what a view change or an agreement waits for.
+    Resend,
+    /// Coordinator: inquiries and retries.
     CoordinatorTick,
     /// View manager: failure detection.
     VmTick,
@@ -392,4 +342,115 @@ impl From<PaxosTimer> for Timer {
     fn from(t: PaxosTimer) -> Timer {
         Timer::Vm(t)
     }
+}
+
+/// The transaction with its proposed timestamp; `send_clock_ns` lets the
+/// receiver report the one-way delay it saw.
+/// `low_watermark`: the coordinator never submits an id below it again
+/// (it completed or gave up on them), so servers can forget those.
+/// `g_view`: the global view the coordinator chose `t` in; servers of
+/// another view answer from their log but admit nothing (see
+/// `Server::on_submit`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Submit {
+    pub body: Arc<TxnBody>,
+    pub g_view: u64,
+    pub t: u64,
+    pub send_clock_ns: u64,
+    pub low_watermark: u64,
+}
+
+/// A server's fast reply: the timestamp it released the transaction
+/// with, the hash of its log on the transaction's keys, and (leaders
+/// only) the execution result. `recv_owd_ns` is the one-way delay this
+/// server measured for the submission, when it has one.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct FastReply {
+    pub id: TxnId,
+    pub shard: ShardId,
+    pub g_view: u64,
+    pub l_view: u64,
+    pub t: u64,
+    pub hash: u128,
+    pub result: Option<Vec<OpResult>>,
+    pub owd_ns: Option<u64>,
+}
+
+/// A participant leader's timestamp for a transaction: proposed on
+/// arrival, or (`released`) the one it released it at; `echo` marks the
+/// answer of a leader that already logged it (never answered again).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TsNotify {
+    pub id: TxnId,
+    pub shard: ShardId,
+    pub g_view: u64,
+    pub t: u64,
+    pub released: bool,
+    pub echo: bool,
+}
+
+/// The leader's log from `from_pos` on (entries in log order), and its
+/// commit-point.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct LogSync {
+    pub g_view: u64,
+    pub l_view: u64,
+    pub from_pos: u64,
+    pub entries: Vec<(TxnId, u64)>,
+    pub commit_point: u64,
+}
+
+/// A follower's sync-point (and what it misses).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SyncReport {
+    pub g_view: u64,
+    pub l_view: u64,
+    pub sync_point: u64,
+    pub missing: Vec<TxnId>,
+}
+
+/// Server → its shard's new leader: its log and sync-point (also a
+/// restarted server's request for the log, Algorithm 6). Every vote a
+/// server gave is durable, so a restarted one contributes too.
+/// `log` is the part from `base` (what it folded lies below), and
+/// `commit_point` says how far its log is known committed (the same at
+/// every server).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ViewChange {
+    pub g_view: u64,
+    pub l_view: u64,
+    pub last_normal_view: u64,
+    pub sync_point: u64,
+    pub commit_point: u64,
+    pub base: u64,
+    pub log: Arc<Vec<LogEntry>>,
+}
+
+/// New leader → other shards' new leaders (Algorithm 5 lines 64-78):
+/// round 1 carries the multi-shard entries of its rebuilt log that
+/// involve the receiver's shard, round 2 the ones it proved uncommitted.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TsVerify {
+    pub g_view: u64,
+    pub round: u8,
+    pub shard: ShardId,
+    pub info: Arc<VerifyInfo>,
+    /// An answer to a leader still waiting for this round: it is never
+    /// answered in turn, or two leaders past the round would bounce
+    /// their messages forever.
+    pub echo: bool,
+}
+
+/// New leader → followers: the recovered log.
+/// Also the answer to a late or restarted server (Algorithm 6's state
+/// transfer).
+/// The log from `base` on, with the leader's checkpoint at `base` for a
+/// server that cannot supply the positions below it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StartView {
+    pub g_view: u64,
+    pub l_view: u64,
+    pub base: u64,
+    pub log: Arc<Vec<LogEntry>>,
+    pub checkpoint: Option<Arc<Checkpoint>>,
 }

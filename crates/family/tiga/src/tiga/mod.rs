@@ -92,13 +92,16 @@ pub struct Config {
     pub inquiry_after_ticks: u64,
     pub retry_ticks: u64,
     pub max_attempts: u32,
-    pub probe_every_ticks: u64,
-    /// Servers' probe period, in server ticks.
-    pub server_probe_ticks: u64,
+    /// One-way-delay probe period (coordinators and servers, §3.1, §3.8).
+    pub probe_interval_ns: u64,
+    /// Server ticks a follower's log sync may stall before it is resent.
     pub resync_after_ticks: u32,
+    /// Period of resending what a view change or an agreement waits for
+    /// (`resync_after_ticks` server ticks).
+    pub resend_ns: u64,
     pub fetch_after_ticks: u32,
-    /// Servers' heartbeat period to the view manager, in server ticks.
-    pub heartbeat_ticks: u64,
+    /// Servers' heartbeat period to the view manager.
+    pub heartbeat_ns: u64,
     /// Silence after which the view manager replaces a leader.
     pub leader_timeout_ns: u64,
     pub vm_tick_ns: u64,
@@ -259,11 +262,11 @@ impl Config {
             inquiry_after_ticks: ticks(ms("inquiry_after_ms")?, coordinator_tick_ns),
             retry_ticks: ticks(retry_ns, coordinator_tick_ns),
             max_attempts: max_attempts as u32,
-            probe_every_ticks: ticks(ms("probe_interval_ms")?, coordinator_tick_ns),
-            server_probe_ticks: ticks(ms("probe_interval_ms")?, server_tick_ns),
+            probe_interval_ns: ms("probe_interval_ms")?,
             resync_after_ticks: 5,
+            resend_ns: 5 * server_tick_ns,
             fetch_after_ticks: ticks(ms("fetch_after_ms")?, server_tick_ns) as u32,
-            heartbeat_ticks: ticks(ms("heartbeat_ms")?, server_tick_ns),
+            heartbeat_ns: ms("heartbeat_ms")?,
             leader_timeout_ns: ms("leader_timeout_ms")?,
             vm_tick_ns: 50_000_000,
             checkpoint_entries,

@@ -37,7 +37,10 @@
 
 use super::Tiga;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, LogEntry, Mode, Msg, Record, Stamp, TxnBody, VerifyEntry, VerifyInfo, View};
+use super::messages::{
+    Checkpoint, LogEntry, Mode, Msg, Record, Stamp, StartView, TsVerify, TxnBody, VerifyEntry, VerifyInfo, View,
+    ViewChange,
+};
 use super::server::{PState, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, ShardId, TxnId};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -163,7 +166,7 @@ impl Server {
     /// Algorithm 5 line 15 (and Algorithm 6's request for the log).
     pub(super) fn send_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let leader = self.leader_node(ctx, self.shard);
-        let msg = Msg::ViewChange {
+        let msg = Msg::ViewChange(ViewChange {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
             last_normal_view: self.last_normal_view,
@@ -171,7 +174,7 @@ impl Server {
             commit_point: self.commit_point,
             base: self.log.base(),
             log: Arc::new(self.log.all().to_vec()),
-        };
+        });
         // The new leader sends its own too, through persistence like any.
         self.send_durable(ctx, leader, msg);
     }
@@ -384,22 +387,16 @@ impl Server {
             if let Some(info) = self.rebuild.sent.get(&(round, ss)).cloned() {
                 let to = self.leader_node(ctx, ss);
                 ctx.count("verify_messages", 1);
-                ctx.send(to, Msg::TsVerify { g_view: self.view.g_view, round, shard: self.shard, info, echo: false });
+                ctx.send(
+                    to,
+                    Msg::TsVerify(TsVerify { g_view: self.view.g_view, round, shard: self.shard, info, echo: false }),
+                );
             }
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_ts_verify(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        g_view: u64,
-        round: u8,
-        shard: ShardId,
-        info: Arc<VerifyInfo>,
-        echo: bool,
-    ) {
+    pub(super) fn on_ts_verify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsVerify) {
+        let TsVerify { g_view, round, shard, info, echo, .. } = m;
         if g_view != self.view.g_view || !self.is_leader() || from != self.leader_node(ctx, shard) {
             return;
         }
@@ -411,7 +408,7 @@ impl Server {
             // its message of it (which may have been lost).
             if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
                 ctx.count("verify_messages", 1);
-                ctx.send(from, Msg::TsVerify { g_view, round, shard: self.shard, info: mine, echo: true });
+                ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: self.shard, info: mine, echo: true }));
             }
             if self.status == Status::Normal {
                 return;
@@ -593,30 +590,21 @@ impl Server {
         let r = ctx.topology().replicas(self.shard).iter().position(|n| *n == to);
         let covered = r.and_then(|r| self.peer_log[r]).is_some_and(|(b, c)| b >= base || c >= base);
         let checkpoint = (base > 0 && !covered).then(|| Arc::clone(&self.checkpoint));
-        let msg = Msg::StartView {
+        let msg = Msg::StartView(StartView {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
             base,
             log: Arc::new(self.log.all().to_vec()),
             checkpoint,
-        };
+        });
         self.send_durable(ctx, to, msg);
     }
 
     /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43). Positions
     /// below the leader's base come from this server's checkpoint and
     /// committed log, or from the leader's checkpoint.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_start_view(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        g_view: u64,
-        l_view: u64,
-        base: u64,
-        log: Arc<Vec<LogEntry>>,
-        checkpoint: Option<Arc<Checkpoint>>,
-    ) {
+    pub(super) fn on_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: StartView) {
+        let StartView { g_view, l_view, base, log, checkpoint, .. } = m;
         if g_view != self.view.g_view || l_view != self.view.l_view(self.shard) || self.is_leader() {
             return;
         }

@@ -13,7 +13,9 @@
 
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, Done, LogEntry, Mode, Msg, Record, Stamp, Timer, TxnBody, View};
+use super::messages::{
+    Checkpoint, Done, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View, ViewChange,
+};
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
 use meridian_core::Process;
@@ -248,17 +250,8 @@ impl Server {
         w.chain(r).copied().max()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn on_submit(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        body: Arc<TxnBody>,
-        g_view: u64,
-        t: u64,
-        send_clock_ns: u64,
-        low_watermark: u64,
-    ) {
+    pub(super) fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
+        let Submit { body, g_view, t, send_clock_ns, low_watermark, .. } = m;
         if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
             return;
         }
@@ -285,7 +278,6 @@ impl Server {
         }
         self.admit(ctx, body, t, owd_ns);
         self.release(ctx);
-        self.after_event(ctx);
     }
 
     /// Algorithm 1 lines 1-5: accept into the queue, update a late
@@ -404,7 +396,6 @@ impl Server {
     pub(super) fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         self.release_armed = None;
         self.release(ctx);
-        self.after_event(ctx);
     }
 
     fn follower_release(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
@@ -542,31 +533,14 @@ impl Server {
         owd_ns: Option<u64>,
     ) {
         ctx.count(if self.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
-        self.reply_to(ctx, body.id, body.coordinator, t, hash, result, owd_ns);
+        let msg = self.fast_reply(body.id, t, hash, result, owd_ns);
+        self.send_durable(ctx, body.coordinator, msg);
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn reply_to(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        id: TxnId,
-        coordinator: NodeId,
-        t: u64,
-        hash: u128,
-        result: Option<Vec<OpResult>>,
-        owd_ns: Option<u64>,
-    ) {
-        let msg = Msg::FastReply {
-            id,
-            shard: self.shard,
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            t,
-            hash,
-            result,
-            owd_ns,
-        };
-        self.send_durable(ctx, coordinator, msg);
+    /// This server's fast reply (§3.4) for `id` released at `t`.
+    fn fast_reply(&self, id: TxnId, t: u64, hash: u128, result: Option<Vec<OpResult>>, owd_ns: Option<u64>) -> Msg {
+        let (shard, g_view, l_view) = (self.shard, self.view.g_view, self.view.l_view(self.shard));
+        Msg::FastReply(FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns })
     }
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
@@ -580,11 +554,14 @@ impl Server {
         if leader && result.is_none() {
             return; // not executed yet: the reply comes with the execution
         }
-        self.reply_to(ctx, id, coordinator, t, hash, result, owd_ns);
+        let msg = self.fast_reply(id, t, hash, result, owd_ns);
+        self.send_durable(ctx, coordinator, msg);
     }
 
-    /// Work every handler ends with: push new log entries to followers,
-    /// execute what became committed (and checkpoint when due).
+    /// Work every event ends with: push new log entries to followers,
+    /// execute what became committed (and checkpoint when due). The
+    /// dispatchers run it once after every message, timer and persistence
+    /// event, so no handler can forget it.
     pub(super) fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         if self.status != Status::Normal {
             return;
@@ -618,32 +595,44 @@ impl Server {
         }
     }
 
+    /// Every `server_tick_ms`: a leader pushes its log and fetches what it
+    /// was told of but lacks (§3.7, Appendix B); a follower reports its
+    /// sync-point.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.ticks % self.cfg.heartbeat_ticks == 0 {
-            let msg = Msg::Heartbeat {
-                g_view: self.view.g_view,
-                recovering: self.status == Status::Recovering,
-                delays: self.peer_delays.estimates(50.0),
-            };
-            for vm in self.vm_members() {
-                ctx.send(vm, msg.clone());
-            }
-        }
-        if self.ticks % self.cfg.server_probe_ticks == 0 {
-            self.probe_other_shards(ctx);
-        }
-        let resend = self.ticks % u64::from(self.cfg.resync_after_ticks) == 0;
         match self.status {
             Status::Normal if self.is_leader() => {
                 self.leader_tick(ctx);
                 self.fetch_unknown(ctx);
-                if resend {
-                    self.renotify(ctx);
-                    self.resend_start_view(ctx);
-                }
             }
             Status::Normal => self.report_sync(ctx, Vec::new()),
-            Status::ViewChange if resend => {
+            Status::ViewChange | Status::Recovering => {}
+        }
+    }
+
+    /// Every `heartbeat_ms`: liveness and delays to the view manager (§4,
+    /// §3.8).
+    fn on_heartbeat(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let msg = Msg::Heartbeat {
+            g_view: self.view.g_view,
+            recovering: self.status == Status::Recovering,
+            delays: self.peer_delays.estimates(50.0),
+        };
+        for vm in self.vm_members() {
+            ctx.send(vm, msg.clone());
+        }
+    }
+
+    /// Every `resend_ns`: what may have been lost and is still awaited —
+    /// announcements and the new view's log at a leader, the view change's
+    /// messages, a restarted server's question for the view.
+    fn on_resend(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        match self.status {
+            Status::Normal if self.is_leader() => {
+                self.renotify(ctx);
+                self.resend_start_view(ctx);
+            }
+            Status::Normal => {}
+            Status::ViewChange => {
                 if self.is_leader() && self.rebuild.round > 0 {
                     self.resend_verify(ctx);
                 } else if self.is_leader() && self.rebuild.fetching.is_some() {
@@ -652,12 +641,11 @@ impl Server {
                     self.send_view_change(ctx);
                 }
             }
-            Status::Recovering if resend => {
+            Status::Recovering => {
                 for vm in self.vm_members() {
                     ctx.send(vm, Msg::GetView);
                 }
             }
-            _ => {}
         }
     }
 
@@ -736,6 +724,9 @@ impl Process<Tiga> for Server {
     /// gave it the log (Algorithm 6).
     fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
         ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+        ctx.set_timer(self.cfg.heartbeat_ns, Timer::Heartbeat);
+        ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
+        ctx.set_timer(self.cfg.resend_ns, Timer::Resend);
         if durable.is_empty() {
             return;
         }
@@ -792,6 +783,18 @@ impl Process<Tiga> for Server {
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
+        self.on_timer_event(ctx, timer);
+        self.after_event(ctx);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        self.on_message_event(ctx, from, msg);
+        self.after_event(ctx);
+    }
+}
+
+impl Server {
+    fn on_timer_event(&mut self, ctx: &mut Ctx<'_, Tiga>, timer: Timer) {
         match timer {
             Timer::Release => self.on_release_timer(ctx),
             Timer::ServerTick => {
@@ -799,15 +802,25 @@ impl Process<Tiga> for Server {
                 self.ticks += 1;
                 self.on_tick(ctx);
             }
-            _ => {}
+            Timer::Heartbeat => {
+                ctx.set_timer(self.cfg.heartbeat_ns, Timer::Heartbeat);
+                self.on_heartbeat(ctx);
+            }
+            Timer::Probe => {
+                ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
+                self.probe_other_shards(ctx);
+            }
+            Timer::Resend => {
+                ctx.set_timer(self.cfg.resend_ns, Timer::Resend);
+                self.on_resend(ctx);
+            }
+            Timer::CoordinatorTick | Timer::VmTick | Timer::Vm(_) => {} // other roles' timers
         }
     }
 
-    fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+    fn on_message_event(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Submit { body, g_view, t, send_clock_ns, low_watermark } => {
-                self.on_submit(ctx, from, body, g_view, t, send_clock_ns, low_watermark)
-            }
+            Msg::Submit(m) => self.on_submit(ctx, from, m),
             Msg::Probe { send_clock_ns, low_watermark } => {
                 if self.topo.is_client(from) {
                     self.note_watermark(from, low_watermark);
@@ -821,17 +834,11 @@ impl Process<Tiga> for Server {
                     self.peer_delays.add(from, rtt_ns / 2);
                 }
             }
-            Msg::TsNotify { id, shard, g_view, t, released, echo } => {
-                self.on_notify(ctx, from, id, shard, g_view, t, released, echo)
-            }
+            Msg::TsNotify(m) => self.on_notify(ctx, from, m),
             Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
             Msg::TxnFound { body, t } => self.on_txn_found(ctx, from, body, t),
-            Msg::LogSync { g_view, l_view, from_pos, entries, commit_point } if g_view == self.view.g_view => {
-                self.on_log_sync(ctx, from, l_view, from_pos, entries, commit_point)
-            }
-            Msg::SyncReport { g_view, l_view, sync_point, missing } if g_view == self.view.g_view => {
-                self.on_sync_report(ctx, from, l_view, sync_point, missing)
-            }
+            Msg::LogSync(m) if m.g_view == self.view.g_view => self.on_log_sync(ctx, from, m),
+            Msg::SyncReport(m) if m.g_view == self.view.g_view => self.on_sync_report(ctx, from, m),
             Msg::Bodies { bodies } => self.on_bodies(bodies),
             Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
             Msg::FetchCheckpoint { .. } => {
@@ -839,17 +846,16 @@ impl Process<Tiga> for Server {
             }
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
-            Msg::ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } => {
+            Msg::ViewChange(ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. }) => {
                 let c = super::recovery::Contribution { last_normal_view, sync_point, commit_point, base, log };
                 self.on_view_change(ctx, from, g_view, c)
             }
-            Msg::TsVerify { g_view, round, shard, info, echo } => {
-                self.on_ts_verify(ctx, from, g_view, round, shard, info, echo)
-            }
-            Msg::StartView { g_view, l_view, base, log, checkpoint } => {
-                self.on_start_view(ctx, from, g_view, l_view, base, log, checkpoint)
-            }
-            _ => {}
+            Msg::TsVerify(m) => self.on_ts_verify(ctx, from, m),
+            Msg::StartView(m) => self.on_start_view(ctx, from, m),
+            // Log synchronization of another view.
+            Msg::LogSync(_) | Msg::SyncReport(_) => {}
+            // Messages to coordinators and the view manager.
+            Msg::FastReply(_) | Msg::SyncReply { .. } | Msg::Vm(_) | Msg::Heartbeat { .. } | Msg::GetView => {}
         }
     }
 }

@@ -10,7 +10,7 @@
 //! batched slow-reply inquiry of Appendix E).
 
 use super::Tiga;
-use super::messages::{LogEntry, Msg, Record, TxnBody};
+use super::messages::{LogEntry, LogSync, Msg, Record, SyncReport, TxnBody};
 use super::server::{Server, Status};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
@@ -50,26 +50,20 @@ impl Server {
             }
             let entries: Vec<(TxnId, u64)> = self.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
             self.peer_sent[r] = upto;
-            let msg = Msg::LogSync {
+            let msg = Msg::LogSync(LogSync {
                 g_view: self.view.g_view,
                 l_view: self.view.l_view(self.shard),
                 from_pos,
                 entries,
                 commit_point: self.commit_point,
-            };
+            });
             self.send_durable(ctx, node, msg);
         }
     }
 
     /// Leader: a follower's progress; send what it misses.
-    pub(super) fn on_sync_report(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        l_view: u64,
-        sync_point: u64,
-        missing: Vec<TxnId>,
-    ) {
+    pub(super) fn on_sync_report(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: SyncReport) {
+        let SyncReport { l_view, sync_point, missing, .. } = m;
         if !self.is_leader() || self.status != Status::Normal || l_view != self.view.l_view(self.shard) {
             return;
         }
@@ -90,7 +84,6 @@ impl Server {
             ctx.send(from, Msg::Bodies { bodies });
         }
         self.advance_commit_point();
-        self.after_event(ctx);
     }
 
     /// Leader: the commit-point is the largest position that `f + 1`
@@ -126,15 +119,8 @@ impl Server {
     }
 
     /// Follower: make the log agree with the leader's from `from_pos` on.
-    pub(super) fn on_log_sync(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        l_view: u64,
-        from_pos: u64,
-        entries: Vec<(TxnId, u64)>,
-        commit_point: u64,
-    ) {
+    pub(super) fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) {
+        let LogSync { l_view, from_pos, entries, commit_point, .. } = m;
         if self.status != Status::Normal || self.is_leader() || l_view != self.view.l_view(self.shard) {
             return;
         }
@@ -158,12 +144,12 @@ impl Server {
     /// Follower: tell the leader how far this log agrees with its own.
     pub(super) fn report_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
         let leader = self.leader_node(ctx, self.shard);
-        let msg = Msg::SyncReport {
+        let msg = Msg::SyncReport(SyncReport {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
             sync_point: self.sync_point,
             missing,
-        };
+        });
         self.send_durable(ctx, leader, msg);
     }
 

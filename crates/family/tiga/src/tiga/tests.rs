@@ -2,7 +2,7 @@
 //! core's `Hand`: feed one event at a chosen time, compare what the handler
 //! did with what the paper says the transition does.
 
-use super::messages::{Msg, Timer, TxnBody};
+use super::messages::{FastReply, LogSync, Msg, StartView, Submit, SyncReport, Timer, TsNotify, TxnBody, ViewChange};
 use super::server::Server;
 use super::{Config, Tiga, initial_view};
 use meridian_core::{
@@ -38,7 +38,7 @@ fn submit_in_view(coordinator: NodeId, seq: u64, key: u64, t: u64, g_view: u64) 
         program: Program::new(vec![Op::Append { key: Key(key), element: seq }]),
         shards: vec![ShardId(0)],
     };
-    Msg::Submit { body: Arc::new(body), g_view, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 }
+    Msg::Submit(Submit { body: Arc::new(body), g_view, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 })
 }
 
 fn server_hand(topo: &Arc<Topology>, cfg: &Config, replica: u32, clock_ns: u64) -> ServerHand {
@@ -53,12 +53,12 @@ fn client_of(topo: &Topology) -> NodeId {
 
 fn submitted_timestamps(fx: &EffectsOf<Tiga>) -> Vec<(u64, u64)> {
     fx.sends()
-        .filter_map(|(_, m)| if let Msg::Submit { g_view, t, .. } = m { Some((*g_view, *t)) } else { None })
+        .filter_map(|(_, m)| if let Msg::Submit(Submit { g_view, t, .. }) = m { Some((*g_view, *t)) } else { None })
         .collect()
 }
 
 fn fast_replied(fx: &EffectsOf<Tiga>, seq: u64) -> bool {
-    fx.sends().any(|(_, m)| matches!(m, Msg::FastReply { id, result: Some(_), .. } if id.seq == seq))
+    fx.sends().any(|(_, m)| matches!(m, Msg::FastReply(FastReply { id, result: Some(_), .. }) if id.seq == seq))
 }
 
 fn release_timer_set(fx: &EffectsOf<Tiga>) -> bool {
@@ -109,7 +109,7 @@ fn a_follower_admits_only_copies_of_its_own_view() {
         follower.set_time_ns(t + 1);
         follower.timer(Timer::Release);
         let fx = follower.persist_all();
-        fx.sends().any(|(_, m)| matches!(m, Msg::FastReply { .. }))
+        fx.sends().any(|(_, m)| matches!(m, Msg::FastReply(FastReply { .. })))
     };
     assert!(!replied(submit_in_view(client, 1, 7, 2_000_000, 2), 2_000_000), "another view");
     assert!(replied(submit_in_view(client, 1, 7, 2_000_000, 1), 2_000_000), "its own view");
@@ -154,13 +154,20 @@ fn a_follower_asks_for_every_body_a_sync_batch_lacks_at_once() {
     let mut follower = server_hand(&topo, &cfg, 1, 1_000_000);
     let ids: Vec<TxnId> = (1..=3).map(|seq| TxnId { node: client, seq }).collect();
     let entries = ids.iter().map(|id| (*id, 2_000_000 + id.seq)).collect();
-    let sync =
-        Msg::LogSync { g_view: view.g_view, l_view: view.l_view(ShardId(0)), from_pos: 0, entries, commit_point: 0 };
+    let sync = Msg::LogSync(LogSync {
+        g_view: view.g_view,
+        l_view: view.l_view(ShardId(0)),
+        from_pos: 0,
+        entries,
+        commit_point: 0,
+    });
     let mut asked: Vec<TxnId> = Vec::new();
     for fx in [follower.message(leader, sync), follower.persist_all()] {
         asked.extend(
             fx.sends()
-                .filter_map(|(_, m)| if let Msg::SyncReport { missing, .. } = m { Some(missing.clone()) } else { None })
+                .filter_map(|(_, m)| {
+                    if let Msg::SyncReport(SyncReport { missing, .. }) = m { Some(missing.clone()) } else { None }
+                })
                 .flatten(),
         );
     }
@@ -209,18 +216,20 @@ fn two_shard_submit(client: NodeId, seq: u64, t: u64) -> Msg {
         program: Program::new(vec![Op::Append { key: Key(2), element: seq }, Op::Append { key: Key(3), element: seq }]),
         shards: vec![ShardId(0), ShardId(1)],
     };
-    Msg::Submit { body: Arc::new(body), g_view: 1, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 }
+    Msg::Submit(Submit { body: Arc::new(body), g_view: 1, t, send_clock_ns: t.saturating_sub(50), low_watermark: 0 })
 }
 
 fn notes_sent(fx: &EffectsOf<Tiga>, to: NodeId) -> Vec<(u64, bool)> {
     fx.sends()
         .filter(|(n, _)| *n == to)
-        .filter_map(|(_, m)| if let Msg::TsNotify { t, released, .. } = m { Some((*t, *released)) } else { None })
+        .filter_map(
+            |(_, m)| if let Msg::TsNotify(TsNotify { t, released, .. }) = m { Some((*t, *released)) } else { None },
+        )
         .collect()
 }
 
 fn notify(id: TxnId, t: u64, released: bool) -> Msg {
-    Msg::TsNotify { id, shard: ShardId(1), g_view: 1, t, released, echo: false }
+    Msg::TsNotify(TsNotify { id, shard: ShardId(1), g_view: 1, t, released, echo: false })
 }
 
 /// The timestamp `seq` was appended to the log at, by this step.
@@ -233,7 +242,7 @@ fn logged_at(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
 
 fn fast_reply_at(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
     fx.sends().find_map(|(_, m)| match m {
-        Msg::FastReply { id, t, result: Some(_), .. } if id.seq == seq => Some(*t),
+        Msg::FastReply(FastReply { id, t, result: Some(_), .. }) if id.seq == seq => Some(*t),
         _ => None,
     })
 }
@@ -322,7 +331,7 @@ fn next_view(topo: &Topology, cfg: &Config) -> super::messages::View {
 fn view_changes_to(fx: &EffectsOf<Tiga>, to: NodeId) -> Vec<u64> {
     fx.sends()
         .filter(|(n, _)| *n == to)
-        .filter_map(|(_, m)| if let Msg::ViewChange { g_view, .. } = m { Some(*g_view) } else { None })
+        .filter_map(|(_, m)| if let Msg::ViewChange(ViewChange { g_view, .. }) = m { Some(*g_view) } else { None })
         .collect()
 }
 
@@ -340,7 +349,9 @@ fn a_server_told_of_a_newer_view_stops_and_sends_its_durable_log_to_the_new_lead
     assert!(view_changes_to(&fx, new_leader).is_empty(), "not before its log is durable");
     let fx = server.persist_all();
     assert_eq!(view_changes_to(&fx, new_leader), [2]);
-    let log = fx.sends().find_map(|(_, m)| if let Msg::ViewChange { log, .. } = m { Some(log.clone()) } else { None });
+    let log = fx
+        .sends()
+        .find_map(|(_, m)| if let Msg::ViewChange(ViewChange { log, .. }) = m { Some(log.clone()) } else { None });
     assert_eq!(log.map(|l| l.len()), Some(1), "the queued transaction went into the log it sends");
 }
 
@@ -359,7 +370,7 @@ fn the_new_leader_starts_the_view_once_a_majority_sent_their_logs() {
     assert_eq!(own_log.len(), 1, "its own log, to itself");
     leader.message(replicas[1], own_log[0].clone());
     assert_eq!(leader.node.status(), super::server::Status::ViewChange, "one log is not f + 1");
-    let other = Msg::ViewChange {
+    let other = Msg::ViewChange(ViewChange {
         g_view: 2,
         l_view: view.l_view(ShardId(0)),
         last_normal_view: 1,
@@ -367,13 +378,19 @@ fn the_new_leader_starts_the_view_once_a_majority_sent_their_logs() {
         commit_point: 0,
         base: 0,
         log: Arc::new(Vec::new()),
-    };
+    });
     let fx = leader.message(replicas[2], other);
-    assert!(!fx.sends().any(|(_, m)| matches!(m, Msg::StartView { .. })), "the rebuilt log is made durable first");
+    assert!(
+        !fx.sends().any(|(_, m)| matches!(m, Msg::StartView(StartView { .. }))),
+        "the rebuilt log is made durable first"
+    );
     assert_eq!(leader.node.status(), super::server::Status::Normal, "f + 1 logs rebuild the view");
     let fx = leader.persist_all();
     assert!(leader.node.is_leader());
-    let started: Vec<NodeId> =
-        fx.sends().filter(|(_, m)| matches!(m, Msg::StartView { g_view: 2, .. })).map(|(to, _)| to).collect();
+    let started: Vec<NodeId> = fx
+        .sends()
+        .filter(|(_, m)| matches!(m, Msg::StartView(StartView { g_view: 2, .. })))
+        .map(|(to, _)| to)
+        .collect();
     assert!(started.contains(&replicas[0]) && started.contains(&replicas[2]), "the followers get the log: {started:?}");
 }

@@ -281,7 +281,13 @@ impl Process<Tiga> for ViewManager {
                 ctx.set_timer(self.cfg.vm_tick_ns, Timer::VmTick);
                 self.detect_failures(ctx);
             }
-            _ => {}
+            // Other roles' timers.
+            Timer::Release
+            | Timer::ServerTick
+            | Timer::Heartbeat
+            | Timer::Probe
+            | Timer::Resend
+            | Timer::CoordinatorTick => {}
         }
         self.drain(ctx);
     }
@@ -298,7 +304,25 @@ impl Process<Tiga> for ViewManager {
                 }
             }
             Msg::GetView => ctx.send(from, Msg::CurrentView(self.view.clone())),
-            _ => {}
+            // Messages among servers and coordinators.
+            Msg::Submit(_)
+            | Msg::Probe { .. }
+            | Msg::FastReply(_)
+            | Msg::ProbeReply { .. }
+            | Msg::SyncInquiry { .. }
+            | Msg::SyncReply { .. }
+            | Msg::TsNotify(_)
+            | Msg::FetchTxn { .. }
+            | Msg::TxnFound { .. }
+            | Msg::LogSync(_)
+            | Msg::SyncReport(_)
+            | Msg::Bodies { .. }
+            | Msg::CheckpointState { .. }
+            | Msg::FetchCheckpoint { .. }
+            | Msg::CurrentView(_)
+            | Msg::ViewChange(_)
+            | Msg::TsVerify(_)
+            | Msg::StartView(_) => {}
         }
         self.drain(ctx);
     }

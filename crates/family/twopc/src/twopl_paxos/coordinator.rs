@@ -75,12 +75,14 @@ pub struct Coordinator {
     abandoned: BTreeMap<TxnId, BTreeSet<ShardId>>,
     ticks: u64,
     tick_armed: bool,
+    /// The timer that queries abandoned attempts runs (while any is left).
+    query_armed: bool,
 }
 
 /// Abandoned attempts remembered; past it the oldest is dropped (and
 /// counted), so a coordinator partitioned for good stays bounded.
 const ABANDONED_MAX: usize = 10_000;
-/// Coordinator ticks between queries about abandoned attempts.
+/// Coordinator tick periods between queries about abandoned attempts.
 const ABANDONED_QUERY_TICKS: u64 = 20;
 
 impl Coordinator {
@@ -95,6 +97,7 @@ impl Coordinator {
             abandoned: BTreeMap::new(),
             ticks: 0,
             tick_armed: false,
+            query_armed: false,
         }
     }
 
@@ -343,10 +346,7 @@ impl Coordinator {
                 Phase::Deciding(_) => self.retry_decide(ctx, txn),
             }
         }
-        if self.ticks % ABANDONED_QUERY_TICKS == 0 {
-            self.query_abandoned(ctx);
-        }
-        self.tick_armed = !self.attempts.is_empty() || !self.abandoned.is_empty();
+        self.tick_armed = !self.attempts.is_empty();
         if self.tick_armed {
             ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::Tick);
         }
@@ -442,8 +442,15 @@ impl Coordinator {
             self.abandoned.pop_first();
             ctx.count("abandoned_dropped", 1);
         }
-        // The tick that queries abandoned attempts runs while any is left.
-        self.deadline(ctx, self.cfg.coordinator_tick_ns);
+        // Queried periodically while any is left.
+        if !self.query_armed {
+            self.query_armed = true;
+            ctx.set_timer(self.query_abandoned_ns(), Timer::QueryAbandoned);
+        }
+    }
+
+    fn query_abandoned_ns(&self) -> u64 {
+        ABANDONED_QUERY_TICKS * self.cfg.coordinator_tick_ns
     }
 
     /// Asks every replica of the shards not known to have decided each
@@ -549,7 +556,16 @@ impl Process<TwoPlPaxos> for Coordinator {
             Msg::Leader { shard, leader: Some(leader) } if leader == from => {
                 self.leader_hint[shard.index()] = leader;
             }
-            _ => {}
+            // A replica that knows no leader, or names another: the next
+            // redirect or timeout finds it.
+            Msg::Leader { .. } | Msg::Status { status: None, .. } => {}
+            // Messages among replicas.
+            Msg::Paxos(_)
+            | Msg::Execute { .. }
+            | Msg::Prepare { .. }
+            | Msg::Decide { .. }
+            | Msg::WhoLeads { .. }
+            | Msg::Query { .. } => {}
         }
     }
 
@@ -557,7 +573,17 @@ impl Process<TwoPlPaxos> for Coordinator {
         match timer {
             Timer::Tick => self.on_tick(ctx),
             Timer::Restart(request) if self.requests.contains_key(&request) => self.start_attempt(ctx, request),
-            _ => {}
+            // Its request finished meanwhile.
+            Timer::Restart(_) => {}
+            Timer::QueryAbandoned => {
+                self.query_abandoned(ctx);
+                self.query_armed = !self.abandoned.is_empty();
+                if self.query_armed {
+                    ctx.set_timer(self.query_abandoned_ns(), Timer::QueryAbandoned);
+                }
+            }
+            // Replicas' timers.
+            Timer::Paxos(_) | Timer::Termination => {}
         }
     }
 }

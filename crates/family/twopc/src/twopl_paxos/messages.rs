@@ -175,6 +175,8 @@ pub enum Timer {
     Tick,
     /// Coordinator: start the next attempt of a request.
     Restart(RequestId),
+    /// Coordinator: ask about abandoned attempts again.
+    QueryAbandoned,
 }
 
 impl From<PaxosTimer> for Timer {

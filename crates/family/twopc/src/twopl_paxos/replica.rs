@@ -728,7 +728,7 @@ impl Process<TwoPlPaxos> for Replica {
                 self.check_in_doubt(ctx);
                 self.propose_watermarks(ctx);
             }
-            _ => {}
+            Timer::Tick | Timer::Restart(_) | Timer::QueryAbandoned => {} // coordinators' timers
         }
         self.drain(ctx);
     }
@@ -748,7 +748,13 @@ impl Process<TwoPlPaxos> for Replica {
                 ctx.send(from, Msg::Leader { shard, leader });
             }
             Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
-            _ => {}
+            Msg::WhoLeads { .. } => {} // about another shard
+            // Messages to coordinators.
+            Msg::Executed { .. }
+            | Msg::Vote { .. }
+            | Msg::Decided { .. }
+            | Msg::Refused { .. }
+            | Msg::Leader { .. } => {}
         }
         self.drain(ctx);
     }
