@@ -68,11 +68,11 @@ impl Server {
                 self.state.put(key, self.applied + 1, value);
             }
             let g_view = self.view.g_view;
-            let r = self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: 0, result: None, led_view: 0 });
+            let r = self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: 0, result: None, led_view: None });
             // What this view's leader executed sits at the same place in the
             // log: the results must agree. Older ones (an earlier view's
             // optimistic execution, perhaps elsewhere in its order) give way.
-            if r.led_view == g_view && r.result.as_ref().is_some_and(|mine| *mine != exec.results) {
+            if r.led_view == Some(g_view) && r.result.as_ref().is_some_and(|mine| *mine != exec.results) {
                 debug_assert!(false, "{} executed differently in log order", e.body.id);
                 ctx.count("replay_mismatches", 1);
             }
@@ -105,7 +105,8 @@ impl Server {
                     *s = (*s).max(e.stamp());
                 }
             }
-            let r = self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: 0 });
+            let r =
+                self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: None });
             let body = e.body.is_multi_shard().then(|| e.body.clone());
             let done = Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now };
             self.remember_done(Arc::new(done));

@@ -38,8 +38,7 @@
 use super::Tiga;
 use super::log::TigaLog;
 use super::messages::{
-    Checkpoint, LogEntry, Mode, Msg, Record, Stamp, StartView, TsVerify, TxnBody, VerifyEntry, VerifyInfo, View,
-    ViewChange,
+    Checkpoint, LogEntry, Msg, Record, Stamp, StartView, TsVerify, TxnBody, VerifyEntry, VerifyInfo, View, ViewChange,
 };
 use super::server::{PState, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, ShardId, TxnId};
@@ -144,11 +143,7 @@ impl Server {
     /// which the new log rebuilds.
     fn flush_queue_into_log(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
-        self.held.clear();
-        self.fetched.clear();
-        self.notes.clear();
-        self.unknown_notes.clear();
-        self.undo.clear();
+        self.forget_view_work();
         if !pending.is_empty() {
             let pos = self.log.len();
             for e in &pending {
@@ -156,6 +151,17 @@ impl Server {
             }
             self.persist(ctx, Record::Log { pos, entries: pending });
         }
+    }
+
+    /// What a view's leader and followers hold only for that view: held
+    /// and fetched transactions, announcements, optimistic executions. A
+    /// view change drops it (the one place it is reset).
+    fn forget_view_work(&mut self) {
+        self.held.clear();
+        self.fetched.clear();
+        self.notes.clear();
+        self.unknown_notes.clear();
+        self.undo.clear();
     }
 
     pub(super) fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
@@ -636,11 +642,7 @@ impl Server {
     /// its durable log is one snapshot of it.
     fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
         self.pq = Default::default();
-        self.held.clear();
-        self.fetched.clear();
-        self.notes.clear();
-        self.unknown_notes.clear();
-        self.undo.clear();
+        self.forget_view_work();
         self.log = TigaLog::from_base(self.log.base(), entries);
         assert!(self.applied <= self.log.len(), "executed past the new log");
         let log = &self.log;
@@ -664,7 +666,6 @@ impl Server {
         } else {
             self.store = meridian_mechanisms::mvstore::MvStore::new();
         }
-        debug_assert!(self.view.mode == Mode::Preventive || self.view.mode == Mode::Detective);
     }
 
     /// Leader, every tick: followers that never acknowledged the current

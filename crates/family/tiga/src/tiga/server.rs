@@ -41,8 +41,16 @@ pub(super) struct Replied {
     /// The results: a leader's from its execution in this view (in log
     /// order, so final), or else from execution up to the commit-point.
     pub result: Option<Vec<OpResult>>,
-    /// The view whose leader executed it (0: not executed by a leader).
-    pub led_view: u64,
+    /// The view whose leader executed it, if a leader did.
+    pub led_view: Option<u64>,
+}
+
+/// A release timer armed for the head of the queue.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) struct ReleaseTimer {
+    /// The clock time it fires at.
+    pub at_ns: u64,
+    pub id: meridian_core::TimerId,
 }
 
 pub struct Server {
@@ -63,8 +71,8 @@ pub struct Server {
     pub(super) fetched: super::sync::Fetched,
     pub(super) rmap: FxHashMap<Key, Stamp>,
     pub(super) wmap: FxHashMap<Key, Stamp>,
-    /// The armed release timer: its clock time and handle.
-    pub(super) release_armed: Option<(u64, meridian_core::TimerId)>,
+    /// The armed release timer.
+    pub(super) release_armed: Option<ReleaseTimer>,
     // the log
     pub(super) log: TigaLog,
     pub(super) sync_point: u64,
@@ -377,20 +385,18 @@ impl Server {
     }
 
     /// Sets the release timer for the earliest waiting timestamp past
-    /// `passed_ns`, the clock reading a release pass went by. A real clock
-    /// moves on while the pass executes: a timestamp reached meanwhile was
-    /// not released and needs the timer too (at once), or it would wait for
-    /// the next arrival — forever, for the last transaction of a burst.
+    /// `passed_ns`, the clock reading of the release pass (the event's:
+    /// every transaction stamped after it is still waiting).
     fn arm_release(&mut self, ctx: &mut Ctx<'_, Tiga>, passed_ns: u64) {
         let Some(next) = self.pq.next_waiting_after(passed_ns) else { return };
-        if let Some((at, id)) = self.release_armed {
-            if at <= next && at > passed_ns {
+        if let Some(armed) = self.release_armed {
+            if armed.at_ns <= next && armed.at_ns > passed_ns {
                 return; // an earlier release will re-arm
             }
-            ctx.cancel_timer(id);
+            ctx.cancel_timer(armed.id);
         }
         let id = ctx.set_timer(next.saturating_sub(ctx.clock_ns()), Timer::Release);
-        self.release_armed = Some((next, id));
+        self.release_armed = Some(ReleaseTimer { at_ns: next, id });
     }
 
     pub(super) fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
@@ -403,7 +409,7 @@ impl Server {
         self.record_released(p.t, id, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.replied.insert(id, Replied { t: p.t, hash, result: None, led_view: 0 });
+        self.replied.insert(id, Replied { t: p.t, hash, result: None, led_view: None });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
@@ -503,7 +509,7 @@ impl Server {
         if !replied {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
-        let led_view = self.view.g_view;
+        let led_view = Some(self.view.g_view);
         self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
         self.sync_point = self.log.len();
         let lsn = self.outbox.last_appended();
@@ -590,7 +596,7 @@ impl Server {
                 self.store.put(key, self.next_version, value);
                 self.next_version += 1;
             }
-            let led_view = self.view.g_view;
+            let led_view = Some(self.view.g_view);
             self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(exec.results), led_view });
         }
     }
