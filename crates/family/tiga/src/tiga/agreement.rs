@@ -29,6 +29,8 @@ use super::messages::{Msg, TsNotify, TxnBody};
 use super::server::Status;
 use super::server::{PState, Server};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Most announcements repeated per tick.
@@ -42,6 +44,83 @@ pub struct Note {
     pub released: bool,
 }
 
+/// A transaction another leader announced that this one never received.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Unknown {
+    /// The leader that announced it (and is asked for it).
+    from: NodeId,
+    /// Ticks since, counting towards the next fetch.
+    ticks: u32,
+}
+
+/// A leader's state of timestamp agreement: what each participant leader
+/// announced per transaction (§3.5-3.6), and the transactions announced
+/// but never received from their coordinator (Appendix B). A view change
+/// forgets it all.
+#[derive(Default)]
+pub(super) struct Announcements {
+    notes: FxHashMap<TxnId, BTreeMap<ShardId, Note>>,
+    unknown: BTreeMap<TxnId, Unknown>,
+}
+
+impl Announcements {
+    /// This leader's own release of `id` at `t`.
+    fn released_here(&mut self, id: TxnId, shard: ShardId, t: u64) {
+        self.notes.entry(id).or_default().insert(shard, Note { t, released: true });
+    }
+
+    /// `shard`'s announcement: a later timestamp replaces the one held; at
+    /// the same timestamp a release counts once announced.
+    fn record(&mut self, id: TxnId, shard: ShardId, t: u64, released: bool) {
+        let note = self.notes.entry(id).or_default().entry(shard).or_insert(Note { t, released });
+        if t > note.t {
+            *note = Note { t, released };
+        } else if t == note.t {
+            note.released |= released;
+        }
+    }
+
+    fn note(&self, id: TxnId, shard: ShardId) -> Option<Note> {
+        self.notes.get(&id).and_then(|n| n.get(&shard)).copied()
+    }
+
+    /// `id` reached the log: its announcements are no longer needed.
+    pub(super) fn forget(&mut self, id: TxnId) {
+        self.notes.remove(&id);
+    }
+
+    /// `id` was announced by `from` but never received.
+    fn await_body(&mut self, id: TxnId, from: NodeId) {
+        self.unknown.entry(id).or_insert(Unknown { from, ticks: 0 });
+    }
+
+    fn body_arrived(&mut self, id: TxnId) {
+        self.unknown.remove(&id);
+    }
+
+    /// One tick more for every unknown transaction; those due a fetch now
+    /// (every `every_ticks`), with whom to ask.
+    fn due_fetches(&mut self, every_ticks: u32) -> Vec<(TxnId, NodeId)> {
+        let mut due = Vec::new();
+        for (id, u) in self.unknown.iter_mut() {
+            u.ticks += 1;
+            if u.ticks % every_ticks == 0 {
+                due.push((*id, u.from));
+            }
+        }
+        due
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.notes.clear();
+        self.unknown.clear();
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.notes.len() + self.unknown.len()
+    }
+}
+
 impl Server {
     /// Announces this leader's timestamp for `id` to the other participant
     /// leaders: a proposal, or (`released`) its release at that timestamp.
@@ -49,7 +128,7 @@ impl Server {
         let p = self.pq.get(id).expect("announcing a queued transaction");
         let (shards, t) = (p.body.shards.clone(), p.t);
         if released {
-            self.notes.entry(id).or_default().insert(self.shard, Note { t, released });
+            self.announcements.released_here(id, self.shard, t);
         }
         for shard in shards.into_iter().filter(|s| *s != self.shard) {
             let to = self.leader_node(ctx, shard);
@@ -68,7 +147,7 @@ impl Server {
         if from != self.leader_node(ctx, shard) {
             return; // not from that shard's leader
         }
-        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.done.get(&id).map(|d| d.t));
+        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.folded.get(id).map(|d| d.t));
         if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
@@ -78,16 +157,11 @@ impl Server {
             }
             return;
         }
-        let note = self.notes.entry(id).or_default().entry(shard).or_insert(Note { t, released });
-        if t > note.t {
-            *note = Note { t, released };
-        } else if t == note.t {
-            note.released |= released;
-        }
+        self.announcements.record(id, shard, t, released);
         let Some(queued_t) = self.pq.get(id).map(|p| p.t) else {
             // Never received from the coordinator: fetch it later if it does
             // not arrive (Appendix B, coordinator failure).
-            self.unknown_notes.entry(id).or_insert((from, 0));
+            self.announcements.await_body(id, from);
             return;
         };
         if t > queued_t {
@@ -111,8 +185,7 @@ impl Server {
         if p.state == PState::Waiting {
             return;
         }
-        let notes = self.notes.get(&id);
-        let note = |s: &ShardId| notes.and_then(|n| n.get(s)).copied();
+        let note = |s: &ShardId| self.announcements.note(id, *s);
         let mut all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t == p.t));
         if !self.cfg.second_round && !all {
             // Test-only: release as soon as every leader released it at a
@@ -159,14 +232,14 @@ impl Server {
     /// never received; or this shard's leader passes on one it fetched so.
     pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
-        let known = self.log.position(id).is_some() || self.done.contains_key(&id) || self.pq.contains(id);
+        let known = self.log.position(id).is_some() || self.folded.contains(id) || self.pq.contains(id);
         if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
             return;
         }
         if !self.is_leader() && from != self.leader_node(ctx, self.shard) {
             return;
         }
-        self.unknown_notes.remove(&id);
+        self.announcements.body_arrived(id);
         self.held.remove(&id);
         ctx.count("transactions_fetched", 1);
         self.admit(ctx, body.clone(), t, None);
@@ -192,14 +265,7 @@ impl Server {
     /// Asks the notifying leader for transactions still unknown after a
     /// while (their coordinator may have failed mid-multicast).
     pub(super) fn fetch_unknown(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let mut due = Vec::new();
-        for (id, (from, ticks)) in self.unknown_notes.iter_mut() {
-            *ticks += 1;
-            if *ticks % self.cfg.fetch_after_ticks == 0 {
-                due.push((*id, *from));
-            }
-        }
-        for (id, from) in due {
+        for (id, from) in self.announcements.due_fetches(self.cfg.fetch_after_ticks) {
             ctx.send(from, Msg::FetchTxn { id });
         }
     }
@@ -211,5 +277,40 @@ impl Server {
         if let Some(p) = self.pq.get(id) {
             ctx.send(from, Msg::TxnFound { body: p.body.clone(), t: p.t });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(seq: u64) -> TxnId {
+        TxnId { node: NodeId(9), seq }
+    }
+
+    #[test]
+    fn a_later_announcement_replaces_an_earlier_one_and_a_release_at_the_same_timestamp_counts() {
+        let mut a = Announcements::default();
+        a.record(id(1), ShardId(1), 10, false);
+        a.record(id(1), ShardId(1), 5, true);
+        assert_eq!(a.note(id(1), ShardId(1)), Some(Note { t: 10, released: false }), "an older one is ignored");
+        a.record(id(1), ShardId(1), 10, true);
+        assert_eq!(a.note(id(1), ShardId(1)), Some(Note { t: 10, released: true }));
+        a.record(id(1), ShardId(1), 12, false);
+        assert_eq!(a.note(id(1), ShardId(1)), Some(Note { t: 12, released: false }), "a move is a new proposal");
+        a.forget(id(1));
+        assert_eq!(a.note(id(1), ShardId(1)), None);
+    }
+
+    #[test]
+    fn an_unknown_transaction_is_fetched_every_k_ticks_until_it_arrives() {
+        let mut a = Announcements::default();
+        a.await_body(id(1), NodeId(3));
+        assert!(a.due_fetches(2).is_empty());
+        assert_eq!(a.due_fetches(2), [(id(1), NodeId(3))]);
+        assert!(a.due_fetches(2).is_empty());
+        a.body_arrived(id(1));
+        assert!(a.due_fetches(1).is_empty());
+        assert_eq!(a.len(), 0);
     }
 }

@@ -33,13 +33,25 @@ use super::server::{PState, Replied, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, TxnId};
 use meridian_mechanisms::txnids::epoch_of;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// Most folded transactions remembered, whatever their age.
 const DONE_MAX: usize = 1 << 20;
 
-impl Server {
+/// A server's at-most-once memory (§4): the transactions folded into
+/// checkpoints, remembered so that a resubmission is answered rather than
+/// executed again, until its coordinator's low watermark passes it and a
+/// retention has gone by; and each coordinator's watermark per epoch.
+#[derive(Default)]
+pub(super) struct Folded {
+    done: FxHashMap<TxnId, Arc<Done>>,
+    /// The order they were folded in (oldest first).
+    order: VecDeque<TxnId>,
+    watermarks: BTreeMap<(NodeId, u64), u64>,
+}
+
+impl Folded {
     /// A coordinator's low watermark, per epoch of its identifiers, only
     /// grows. A coordinator reports its current epoch's: one that restarted
     /// leaves the watermark of its old epoch where it was, so an id above it
@@ -55,6 +67,55 @@ impl Server {
         self.watermarks.get(&(id.node, epoch_of(id.seq))).is_some_and(|w| id.seq < *w)
     }
 
+    pub(super) fn get(&self, id: TxnId) -> Option<&Arc<Done>> {
+        self.done.get(&id)
+    }
+
+    pub(super) fn contains(&self, id: TxnId) -> bool {
+        self.done.contains_key(&id)
+    }
+
+    /// Every remembered transaction, oldest first.
+    pub(super) fn in_order(&self) -> impl Iterator<Item = &Arc<Done>> {
+        self.order.iter().map(|id| &self.done[id])
+    }
+
+    /// The watermarks as a checkpoint keeps them.
+    pub(super) fn watermark_pairs(&self) -> Vec<(NodeId, u64)> {
+        self.watermarks.iter().map(|((n, _), w)| (*n, *w)).collect()
+    }
+
+    fn remember(&mut self, d: Arc<Done>) {
+        if self.done.insert(d.id, d.clone()).is_none() {
+            self.order.push_back(d.id);
+        }
+    }
+
+    /// Forgets folded transactions no one can ask about any more (oldest
+    /// first): past `retention_ns` and below their coordinator's
+    /// watermark, or beyond `DONE_MAX`.
+    fn forget(&mut self, now_ns: u64, retention_ns: u64) {
+        while let Some(id) = self.order.front().copied() {
+            let old = now_ns.saturating_sub(self.done[&id].folded_ns) >= retention_ns;
+            if !(self.order.len() > DONE_MAX || (old && self.stale(id))) {
+                break;
+            }
+            self.done.remove(&id);
+            self.order.pop_front();
+        }
+        debug_assert_eq!(self.done.len(), self.order.len(), "every remembered transaction is in the order");
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.done.len()
+    }
+
+    pub(super) fn watermarks_len(&self) -> usize {
+        self.watermarks.len()
+    }
+}
+
+impl Server {
     /// Executes the log in order up to the commit-point, then checkpoints if
     /// enough has accumulated.
     pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
@@ -109,40 +170,20 @@ impl Server {
                 self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: None });
             let body = e.body.is_multi_shard().then(|| e.body.clone());
             let done = Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now };
-            self.remember_done(Arc::new(done));
+            self.folded.remember(Arc::new(done));
         }
-        self.forget_done(now);
+        self.folded.forget(now, self.cfg.done_retention_ns);
         self.checkpoint = Arc::new(Checkpoint {
             upto,
             state: self.state.clone(),
             hashes: hashes.to_sorted(),
             rmap: rmap.into_iter().collect(),
             wmap: wmap.into_iter().collect(),
-            done: self.done_order.iter().map(|id| self.done[id].clone()).collect(),
-            watermarks: self.watermarks.iter().map(|((n, _), w)| (*n, *w)).collect(),
+            done: self.folded.in_order().cloned().collect(),
+            watermarks: self.folded.watermark_pairs(),
         });
         ctx.count("checkpoints", 1);
         self.persist_snapshot(ctx);
-    }
-
-    fn remember_done(&mut self, d: Arc<Done>) {
-        if self.done.insert(d.id, d.clone()).is_none() {
-            self.done_order.push_back(d.id);
-        }
-    }
-
-    /// Forgets folded transactions no one can ask about any more (oldest
-    /// first), and any beyond `DONE_MAX`.
-    fn forget_done(&mut self, now_ns: u64) {
-        while let Some(id) = self.done_order.front().copied() {
-            let d = &self.done[&id];
-            let old = now_ns.saturating_sub(d.folded_ns) >= self.cfg.done_retention_ns;
-            if !(self.done_order.len() > DONE_MAX || (old && self.stale(id))) {
-                break;
-            }
-            self.done.remove(&id);
-            self.done_order.pop_front();
-        }
     }
 
     /// Compacts the durable log into one snapshot of this server. The
@@ -190,10 +231,10 @@ impl Server {
         self.applied = cp.upto;
         self.commit_point = self.commit_point.max(cp.upto);
         for d in &cp.done {
-            self.remember_done(Arc::clone(d));
+            self.folded.remember(Arc::clone(d));
         }
         for (node, w) in &cp.watermarks {
-            self.note_watermark(*node, *w);
+            self.folded.note_watermark(*node, *w);
         }
         self.checkpoint = cp;
     }
@@ -213,7 +254,7 @@ impl Server {
             .enumerate()
             .filter(|(i, e)| {
                 let pos = old.base() + *i as u64;
-                (pos >= synced || pos >= cp.upto) && !self.done.contains_key(&e.body.id)
+                (pos >= synced || pos >= cp.upto) && !self.folded.contains(e.body.id)
             })
             .map(|(_, e)| e.clone())
             .collect();

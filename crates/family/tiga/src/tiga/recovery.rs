@@ -159,8 +159,7 @@ impl Server {
     fn forget_view_work(&mut self) {
         self.held.clear();
         self.fetched.clear();
-        self.notes.clear();
-        self.unknown_notes.clear();
+        self.announcements.clear();
         self.undo.clear();
     }
 
@@ -302,7 +301,7 @@ impl Server {
         }
         let mut taken: FxHashSet<TxnId> = Default::default();
         for ((t, id), (count, body)) in holders {
-            if count < need || part_a.contains(&id) || taken.contains(&id) || self.done.contains_key(&id) {
+            if count < need || part_a.contains(&id) || taken.contains(&id) || self.folded.contains(id) {
                 continue;
             }
             let entry = LogEntry { body, t };
@@ -360,8 +359,7 @@ impl Server {
                 });
                 // Folded ones committed here at their agreed timestamp; a
                 // shard that lost one takes it (step ④ (1)).
-                let folded = self.done_order.iter().filter_map(|id| {
-                    let d = &self.done[id];
+                let folded = self.folded.in_order().filter_map(|d| {
                     let body = d.body.as_ref().filter(|b| b.shards.contains(&ss))?;
                     Some(VerifyEntry { body: body.clone(), t: d.t, pinned: true })
                 });
@@ -457,10 +455,10 @@ impl Server {
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
         for e in infos.iter().flat_map(|i| i.entries.iter()) {
-            if !e.body.shards.contains(&self.shard) || self.done.contains_key(&e.body.id) {
+            if !e.body.shards.contains(&self.shard) || self.folded.contains(e.body.id) {
                 continue; // not ours, or folded here (committed, at its agreed timestamp)
             }
-            if !index.contains_key(&e.body.id) && self.stale(e.body.id) {
+            if !index.contains_key(&e.body.id) && self.folded.stale(e.body.id) {
                 // Its coordinator saw it commit at every shard, so this one
                 // folded it and has forgotten it since.
                 continue;
@@ -653,16 +651,12 @@ impl Server {
         self.last_normal_view = self.view.g_view;
         self.led = leading;
         let len = self.log.len();
-        self.peer_acked = vec![0; self.n as usize];
-        self.peer_sent = vec![len; self.n as usize];
-        self.peer_stalled = vec![0; self.n as usize];
+        self.progress.restart_at(len);
         self.peer_in_view = vec![false; self.n as usize];
         self.persist_snapshot(ctx);
         if leading {
             self.execute_log_from_state();
-            self.leader_log_durable = 0;
-            let lsn = self.outbox.last_appended();
-            self.len_at_lsn.push_back((lsn, len));
+            self.progress.appended(self.outbox.last_appended(), len);
         } else {
             self.store = meridian_mechanisms::mvstore::MvStore::new();
         }

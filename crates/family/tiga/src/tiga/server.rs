@@ -14,7 +14,7 @@
 use super::hash::KeyHashes;
 use super::log::TigaLog;
 use super::messages::{
-    Checkpoint, Done, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View, ViewChange,
+    Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View, ViewChange,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
@@ -23,7 +23,7 @@ use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -86,13 +86,9 @@ pub struct Server {
     pub(super) state: MvStore,
     /// The latest checkpoint: `state` as of the log's base, and more.
     pub(super) checkpoint: Arc<Checkpoint>,
-    /// Folded transactions remembered for at-most-once answers, and the
-    /// order they were folded in.
-    pub(super) done: FxHashMap<TxnId, Arc<Done>>,
-    pub(super) done_order: VecDeque<TxnId>,
-    /// Each coordinator's low watermark per epoch of its identifiers
-    /// (Submit and Probe carry it).
-    pub(super) watermarks: BTreeMap<(NodeId, u64), u64>,
+    /// Folded transactions remembered for at-most-once answers, and each
+    /// coordinator's low watermark (Submit and Probe carry it).
+    pub(super) folded: super::checkpoint::Folded,
     // execution
     /// Leader: optimistic execution in timestamp order, with revocable
     /// versions (§3.3).
@@ -100,13 +96,8 @@ pub struct Server {
     pub(super) next_version: u64,
     pub(super) undo: FxHashMap<TxnId, Vec<(Key, u64)>>,
     // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
-    pub(super) notes: FxHashMap<TxnId, BTreeMap<ShardId, super::agreement::Note>>,
-    pub(super) unknown_notes: BTreeMap<TxnId, (NodeId, u32)>,
-    pub(super) peer_acked: Vec<u64>,
-    pub(super) peer_sent: Vec<u64>,
-    pub(super) peer_stalled: Vec<u32>,
-    pub(super) leader_log_durable: u64,
-    pub(super) len_at_lsn: VecDeque<(Lsn, u64)>,
+    pub(super) announcements: super::agreement::Announcements,
+    pub(super) progress: super::sync::LogProgress,
     // durability
     /// Messages that leave once everything appended before them is durable.
     pub(super) outbox: AfterDurable<(NodeId, Msg)>,
@@ -151,19 +142,13 @@ impl Server {
             applied: 0,
             state: MvStore::new(),
             checkpoint: Arc::new(Checkpoint::default()),
-            done: FxHashMap::default(),
-            done_order: VecDeque::new(),
-            watermarks: BTreeMap::new(),
+            folded: Default::default(),
             store: MvStore::new(),
             next_version: 1,
             undo: FxHashMap::default(),
-            notes: FxHashMap::default(),
-            unknown_notes: BTreeMap::new(),
-            peer_acked: vec![0; n as usize],
-            peer_sent: vec![0; n as usize],
-            peer_stalled: vec![0; n as usize],
-            leader_log_durable: 0,
-            len_at_lsn: VecDeque::new(),
+            announcements: Default::default(),
+
+            progress: super::sync::LogProgress::new(n),
             outbox: AfterDurable::new(),
             rebuild: Default::default(),
             led: view_leader == replica,
@@ -263,13 +248,13 @@ impl Server {
         if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
             return;
         }
-        self.note_watermark(from, low_watermark);
-        if self.status != Status::Normal || self.stale(body.id) {
+        self.folded.note_watermark(from, low_watermark);
+        if self.status != Status::Normal || self.folded.stale(body.id) {
             return; // a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
-        if self.log.position(id).is_some() || self.done.contains_key(&id) {
+        if self.log.position(id).is_some() || self.folded.contains(id) {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
@@ -503,7 +488,7 @@ impl Server {
         for (key, version) in self.undo.remove(&id).unwrap_or_default() {
             self.store.gc(key, version);
         }
-        self.notes.remove(&id);
+        self.announcements.forget(id);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         self.append(ctx, entry, &p.reads, &p.writes);
         if !replied {
@@ -512,8 +497,7 @@ impl Server {
         let led_view = Some(self.view.g_view);
         self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
         self.sync_point = self.log.len();
-        let lsn = self.outbox.last_appended();
-        self.len_at_lsn.push_back((lsn, self.log.len()));
+        self.progress.appended(self.outbox.last_appended(), self.log.len());
     }
 
     /// Appends to the log durably and folds the entry into the key hashes;
@@ -551,7 +535,7 @@ impl Server {
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
         let leader = self.is_leader();
-        let (t, hash, result, coordinator) = if let Some(d) = self.done.get(&id) {
+        let (t, hash, result, coordinator) = if let Some(d) = self.folded.get(id) {
             (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
         } else {
             let (Some(r), Some(e)) = (self.replied.get(&id), self.log.entry_of(id)) else { return };
@@ -702,22 +686,19 @@ impl Process<Tiga> for Server {
         out("log_entries", self.log.held());
         out("key_hashes", self.hashes.len());
         out("replied", self.replied.len());
-        out("done", self.done.len());
-        out("watermarks", self.watermarks.len());
+        out("done", self.folded.len());
+        out("watermarks", self.folded.watermarks_len());
         out("undo", self.undo.len());
-        out("notes", self.notes.len() + self.unknown_notes.len());
+        out("notes", self.announcements.len());
         out("outbox", self.outbox.len());
-        out("len_at_lsn", self.len_at_lsn.len());
+        out("len_at_lsn", self.progress.pending());
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
         while let Some((to, msg)) = self.outbox.next_freed(upto) {
             ctx.send(to, msg);
         }
-        while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {
-            let (_, len) = self.len_at_lsn.pop_front().expect("checked");
-            self.leader_log_durable = self.leader_log_durable.max(len);
-        }
+        self.progress.persisted(upto);
         if self.is_leader() {
             self.advance_commit_point();
         }
@@ -829,7 +810,7 @@ impl Server {
             Msg::Submit(m) => self.on_submit(ctx, from, m),
             Msg::Probe { send_clock_ns, low_watermark } => {
                 if self.topo.is_client(from) {
-                    self.note_watermark(from, low_watermark);
+                    self.folded.note_watermark(from, low_watermark);
                 }
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
             }

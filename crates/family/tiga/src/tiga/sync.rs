@@ -12,12 +12,108 @@
 use super::Tiga;
 use super::messages::{LogEntry, LogSync, Msg, Record, SyncReport, TxnBody};
 use super::server::{Server, Status};
-use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+use meridian_core::{Ctx, Lsn, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Most entries in one log-sync message.
 const SYNC_BATCH_MAX: usize = 512;
+
+/// What a leader knows of one follower's log (§3.7).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+struct Follower {
+    /// The position its sync-point reached, as it reported.
+    acked: u64,
+    /// The position this leader sent up to.
+    sent: u64,
+    /// Ticks it has been sent more than it acknowledged without progress.
+    stalled_ticks: u32,
+}
+
+/// A leader's log synchronization state: each replica's progress, and how
+/// much of its own log is durable (the leader counts towards `f + 1` only
+/// with what it persisted). Indexed by replica.
+#[derive(Debug)]
+pub(super) struct LogProgress {
+    followers: Vec<Follower>,
+    /// The length of this leader's log known durable.
+    own_durable_len: u64,
+    /// The log's length after each append not yet durable.
+    len_at_lsn: VecDeque<(Lsn, u64)>,
+}
+
+impl LogProgress {
+    pub(super) fn new(replicas: u32) -> Self {
+        LogProgress {
+            followers: vec![Follower::default(); replicas as usize],
+            own_durable_len: 0,
+            len_at_lsn: VecDeque::new(),
+        }
+    }
+
+    /// A new view's log of `len` entries: every follower has it (the view
+    /// change sent it), none acknowledged yet; nothing of it is durable
+    /// here yet.
+    pub(super) fn restart_at(&mut self, len: u64) {
+        for f in &mut self.followers {
+            *f = Follower { acked: 0, sent: len, stalled_ticks: 0 };
+        }
+        self.own_durable_len = 0;
+    }
+
+    /// The log is `len` long once the append at `lsn` is durable.
+    pub(super) fn appended(&mut self, lsn: Lsn, len: u64) {
+        self.len_at_lsn.push_back((lsn, len));
+    }
+
+    /// Persistence acknowledged up to `upto`.
+    pub(super) fn persisted(&mut self, upto: Lsn) {
+        while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {
+            let (_, len) = self.len_at_lsn.pop_front().expect("checked");
+            self.own_durable_len = self.own_durable_len.max(len);
+        }
+    }
+
+    fn acknowledged(&mut self, r: usize, sync_point: u64) {
+        let f = &mut self.followers[r];
+        if sync_point > f.acked {
+            f.acked = sync_point;
+            f.stalled_ticks = 0;
+        }
+    }
+
+    /// One tick of no news from follower `r`: after `resync_after_ticks`
+    /// the log is sent again from what it acknowledged.
+    fn tick(&mut self, r: usize, resync_after_ticks: u32) {
+        let f = &mut self.followers[r];
+        if f.acked < f.sent {
+            f.stalled_ticks += 1;
+            if f.stalled_ticks >= resync_after_ticks {
+                f.sent = f.acked;
+                f.stalled_ticks = 0;
+            }
+        }
+    }
+
+    /// The position each replica has synced (`me`'s: its durable log),
+    /// largest first.
+    fn synced_descending(&self, me: usize) -> Vec<u64> {
+        let mut synced: Vec<u64> = self
+            .followers
+            .iter()
+            .enumerate()
+            .map(|(r, f)| if r == me { self.own_durable_len } else { f.acked })
+            .collect();
+        synced.sort_unstable_by(|a, b| b.cmp(a));
+        synced
+    }
+
+    /// Appends not yet durable.
+    pub(super) fn pending(&self) -> usize {
+        self.len_at_lsn.len()
+    }
+}
 
 impl Server {
     fn follower_index(&self, ctx: &Ctx<'_, Tiga>, node: NodeId) -> Option<usize> {
@@ -37,19 +133,19 @@ impl Server {
             .filter(|(r, _)| *r as u32 != self.replica)
             .collect();
         for (r, node) in followers {
-            if self.peer_sent[r] < self.log.base() {
+            if self.progress.followers[r].sent < self.log.base() {
                 // It lacks entries this leader folded: the checkpoint
                 // stands for them (§4).
                 self.send_checkpoint(ctx, node);
-                self.peer_sent[r] = self.log.base();
+                self.progress.followers[r].sent = self.log.base();
             }
-            let from_pos = self.peer_sent[r];
+            let from_pos = self.progress.followers[r].sent;
             let upto = self.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
             if upto == from_pos && !heartbeat {
                 continue;
             }
             let entries: Vec<(TxnId, u64)> = self.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
-            self.peer_sent[r] = upto;
+            self.progress.followers[r].sent = upto;
             let msg = Msg::LogSync(LogSync {
                 g_view: self.view.g_view,
                 l_view: self.view.l_view(self.shard),
@@ -69,10 +165,7 @@ impl Server {
         }
         let Some(r) = self.follower_index(ctx, from) else { return };
         self.peer_in_view[r] = true;
-        if sync_point > self.peer_acked[r] {
-            self.peer_acked[r] = sync_point;
-            self.peer_stalled[r] = 0;
-        }
+        self.progress.acknowledged(r, sync_point);
         let bodies: Vec<Arc<TxnBody>> = missing
             .iter()
             .take(SYNC_BATCH_MAX)
@@ -89,13 +182,7 @@ impl Server {
     /// Leader: the commit-point is the largest position that `f + 1`
     /// servers (the leader's durable log included) have synced.
     pub(super) fn advance_commit_point(&mut self) {
-        let mut synced: Vec<u64> = self
-            .peer_acked
-            .iter()
-            .enumerate()
-            .map(|(r, a)| if r as u32 == self.replica { self.leader_log_durable } else { *a })
-            .collect();
-        synced.sort_unstable_by(|a, b| b.cmp(a));
+        let synced = self.progress.synced_descending(self.replica as usize);
         let point = synced[self.f()].min(self.log.len());
         self.commit_point = self.commit_point.max(point);
     }
@@ -107,13 +194,7 @@ impl Server {
             if r as u32 == self.replica {
                 continue;
             }
-            if self.peer_acked[r] < self.peer_sent[r] {
-                self.peer_stalled[r] += 1;
-                if self.peer_stalled[r] >= self.cfg.resync_after_ticks {
-                    self.peer_sent[r] = self.peer_acked[r];
-                    self.peer_stalled[r] = 0;
-                }
-            }
+            self.progress.tick(r, self.cfg.resync_after_ticks);
         }
         self.sync_followers(ctx, true);
     }
@@ -245,7 +326,7 @@ impl Server {
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                if let Some(d) = self.done.get(id) {
+                if let Some(d) = self.folded.get(*id) {
                     return Some((*id, d.t)); // folded: synced long ago
                 }
                 let pos = self.log.position(*id)?;
@@ -259,3 +340,34 @@ impl Server {
 
 /// Bodies received for transactions a follower has not placed yet.
 pub type Fetched = FxHashMap<TxnId, Arc<TxnBody>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leader_counts_towards_the_commit_point_only_with_its_durable_log() {
+        let mut p = LogProgress::new(3);
+        p.restart_at(0);
+        p.appended(Lsn(5), 10);
+        p.acknowledged(1, 8);
+        assert_eq!(p.synced_descending(0), [8, 0, 0], "nothing durable at the leader yet");
+        p.persisted(Lsn(5));
+        assert_eq!(p.synced_descending(0), [10, 8, 0]);
+        assert_eq!(p.pending(), 0);
+    }
+
+    #[test]
+    fn a_follower_that_stalls_is_sent_the_log_again_from_what_it_acknowledged() {
+        let mut p = LogProgress::new(3);
+        p.restart_at(0);
+        p.followers[1].sent = 20;
+        p.acknowledged(1, 5);
+        for _ in 0..4 {
+            p.tick(1, 5);
+        }
+        assert_eq!(p.followers[1].sent, 20, "not yet");
+        p.tick(1, 5);
+        assert_eq!(p.followers[1], Follower { acked: 5, sent: 5, stalled_ticks: 0 });
+    }
+}
