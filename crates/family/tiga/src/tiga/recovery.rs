@@ -160,7 +160,7 @@ impl Server {
         self.held.clear();
         self.fetched.clear();
         self.announcements.clear();
-        self.undo.clear();
+        self.optimistic.forget_executions();
     }
 
     pub(super) fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
@@ -658,7 +658,7 @@ impl Server {
             self.execute_log_from_state();
             self.progress.appended(self.outbox.last_appended(), len);
         } else {
-            self.store = meridian_mechanisms::mvstore::MvStore::new();
+            self.optimistic.drop_store();
         }
     }
 

@@ -45,6 +45,91 @@ pub(super) struct Replied {
     pub led_view: Option<u64>,
 }
 
+/// A leader's optimistic execution (§3.3, §3.5): the committed state plus
+/// revocable versions of what it executed ahead of agreement, and the
+/// versions each transaction installed — revoked if agreement moves it
+/// (case 3), kept once it is logged. Followers hold none.
+#[derive(Default)]
+pub(super) struct Optimistic {
+    store: MvStore,
+    /// The next version number; past every committed one.
+    next_version: u64,
+    undo: FxHashMap<TxnId, Vec<(Key, u64)>>,
+}
+
+impl Optimistic {
+    /// Runs `piece` on the latest versions; its writes become revocable
+    /// versions of `id`. Returns its results.
+    fn execute(&mut self, id: TxnId, piece: &meridian_core::Piece) -> Vec<OpResult> {
+        let exec = piece.execute(|k| self.store.latest(k).cloned());
+        let mut installed = Vec::with_capacity(exec.writes.len());
+        for (key, value) in exec.writes {
+            let version = self.next_version();
+            self.store.install(key, version, value);
+            installed.push((key, version));
+        }
+        let before = self.undo.insert(id, installed);
+        assert!(before.is_none(), "{id:?} executed twice without a revoke");
+        exec.results
+    }
+
+    /// Runs a logged entry's `piece`: its writes are final.
+    fn execute_logged(&mut self, piece: &meridian_core::Piece) -> Vec<OpResult> {
+        let exec = piece.execute(|k| self.store.latest(k).cloned());
+        for (key, value) in exec.writes {
+            let version = self.next_version();
+            self.store.put(key, version, value);
+        }
+        exec.results
+    }
+
+    fn next_version(&mut self) -> u64 {
+        let v = self.next_version.max(1);
+        self.next_version = v + 1;
+        v
+    }
+
+    /// Undoes `id`'s optimistic writes.
+    fn revoke(&mut self, id: TxnId) {
+        for (key, version) in self.undo.remove(&id).unwrap_or_default() {
+            self.store.revoke(key, version);
+        }
+    }
+
+    /// `id` reached the log: its versions stay, its undo record goes.
+    fn keep(&mut self, id: TxnId) {
+        for (key, version) in self.undo.remove(&id).unwrap_or_default() {
+            self.store.gc(key, version);
+        }
+    }
+
+    /// A new leader's store: `state` (the first `applied` log entries,
+    /// versions numbered by log position); optimistic versions come after.
+    fn restart_from(&mut self, state: &MvStore, applied: u64) {
+        self.store = state.clone();
+        self.next_version = self.next_version.max(applied + 1);
+    }
+
+    /// A view change drops the executions in progress (the new log rebuilds
+    /// the store at the leader).
+    pub(super) fn forget_executions(&mut self) {
+        self.undo.clear();
+    }
+
+    /// A follower keeps no store.
+    pub(super) fn drop_store(&mut self) {
+        self.store = MvStore::new();
+    }
+
+    pub(super) fn executions(&self) -> usize {
+        self.undo.len()
+    }
+
+    pub(super) fn keys(&self) -> usize {
+        self.store.keys()
+    }
+}
+
 /// A release timer armed for the head of the queue.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(super) struct ReleaseTimer {
@@ -89,12 +174,9 @@ pub struct Server {
     /// Folded transactions remembered for at-most-once answers, and each
     /// coordinator's low watermark (Submit and Probe carry it).
     pub(super) folded: super::checkpoint::Folded,
-    // execution
     /// Leader: optimistic execution in timestamp order, with revocable
     /// versions (§3.3).
-    pub(super) store: MvStore,
-    pub(super) next_version: u64,
-    pub(super) undo: FxHashMap<TxnId, Vec<(Key, u64)>>,
+    pub(super) optimistic: Optimistic,
     // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
     pub(super) announcements: super::agreement::Announcements,
     pub(super) progress: super::sync::LogProgress,
@@ -143,9 +225,7 @@ impl Server {
             state: MvStore::new(),
             checkpoint: Arc::new(Checkpoint::default()),
             folded: Default::default(),
-            store: MvStore::new(),
-            next_version: 1,
-            undo: FxHashMap::default(),
+            optimistic: Optimistic::default(),
             announcements: Default::default(),
 
             progress: super::sync::LogProgress::new(n),
@@ -443,15 +523,7 @@ impl Server {
         let (reads, writes) = (p.reads.clone(), p.writes.clone());
         let topo = Arc::clone(&self.topo);
         let piece = body.program.piece(self.shard, |k| topo.shard_of(k));
-        let exec = piece.execute(|k| self.store.latest(k).cloned());
-        let mut installed = Vec::with_capacity(exec.writes.len());
-        for (key, value) in exec.writes {
-            let version = self.next_version;
-            self.next_version += 1;
-            self.store.install(key, version, value);
-            installed.push((key, version));
-        }
-        self.undo.insert(id, installed);
+        let results = self.optimistic.execute(id, &piece);
         self.record_released(t, id, &reads, &writes);
         let entry = LogEntry { body: body.clone(), t };
         let shard = self.shard;
@@ -459,7 +531,7 @@ impl Server {
         self.hashes.toggle(&entry, shard, shard_of);
         let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
         self.hashes.toggle(&entry, shard, shard_of);
-        (hash, exec.results)
+        (hash, results)
     }
 
     /// Executes a transaction that needs no (more) agreement, appends it to
@@ -472,9 +544,7 @@ impl Server {
     /// Undoes an optimistic execution (§3.5 case 3); never visible to
     /// clients, since conflicting successors wait behind it.
     pub(super) fn revoke(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
-        for (key, version) in self.undo.remove(&id).unwrap_or_default() {
-            self.store.revoke(key, version);
-        }
+        self.optimistic.revoke(id);
         ctx.count("rollbacks", 1);
     }
 
@@ -485,9 +555,7 @@ impl Server {
     pub(super) fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
         let replied = matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. }));
         let p = self.dequeue(id).expect("finalizing a queued transaction");
-        for (key, version) in self.undo.remove(&id).unwrap_or_default() {
-            self.store.gc(key, version);
-        }
+        self.optimistic.keep(id);
         self.announcements.forget(id);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         self.append(ctx, entry, &p.reads, &p.writes);
@@ -568,20 +636,13 @@ impl Server {
     /// the rest of its log; the results answer resubmissions of the
     /// recovered transactions.
     pub(super) fn execute_log_from_state(&mut self) {
-        self.store = self.state.clone();
-        // `state` numbers versions by log position: optimistic versions
-        // must come after them to read as the latest.
-        self.next_version = self.next_version.max(self.applied + 1);
+        self.optimistic.restart_from(&self.state, self.applied);
         let topo = Arc::clone(&self.topo);
         for e in self.log.suffix(self.applied).to_vec() {
             let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
-            let exec = piece.execute(|k| self.store.latest(k).cloned());
-            for (key, value) in exec.writes {
-                self.store.put(key, self.next_version, value);
-                self.next_version += 1;
-            }
+            let results = self.optimistic.execute_logged(&piece);
             let led_view = Some(self.view.g_view);
-            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(exec.results), led_view });
+            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(results), led_view });
         }
     }
 
@@ -669,7 +730,7 @@ impl Process<Tiga> for Server {
             assert!(self.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
         if self.status == Status::Normal && !self.is_leader() {
-            assert!(self.undo.is_empty(), "a follower holds optimistic executions");
+            assert_eq!(self.optimistic.executions(), 0, "a follower holds optimistic executions");
             assert!(self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting), "a follower released one");
         }
         self.outbox.check_invariants();
@@ -677,7 +738,7 @@ impl Process<Tiga> for Server {
 
     /// See `Process::state_sizes`.
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("store_keys", self.store.keys());
+        out("store_keys", self.optimistic.keys());
         out("executed_keys", self.state.keys());
         out("queue", self.pq.len());
         out("held", self.held.len());
@@ -688,7 +749,7 @@ impl Process<Tiga> for Server {
         out("replied", self.replied.len());
         out("done", self.folded.len());
         out("watermarks", self.folded.watermarks_len());
-        out("undo", self.undo.len());
+        out("undo", self.optimistic.executions());
         out("notes", self.announcements.len());
         out("outbox", self.outbox.len());
         out("len_at_lsn", self.progress.pending());
