@@ -188,7 +188,7 @@ impl Server {
 
     pub(super) fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, g_view: u64, c: Contribution) {
         if let Some(r) = ctx.topology().replicas(self.shard).iter().position(|n| *n == from) {
-            self.peer_log[r] = Some((c.base, c.commit_point));
+            self.progress.reported(r, super::sync::ReportedLog { base: c.base, commit_point: c.commit_point });
         }
         if g_view > self.view.g_view {
             // The sender knows a newer view than this server: ask for it.
@@ -592,7 +592,7 @@ impl Server {
     pub(super) fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
         let base = self.log.base();
         let r = ctx.topology().replicas(self.shard).iter().position(|n| *n == to);
-        let covered = r.and_then(|r| self.peer_log[r]).is_some_and(|(b, c)| b >= base || c >= base);
+        let covered = r.is_some_and(|r| self.progress.covers(r, base));
         let checkpoint = (base > 0 && !covered).then(|| Arc::clone(&self.checkpoint));
         let msg = Msg::StartView(StartView {
             g_view: self.view.g_view,
@@ -652,7 +652,6 @@ impl Server {
         self.led = leading;
         let len = self.log.len();
         self.progress.restart_at(len);
-        self.peer_in_view = vec![false; self.n as usize];
         self.persist_snapshot(ctx);
         if leading {
             self.execute_log_from_state();
@@ -670,7 +669,7 @@ impl Server {
             .replicas(self.shard)
             .iter()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != self.replica && !self.peer_in_view[*r])
+            .filter(|(r, _)| *r as u32 != self.replica && !self.progress.in_view(*r))
             .map(|(_, n)| *n)
             .collect();
         for node in lagging {

@@ -187,11 +187,6 @@ pub struct Server {
     pub(super) rebuild: super::recovery::Rebuild,
     /// Led in its last normal view.
     pub(super) led: bool,
-    /// Leader: followers that acknowledged the current view.
-    pub(super) peer_in_view: Vec<bool>,
-    /// What each replica last told about its log in a view change: its
-    /// base and commit-point (whether it needs this leader's checkpoint).
-    pub(super) peer_log: Vec<Option<(u64, u64)>>,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
     pub(super) peer_delays: meridian_mechanisms::owd::Delays,
     pub(super) ticks: u64,
@@ -232,8 +227,6 @@ impl Server {
             outbox: AfterDurable::new(),
             rebuild: Default::default(),
             led: view_leader == replica,
-            peer_in_view: vec![true; n as usize],
-            peer_log: vec![None; n as usize],
             peer_delays: Default::default(),
             ticks: 0,
         }

@@ -29,6 +29,19 @@ struct Follower {
     sent: u64,
     /// Ticks it has been sent more than it acknowledged without progress.
     stalled_ticks: u32,
+    /// It reported its sync-point in the current view (a new leader sends
+    /// the view's log again to those that did not).
+    in_view: bool,
+    /// What it last told of its log in a view change (whether it needs
+    /// this leader's checkpoint).
+    reported: Option<ReportedLog>,
+}
+
+/// A replica's log as its view-change message described it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) struct ReportedLog {
+    pub base: u64,
+    pub commit_point: u64,
 }
 
 /// A leader's log synchronization state: each replica's progress, and how
@@ -46,7 +59,7 @@ pub(super) struct LogProgress {
 impl LogProgress {
     pub(super) fn new(replicas: u32) -> Self {
         LogProgress {
-            followers: vec![Follower::default(); replicas as usize],
+            followers: vec![Follower { in_view: true, ..Follower::default() }; replicas as usize],
             own_durable_len: 0,
             len_at_lsn: VecDeque::new(),
         }
@@ -57,7 +70,7 @@ impl LogProgress {
     /// here yet.
     pub(super) fn restart_at(&mut self, len: u64) {
         for f in &mut self.followers {
-            *f = Follower { acked: 0, sent: len, stalled_ticks: 0 };
+            *f = Follower { acked: 0, sent: len, stalled_ticks: 0, in_view: false, reported: f.reported };
         }
         self.own_durable_len = 0;
     }
@@ -77,6 +90,7 @@ impl LogProgress {
 
     fn acknowledged(&mut self, r: usize, sync_point: u64) {
         let f = &mut self.followers[r];
+        f.in_view = true;
         if sync_point > f.acked {
             f.acked = sync_point;
             f.stalled_ticks = 0;
@@ -107,6 +121,22 @@ impl LogProgress {
             .collect();
         synced.sort_unstable_by(|a, b| b.cmp(a));
         synced
+    }
+
+    /// Replica `r` described its log in a view change.
+    pub(super) fn reported(&mut self, r: usize, log: ReportedLog) {
+        self.followers[r].reported = Some(log);
+    }
+
+    /// Whether replica `r` holds the positions from `base` on without this
+    /// leader's checkpoint (its own base or commit-point reaches it).
+    pub(super) fn covers(&self, r: usize, base: u64) -> bool {
+        self.followers[r].reported.is_some_and(|l| l.base >= base || l.commit_point >= base)
+    }
+
+    /// Whether replica `r` reported its sync-point in the current view.
+    pub(super) fn in_view(&self, r: usize) -> bool {
+        self.followers[r].in_view
     }
 
     /// Appends not yet durable.
@@ -164,7 +194,6 @@ impl Server {
             return;
         }
         let Some(r) = self.follower_index(ctx, from) else { return };
-        self.peer_in_view[r] = true;
         self.progress.acknowledged(r, sync_point);
         let bodies: Vec<Arc<TxnBody>> = missing
             .iter()
@@ -368,6 +397,8 @@ mod tests {
         }
         assert_eq!(p.followers[1].sent, 20, "not yet");
         p.tick(1, 5);
-        assert_eq!(p.followers[1], Follower { acked: 5, sent: 5, stalled_ticks: 0 });
+        assert_eq!((p.followers[1].acked, p.followers[1].sent, p.followers[1].stalled_ticks), (5, 5, 0));
+        assert!(p.in_view(1), "it reported in this view");
+        assert!(!p.in_view(2), "replica 2 did not");
     }
 }
