@@ -55,7 +55,7 @@ use std::sync::Arc;
 /// (`sync_point`), and how far it is known committed (`commit_point`, below
 /// which every server in every later view holds the same entries).
 #[derive(Clone, Debug)]
-pub(super) struct Contribution {
+struct Contribution {
     pub last_normal_view: u64,
     pub sync_point: u64,
     pub commit_point: u64,
@@ -81,29 +81,29 @@ impl Contribution {
 /// The new leader's progress through a view change.
 #[derive(Debug, Default)]
 pub(super) struct Rebuild {
-    pub quorum: BTreeMap<NodeId, Contribution>,
+    quorum: BTreeMap<NodeId, Contribution>,
     /// Servers whose checkpoint this leader asked for and did not get: not
     /// counted again in this view change.
-    pub excluded: BTreeSet<NodeId>,
+    excluded: BTreeSet<NodeId>,
     /// The server whose checkpoint this leader waits for, and for how many
     /// ticks it has waited.
-    pub fetching: Option<(NodeId, u32)>,
+    fetching: Option<(NodeId, u32)>,
     /// The rebuilt log, from this leader's base, once `f + 1` contributions
     /// arrived.
-    pub log: Option<Vec<LogEntry>>,
+    log: Option<Vec<LogEntry>>,
     /// The transactions of part (a) of the rebuilt log.
-    pub part_a: FxHashSet<TxnId>,
+    part_a: FxHashSet<TxnId>,
     /// Transactions this leader proved uncommitted in round 1.
-    pub doomed: BTreeSet<TxnId>,
+    doomed: BTreeSet<TxnId>,
     /// Transactions this leader lacked and placed later in round 1, with
     /// the timestamp that puts them after what it recovered.
-    pub raised: BTreeMap<TxnId, u64>,
+    raised: BTreeMap<TxnId, u64>,
     /// The verification round this leader is in (1 or 2; 0 before).
-    pub round: u8,
+    round: u8,
     /// Verification messages received: (round, shard) → their content.
-    pub inbox: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
+    inbox: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
     /// What this leader sent in each round, per shard, for re-sends.
-    pub sent: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
+    sent: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
 }
 
 impl Server {
@@ -169,6 +169,19 @@ impl Server {
     }
 
     /// Algorithm 5 line 15 (and Algorithm 6's request for the log).
+    /// Every `resend_ns` during a view change: whatever this server's part
+    /// of it may have lost — a new leader's verification round or its
+    /// checkpoint fetch, anyone else's log to the new leader.
+    pub(super) fn resend_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.is_leader() && self.rebuild.round > 0 {
+            self.resend_verify(ctx);
+        } else if self.is_leader() && self.rebuild.fetching.is_some() {
+            self.refetch_checkpoint(ctx);
+        } else {
+            self.send_view_change(ctx);
+        }
+    }
+
     pub(super) fn send_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let leader = self.leader_node(ctx, self.shard);
         let msg = Msg::ViewChange(ViewChange {
@@ -186,7 +199,9 @@ impl Server {
 
     // ---- Algorithm 5 lines 16-32: the new leader collects logs ----
 
-    pub(super) fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, g_view: u64, c: Contribution) {
+    pub(super) fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: ViewChange) {
+        let ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } = m;
+        let c = Contribution { last_normal_view, sync_point, commit_point, base, log };
         if let Some(r) = ctx.topology().replicas(self.shard).iter().position(|n| *n == from) {
             self.progress.reported(r, super::sync::ReportedLog { base: c.base, commit_point: c.commit_point });
         }
@@ -255,7 +270,7 @@ impl Server {
 
     /// Every view-change tick while waiting for a checkpoint: ask again, and
     /// after long silence rebuild without that server.
-    pub(super) fn refetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn refetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let Some((node, waited)) = self.rebuild.fetching else { return };
         if waited >= FETCH_PATIENCE_TICKS {
             self.rebuild.fetching = None;
@@ -385,7 +400,7 @@ impl Server {
         self.try_finish_round(ctx);
     }
 
-    pub(super) fn resend_verify(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn resend_verify(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let round = self.rebuild.round;
         for ss in self.other_shards() {
             if let Some(info) = self.rebuild.sent.get(&(round, ss)).cloned() {

@@ -13,9 +13,7 @@
 
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{
-    Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View, ViewChange,
-};
+use super::messages::{Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View};
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
 use meridian_core::Process;
@@ -676,15 +674,7 @@ impl Server {
                 self.resend_start_view(ctx);
             }
             Status::Normal => {}
-            Status::ViewChange => {
-                if self.is_leader() && self.rebuild.round > 0 {
-                    self.resend_verify(ctx);
-                } else if self.is_leader() && self.rebuild.fetching.is_some() {
-                    self.refetch_checkpoint(ctx);
-                } else {
-                    self.send_view_change(ctx);
-                }
-            }
+            Status::ViewChange => self.resend_view_change(ctx),
             Status::Recovering => {
                 for vm in self.vm_members() {
                     ctx.send(vm, Msg::GetView);
@@ -887,10 +877,7 @@ impl Server {
             }
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
-            Msg::ViewChange(ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. }) => {
-                let c = super::recovery::Contribution { last_normal_view, sync_point, commit_point, base, log };
-                self.on_view_change(ctx, from, g_view, c)
-            }
+            Msg::ViewChange(m) => self.on_view_change(ctx, from, m),
             Msg::TsVerify(m) => self.on_ts_verify(ctx, from, m),
             Msg::StartView(m) => self.on_start_view(ctx, from, m),
             // Log synchronization of another view.
