@@ -394,3 +394,104 @@ fn the_new_leader_starts_the_view_once_a_majority_sent_their_logs() {
         .collect();
     assert!(started.contains(&replicas[0]) && started.contains(&replicas[2]), "the followers get the log: {started:?}");
 }
+
+// ---- admission (§3.2) and log synchronization (§3.7) ----
+
+fn fast_reply_t(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
+    fx.sends().find_map(|(_, m)| match m {
+        Msg::FastReply(FastReply { id, t, .. }) if id.seq == seq => Some(*t),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_late_arrival_conflicting_with_a_released_transaction_is_restamped_behind_it_at_the_leader() {
+    // Algorithm 1 lines 1-5: the leader moves T2 past the conflicting T1 it
+    // already released (to its clock), rather than break their order.
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let mut leader = server_hand(&topo, &cfg, 0, 1_000_000);
+    let t1 = 2_000_000;
+    leader.message(client, submit(client, 1, 7, t1));
+    leader.set_time_ns(t1 + 500);
+    leader.timer(Timer::Release);
+    assert_eq!(fast_reply_t(&leader.persist_all(), 1), Some(t1), "T1 released at its timestamp");
+    let fx = leader.message(client, submit(client, 2, 7, t1 - 1_000));
+    assert_eq!(fx.counted("timestamp_updates"), 1);
+    leader.timer(Timer::Release);
+    let t2 = fast_reply_t(&leader.persist_all(), 2).expect("T2 released once its new timestamp passed");
+    assert!(t2 > t1, "re-stamped behind T1: {t2} <= {t1}");
+}
+
+#[test]
+fn a_follower_holds_a_late_conflicting_arrival_for_the_leaders_order() {
+    // Only leaders change timestamps: a follower keeps the late one aside
+    // (no fast reply) until the leader's log sync places it.
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let leader = topo.replicas(ShardId(0))[0];
+    let view = initial_view(&topo, &cfg);
+    let mut follower = server_hand(&topo, &cfg, 1, 1_000_000);
+    let t1 = 2_000_000;
+    follower.message(client, submit(client, 1, 7, t1));
+    follower.set_time_ns(t1 + 500);
+    follower.timer(Timer::Release);
+    assert_eq!(fast_reply_t(&follower.persist_all(), 1), Some(t1));
+    follower.message(client, submit(client, 2, 7, t1 - 1_000));
+    follower.timer(Timer::Release);
+    assert_eq!(fast_reply_t(&follower.persist_all(), 2), None, "held, not released");
+    let t2 = t1 + 300;
+    let sync = Msg::LogSync(LogSync {
+        g_view: view.g_view,
+        l_view: view.l_view(ShardId(0)),
+        from_pos: 0,
+        entries: vec![(TxnId { node: client, seq: 1 }, t1), (TxnId { node: client, seq: 2 }, t2)],
+        commit_point: 0,
+    });
+    let mut reported = Vec::new();
+    // Progress is reported every server tick (and bodies asked at once).
+    follower.message(leader, sync);
+    for fx in [follower.timer(Timer::ServerTick), follower.persist_all()] {
+        reported.extend(fx.sends().filter_map(|(to, m)| match m {
+            Msg::SyncReport(SyncReport { sync_point, .. }) if to == leader => Some(*sync_point),
+            _ => None,
+        }));
+    }
+    assert_eq!(reported.last(), Some(&2), "both entries synced in the leader's order, and reported: {reported:?}");
+    assert_eq!(follower.node.commit_point(), 0, "committed only when the leader says so");
+}
+
+// ---- the view manager (Algorithm 4) ----
+
+fn view_manager(topo: &Arc<Topology>, cfg: &Config) -> (Hand<Tiga, super::vm::ViewManager>, NodeId) {
+    let me = topo.service("viewmgr")[0];
+    let vm = super::vm::ViewManager::new(topo.clone(), me, initial_view(topo, cfg), *cfg);
+    (Hand::new(vm, topo.clone(), me, Now::at(1_000_000)), me)
+}
+
+fn current_views(fx: &EffectsOf<Tiga>) -> Vec<(NodeId, u64)> {
+    fx.sends().filter_map(|(to, m)| if let Msg::CurrentView(v) = m { Some((to, v.g_view)) } else { None }).collect()
+}
+
+#[test]
+fn the_view_manager_tells_the_current_view_to_whoever_asks_or_reports_an_older_one() {
+    let spec = ClusterSpec {
+        regions: vec!["a".into(), "b".into(), "c".into()],
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 1,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0)],
+        clients_per_region: 1,
+    };
+    let topo = Arc::new(Topology::build(&spec, &[meridian_core::ServiceSpec::round_robin("viewmgr", 3)]));
+    let cfg = Config::from_params(&Params::new()).expect("defaults");
+    let (mut vm, _) = view_manager(&topo, &cfg);
+    vm.start(Vec::new());
+    let server = topo.replicas(ShardId(0))[1];
+    assert_eq!(current_views(&vm.message(server, Msg::GetView)), [(server, 1)]);
+    let fresh = Msg::Heartbeat { g_view: 1, recovering: false, delays: Vec::new() };
+    assert!(current_views(&vm.message(server, fresh)).is_empty(), "a server in the current view hears nothing");
+    let stale = Msg::Heartbeat { g_view: 0, recovering: false, delays: Vec::new() };
+    assert_eq!(current_views(&vm.message(server, stale)), [(server, 1)], "one behind is told the view");
+}
