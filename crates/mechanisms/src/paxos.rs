@@ -321,7 +321,8 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// `preferred` is the rank that leads first.
     pub fn new(group: u32, members: Vec<NodeId>, me: NodeId, preferred: usize, cfg: PaxosConfig) -> Self {
         let me = members.iter().position(|m| *m == me).expect("a member of its own group");
-        assert!(members.len() <= 64 && preferred < members.len());
+        assert!(members.len() <= 64, "a quorum counts at most 64 members");
+        assert!(preferred < members.len(), "the preferred leader is a member");
         MultiPaxos {
             group,
             members,

@@ -149,7 +149,8 @@ impl Server {
     /// durable log into a snapshot.
     fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let upto = self.applied;
-        assert!(upto <= self.commit_point && upto <= self.sync_point, "folding past the commit-point");
+        assert!(upto <= self.commit_point, "folding past the commit-point");
+        assert!(upto <= self.sync_point, "folding past the sync-point");
         let folded = self.log.fold_to(upto);
         let now = ctx.clock_ns();
         let prev = Arc::clone(&self.checkpoint);

@@ -115,7 +115,8 @@ impl TigaLog {
 
     /// Replaces everything from `from` on; returns what was there.
     pub fn replace_suffix(&mut self, from: u64, new: Vec<LogEntry>) -> Vec<LogEntry> {
-        assert!(from >= self.base && from <= self.len(), "replacing at {from}, held {}..{}", self.base, self.len());
+        assert!(from >= self.base, "replacing at {from}, below the base {}", self.base);
+        assert!(from <= self.len(), "replacing at {from}, past the end {}", self.len());
         let old: Vec<LogEntry> = self.entries.drain((from - self.base) as usize..).collect();
         for e in &old {
             self.pos.remove(&e.body.id);
@@ -128,7 +129,8 @@ impl TigaLog {
 
     /// Folds every position below `upto`: returns those entries, in order.
     pub fn fold_to(&mut self, upto: u64) -> Vec<LogEntry> {
-        assert!(upto >= self.base && upto <= self.len(), "folding to {upto}, held {}..{}", self.base, self.len());
+        assert!(upto >= self.base, "folding to {upto}, below the base {}", self.base);
+        assert!(upto <= self.len(), "folding to {upto}, past the end {}", self.len());
         let folded: Vec<LogEntry> = self.entries.drain(..(upto - self.base) as usize).collect();
         for e in &folded {
             self.pos.remove(&e.body.id);
