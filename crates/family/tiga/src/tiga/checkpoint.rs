@@ -273,8 +273,7 @@ impl Server {
     pub(super) fn rebuild_derived(&mut self) {
         let cp = Arc::clone(&self.checkpoint);
         self.hashes = KeyHashes::from_pairs(&cp.hashes);
-        self.rmap = cp.rmap.iter().copied().collect::<FxHashMap<_, _>>();
-        self.wmap = cp.wmap.iter().copied().collect::<FxHashMap<_, _>>();
+        self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
         let topo = Arc::clone(&self.topo);
         for e in self.log.all().to_vec() {
             self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));

@@ -43,6 +43,7 @@
 
 mod agreement;
 mod checkpoint;
+mod conflict;
 mod coordinator;
 pub mod hash;
 pub mod log;

@@ -11,6 +11,7 @@
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
 //! told others.
 
+use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::TigaLog;
 use super::messages::{Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View};
@@ -152,8 +153,8 @@ pub struct Server {
     pub(super) held: BTreeMap<TxnId, (Arc<TxnBody>, u64)>,
     /// Followers: bodies fetched from the leader, awaiting their place.
     pub(super) fetched: super::sync::Fetched,
-    pub(super) rmap: FxHashMap<Key, Stamp>,
-    pub(super) wmap: FxHashMap<Key, Stamp>,
+    /// rMap and wMap (§3.2).
+    pub(super) conflicts: ConflictMaps,
     /// The armed release timer.
     pub(super) release_armed: Option<ReleaseTimer>,
     // the log
@@ -206,8 +207,7 @@ impl Server {
             pq: TxnQueue::default(),
             held: BTreeMap::new(),
             fetched: Default::default(),
-            rmap: FxHashMap::default(),
-            wmap: FxHashMap::default(),
+            conflicts: ConflictMaps::default(),
             release_armed: None,
             log: TigaLog::new(),
             sync_point: 0,
@@ -307,13 +307,6 @@ impl Server {
         body.program.declared_keys(self.shard, |k| topo.shard_of(k))
     }
 
-    /// The largest stamp of a released transaction that `T` conflicts with.
-    fn conflict_bound(&self, reads: &[Key], writes: &[Key]) -> Option<Stamp> {
-        let w = reads.iter().chain(writes).filter_map(|k| self.wmap.get(k));
-        let r = writes.iter().filter_map(|k| self.rmap.get(k));
-        w.chain(r).copied().max()
-    }
-
     pub(super) fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
         let Submit { body, g_view, t, send_clock_ns, low_watermark, .. } = m;
         if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
@@ -349,7 +342,7 @@ impl Server {
     pub(super) fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
         let (reads, writes) = self.keys_of(&body);
         let stamp = Stamp { t, id: body.id };
-        let bound = self.conflict_bound(&reads, &writes);
+        let bound = self.conflicts.bound(&reads, &writes);
         let mut t = t;
         if bound.is_some_and(|b| b >= stamp) {
             if !self.is_leader() {
@@ -393,14 +386,7 @@ impl Server {
 
     /// Algorithm 1 lines 14-15: what later arrivals are checked against.
     pub(super) fn note_released(&mut self, stamp: Stamp, reads: &[Key], writes: &[Key]) {
-        for k in reads {
-            let e = self.rmap.entry(*k).or_insert(stamp);
-            *e = (*e).max(stamp);
-        }
-        for k in writes {
-            let e = self.wmap.entry(*k).or_insert(stamp);
-            *e = (*e).max(stamp);
-        }
+        self.conflicts.released(stamp, reads, writes);
     }
 
     // ---- §3.3: release by the clock ----
@@ -726,7 +712,7 @@ impl Process<Tiga> for Server {
         out("queue", self.pq.len());
         out("held", self.held.len());
         out("fetched", self.fetched.len());
-        out("conflict_keys", self.rmap.len() + self.wmap.len());
+        out("conflict_keys", self.conflicts.len());
         out("log_entries", self.log.held());
         out("key_hashes", self.hashes.len());
         out("replied", self.replied.len());
