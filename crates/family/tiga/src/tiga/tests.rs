@@ -15,16 +15,20 @@ use std::sync::Arc;
 type ServerHand = Hand<Tiga, Server>;
 
 fn deployment() -> (Arc<Topology>, Config) {
-    let spec = ClusterSpec {
+    (Arc::new(Topology::build(&spec(1), &[])), Config::from_params(&Params::new()).expect("defaults"))
+}
+
+/// `shards` shards of three replicas in three regions, one client.
+fn spec(shards: u32) -> ClusterSpec {
+    ClusterSpec {
         regions: vec!["a".into(), "b".into(), "c".into()],
         server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-        shards: 1,
+        shards,
         replicas_per_shard: 3,
         leaders: LeaderPlacement::Colocated,
         client_regions: vec![RegionId(0)],
         clients_per_region: 1,
-    };
-    (Arc::new(Topology::build(&spec, &[])), Config::from_params(&Params::new()).expect("defaults"))
+    }
 }
 
 fn submit(coordinator: NodeId, seq: u64, key: u64, t: u64) -> Msg {
@@ -186,15 +190,7 @@ fn every_counter_tiga_reports_is_documented_in_its_guide() {
 
 /// Two shards of three replicas, detective mode (optimistic execution).
 fn two_shards() -> (Arc<Topology>, Config) {
-    let spec = ClusterSpec {
-        regions: vec!["a".into(), "b".into(), "c".into()],
-        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-        shards: 2,
-        replicas_per_shard: 3,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
+    let spec = spec(2);
     let params = Params::new().with("preventive", meridian_core::ParamValue::Bool(false));
     (Arc::new(Topology::build(&spec, &[])), Config::from_params(&params).expect("valid"))
 }
@@ -475,16 +471,7 @@ fn current_views(fx: &EffectsOf<Tiga>) -> Vec<(NodeId, u64)> {
 
 #[test]
 fn the_view_manager_tells_the_current_view_to_whoever_asks_or_reports_an_older_one() {
-    let spec = ClusterSpec {
-        regions: vec!["a".into(), "b".into(), "c".into()],
-        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-        shards: 1,
-        replicas_per_shard: 3,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
-    let topo = Arc::new(Topology::build(&spec, &[meridian_core::ServiceSpec::round_robin("viewmgr", 3)]));
+    let topo = Arc::new(Topology::build(&spec(1), &[meridian_core::ServiceSpec::round_robin("viewmgr", 3)]));
     let cfg = Config::from_params(&Params::new()).expect("defaults");
     let (mut vm, _) = view_manager(&topo, &cfg);
     vm.start(Vec::new());
