@@ -16,7 +16,7 @@
 //! the order of sends and timers.
 
 use crate::ids::{Lsn, NodeId, RequestId, Stream, TimerId};
-use crate::process::{Deployment, Env, Process, Protocol};
+use crate::process::{Env, Process, Protocol};
 use crate::program::{Outcome, Program};
 use crate::rng::Rng;
 use crate::time::TrueTime;
@@ -312,13 +312,6 @@ pub struct Hand<P: Protocol, N: Process<P> = <P as Protocol>::Node> {
     rng: Rng,
     ids: NextIds,
     _protocol: std::marker::PhantomData<P>,
-}
-
-impl<P: Protocol> Hand<P> {
-    /// The process `P` builds for `me`, at time `now`, not yet started.
-    pub fn build(deployment: &Deployment, me: NodeId, now: Now) -> Result<Self, String> {
-        Ok(Hand::new(P::build(deployment, me)?, deployment.topology.clone(), me, now))
-    }
 }
 
 impl<P: Protocol, N: Process<P>> Hand<P, N> {

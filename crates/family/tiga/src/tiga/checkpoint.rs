@@ -278,7 +278,7 @@ impl Server {
         for e in self.log.all().to_vec() {
             self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));
             let (reads, writes) = self.keys_of(&e.body);
-            self.note_released(e.stamp(), &reads, &writes);
+            self.conflicts.released(e.stamp(), &reads, &writes);
         }
     }
 

@@ -670,7 +670,7 @@ impl Server {
         self.persist_snapshot(ctx);
         if leading {
             self.execute_log_from_state();
-            self.progress.appended(self.outbox.last_appended(), len);
+            self.log_length_once_durable(ctx);
         } else {
             self.optimistic.drop_store();
         }

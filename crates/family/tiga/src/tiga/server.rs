@@ -44,6 +44,14 @@ pub(super) struct Replied {
     pub led_view: Option<u64>,
 }
 
+/// What waits for the appends before it to be durable.
+pub(super) enum OnDurable {
+    /// A message that may leave only then (a vote, a fast reply).
+    Send(NodeId, Msg),
+    /// The log is this long durably: it counts towards the commit-point.
+    LogLength(u64),
+}
+
 /// A leader's optimistic execution (§3.3, §3.5): the committed state plus
 /// revocable versions of what it executed ahead of agreement, and the
 /// versions each transaction installed — revoked if agreement moves it
@@ -181,14 +189,13 @@ pub struct Server {
     pub(super) progress: super::sync::LogProgress,
     // durability
     /// Messages that leave once everything appended before them is durable.
-    pub(super) outbox: AfterDurable<(NodeId, Msg)>,
+    pub(super) outbox: AfterDurable<OnDurable>,
     // recovery (recovery.rs)
     pub(super) rebuild: super::recovery::Rebuild,
     /// Led in its last normal view.
     pub(super) led: bool,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
     pub(super) peer_delays: meridian_mechanisms::owd::Delays,
-    pub(super) ticks: u64,
 }
 
 impl Server {
@@ -226,7 +233,6 @@ impl Server {
             rebuild: Default::default(),
             led: view_leader == replica,
             peer_delays: Default::default(),
-            ticks: 0,
         }
     }
 
@@ -289,10 +295,26 @@ impl Server {
         lsn
     }
 
+    /// The log's current length counts towards the commit-point once
+    /// everything appended so far is durable.
+    pub(super) fn log_length_once_durable(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let len = self.log.len();
+        if let Some(now) = self.outbox.after_last(OnDurable::LogLength(len)) {
+            self.on_durable(ctx, now);
+        }
+    }
+
+    fn on_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, action: OnDurable) {
+        match action {
+            OnDurable::Send(to, msg) => ctx.send(to, msg),
+            OnDurable::LogLength(len) => self.progress.durable_len(len),
+        }
+    }
+
     /// Sends `msg` once everything appended so far is durable.
     pub(super) fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
-        if let Some((to, msg)) = self.outbox.after_last((to, msg)) {
-            ctx.send(to, msg);
+        if let Some(now) = self.outbox.after_last(OnDurable::Send(to, msg)) {
+            self.on_durable(ctx, now);
         }
     }
 
@@ -380,15 +402,6 @@ impl Server {
         self.pq.remove(id)
     }
 
-    fn record_released(&mut self, p_t: u64, id: TxnId, reads: &[Key], writes: &[Key]) {
-        self.note_released(Stamp { t: p_t, id }, reads, writes);
-    }
-
-    /// Algorithm 1 lines 14-15: what later arrivals are checked against.
-    pub(super) fn note_released(&mut self, stamp: Stamp, reads: &[Key], writes: &[Key]) {
-        self.conflicts.released(stamp, reads, writes);
-    }
-
     // ---- §3.3: release by the clock ----
 
     /// Algorithm 1 lines 6-31: releases every expired transaction with no
@@ -448,7 +461,7 @@ impl Server {
 
     fn follower_release(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
         let p = self.dequeue(id).expect("releasing a queued transaction");
-        self.record_released(p.t, id, &p.reads, &p.writes);
+        self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
         self.replied.insert(id, Replied { t: p.t, hash, result: None, led_view: None });
@@ -481,7 +494,7 @@ impl Server {
                 // conflicting late arrival is re-stamped behind it rather
                 // than queued (and logged) ahead of it below its timestamp.
                 let (t, reads, writes) = (p.t, p.reads.clone(), p.writes.clone());
-                self.record_released(t, id, &reads, &writes);
+                self.conflicts.released(Stamp { t, id }, &reads, &writes);
                 self.pq.set_state(id, PState::Notified);
             }
         }
@@ -501,7 +514,7 @@ impl Server {
         let topo = Arc::clone(&self.topo);
         let piece = body.program.piece(self.shard, |k| topo.shard_of(k));
         let results = self.optimistic.execute(id, &piece);
-        self.record_released(t, id, &reads, &writes);
+        self.conflicts.released(Stamp { t, id }, &reads, &writes);
         let entry = LogEntry { body: body.clone(), t };
         let shard = self.shard;
         let shard_of = |k| topo.shard_of(k);
@@ -542,7 +555,7 @@ impl Server {
         let led_view = Some(self.view.g_view);
         self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
         self.sync_point = self.log.len();
-        self.progress.appended(self.outbox.last_appended(), self.log.len());
+        self.log_length_once_durable(ctx);
     }
 
     /// Appends to the log durably and folds the entry into the key hashes;
@@ -721,14 +734,12 @@ impl Process<Tiga> for Server {
         out("undo", self.optimistic.executions());
         out("notes", self.announcements.len());
         out("outbox", self.outbox.len());
-        out("len_at_lsn", self.progress.pending());
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        while let Some((to, msg)) = self.outbox.next_freed(upto) {
-            ctx.send(to, msg);
+        while let Some(freed) = self.outbox.next_freed(upto) {
+            self.on_durable(ctx, freed);
         }
-        self.progress.persisted(upto);
         if self.is_leader() {
             self.advance_commit_point();
         }
@@ -816,7 +827,6 @@ impl Server {
             Timer::Release => self.on_release_timer(ctx),
             Timer::ServerTick => {
                 ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
-                self.ticks += 1;
                 self.on_tick(ctx);
             }
             Timer::Heartbeat => {

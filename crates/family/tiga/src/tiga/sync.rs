@@ -12,9 +12,8 @@
 use super::Tiga;
 use super::messages::{LogEntry, LogSync, Msg, Record, SyncReport, TxnBody};
 use super::server::{Server, Status};
-use meridian_core::{Ctx, Lsn, NodeId, ShardId, TxnId};
+use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Most entries in one log-sync message.
@@ -46,14 +45,13 @@ pub(super) struct ReportedLog {
 
 /// A leader's log synchronization state: each replica's progress, and how
 /// much of its own log is durable (the leader counts towards `f + 1` only
-/// with what it persisted). Indexed by replica.
+/// with what it persisted; the server's durable outbox tells it). Indexed
+/// by replica.
 #[derive(Debug)]
 pub(super) struct LogProgress {
     followers: Vec<Follower>,
     /// The length of this leader's log known durable.
     own_durable_len: u64,
-    /// The log's length after each append not yet durable.
-    len_at_lsn: VecDeque<(Lsn, u64)>,
 }
 
 impl LogProgress {
@@ -61,7 +59,6 @@ impl LogProgress {
         LogProgress {
             followers: vec![Follower { in_view: true, ..Follower::default() }; replicas as usize],
             own_durable_len: 0,
-            len_at_lsn: VecDeque::new(),
         }
     }
 
@@ -75,17 +72,9 @@ impl LogProgress {
         self.own_durable_len = 0;
     }
 
-    /// The log is `len` long once the append at `lsn` is durable.
-    pub(super) fn appended(&mut self, lsn: Lsn, len: u64) {
-        self.len_at_lsn.push_back((lsn, len));
-    }
-
-    /// Persistence acknowledged up to `upto`.
-    pub(super) fn persisted(&mut self, upto: Lsn) {
-        while self.len_at_lsn.front().is_some_and(|(l, _)| *l <= upto) {
-            let (_, len) = self.len_at_lsn.pop_front().expect("checked");
-            self.own_durable_len = self.own_durable_len.max(len);
-        }
+    /// This leader's log is `len` entries long durably.
+    pub(super) fn durable_len(&mut self, len: u64) {
+        self.own_durable_len = self.own_durable_len.max(len);
     }
 
     fn acknowledged(&mut self, r: usize, sync_point: u64) {
@@ -137,11 +126,6 @@ impl LogProgress {
     /// Whether replica `r` reported its sync-point in the current view.
     pub(super) fn in_view(&self, r: usize) -> bool {
         self.followers[r].in_view
-    }
-
-    /// Appends not yet durable.
-    pub(super) fn pending(&self) -> usize {
-        self.len_at_lsn.len()
     }
 }
 
@@ -316,7 +300,7 @@ impl Server {
         self.forget_pending(entry.body.id);
         self.hashes.toggle(&entry, self.shard, shard_of);
         let (reads, writes) = self.keys_of(&entry.body);
-        self.note_released(entry.stamp(), &reads, &writes);
+        self.conflicts.released(entry.stamp(), &reads, &writes);
         self.log.insert_at(pos, entry);
     }
 
@@ -378,12 +362,12 @@ mod tests {
     fn the_leader_counts_towards_the_commit_point_only_with_its_durable_log() {
         let mut p = LogProgress::new(3);
         p.restart_at(0);
-        p.appended(Lsn(5), 10);
         p.acknowledged(1, 8);
         assert_eq!(p.synced_descending(0), [8, 0, 0], "nothing durable at the leader yet");
-        p.persisted(Lsn(5));
+        p.durable_len(10);
         assert_eq!(p.synced_descending(0), [10, 8, 0]);
-        assert_eq!(p.pending(), 0);
+        p.durable_len(9);
+        assert_eq!(p.synced_descending(0), [10, 8, 0], "durable lengths only grow");
     }
 
     #[test]
