@@ -278,6 +278,11 @@ pub trait Process<P: Protocol> {
     fn check_invariants(&self) {}
 }
 
+/// Entries of one structure an invariant check visits at most per event
+/// (`Process::check_invariants`): checks run after every simulated event,
+/// so each must stay cheap whatever the state's size.
+pub const CHECKED_MAX: usize = 64;
+
 /// Declares a protocol's node type: an enum with one variant per role, each
 /// role a [`Process`] of the protocol, and the `Process` impl that hands
 /// every event to the node's role.

@@ -18,6 +18,7 @@
 use super::messages::{FastReply, Msg, Record, Submit, Timer, TxnBody, View};
 use super::{Config, Tiga};
 use meridian_core::Process;
+use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
 use meridian_mechanisms::owd::Delays;
 use meridian_mechanisms::quorum;
@@ -411,9 +412,6 @@ impl Coordinator {
         }
     }
 }
-
-/// Pending transactions an invariant check visits at most per event.
-const CHECKED_MAX: usize = 64;
 
 impl Process<Tiga> for Coordinator {
     /// Between events: requests wait in the queue only until the epoch is

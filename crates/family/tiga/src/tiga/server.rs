@@ -18,6 +18,7 @@ use super::messages::{Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp,
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
 use meridian_core::Process;
+use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::MvStore;
@@ -693,9 +694,6 @@ impl Server {
         }
     }
 }
-
-/// Queued transactions an invariant check visits at most per event.
-const CHECKED_MAX: usize = 64;
 
 impl Process<Tiga> for Server {
     /// Between events: the log's points in order (`base ≤ applied ≤

@@ -15,6 +15,7 @@
 use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
+use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
     AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
 };
@@ -482,9 +483,6 @@ fn lock_reads(keys: Vec<RoundKey>) -> Vec<LockRead> {
     let mode = |k: &RoundKey| if k.write { LockMode::Exclusive } else { LockMode::Shared };
     keys.iter().map(|k| LockRead { key: k.key, mode: mode(k), read: k.read }).collect()
 }
-
-/// Attempts an invariant check visits at most per event.
-const CHECKED_MAX: usize = 64;
 
 impl Process<TwoPlPaxos> for Coordinator {
     /// Between events: requests wait in the queue only until the epoch is

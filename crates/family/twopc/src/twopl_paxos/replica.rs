@@ -14,6 +14,7 @@
 use super::messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
+use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
 use meridian_mechanisms::locks::{Acquire, LockMode, LockTable};
 use meridian_mechanisms::mvstore::MvStore;
@@ -655,9 +656,6 @@ fn lock_list(keys: &[LockRead]) -> Vec<(Key, LockMode)> {
     locks.sort_unstable_by_key(|(k, _)| *k);
     locks
 }
-
-/// Keys and transactions an invariant check visits at most per event.
-const CHECKED_MAX: usize = 64;
 
 impl Process<TwoPlPaxos> for Replica {
     /// Between events: the state machine applied no further than Paxos
