@@ -28,12 +28,13 @@
 use super::Tiga;
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, Done, LogEntry, Msg, Record, Snapshot, Stamp};
+use super::messages::{Checkpoint, Done, DoneList, LogEntry, Msg, Record, Snapshot, Stamp};
 use super::server::{PState, Replied, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, TxnId};
+use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::txnids::epoch_of;
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Most folded transactions remembered, whatever their age.
@@ -46,8 +47,9 @@ const DONE_MAX: usize = 1 << 20;
 #[derive(Default)]
 pub(super) struct Folded {
     done: FxHashMap<TxnId, Arc<Done>>,
-    /// The order they were folded in (oldest first).
-    order: VecDeque<TxnId>,
+    /// The order they were folded in (oldest first), shared with the
+    /// checkpoints.
+    order: DoneList,
     watermarks: BTreeMap<(NodeId, u64), u64>,
 }
 
@@ -75,9 +77,15 @@ impl Folded {
         self.done.contains_key(&id)
     }
 
+    /// Every remembered transaction, oldest first, as a checkpoint keeps
+    /// them (chunks shared, not copied).
+    pub(super) fn list(&self) -> DoneList {
+        self.order.clone()
+    }
+
     /// Every remembered transaction, oldest first.
     pub(super) fn in_order(&self) -> impl Iterator<Item = &Arc<Done>> {
-        self.order.iter().map(|id| &self.done[id])
+        self.order.iter()
     }
 
     /// The watermarks as a checkpoint keeps them.
@@ -85,21 +93,30 @@ impl Folded {
         self.watermarks.iter().map(|((n, _), w)| (*n, *w)).collect()
     }
 
-    fn remember(&mut self, d: Arc<Done>) {
-        if self.done.insert(d.id, d.clone()).is_none() {
-            self.order.push_back(d.id);
+    /// Remembers transactions folded together (one checkpoint's, or a
+    /// checkpoint installed from another server). One already remembered
+    /// keeps its first memory.
+    fn remember(&mut self, folded: impl IntoIterator<Item = Arc<Done>>) {
+        let mut chunk = Vec::new();
+        for d in folded {
+            if let std::collections::hash_map::Entry::Vacant(v) = self.done.entry(d.id) {
+                v.insert(Arc::clone(&d));
+                chunk.push(d);
+            }
         }
+        self.order.push_chunk(chunk);
     }
 
     /// Forgets folded transactions no one can ask about any more (oldest
     /// first): past `retention_ns` and below their coordinator's
     /// watermark, or beyond `DONE_MAX`.
     fn forget(&mut self, now_ns: u64, retention_ns: u64) {
-        while let Some(id) = self.order.front().copied() {
-            let old = now_ns.saturating_sub(self.done[&id].folded_ns) >= retention_ns;
-            if !(self.order.len() > DONE_MAX || (old && self.stale(id))) {
+        while let Some(d) = self.order.front() {
+            let old = now_ns.saturating_sub(d.folded_ns) >= retention_ns;
+            if !(self.order.len() > DONE_MAX || (old && self.stale(d.id))) {
                 break;
             }
+            let id = d.id;
             self.done.remove(&id);
             self.order.pop_front();
         }
@@ -112,6 +129,16 @@ impl Folded {
 
     pub(super) fn watermarks_len(&self) -> usize {
         self.watermarks.len()
+    }
+}
+
+/// §3.2's rule for a conflict map, on a checkpoint's copy-on-write map:
+/// each key keeps the largest stamp that touched it.
+fn raise_stamps(map: &mut CowMap<Key, Stamp>, keys: &[Key], stamp: Stamp) {
+    for k in keys {
+        if map.get(k).is_none_or(|s| *s < stamp) {
+            map.insert(*k, stamp);
+        }
     }
 }
 
@@ -153,34 +180,32 @@ impl Server {
         assert!(upto <= self.sync_point, "folding past the sync-point");
         let folded = self.log.fold_to(upto);
         let now = ctx.clock_ns();
+        // The previous checkpoint's maps, shared until written: this one
+        // costs in proportion to the entries it folds.
         let prev = Arc::clone(&self.checkpoint);
-        let mut hashes = KeyHashes::from_pairs(&prev.hashes);
-        let mut rmap: BTreeMap<Key, Stamp> = prev.rmap.iter().copied().collect();
-        let mut wmap: BTreeMap<Key, Stamp> = prev.wmap.iter().copied().collect();
+        let mut hashes = prev.hashes.clone();
+        let (mut rmap, mut wmap) = (prev.rmap.clone(), prev.wmap.clone());
         let topo = Arc::clone(&self.topo);
+        let mut dones = Vec::with_capacity(folded.len());
         for e in &folded {
             hashes.toggle(e, self.shard, |k| topo.shard_of(k));
             let (reads, writes) = self.keys_of(&e.body);
-            for (keys, map) in [(reads, &mut rmap), (writes, &mut wmap)] {
-                for k in keys {
-                    let s = map.entry(k).or_insert(e.stamp());
-                    *s = (*s).max(e.stamp());
-                }
-            }
+            raise_stamps(&mut rmap, &reads, e.stamp());
+            raise_stamps(&mut wmap, &writes, e.stamp());
             let r =
                 self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: None });
             let body = e.body.is_multi_shard().then(|| e.body.clone());
-            let done = Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now };
-            self.folded.remember(Arc::new(done));
+            dones.push(Arc::new(Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now }));
         }
+        self.folded.remember(dones);
         self.folded.forget(now, self.cfg.done_retention_ns);
         self.checkpoint = Arc::new(Checkpoint {
             upto,
             state: self.state.clone(),
-            hashes: hashes.to_sorted(),
-            rmap: rmap.into_iter().collect(),
-            wmap: wmap.into_iter().collect(),
-            done: self.folded.in_order().cloned().collect(),
+            hashes,
+            rmap,
+            wmap,
+            done: self.folded.list(),
             watermarks: self.folded.watermark_pairs(),
         });
         ctx.count("checkpoints", 1);
@@ -231,9 +256,7 @@ impl Server {
         self.state = cp.state.clone();
         self.applied = cp.upto;
         self.commit_point = self.commit_point.max(cp.upto);
-        for d in &cp.done {
-            self.folded.remember(Arc::clone(d));
-        }
+        self.folded.remember(cp.done.iter().cloned());
         for (node, w) in &cp.watermarks {
             self.folded.note_watermark(*node, *w);
         }
@@ -272,7 +295,7 @@ impl Server {
     /// (and, at a leader, what it has released but not logged).
     pub(super) fn rebuild_derived(&mut self) {
         let cp = Arc::clone(&self.checkpoint);
-        self.hashes = KeyHashes::from_pairs(&cp.hashes);
+        self.hashes = KeyHashes::from_folded(&cp.hashes);
         self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
         let topo = Arc::clone(&self.topo);
         for e in self.log.all().to_vec() {

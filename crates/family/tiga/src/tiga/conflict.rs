@@ -18,7 +18,8 @@ pub(super) struct ConflictMaps {
 impl ConflictMaps {
     /// The maps as a checkpoint left them (entries it folded included).
     pub(super) fn from_checkpoint(cp: &Checkpoint) -> Self {
-        ConflictMaps { rmap: cp.rmap.iter().copied().collect(), wmap: cp.wmap.iter().copied().collect() }
+        let copy = |m: &meridian_mechanisms::cow_map::CowMap<Key, Stamp>| m.iter().map(|(k, s)| (*k, *s)).collect();
+        ConflictMaps { rmap: copy(&cp.rmap), wmap: copy(&cp.wmap) }
     }
 
     /// The largest stamp of a released transaction that a transaction

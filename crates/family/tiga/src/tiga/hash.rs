@@ -23,7 +23,9 @@
 
 use super::messages::LogEntry;
 use meridian_core::{Key, ShardId};
+use meridian_mechanisms::cow_map::CowMap;
 use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
 
 fn mix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -43,6 +45,48 @@ pub fn entry_hash(e: &LogEntry) -> u128 {
     h128(u64::from(e.body.id.node.0), e.body.id.seq, e.t, 0x7469_6761)
 }
 
+/// The keys an entry is hashed on at `shard`: every key it declares there,
+/// once.
+fn hashed_keys(e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) -> Vec<Key> {
+    let (reads, writes) = e.body.program.declared_keys(shard, shard_of);
+    let mut keys: Vec<Key> = reads.into_iter().chain(writes).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// The per-key hashes of the entries a checkpoint folded. A checkpoint
+/// takes the previous one's and toggles only what it folds: the clone
+/// shares every chunk (`CowMap`), so a checkpoint costs in proportion to
+/// the entries it folds, not to every key the shard ever saw.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct FoldedHashes {
+    map: CowMap<Key, u128>,
+}
+
+impl FoldedHashes {
+    /// Adds or removes an entry's contribution, as `KeyHashes::toggle`.
+    pub fn toggle(&mut self, e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) {
+        let h = entry_hash(e);
+        for key in hashed_keys(e, shard, shard_of) {
+            let h = self.map.get(&key).copied().unwrap_or(0) ^ h;
+            if h == 0 {
+                self.map.remove(&key);
+            } else {
+                self.map.insert(key, h);
+            }
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
 /// Per-key XORs of the writing entries of a server's log.
 #[derive(Clone, Debug, Default)]
 pub struct KeyHashes {
@@ -57,11 +101,7 @@ impl KeyHashes {
     /// Adds or removes (the same XOR) an entry's contribution on `shard`.
     pub fn toggle(&mut self, e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) {
         let h = entry_hash(e);
-        let (reads, writes) = e.body.program.declared_keys(shard, shard_of);
-        let mut keys: Vec<Key> = reads.into_iter().chain(writes).collect();
-        keys.sort_unstable();
-        keys.dedup();
-        for key in keys {
+        for key in hashed_keys(e, shard, shard_of) {
             let slot = self.map.entry(key).or_insert(0);
             *slot ^= h;
             if *slot == 0 {
@@ -85,15 +125,9 @@ impl KeyHashes {
         self.map.len()
     }
 
-    /// Every key's hash, sorted by key (for checkpoints).
-    pub fn to_sorted(&self) -> Vec<(Key, u128)> {
-        let mut all: Vec<(Key, u128)> = self.map.iter().map(|(k, h)| (*k, *h)).collect();
-        all.sort_unstable_by_key(|(k, _)| *k);
-        all
-    }
-
-    pub fn from_pairs(pairs: &[(Key, u128)]) -> KeyHashes {
-        KeyHashes { map: pairs.iter().copied().filter(|(_, h)| *h != 0).collect() }
+    /// The hashes a checkpoint holds, as a live server's.
+    pub fn from_folded(folded: &FoldedHashes) -> KeyHashes {
+        KeyHashes { map: folded.map.iter().map(|(k, h)| (*k, *h)).collect() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -168,5 +202,31 @@ mod tests {
         x.toggle(&a, ShardId(0), one_shard);
         assert_eq!(x.digest([Key(1), Key(2)]), empty);
         assert!(x.is_empty());
+    }
+
+    #[test]
+    fn a_checkpoint_s_hashes_toggled_on_a_shared_copy_equal_a_live_server_s() {
+        let entries: Vec<LogEntry> = (0..200).map(|i| entry(i, 10 + i, &[i % 7, 100 + i % 3])).collect();
+        let mut live = KeyHashes::new();
+        let mut folded = FoldedHashes::default();
+        for (i, e) in entries.iter().enumerate() {
+            live.toggle(e, ShardId(0), one_shard);
+            let before = folded.clone();
+            folded.toggle(e, ShardId(0), one_shard);
+            if i == 100 {
+                // An earlier checkpoint's copy is untouched by later folds.
+                assert_eq!(KeyHashes::from_folded(&before).len(), before.len());
+            }
+        }
+        let keys: Vec<Key> = (0..7).chain(100..103).map(Key).collect();
+        let rebuilt = KeyHashes::from_folded(&folded);
+        for k in &keys {
+            assert_eq!(rebuilt.digest([*k]), live.digest([*k]), "key {k:?}");
+        }
+        // Toggling every entry again empties both: no zero entries linger.
+        for e in &entries {
+            folded.toggle(e, ShardId(0), one_shard);
+        }
+        assert!(folded.is_empty());
     }
 }

@@ -2,10 +2,14 @@
 //! they carry (Tiga §3, Figure 4; Appendix A, Algorithms 2-3; Appendix B,
 //! Algorithms 4-6).
 
+use super::hash::FoldedHashes;
 use meridian_core::{Key, NodeId, OpResult, Program, ShardId, TxnId};
+use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeSeq;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A transaction as the coordinator multicasts it: the whole program (any
@@ -84,13 +88,16 @@ pub struct Checkpoint {
     /// The shard's data after executing them.
     pub state: MvStore,
     /// Appendix D's per-key hashes of the folded entries.
-    pub hashes: Vec<(Key, u128)>,
-    /// §3.2's rMap and wMap over the folded entries.
-    pub rmap: Vec<(Key, Stamp)>,
-    pub wmap: Vec<(Key, Stamp)>,
+    pub hashes: FoldedHashes,
+    /// §3.2's rMap and wMap over the folded entries. Like the state and
+    /// the hashes, copied on write: the next checkpoint updates only the
+    /// keys its entries touch.
+    pub rmap: CowMap<Key, Stamp>,
+    pub wmap: CowMap<Key, Stamp>,
     /// Folded transactions still remembered for at-most-once answers.
-    /// Shared with the server's memory: a checkpoint copies pointers.
-    pub done: Vec<Arc<Done>>,
+    /// Shared with the server's memory: a checkpoint copies a pointer per
+    /// chunk.
+    pub done: DoneList,
     /// Coordinators' low watermarks (one per epoch of their identifiers):
     /// a coordinator never submits an id below it.
     pub watermarks: Vec<(NodeId, u64)>,
@@ -111,6 +118,79 @@ pub struct Done {
     pub result: Option<Vec<OpResult>>,
     /// The server's clock when it folded the entry.
     pub folded_ns: u64,
+}
+
+/// Folded transactions in the order they were folded, in chunks (one per
+/// checkpoint) shared between a server's memory and its checkpoints, so a
+/// checkpoint costs a pointer per chunk rather than one per transaction
+/// remembered. Serialized as the flat sequence.
+#[derive(Clone, Debug, Default)]
+pub struct DoneList {
+    chunks: VecDeque<Arc<[Arc<Done>]>>,
+    /// Entries at the front of the first chunk already forgotten.
+    skip: usize,
+    len: usize,
+}
+
+impl DoneList {
+    /// Appends the transactions one checkpoint folded (an empty chunk is
+    /// not kept).
+    pub fn push_chunk(&mut self, chunk: Vec<Arc<Done>>) {
+        if chunk.is_empty() {
+            return;
+        }
+        self.len += chunk.len();
+        self.chunks.push_back(chunk.into());
+    }
+
+    pub fn front(&self) -> Option<&Arc<Done>> {
+        self.chunks.front().map(|c| &c[self.skip])
+    }
+
+    pub fn pop_front(&mut self) -> Option<Arc<Done>> {
+        let chunk = self.chunks.front()?;
+        let d = Arc::clone(&chunk[self.skip]);
+        self.skip += 1;
+        if self.skip == chunk.len() {
+            self.chunks.pop_front();
+            self.skip = 0;
+        }
+        self.len -= 1;
+        Some(d)
+    }
+
+    /// Oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Done>> {
+        let skip = self.skip;
+        self.chunks.iter().enumerate().flat_map(move |(i, c)| c[if i == 0 { skip } else { 0 }..].iter())
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Serialize for DoneList {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        // The length up front: postcard (the wire and the log) needs it.
+        let mut seq = serializer.serialize_seq(Some(self.len))?;
+        for d in self.iter() {
+            seq.serialize_element(d)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for DoneList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<DoneList, D::Error> {
+        let mut list = DoneList::default();
+        list.push_chunk(Vec::deserialize(deserializer)?);
+        Ok(list)
+    }
 }
 
 /// Everything a server keeps durable, as of a compaction of its durable log.
@@ -453,4 +533,49 @@ pub struct StartView {
     pub base: u64,
     pub log: Arc<Vec<LogEntry>>,
     pub checkpoint: Option<Arc<Checkpoint>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(seq: u64) -> Arc<Done> {
+        let id = TxnId { node: NodeId(1), seq };
+        Arc::new(Done { id, body: None, t: seq, hash: 0, result: None, folded_ns: seq })
+    }
+
+    fn seqs(list: &DoneList) -> Vec<u64> {
+        list.iter().map(|d| d.id.seq).collect()
+    }
+
+    #[test]
+    fn a_done_list_forgets_oldest_first_across_chunks_and_a_copy_keeps_its_contents() {
+        let mut list = DoneList::default();
+        list.push_chunk((0..3).map(done).collect());
+        list.push_chunk(Vec::new());
+        list.push_chunk((3..5).map(done).collect());
+        let copy = list.clone();
+        assert_eq!(list.pop_front().map(|d| d.id.seq), Some(0));
+        assert_eq!(list.front().map(|d| d.id.seq), Some(1));
+        assert_eq!((seqs(&list), list.len()), (vec![1, 2, 3, 4], 4));
+        list.pop_front();
+        list.pop_front();
+        assert_eq!((seqs(&list), list.len()), (vec![3, 4], 2), "a chunk emptied is dropped");
+        assert_eq!(seqs(&copy), vec![0, 1, 2, 3, 4]);
+        while list.pop_front().is_some() {}
+        assert!(list.is_empty() && list.front().is_none());
+    }
+
+    #[test]
+    fn a_done_list_is_serialized_as_the_flat_sequence_it_holds() {
+        let mut list = DoneList::default();
+        list.push_chunk((0..3).map(done).collect());
+        list.push_chunk((3..5).map(done).collect());
+        list.pop_front();
+        let flat: Vec<Arc<Done>> = list.iter().cloned().collect();
+        let bytes = postcard::to_allocvec(&list).expect("encodes");
+        assert_eq!(bytes, postcard::to_allocvec(&flat).expect("encodes"));
+        let back: DoneList = postcard::from_bytes(&bytes).expect("decodes");
+        assert_eq!(seqs(&back), vec![1, 2, 3, 4]);
+    }
 }

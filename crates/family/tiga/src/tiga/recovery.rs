@@ -543,8 +543,8 @@ impl Server {
         log: &[LogEntry],
         part: &FxHashSet<TxnId>,
     ) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
-        let mut reads: FxHashMap<Key, Stamp> = self.checkpoint.rmap.iter().copied().collect();
-        let mut writes: FxHashMap<Key, Stamp> = self.checkpoint.wmap.iter().copied().collect();
+        let mut reads: FxHashMap<Key, Stamp> = self.checkpoint.rmap.iter().map(|(k, s)| (*k, *s)).collect();
+        let mut writes: FxHashMap<Key, Stamp> = self.checkpoint.wmap.iter().map(|(k, s)| (*k, *s)).collect();
         for e in log.iter().filter(|e| part.contains(&e.body.id)) {
             let (r, w) = self.keys_of(&e.body);
             for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
