@@ -117,7 +117,7 @@ pub const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         name: "checkpoint_every_slots",
-        default: "50000",
+        default: "10000",
         doc: "log slots between replica checkpoints (state snapshot + log compaction); at least as many as the \
               state has entries (keys and remembered outcomes), so that checkpointing costs the same per slot \
               whatever the state's size",
