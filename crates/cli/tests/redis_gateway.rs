@@ -1,7 +1,8 @@
 //! The Redis gateway of a real front-end node, driven by a plain RESP
 //! client over TCP: MULTI/EXEC is one atomic transaction, INCR from many
-//! connections at once loses no increment, and malformed input gets an
-//! error reply and a closed connection.
+//! connections at once loses no increment, malformed input gets an error
+//! reply and a closed connection, and the handshake clients open with
+//! (`HELLO 3`, `CLIENT SETINFO`) switches the connection to RESP3.
 
 mod support;
 
@@ -18,6 +19,10 @@ enum R {
     Int(i64),
     Bulk(Option<Vec<u8>>),
     Array(Vec<R>),
+    /// RESP3's null.
+    Null,
+    /// RESP3's map.
+    Map(Vec<(R, R)>),
 }
 
 struct Resp {
@@ -60,6 +65,8 @@ impl Resp {
                 R::Bulk(Some(b))
             }
             "*" => R::Array((0..rest.parse::<usize>().unwrap()).map(|_| self.read()).collect()),
+            "_" => R::Null,
+            "%" => R::Map((0..rest.parse::<usize>().unwrap()).map(|_| (self.read(), self.read())).collect()),
             _ => panic!("not RESP: {l}"),
         }
     }
@@ -142,4 +149,48 @@ fn the_redis_gateway_runs_commands_as_transactions() {
     assert!(matches!(bad.read(), R::Error(e) if e.contains("Protocol error")));
     let mut rest = Vec::new();
     assert_eq!(bad.r.read_to_end(&mut rest).unwrap(), 0, "closed after a protocol error");
+}
+
+#[test]
+fn clients_open_with_hello_3_and_get_resp3_and_redis_s_errors() {
+    let shape = Shape { protocol: "tiga", shards: 2, replicas: 3, wan_scale: None, params: Vec::new() };
+    let cluster = TestCluster::start("redis-resp3", shape);
+    let mut c = Resp::connect(cluster.redis_addr());
+    // RESP2 until HELLO: a missing key is a null bulk string.
+    assert_eq!(c.call(&["GET", "missing"]), R::Bulk(None));
+    let R::Map(hello) = c.call(&["HELLO", "3", "SETNAME", "tester"]) else { panic!("HELLO 3 answers a map") };
+    assert!(hello.contains(&(bulk("proto"), R::Int(3))));
+    assert!(hello.contains(&(bulk("server"), bulk("redis"))));
+    assert_eq!(c.call(&["GET", "missing"]), R::Null, "RESP3's null");
+    assert_eq!(c.call(&["CLIENT", "GETNAME"]), bulk("tester"));
+    assert_eq!(c.call(&["CLIENT", "SETINFO", "LIB-NAME", "resp-test"]), R::Simple("OK".into()));
+    assert!(matches!(c.call(&["CLIENT", "ID"]), R::Int(id) if id > 0));
+    assert_eq!(c.call(&["HELLO", "4"]), R::Error("NOPROTO unsupported protocol version".into()));
+
+    // Data commands beyond GET/SET.
+    assert_eq!(c.call(&["SET", "s", "This is a string"]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["EXISTS", "s", "s", "missing"]), R::Int(2));
+    assert_eq!(c.call(&["STRLEN", "s"]), R::Int(16));
+    assert_eq!(c.call(&["GETRANGE", "s", "-3", "-1"]), bulk("ing"));
+    assert_eq!(c.call(&["TYPE", "s"]), R::Simple("string".into()));
+    assert_eq!(c.call(&["TYPE", "missing"]), R::Simple("none".into()));
+
+    // Redis's error texts.
+    assert_eq!(c.call(&["GET"]), R::Error("ERR wrong number of arguments for 'get' command".into()));
+    // (The reader trims the line; Redis ends the text with a space.)
+    assert_eq!(c.call(&["FLY", "me"]), R::Error("ERR unknown command 'FLY', with args beginning with: 'me'".into()));
+    assert_eq!(c.call(&["INCRBY", "n", "x"]), R::Error("ERR value is not an integer or out of range".into()));
+    assert_eq!(c.call(&["SELECT", "1"]), R::Error("ERR DB index is out of range".into()));
+    assert!(matches!(c.call(&["COMMAND", "COUNT"]), R::Int(n) if n > 20));
+
+    // A wrong command inside MULTI discards the transaction, as in Redis.
+    assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["SET", "m", "1"]), R::Simple("QUEUED".into()));
+    assert!(matches!(c.call(&["GET"]), R::Error(_)));
+    assert!(matches!(c.call(&["EXEC"]), R::Error(e) if e.starts_with("EXECABORT")));
+    assert_eq!(c.call(&["EXISTS", "m"]), R::Int(0));
+
+    // RESET: back to RESP2 and no name.
+    assert_eq!(c.call(&["RESET"]), R::Simple("RESET".into()));
+    assert_eq!(c.call(&["CLIENT", "GETNAME"]), R::Bulk(None));
 }

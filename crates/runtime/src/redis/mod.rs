@@ -1,25 +1,38 @@
-//! The Redis protocol gateway of a front-end node: RESP2 over TCP
-//! (loopback by default), so `redis-cli` and `redis-benchmark` work
-//! against Meridian.
+//! The Redis protocol gateway of a front-end node: RESP2 and RESP3 over
+//! TCP (loopback by default), so client libraries with their defaults
+//! (redis-py 8 opens with `HELLO 3`), `redis-cli` and `redis-benchmark`
+//! work against Meridian.
 //!
-//! Commands: PING, ECHO, GET, SET, DEL, MGET, MSET, INCR, INCRBY, DECR,
-//! DECRBY, MULTI/EXEC/DISCARD (the queued commands run as one Meridian
-//! transaction), INFO, SELECT 0, QUIT, and CONFIG GET / COMMAND answered
-//! with empty arrays (what redis-cli and redis-benchmark ask before they start). Every command
-//! is one transaction program; an aborted one is retried, bounded, with
-//! fresh write tags (it certainly did not commit). Keys map to Meridian
-//! keys as the client library maps them.
+//! - `resp.rs`: framing — the parser and replies in either protocol;
+//! - `table.rs`: the commands known, their arity and key positions (what
+//!   `COMMAND` reports), checked before any command runs, with Redis's own
+//!   errors for unknown names and wrong argument counts;
+//! - `connection.rs`: commands that touch only the connection (`HELLO`,
+//!   `AUTH`, `CLIENT`, `SELECT`, `PING`, `ECHO`, `RESET`, `COMMAND`,
+//!   `CONFIG`);
+//! - here: data commands (GET, SET, DEL, EXISTS, MGET, MSET, INCR, INCRBY,
+//!   DECR, DECRBY, STRLEN, GETRANGE, SUBSTR, TYPE) as transaction
+//!   programs, MULTI/EXEC/DISCARD (the queued commands run as one Meridian
+//!   transaction), INFO and QUIT. An aborted transaction is retried,
+//!   bounded, with fresh write tags (it certainly did not commit). Keys map
+//!   to Meridian keys as the client library maps them.
 //!
-//! Differences from Redis, by design: a deleted key holds an empty string
-//! (so `SET k ""` reads back as absent), and INCR on a non-numeric value
-//! counts from 0 instead of failing. The parser bounds every length it is
-//! given and answers malformed input with `-ERR Protocol error` before
-//! closing; it must never panic or allocate what a length field claims
-//! before checking it.
+//! Differences from Redis, by design for now (docs/runtime.md has the
+//! table): a deleted key holds an empty string (so `SET k ""` reads back as
+//! absent), and INCR on a non-numeric value counts from 0 instead of
+//! failing. The parser bounds every length it is given and answers
+//! malformed input with `-ERR Protocol error` before closing; it must never
+//! panic or allocate what a length field claims before checking it.
+
+mod connection;
+pub mod resp;
+mod table;
 
 use crate::client::{bytes_value, fresh_tag, is_tombstone, key_of, tombstone};
 use crate::node::Request;
+use connection::Connection;
 use meridian_core::{Data, Op, OpResult, Outcome, Program, Value};
+pub use resp::{Parsed, Proto, Reply, parse_command};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -35,122 +48,6 @@ pub const MAX_QUEUED: usize = 4096;
 /// Attempts of an aborted command before it fails.
 pub const MAX_ATTEMPTS: u32 = 32;
 
-/// A RESP2 reply.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Reply {
-    Simple(String),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<Reply>),
-}
-
-impl Reply {
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        match self {
-            Reply::Simple(s) => out.extend_from_slice(format!("+{s}\r\n").as_bytes()),
-            Reply::Error(s) => out.extend_from_slice(format!("-{s}\r\n").as_bytes()),
-            Reply::Int(i) => out.extend_from_slice(format!(":{i}\r\n").as_bytes()),
-            Reply::Bulk(None) => out.extend_from_slice(b"$-1\r\n"),
-            Reply::Bulk(Some(b)) => {
-                out.extend_from_slice(format!("${}\r\n", b.len()).as_bytes());
-                out.extend_from_slice(b);
-                out.extend_from_slice(b"\r\n");
-            }
-            Reply::Array(items) => {
-                out.extend_from_slice(format!("*{}\r\n", items.len()).as_bytes());
-                for item in items {
-                    item.encode(out);
-                }
-            }
-        }
-    }
-
-    fn ok() -> Reply {
-        Reply::Simple("OK".into())
-    }
-
-    fn err(msg: impl Into<String>) -> Reply {
-        Reply::Error(msg.into())
-    }
-}
-
-/// A parsed command and the bytes it used, `None` when incomplete, or why
-/// the input is malformed.
-pub type Parsed = Result<Option<(Vec<Vec<u8>>, usize)>, String>;
-
-/// Position of the first `\r\n` at or after `from`.
-fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
-    buf.get(from..)?.windows(2).position(|w| w == b"\r\n").map(|i| from + i)
-}
-
-/// The decimal number on the line starting at `at` (after its type byte);
-/// returns it and where the next line starts.
-fn number_line(buf: &[u8], at: usize, limit: usize) -> Result<Option<(i64, usize)>, String> {
-    let Some(end) = find_crlf(buf, at) else {
-        return if buf.len() - at > 32 { Err("length line too long".into()) } else { Ok(None) };
-    };
-    let text = std::str::from_utf8(&buf[at..end]).map_err(|_| "non-ASCII length")?;
-    let n: i64 = text.parse().map_err(|_| format!("invalid length `{text}`"))?;
-    if n > limit as i64 {
-        return Err(format!("length {n} exceeds {limit}"));
-    }
-    Ok(Some((n, end + 2)))
-}
-
-/// Parses one command at the start of `buf`: `Ok(Some((args, used)))`,
-/// `Ok(None)` when more bytes are needed, an error for malformed input.
-pub fn parse_command(buf: &[u8]) -> Parsed {
-    match buf.first() {
-        None => Ok(None),
-        Some(b'*') => parse_array(buf),
-        Some(_) => parse_inline(buf),
-    }
-}
-
-fn parse_array(buf: &[u8]) -> Parsed {
-    let Some((n, mut at)) = number_line(buf, 1, MAX_ARGS)? else { return Ok(None) };
-    if n < 1 {
-        return Err("expected a non-empty array of bulk strings".into());
-    }
-    let mut args = Vec::with_capacity((n as usize).min(64));
-    for _ in 0..n {
-        match buf.get(at) {
-            None => return Ok(None),
-            Some(b'$') => {}
-            Some(c) => return Err(format!("expected '$', got '{}'", char::from(*c).escape_default())),
-        }
-        let Some((len, start)) = number_line(buf, at + 1, MAX_BULK_BYTES)? else { return Ok(None) };
-        if len < 0 {
-            return Err("a command argument cannot be null".into());
-        }
-        let end = start + len as usize;
-        if buf.len() < end + 2 {
-            return Ok(None);
-        }
-        if &buf[end..end + 2] != b"\r\n" {
-            return Err("bulk string not terminated by CRLF".into());
-        }
-        args.push(buf[start..end].to_vec());
-        at = end + 2;
-    }
-    Ok(Some((args, at)))
-}
-
-fn parse_inline(buf: &[u8]) -> Parsed {
-    let Some(end) = buf.iter().position(|&b| b == b'\n') else {
-        return if buf.len() > MAX_INLINE_BYTES { Err("inline command too long".into()) } else { Ok(None) };
-    };
-    let line = &buf[..end];
-    let line = line.strip_suffix(b"\r").unwrap_or(line);
-    let args: Vec<Vec<u8>> =
-        line.split(|b| b.is_ascii_whitespace()).filter(|a| !a.is_empty()).map(<[u8]>::to_vec).collect();
-    if args.len() > MAX_ARGS {
-        return Err("too many arguments".into());
-    }
-    Ok(Some((args, end + 1)))
-}
-
 /// How a command's reply is made from its operations' results.
 #[derive(Clone, Debug)]
 enum Shape {
@@ -160,6 +57,12 @@ enum Shape {
     Del(usize),
     MGet,
     Incr(i64),
+    /// EXISTS of `n` keys (each counted as often as it is named).
+    Exists(usize),
+    Strlen,
+    /// GETRANGE's inclusive offsets, negative from the end.
+    Range(i64, i64),
+    Type,
 }
 
 /// A command as operations of a program.
@@ -180,6 +83,25 @@ fn value_bytes(v: Option<&Value>) -> Option<Vec<u8>> {
     })
 }
 
+fn first_bytes(results: &[OpResult]) -> Option<Vec<u8>> {
+    value_bytes(results.first().and_then(Option::as_ref))
+}
+
+/// GETRANGE's slice: offsets inclusive, negative ones from the end,
+/// clamped to the string; empty when the range is.
+fn substring(bytes: &[u8], start: i64, end: i64) -> Vec<u8> {
+    let len = bytes.len() as i64;
+    if len == 0 {
+        return Vec::new();
+    }
+    let from_end = |i: i64| if i < 0 { (len + i).max(0) } else { i };
+    let (start, end) = (from_end(start), from_end(end).min(len - 1));
+    if start > end || start >= len {
+        return Vec::new();
+    }
+    bytes[start as usize..=end as usize].to_vec()
+}
+
 impl Planned {
     fn reply(&self, results: &[OpResult]) -> Reply {
         match self.shape {
@@ -193,37 +115,34 @@ impl Planned {
             Shape::Incr(delta) => {
                 Reply::Int(Value::as_int(results.first().and_then(Option::as_ref)).wrapping_add(delta))
             }
+            Shape::Exists(n) => Reply::Int(
+                (0..n).filter(|i| value_bytes(results.get(*i).and_then(Option::as_ref)).is_some()).count() as i64,
+            ),
+            Shape::Strlen => Reply::Int(first_bytes(results).map_or(0, |b| b.len()) as i64),
+            Shape::Range(start, end) => Reply::bulk(substring(&first_bytes(results).unwrap_or_default(), start, end)),
+            Shape::Type => Reply::Simple(if first_bytes(results).is_some() { "string" } else { "none" }.into()),
         }
     }
 }
 
+fn not_an_integer() -> Reply {
+    Reply::err("ERR value is not an integer or out of range")
+}
+
 fn int_arg(arg: &[u8]) -> Result<i64, Reply> {
-    std::str::from_utf8(arg)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| Reply::err("ERR value is not an integer or out of range"))
+    std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok()).ok_or_else(not_an_integer)
 }
 
-fn wrong_args(name: &str) -> Reply {
-    Reply::err(format!("ERR wrong number of arguments for '{}' command", name.to_ascii_lowercase()))
-}
-
-/// A data command as a plan, or the error to answer.
+/// A data command (its name upper-case, its arity checked) as a plan,
+/// or the error to answer.
 fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
-    let arity_ok = match name {
-        "GET" | "INCR" | "DECR" => args.len() == 1,
-        "SET" | "INCRBY" | "DECRBY" => args.len() == 2,
-        "DEL" | "MGET" => !args.is_empty(),
-        "MSET" => !args.is_empty() && args.len() % 2 == 0,
-        _ => return Err(Reply::err(format!("ERR unknown command '{}'", name.to_ascii_lowercase()))),
-    };
-    if !arity_ok {
-        return Err(wrong_args(name));
-    }
     let read = |k: &Vec<u8>| Op::Read { key: key_of(k) };
     let incr = |k: &Vec<u8>, delta: i64| Op::Increment { key: key_of(k), delta, tag: fresh_tag() };
     let planned = match name {
         "GET" => Planned { ops: vec![read(&args[0])], shape: Shape::Get },
+        "SET" if args.len() > 2 => {
+            return Err(Reply::err("ERR SET options (NX, XX, GET, EX, PX, KEEPTTL) are not supported yet"));
+        }
         "SET" => Planned {
             ops: vec![Op::Write { key: key_of(&args[0]), value: bytes_value(fresh_tag(), &args[1]) }],
             shape: Shape::Ok,
@@ -235,7 +154,9 @@ fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
                 .collect(),
             shape: Shape::Del(args.len()),
         },
+        "EXISTS" => Planned { ops: args.iter().map(read).collect(), shape: Shape::Exists(args.len()) },
         "MGET" => Planned { ops: args.iter().map(read).collect(), shape: Shape::MGet },
+        "MSET" if args.len() % 2 != 0 => return Err(table::wrong_args("mset")),
         "MSET" => Planned {
             ops: args
                 .chunks(2)
@@ -247,10 +168,17 @@ fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
         "DECR" => Planned { ops: vec![incr(&args[0], -1)], shape: Shape::Incr(-1) },
         "INCRBY" | "DECRBY" => {
             let by = int_arg(&args[1])?;
-            let delta = if name == "DECRBY" { by.checked_neg().ok_or_else(|| int_arg(b"x").unwrap_err())? } else { by };
+            let delta = if name == "DECRBY" { by.checked_neg().ok_or_else(not_an_integer)? } else { by };
             Planned { ops: vec![incr(&args[0], delta)], shape: Shape::Incr(delta) }
         }
-        _ => unreachable!("arity checked the names"),
+        "STRLEN" => Planned { ops: vec![read(&args[0])], shape: Shape::Strlen },
+        "GETRANGE" | "SUBSTR" => {
+            let (start, end) = (int_arg(&args[1])?, int_arg(&args[2])?);
+            Planned { ops: vec![read(&args[0])], shape: Shape::Range(start, end) }
+        }
+        "TYPE" => Planned { ops: vec![read(&args[0])], shape: Shape::Type },
+        // A connection command inside MULTI (Redis would run it at EXEC).
+        _ => return Err(Reply::err(format!("ERR {name} cannot be queued in MULTI by Meridian's gateway"))),
     };
     Ok(planned)
 }
@@ -272,6 +200,7 @@ fn retag(ops: &[Op]) -> Vec<Op> {
 struct Gateway {
     requests: mpsc::Sender<Request>,
     node: String,
+    conn: Connection,
     /// Commands queued since MULTI, and whether one was refused.
     multi: Option<(Vec<Planned>, bool)>,
 }
@@ -341,18 +270,34 @@ impl Gateway {
 
     fn info(&self) -> Reply {
         let text = format!(
-            "# Server\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\nmeridian_node:{}\r\nmeridian_version:{}\r\n",
+            "# Server\r\nredis_version:{}\r\nredis_mode:standalone\r\nmeridian_node:{}\r\nmeridian_version:{}\r\n",
+            connection::REDIS_VERSION,
             self.node,
             env!("CARGO_PKG_VERSION")
         );
-        Reply::Bulk(Some(text.into_bytes()))
+        Reply::bulk(text)
     }
 
     async fn command(&mut self, args: Vec<Vec<u8>>) -> (Reply, Next) {
         let Some((first, rest)) = args.split_first() else { return (Reply::err("ERR empty command"), Next::Continue) };
-        let name = String::from_utf8_lossy(first).to_ascii_uppercase();
+        let given = String::from_utf8_lossy(first);
+        let spec = match table::check(&given, rest) {
+            Ok(spec) => spec,
+            Err(e) => {
+                if let Some((_, refused)) = self.multi.as_mut() {
+                    *refused = true; // Redis discards a MULTI after such an error
+                }
+                return (e, Next::Continue);
+            }
+        };
+        let name = spec.name.to_ascii_uppercase();
         let reply = match name.as_str() {
             "QUIT" => return (Reply::ok(), Next::Close),
+            "RESET" => {
+                self.multi = None;
+                self.conn.reset();
+                Reply::Simple("RESET".into())
+            }
             "MULTI" if self.multi.is_some() => Reply::err("ERR MULTI calls can not be nested"),
             "MULTI" => {
                 self.multi = Some((Vec::new(), false));
@@ -363,13 +308,19 @@ impl Gateway {
                 Some(_) => Reply::ok(),
                 None => Reply::err("ERR DISCARD without MULTI"),
             },
+            "HELLO" | "AUTH" if self.multi.is_some() => {
+                Reply::err(format!("ERR Command not allowed inside a transaction: {}", spec.name))
+            }
             _ if self.multi.is_some() => self.queue(&name, rest),
-            "PING" if rest.is_empty() => Reply::Simple("PONG".into()),
-            "PING" | "ECHO" if rest.len() == 1 => Reply::Bulk(Some(rest[0].clone())),
+            "HELLO" => self.conn.hello(rest),
+            "AUTH" => self.conn.auth(rest),
+            "CLIENT" => self.conn.client(rest, false),
+            "PING" => connection::ping(rest),
+            "ECHO" => Reply::bulk(rest[0].clone()),
+            "SELECT" => connection::select(rest),
+            "COMMAND" => connection::command(rest),
+            "CONFIG" => connection::config(rest),
             "INFO" => self.info(),
-            "SELECT" if rest.len() == 1 && rest[0] == b"0" => Reply::ok(),
-            "SELECT" => Reply::err("ERR DB index is out of range"),
-            "CONFIG" | "COMMAND" => Reply::Array(Vec::new()),
             _ => match plan(&name, rest) {
                 Ok(p) => self.execute(p).await,
                 Err(e) => e,
@@ -402,7 +353,8 @@ pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node:
     loop {
         let Ok((stream, peer)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
-        let gateway = Gateway { requests: requests.clone(), node: node.clone(), multi: None };
+        let conn = Connection::new(Some(peer));
+        let gateway = Gateway { requests: requests.clone(), node: node.clone(), conn, multi: None };
         tokio::spawn(async move {
             if let Err(e) = connection(stream, gateway).await {
                 tracing::debug!(%peer, error = %e, "redis connection closed");
@@ -425,7 +377,7 @@ async fn connection(mut stream: TcpStream, mut gateway: Gateway) -> std::io::Res
                         continue; // a blank inline line
                     }
                     let (reply, next) = gateway.command(args).await;
-                    reply.encode(&mut out);
+                    reply.encode(gateway.conn.proto, &mut out);
                     if let Next::Close = next {
                         stream.write_all(&out).await?;
                         return stream.shutdown().await;
@@ -433,7 +385,7 @@ async fn connection(mut stream: TcpStream, mut gateway: Gateway) -> std::io::Res
                 }
                 Ok(None) => break,
                 Err(why) => {
-                    Reply::err(format!("ERR Protocol error: {why}")).encode(&mut out);
+                    Reply::err(format!("ERR Protocol error: {why}")).encode(gateway.conn.proto, &mut out);
                     stream.write_all(&out).await?;
                     return stream.shutdown().await;
                 }
@@ -485,7 +437,7 @@ mod tests {
     fn replies_encode_as_resp() {
         let mut out = Vec::new();
         Reply::Array(vec![Reply::Int(3), Reply::Bulk(None), Reply::Bulk(Some(b"x".to_vec())), Reply::ok()])
-            .encode(&mut out);
+            .encode(Proto::Resp2, &mut out);
         assert_eq!(out, b"*4\r\n:3\r\n$-1\r\n$1\r\nx\r\n+OK\r\n");
     }
 
@@ -498,8 +450,29 @@ mod tests {
         let p = plan("INCRBY", &[b"a".to_vec(), b"5".to_vec()]).unwrap();
         assert_eq!(p.reply(&[Some(Value::int(1, 2))]), Reply::Int(7));
         assert!(matches!(plan("INCRBY", &[b"a".to_vec(), b"x".to_vec()]), Err(Reply::Error(_))));
-        assert!(matches!(plan("MSET", &[b"a".to_vec()]), Err(Reply::Error(_))));
-        assert!(matches!(plan("NOPE", &[]), Err(Reply::Error(_))));
+        assert!(matches!(plan("MSET", &[b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]), Err(Reply::Error(_))));
+        assert!(matches!(plan("PING", &[]), Err(Reply::Error(_))), "not a data command");
+        let p = plan("EXISTS", &[b"a".to_vec(), b"a".to_vec(), b"b".to_vec()]).unwrap();
+        let a = Some(bytes_value(1, b"v"));
+        assert_eq!(p.reply(&[a.clone(), a.clone(), None]), Reply::Int(2), "counted as often as named");
+        let p = plan("STRLEN", &[b"a".to_vec()]).unwrap();
+        assert_eq!(p.reply(&[Some(bytes_value(1, b"hello"))]), Reply::Int(5));
+        assert_eq!(p.reply(&[None]), Reply::Int(0));
+        let p = plan("TYPE", &[b"a".to_vec()]).unwrap();
+        assert_eq!((p.reply(&[a]), p.reply(&[None])), (Reply::Simple("string".into()), Reply::Simple("none".into())));
+    }
+
+    #[test]
+    fn getrange_takes_inclusive_offsets_negative_from_the_end() {
+        // Redis's documented examples on "This is a string".
+        let s = b"This is a string";
+        assert_eq!(substring(s, 0, 3), b"This");
+        assert_eq!(substring(s, -3, -1), b"ing");
+        assert_eq!(substring(s, 0, -1), s.to_vec());
+        assert_eq!(substring(s, 10, 100), b"string");
+        assert_eq!(substring(s, 5, 2), b"");
+        assert_eq!(substring(s, 100, 200), b"");
+        assert_eq!(substring(b"", 0, -1), b"");
     }
 
     proptest! {
