@@ -15,7 +15,7 @@
 //! commit in time is resubmitted under the same id (servers execute it at
 //! most once); Tiga never aborts.
 
-use super::messages::{FastReply, Msg, Record, Submit, Timer, TxnBody, View};
+use super::messages::{FastReply, Msg, Record, Submit, SyncReply, Timer, TxnBody, View};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -29,6 +29,11 @@ use std::sync::Arc;
 /// Most transactions still driven to completion after their client was
 /// told the outcome is unknown; beyond it the oldest is given up.
 const ORPHANS_MAX: usize = 1024;
+
+/// Coordinator ticks between two requests for the current view: a burst of
+/// replies from a newer view asks once, not once per reply. The member
+/// asked moves on at the same pace, so a dead one is skipped.
+const VIEW_ASK_GAP_TICKS: u64 = 5;
 
 #[derive(Clone, Debug)]
 struct LeaderReply {
@@ -197,15 +202,15 @@ impl Coordinator {
     }
 
     /// Asks one view-manager member (in turn) for the current view, at most
-    /// once every few ticks.
+    /// once every `VIEW_ASK_GAP_TICKS`.
     fn ask_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.view_asked_tick.is_some_and(|t| self.ticks < t + 5) {
+        if self.view_asked_tick.is_some_and(|t| self.ticks < t + VIEW_ASK_GAP_TICKS) {
             return;
         }
         self.view_asked_tick = Some(self.ticks);
         let members = self.topo.service("viewmgr");
         if !members.is_empty() {
-            let to = members[(self.ticks as usize / 5) % members.len()];
+            let to = members[(self.ticks / VIEW_ASK_GAP_TICKS) as usize % members.len()];
             ctx.send(to, Msg::GetView);
         }
     }
@@ -235,7 +240,8 @@ impl Coordinator {
         self.try_commit(ctx, id);
     }
 
-    fn on_sync_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, synced: Vec<(TxnId, u64)>) {
+    fn on_sync_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: SyncReply) {
+        let SyncReply { shard, synced, .. } = m;
         let Some(r) = self.replica_index(shard, from) else { return };
         for (id, t) in synced {
             if let Some(s) = self.pending.get_mut(&id).and_then(|p| p.shards.get_mut(&shard)) {
@@ -497,14 +503,12 @@ impl Process<Tiga> for Coordinator {
                     self.ask_view(ctx);
                 }
             }
-            Msg::SyncReply { g_view, .. } if g_view > self.view.g_view => self.ask_view(ctx),
-            Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
-                self.on_sync_reply(ctx, from, shard, synced);
-            }
+            Msg::SyncReply(m) if m.g_view > self.view.g_view => self.ask_view(ctx),
+            Msg::SyncReply(m) if self.view_matches(m.g_view, m.shard, m.l_view) => self.on_sync_reply(ctx, from, m),
             Msg::ProbeReply { send_clock_ns, recv_clock_ns } => self.owd.sample(from, send_clock_ns, recv_clock_ns),
             Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
             // Replies of an older view, and a view already known.
-            Msg::SyncReply { .. } | Msg::CurrentView(_) => {}
+            Msg::SyncReply(_) | Msg::CurrentView(_) => {}
             // Messages between servers and to the view manager.
             Msg::Submit(_)
             | Msg::Probe { .. }

@@ -12,7 +12,7 @@
 //! priority (so it eventually becomes the oldest and cannot starve), at most
 //! `max_attempts` times.
 
-use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
+use super::messages::{self, Executed, LockRead, Msg, Prepare, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -156,19 +156,12 @@ impl Coordinator {
         };
         a.participants.extend(by_shard.keys().copied());
         for (shard, keys) in by_shard {
-            ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
+            ctx.send(self.leader_hint[shard.index()], Msg::Execute(messages::Execute { txn, prio, round, keys }));
         }
     }
 
-    fn on_executed(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        from: NodeId,
-        txn: TxnId,
-        shard: ShardId,
-        round: u32,
-        reads: Vec<(Key, Option<Value>)>,
-    ) {
+    fn on_executed(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, m: Executed) {
+        let Executed { txn, shard, round, reads } = m;
         let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Executing) else {
             // A late or duplicated execution of an attempt that is over or
             // aborting holds locks there: release them.
@@ -214,7 +207,7 @@ impl Coordinator {
         let a = &self.attempts[&txn];
         let participants: Vec<ShardId> = a.participants.iter().copied().collect();
         let writes = a.writes.get(&shard).cloned().unwrap_or_default();
-        ctx.send(to, Msg::Prepare { txn, participants, writes });
+        ctx.send(to, Msg::Prepare(Prepare { txn, participants, writes }));
     }
 
     fn on_vote(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, yes: bool) {
@@ -545,7 +538,7 @@ impl Process<TwoPlPaxos> for Coordinator {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Executed { txn, shard, round, reads } => self.on_executed(ctx, from, txn, shard, round, reads),
+            Msg::Executed(m) => self.on_executed(ctx, from, m),
             Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
             Msg::Decided { txn, shard } => self.on_decided(txn, shard),
             Msg::Status { txn, shard, status: Some(status) } => self.on_status(txn, shard, status),
@@ -559,8 +552,8 @@ impl Process<TwoPlPaxos> for Coordinator {
             Msg::Leader { .. } | Msg::Status { status: None, .. } => {}
             // Messages among replicas.
             Msg::Paxos(_)
-            | Msg::Execute { .. }
-            | Msg::Prepare { .. }
+            | Msg::Execute(_)
+            | Msg::Prepare(_)
             | Msg::Decide { .. }
             | Msg::WhoLeads { .. }
             | Msg::Query { .. } => {}

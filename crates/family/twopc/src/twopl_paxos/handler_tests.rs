@@ -5,7 +5,7 @@
 //! the paper's protocol shows on one node: lock grant and wound-wait,
 //! prepare and vote, decision and acknowledgement, in-doubt resolution.
 
-use super::messages::{LockRead, Msg, Priority, Refusal, Timer};
+use super::messages::{Execute, Executed, LockRead, Msg, Prepare, Priority, Refusal, Timer};
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
@@ -65,11 +65,11 @@ fn txn(seq: u64) -> TxnId {
 /// An execute round taking `mode` locks on `keys` (reading them).
 fn execute(t: TxnId, start_ns: u64, keys: &[u64], mode: LockMode) -> Msg {
     let keys = keys.iter().map(|k| LockRead { key: Key(*k), mode, read: true }).collect();
-    Msg::Execute { txn: t, prio: Priority { start_ns, first: t }, round: 0, keys }
+    Msg::Execute(Execute { txn: t, prio: Priority { start_ns, first: t }, round: 0, keys })
 }
 
 fn executed(fx: &EffectsOf<TwoPlPaxos>, t: TxnId) -> bool {
-    fx.sends().any(|(_, m)| matches!(m, Msg::Executed { txn, .. } if *txn == t))
+    fx.sends().any(|(_, m)| matches!(m, Msg::Executed(Executed { txn, .. }) if *txn == t))
 }
 
 fn vote(fx: &EffectsOf<TwoPlPaxos>, t: TxnId) -> Option<bool> {
@@ -87,7 +87,7 @@ fn int(i: i64) -> Value {
 fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Vec<ShardId>) {
     assert!(executed(&hand.message(from, execute(t, 10, keys, LockMode::Exclusive)), t));
     let writes = keys.iter().map(|k| (Key(*k), int(5))).collect();
-    hand.message(from, Msg::Prepare { txn: t, participants, writes });
+    hand.message(from, Msg::Prepare(Prepare { txn: t, participants, writes }));
     assert_eq!(vote(&hand.persist_all(), t), Some(true), "the vote follows the durable prepare");
 }
 
@@ -99,7 +99,7 @@ fn a_free_lock_is_granted_at_once_and_the_round_answered() {
     let reads: Vec<_> = fx
         .sends()
         .filter_map(|(to, m)| match m {
-            Msg::Executed { reads, .. } if to == client(&topo) => Some(reads.clone()),
+            Msg::Executed(Executed { reads, .. }) if to == client(&topo) => Some(reads.clone()),
             _ => None,
         })
         .collect();
@@ -138,7 +138,7 @@ fn a_younger_transaction_waits_for_an_older_holder() {
     hand.message(c, Msg::Decide { txn: older, decision: Decision::Commit, settled_below: 0 });
     let fx = hand.persist_all();
     let reads = fx.sends().find_map(|(_, m)| match m {
-        Msg::Executed { txn, reads, .. } if *txn == younger => Some(reads.clone()),
+        Msg::Executed(Executed { txn, reads, .. }) if *txn == younger => Some(reads.clone()),
         _ => None,
     });
     assert_eq!(reads, Some(vec![(Key(2), Some(int(5)))]), "granted after the commit, reading its write");
@@ -151,7 +151,8 @@ fn the_vote_waits_until_the_prepare_is_chosen_in_the_shard_log() {
     let c = client(&topo);
     let t = txn(1);
     assert!(executed(&hand.message(c, execute(t, 10, &[2], LockMode::Exclusive)), t));
-    let fx = hand.message(c, Msg::Prepare { txn: t, participants: vec![ShardId(0)], writes: vec![(Key(2), int(5))] });
+    let fx = hand
+        .message(c, Msg::Prepare(Prepare { txn: t, participants: vec![ShardId(0)], writes: vec![(Key(2), int(5))] }));
     assert_eq!(vote(&fx, t), None, "no vote before the prepare record is durable");
     assert!(fx.appends().next().is_some(), "the prepare record goes to the log");
     assert_eq!(vote(&hand.persist_all(), t), Some(true));
@@ -236,7 +237,7 @@ fn two_shard_increment() -> meridian_core::Program {
 fn executes(fx: &EffectsOf<TwoPlPaxos>) -> Vec<(TxnId, NodeId, Vec<LockRead>)> {
     fx.sends()
         .filter_map(|(to, m)| match m {
-            Msg::Execute { txn, keys, .. } => Some((*txn, to, keys.clone())),
+            Msg::Execute(Execute { txn, keys, .. }) => Some((*txn, to, keys.clone())),
             _ => None,
         })
         .collect()
@@ -253,9 +254,9 @@ fn through_prepare(hand: &mut Client, topo: &Topology) -> TxnId {
     for s in 0..2u32 {
         let leader = topo.replicas(ShardId(s))[0];
         let reads = vec![(Key(u64::from(s)), None)];
-        let fx = hand.message(leader, Msg::Executed { txn: t, shard: ShardId(s), round: 0, reads });
+        let fx = hand.message(leader, Msg::Executed(Executed { txn: t, shard: ShardId(s), round: 0, reads }));
         prepares.extend(fx.sends().filter_map(|(to, m)| match m {
-            Msg::Prepare { writes, .. } => Some((to, writes.clone())),
+            Msg::Prepare(Prepare { writes, .. }) => Some((to, writes.clone())),
             _ => None,
         }));
     }

@@ -48,7 +48,9 @@ mod recovery;
 mod replica;
 
 pub use coordinator::Coordinator;
-pub use messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
+pub use messages::{
+    Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer,
+};
 pub use replica::Replica;
 
 use meridian_core::{
