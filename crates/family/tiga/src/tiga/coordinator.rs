@@ -22,7 +22,7 @@ use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
 use meridian_mechanisms::owd::Delays;
 use meridian_mechanisms::quorum;
-use meridian_mechanisms::txnids::TxnIds;
+use meridian_mechanisms::txnids::EpochGate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -93,8 +93,9 @@ pub struct Coordinator {
     me: NodeId,
     cfg: Config,
     topo: Arc<Topology>,
-    ids: TxnIds,
-    queued: Vec<(RequestId, Program)>,
+    /// Transaction ids, and the requests that arrived before their epoch
+    /// was durable.
+    ids: EpochGate<(RequestId, Program)>,
     view: View,
     owd: Delays,
     pending: BTreeMap<TxnId, Pend>,
@@ -112,8 +113,7 @@ impl Coordinator {
             me,
             cfg,
             topo,
-            ids: TxnIds::start(me, []),
-            queued: Vec::new(),
+            ids: EpochGate::new(me),
             view,
             owd: Delays::default(),
             pending: BTreeMap::new(),
@@ -420,11 +420,11 @@ impl Coordinator {
 }
 
 impl Process<Tiga> for Coordinator {
-    /// Between events: requests wait in the queue only until the epoch is
-    /// durable; a pending transaction was submitted to exactly its shards,
+    /// Between events: requests wait only until the epoch is durable
+    /// (`EpochGate`); a pending transaction was submitted to exactly its shards,
     /// within its attempts, at one timestamp per view.
     fn check_invariants(&self) {
-        assert!(self.queued.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+        self.ids.check_invariants();
         for (id, p) in self.pending.iter().take(CHECKED_MAX) {
             assert_eq!(p.body.id, *id, "a pending transaction under another's id");
             assert!(p.shards.keys().eq(p.body.shards.iter()), "{id:?} tracks replies of shards it is not on");
@@ -435,7 +435,7 @@ impl Process<Tiga> for Coordinator {
     /// See `Process::state_sizes`.
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("pending", self.pending.len());
-        out("queued", self.queued.len());
+        out("queued", self.ids.held());
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
@@ -443,8 +443,8 @@ impl Process<Tiga> for Coordinator {
             Record::Epoch(e) => Some(e),
             _ => None,
         });
-        self.ids = TxnIds::start(self.me, epochs);
-        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        let epoch = self.ids.start(epochs);
+        let lsn = ctx.append(Record::Epoch(epoch));
         self.ids.recorded_at(lsn);
         ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
         ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
@@ -452,17 +452,15 @@ impl Process<Tiga> for Coordinator {
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        if self.ids.persisted(upto) {
-            for (request, program) in std::mem::take(&mut self.queued) {
-                self.on_request(ctx, request, program);
-            }
+        for (request, program) in self.ids.persisted(upto) {
+            self.on_request(ctx, request, program);
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
-        if !self.ids.ready() {
-            return self.queued.push((request, program));
-        }
+        let Some((request, program)) = self.ids.admit((request, program)) else {
+            return;
+        };
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }

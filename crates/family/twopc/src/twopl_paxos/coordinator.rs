@@ -24,7 +24,7 @@ use meridian_mechanisms::interactive::{
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
-use meridian_mechanisms::txnids::TxnIds;
+use meridian_mechanisms::txnids::EpochGate;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug)]
@@ -64,9 +64,9 @@ struct Attempt {
 pub struct Coordinator {
     cfg: Config,
     leader_hint: Vec<NodeId>,
-    ids: TxnIds,
-    /// Requests that arrived before the epoch was durable.
-    queued: Vec<(RequestId, Program)>,
+    /// Transaction ids, and the requests that arrived before their epoch
+    /// was durable.
+    ids: EpochGate<(RequestId, Program)>,
     requests: BTreeMap<RequestId, Request>,
     attempts: BTreeMap<TxnId, Attempt>,
     /// Attempts given up on before every participant acknowledged a
@@ -91,8 +91,7 @@ impl Coordinator {
         Coordinator {
             cfg,
             leader_hint: leaders,
-            ids: TxnIds::start(me, []),
-            queued: Vec::new(),
+            ids: EpochGate::new(me),
             requests: BTreeMap::new(),
             attempts: BTreeMap::new(),
             abandoned: BTreeMap::new(),
@@ -478,12 +477,12 @@ fn lock_reads(keys: Vec<RoundKey>) -> Vec<LockRead> {
 }
 
 impl Process<TwoPlPaxos> for Coordinator {
-    /// Between events: requests wait in the queue only until the epoch is
-    /// durable; an attempt still executing or preparing serves a request
+    /// Between events: requests wait only until the epoch is durable
+    /// (`EpochGate`); an attempt still executing or preparing serves a request
     /// in progress; a decision is owed only to participants, in bounded
     /// rounds; the abandoned attempts stay within their bound.
     fn check_invariants(&self) {
-        assert!(self.queued.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+        self.ids.check_invariants();
         assert!(self.abandoned.len() <= ABANDONED_MAX, "abandoned attempts past their bound");
         for (txn, a) in self.attempts.iter().take(CHECKED_MAX) {
             match a.phase {
@@ -503,7 +502,7 @@ impl Process<TwoPlPaxos> for Coordinator {
         out("requests", self.requests.len());
         out("attempts", self.attempts.len());
         out("abandoned", self.abandoned.len());
-        out("queued", self.queued.len());
+        out("queued", self.ids.held());
     }
 
     /// A (re)start: a new durable epoch keeps transaction ids unique.
@@ -512,23 +511,21 @@ impl Process<TwoPlPaxos> for Coordinator {
             Record::Epoch(e) => Some(e),
             Record::Paxos(_) => None,
         });
-        self.ids = TxnIds::start(self.ids.next_node(), epochs);
-        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        let epoch = self.ids.start(epochs);
+        let lsn = ctx.append(Record::Epoch(epoch));
         self.ids.recorded_at(lsn);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        if self.ids.persisted(upto) {
-            for (request, program) in std::mem::take(&mut self.queued) {
-                self.on_request(ctx, request, program);
-            }
+        for (request, program) in self.ids.persisted(upto) {
+            self.on_request(ctx, request, program);
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
-        if !self.ids.ready() {
-            return self.queued.push((request, program));
-        }
+        let Some((request, program)) = self.ids.admit((request, program)) else {
+            return;
+        };
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
