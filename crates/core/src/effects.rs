@@ -340,6 +340,11 @@ impl<P: Protocol, N: Process<P>> Hand<P, N> {
         Lsn(self.ids.lsn - 1)
     }
 
+    /// The identifier the next timer set gets (for exact effect lists).
+    pub fn next_timer_id(&self) -> TimerId {
+        TimerId(self.ids.timer)
+    }
+
     /// Runs one handler, checks the node's invariants after it (as the
     /// simulator does), and returns what it did.
     pub fn step(&mut self, f: impl FnOnce(&mut N, &mut crate::process::Ctx<'_, P>)) -> EffectsOf<P> {

@@ -24,7 +24,7 @@ pub use driver::{ClientIo, Clients};
 pub use effects::{Effect, Effects, EffectsOf, Hand, NextIds, Now, Recorder};
 pub use ids::{Key, Lsn, NodeId, RegionId, RequestId, ShardId, Stream, TimerId, TxnId};
 pub use latency::LatencyMatrix;
-pub use params::{CounterDoc, ParamDoc, ParamReader, ParamValue, Params};
+pub use params::{CounterDoc, ParamDoc, ParamReader, ParamValue, Params, Rounding, ticks_of};
 pub use procedure::{Need, Procedure, ReadMap, Step};
 pub use process::{
     Consistency, Ctx, Deployment, Env, Mapped, Message, ProcedureSupport, Process, Protocol, Shapes, TimerTag,

@@ -126,6 +126,27 @@ impl Params {
     }
 }
 
+/// How a duration becomes whole ticks ([`ParamReader::ms_ticks`]).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum Rounding {
+    /// Whole ticks that fit in it: it fires no later than asked (plus a
+    /// tick's resolution).
+    Down,
+    /// Ticks enough to cover it: it never fires early.
+    Up,
+}
+
+/// `ns` in whole periods of `tick_ns`, rounded as asked and clamped into
+/// `range`.
+pub fn ticks_of(ns: u64, tick_ns: u64, rounding: Rounding, range: std::ops::RangeInclusive<u64>) -> u64 {
+    assert!(tick_ns > 0, "a tick lasts");
+    let ticks = match rounding {
+        Rounding::Down => ns / tick_ns,
+        Rounding::Up => ns.div_ceil(tick_ns),
+    };
+    ticks.clamp(*range.start(), *range.end())
+}
+
 /// A protocol's parameters read against its documented list
 /// ([`ParamDoc`]s): every name read must be documented, and a parameter
 /// left out takes the default its documentation states, so the table a
@@ -188,6 +209,19 @@ impl<'a> ParamReader<'a> {
     pub fn ms_ns(&self, name: &str) -> Result<u64, String> {
         debug_assert!(name.ends_with("_ms"), "`{name}`: a duration's name ends in its unit");
         self.params.ms_ns_or(name, self.default_f64(name))
+    }
+
+    /// A duration in milliseconds (`_ms`) as whole periods of `tick_ns`,
+    /// rounded as the caller states and clamped into `range` (see
+    /// [`ticks_of`]).
+    pub fn ms_ticks(
+        &self,
+        name: &str,
+        tick_ns: u64,
+        rounding: Rounding,
+        range: std::ops::RangeInclusive<u64>,
+    ) -> Result<u64, String> {
+        Ok(ticks_of(self.ms_ns(name)?, tick_ns, rounding, range))
     }
 
     /// An integer within `range` (counts, sizes, bounds).
@@ -274,6 +308,18 @@ mod tests {
         );
         let unknown = Params::new().with("timeot_ms", ParamValue::Int(1));
         assert!(ParamReader::new(&unknown, "x", READER_DOCS).err().unwrap().contains("`timeot_ms`"));
+    }
+
+    #[test]
+    fn a_duration_becomes_ticks_rounded_as_asked_and_within_its_range() {
+        let none = Params::new();
+        let r = ParamReader::new(&none, "x", READER_DOCS).unwrap();
+        let tick_ns = 30_000_000;
+        assert_eq!(r.ms_ticks("timeout_ms", tick_ns, Rounding::Down, 1..=10), Ok(3), "100 ms: three whole ticks");
+        assert_eq!(r.ms_ticks("timeout_ms", tick_ns, Rounding::Up, 1..=10), Ok(4), "100 ms: four to cover it");
+        assert_eq!(r.ms_ticks("timeout_ms", tick_ns, Rounding::Up, 1..=2), Ok(2), "at most the range's end");
+        assert_eq!(ticks_of(5, tick_ns, Rounding::Down, 1..=10), 1, "at least the range's start");
+        assert_eq!(ticks_of(60_000_000, tick_ns, Rounding::Up, 0..=10), 2, "an exact multiple is not rounded");
     }
 
     #[test]

@@ -61,7 +61,7 @@ impl PaxosConfig {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PromisedEntry<V> {
     pub slot: u64,
     pub ballot: Ballot,
@@ -70,7 +70,7 @@ pub struct PromisedEntry<V> {
     pub chosen: bool,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaxosBody<V, S = ()> {
     Prepare {
         ballot: Ballot,
@@ -117,13 +117,13 @@ pub enum PaxosBody<V, S = ()> {
 }
 
 /// A message of group `group`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaxosMsg<V, S = ()> {
     pub group: u32,
     pub body: PaxosBody<V, S>,
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum PaxosRecordBody<V, S = ()> {
     Promised(Ballot),
     Accepted {
@@ -146,7 +146,7 @@ pub enum PaxosRecordBody<V, S = ()> {
 }
 
 /// A durable record of group `group`.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PaxosRecord<V, S = ()> {
     pub group: u32,
     pub body: PaxosRecordBody<V, S>,
@@ -972,5 +972,276 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
                 env.send(*to, PaxosMsg { group: self.group, body: body.clone() });
             }
         }
+    }
+}
+
+/// Handler-level tests of one member of a three-member group, driven by
+/// hand through core's `Recorder`: one event in, the exact effects out
+/// (records appended, messages sent, timers set, counters) and the events
+/// the host learns.
+#[cfg(test)]
+mod handler_tests {
+    use super::*;
+    use meridian_core::{
+        ClusterSpec, Effect, Effects, LeaderPlacement, NextIds, Now, Recorder, RegionId, Rng, ShardId, Stream, TimerId,
+        Topology,
+    };
+
+    type V = u64;
+    type Fx = Effects<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer>;
+    type Fxs = Vec<Effect<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer>>;
+
+    const TICK_NS: u64 = 10_000_000;
+
+    fn config() -> PaxosConfig {
+        PaxosConfig {
+            tick_ns: TICK_NS,
+            election_ticks: 3,
+            stagger_ticks: 2,
+            jitter_ticks: 1,
+            batch_max: 16,
+            compact_every: 0,
+        }
+    }
+
+    /// One shard of three replicas: the group's members.
+    fn topology() -> Arc<Topology> {
+        let spec = ClusterSpec {
+            regions: vec!["a".into()],
+            server_regions: vec![RegionId(0)],
+            shards: 1,
+            replicas_per_shard: 3,
+            leaders: LeaderPlacement::Colocated,
+            client_regions: vec![RegionId(0)],
+            clients_per_region: 1,
+        };
+        Arc::new(Topology::build(&spec, &[]))
+    }
+
+    /// One member driven by hand.
+    struct Member {
+        paxos: MultiPaxos<V>,
+        topology: Arc<Topology>,
+        me: NodeId,
+        rng: Rng,
+        ids: NextIds,
+    }
+
+    impl Member {
+        /// Member `rank` of the group, started fresh (rank 0 is preferred).
+        fn start(topology: &Arc<Topology>, rank: usize) -> (Member, Fx) {
+            let members = topology.replicas(ShardId(0)).to_vec();
+            let me = members[rank];
+            let paxos = MultiPaxos::new(0, members, me, 0, config());
+            let mut m = Member {
+                paxos,
+                topology: topology.clone(),
+                me,
+                rng: Rng::new(rank as u64 + 1),
+                ids: NextIds::default(),
+            };
+            let fx = m.step(|p, env| p.start(env, Vec::new()));
+            (m, fx)
+        }
+
+        /// Runs one handler; the invariants must hold after it.
+        fn step(&mut self, f: impl FnOnce(&mut MultiPaxos<V>, &mut PaxosEnv<'_, V>)) -> Fx {
+            let mut fx = Fx::new();
+            let mut rec = Recorder::new(self.me, &self.topology, Now::at(0), &mut self.rng, &mut self.ids, &mut fx);
+            f(&mut self.paxos, &mut rec);
+            self.paxos.check_invariants();
+            fx
+        }
+
+        fn message(&mut self, from: NodeId, body: PaxosBody<V>) -> Fx {
+            self.step(|p, env| p.on_message(env, from, PaxosMsg { group: 0, body }))
+        }
+
+        fn tick(&mut self) -> Fx {
+            self.step(|p, env| p.on_timer(env, PaxosTimer { group: 0 }))
+        }
+
+        /// Everything appended so far is durable.
+        fn persist_all(&mut self) -> Fx {
+            let upto = Lsn(self.ids.lsn - 1);
+            self.step(|p, env| p.on_persisted(env, upto))
+        }
+
+        /// The LSN the next append gets.
+        fn next_lsn(&self) -> Lsn {
+            Lsn(self.ids.lsn)
+        }
+
+        /// The id the next timer gets.
+        fn next_timer(&self) -> TimerId {
+            TimerId(self.ids.timer)
+        }
+    }
+
+    fn send(to: NodeId, body: PaxosBody<V>) -> Effect<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> {
+        Effect::Send { to, msg: PaxosMsg { group: 0, body } }
+    }
+
+    fn append(lsn: Lsn, body: PaxosRecordBody<V>) -> Effect<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> {
+        Effect::Append { stream: Stream::MAIN, lsn, record: PaxosRecord { group: 0, body } }
+    }
+
+    fn tick_set(id: TimerId) -> Effect<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> {
+        Effect::SetTimer { id, after_ns: TICK_NS, timer: PaxosTimer { group: 0 } }
+    }
+
+    fn count(counter: &'static str) -> Effect<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> {
+        Effect::Count { counter, delta: 1 }
+    }
+
+    const FIRST: Ballot = Ballot { round: 1, rank: 0 };
+
+    /// The preferred member of a fresh group, leading at (1, 0).
+    fn leader(topo: &Arc<Topology>) -> Member {
+        let (mut m, _) = Member::start(topo, 0);
+        m.persist_all();
+        assert_eq!(m.paxos.drain_events(), [PaxosEvent::LeaderReady { ballot: FIRST }]);
+        m
+    }
+
+    fn follower(topo: &Arc<Topology>, rank: usize) -> Member {
+        let (mut m, _) = Member::start(topo, rank);
+        assert!(m.paxos.drain_events().is_empty());
+        m
+    }
+
+    #[test]
+    fn the_preferred_member_of_a_fresh_group_leads_once_its_promise_is_durable() {
+        let topo = topology();
+        let (mut m, fx) = Member::start(&topo, 0);
+        assert_eq!(fx.all(), [tick_set(TimerId(1)), append(Lsn(1), PaxosRecordBody::Promised(FIRST))]);
+        assert!(!m.paxos.is_leader(), "not before its promise is durable");
+        assert_eq!(m.persist_all().all(), [count("paxos_leader_changes")], "no phase 1: round 1 is its alone");
+        assert_eq!(m.paxos.drain_events(), [PaxosEvent::LeaderReady { ballot: FIRST }]);
+        assert!(m.paxos.is_leader());
+    }
+
+    #[test]
+    fn a_proposal_is_accepted_durably_everywhere_and_chosen_at_a_majority() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let mut l = leader(&topo);
+        let mut f = follower(&topo, 1);
+        // Leader: its own vote goes to disk while the Accepts go out.
+        let lsn = l.next_lsn();
+        let fx = l.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(7)), commit_upto: 0 };
+        let expected: Fxs = vec![
+            append(lsn, PaxosRecordBody::Accepted { slot: 1, ballot: FIRST, value: Some(Arc::new(7)) }),
+            send(members[1], accept.clone()),
+            send(members[2], accept.clone()),
+        ];
+        assert_eq!(fx.all(), expected);
+        // Follower: Accepted only once the accept is durable.
+        let flsn = f.next_lsn();
+        let fx = f.message(members[0], accept);
+        assert_eq!(
+            fx.all(),
+            [append(flsn, PaxosRecordBody::Accepted { slot: 1, ballot: FIRST, value: Some(Arc::new(7)) })]
+        );
+        let accepted = PaxosBody::Accepted { ballot: FIRST, slot: 1 };
+        assert_eq!(f.persist_all().all(), [send(members[0], accepted.clone())]);
+        // Leader: one follower's vote is not a majority without its own.
+        assert!(l.message(members[1], accepted).is_empty());
+        assert!(l.paxos.drain_events().is_empty(), "not chosen: the leader's own vote is not durable");
+        assert!(l.persist_all().is_empty());
+        assert_eq!(l.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
+        assert_eq!(l.paxos.commit_upto(), 1);
+    }
+
+    #[test]
+    fn a_follower_learns_a_choice_from_the_leaders_commit_point() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let mut l = leader(&topo);
+        let mut f = follower(&topo, 1);
+        l.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(7)), commit_upto: 0 };
+        f.message(members[0], accept);
+        f.persist_all();
+        l.persist_all();
+        l.message(members[1], PaxosBody::Accepted { ballot: FIRST, slot: 1 });
+        assert_eq!(l.paxos.commit_upto(), 1);
+        // The leader's tick announces its commit point to every follower.
+        let timer = l.next_timer();
+        let commit = PaxosBody::Commit { ballot: FIRST, commit_upto: 1 };
+        let expected: Fxs = vec![tick_set(timer), send(members[1], commit.clone()), send(members[2], commit.clone())];
+        assert_eq!(l.tick().all(), expected);
+        assert!(f.message(members[0], commit).is_empty(), "the follower holds the value at that ballot");
+        assert_eq!(f.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
+    }
+
+    #[test]
+    fn a_silent_leader_is_replaced_through_phase_1_at_a_higher_round() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let mut c = follower(&topo, 1);
+        let mut other = follower(&topo, 2);
+        // Ticks without hearing the leader, until the timeout.
+        let (fx, lsn, timer) = loop {
+            let (lsn, timer) = (c.next_lsn(), c.next_timer());
+            let fx = c.tick();
+            if fx.len() > 1 {
+                break (fx, lsn, timer);
+            }
+            assert_eq!(fx.all(), [tick_set(timer)], "a quiet tick only re-arms");
+        };
+        let ballot = Ballot { round: 2, rank: 1 };
+        let prepare = PaxosBody::Prepare { ballot, from_slot: 1 };
+        let expected: Fxs = vec![
+            tick_set(timer),
+            append(lsn, PaxosRecordBody::Promised(ballot)),
+            count("paxos_elections"),
+            send(members[0], prepare.clone()),
+            send(members[2], prepare.clone()),
+        ];
+        assert_eq!(fx.all(), expected);
+        // A member promises once its promise is durable.
+        let olsn = other.next_lsn();
+        assert_eq!(other.message(members[1], prepare).all(), [append(olsn, PaxosRecordBody::Promised(ballot))]);
+        let promise = PaxosBody::Promise { ballot, entries: Vec::new(), snapshot: None };
+        assert_eq!(other.persist_all().all(), [send(members[1], promise.clone())]);
+        // The candidate's own promise and one other make a majority.
+        assert!(c.persist_all().is_empty());
+        assert_eq!(c.message(members[2], promise).all(), [count("paxos_leader_changes")]);
+        assert_eq!(c.paxos.drain_events(), [PaxosEvent::LeaderReady { ballot }]);
+        assert_eq!(c.paxos.leader_hint(), Some(members[1]));
+    }
+
+    #[test]
+    fn a_higher_ballot_deposes_the_leader_and_its_proposals_are_refused() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let mut l = leader(&topo);
+        let mut f = follower(&topo, 1);
+        let higher = Ballot { round: 2, rank: 2 };
+        // A follower that promised a higher ballot refuses the old leader's Accept...
+        f.message(members[2], PaxosBody::Prepare { ballot: higher, from_slot: 1 });
+        f.persist_all();
+        let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(7)), commit_upto: 0 };
+        let nack = PaxosBody::Nack { ballot: FIRST, promised: higher };
+        assert_eq!(f.message(members[0], accept).all(), [send(members[0], nack.clone())]);
+        // ...and the refusal deposes it.
+        l.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        assert!(l.message(members[1], nack).is_empty());
+        assert_eq!(l.paxos.drain_events(), [PaxosEvent::Deposed]);
+        assert!(!l.paxos.is_leader());
+        let refused = l.step(|p, env| assert_eq!(p.propose(env, 8), Err(NotLeader { hint: None })));
+        assert!(refused.is_empty(), "a refused proposal does nothing");
+        // A Prepare at a higher ballot deposes a leader directly, and it
+        // promises once the promise is durable.
+        let mut l = leader(&topo);
+        let lsn = l.next_lsn();
+        let fx = l.message(members[2], PaxosBody::Prepare { ballot: higher, from_slot: 1 });
+        assert_eq!(fx.all(), [append(lsn, PaxosRecordBody::Promised(higher))]);
+        assert_eq!(l.paxos.drain_events(), [PaxosEvent::Deposed]);
+        assert_eq!(l.paxos.leader_hint(), Some(members[2]));
+        let promise = PaxosBody::Promise { ballot: higher, entries: Vec::new(), snapshot: None };
+        assert_eq!(l.persist_all().all(), [send(members[2], promise)]);
     }
 }

@@ -78,9 +78,96 @@ impl TxnIds {
     }
 }
 
+/// A coordinator's identifiers with the requests that reached it before its
+/// epoch was durable: those wait here, since an identifier handed out before
+/// then could repeat one of a previous life's, and leave in arrival order
+/// the moment the epoch is durable. Both `2pl-paxos` and `tiga` coordinators
+/// run on it.
+#[derive(Clone, Debug)]
+pub struct EpochGate<T> {
+    ids: TxnIds,
+    held: Vec<T>,
+}
+
+impl<T> EpochGate<T> {
+    /// A coordinator's gate before it starts (nothing recorded yet).
+    pub fn new(node: NodeId) -> Self {
+        EpochGate { ids: TxnIds::start(node, []), held: Vec::new() }
+    }
+
+    /// A (re)start: the epoch after `recorded_epochs`, which the caller
+    /// appends durably and reports with [`EpochGate::recorded_at`].
+    #[must_use]
+    pub fn start(&mut self, recorded_epochs: impl IntoIterator<Item = u64>) -> u64 {
+        self.ids = TxnIds::start(self.ids.next_node(), recorded_epochs);
+        self.ids.epoch()
+    }
+
+    /// The epoch's record was appended at `lsn`.
+    pub fn recorded_at(&mut self, lsn: Lsn) {
+        self.ids.recorded_at(lsn);
+    }
+
+    /// `request` back if the epoch is durable (serve it now); otherwise it
+    /// is held until it is.
+    #[must_use]
+    pub fn admit(&mut self, request: T) -> Option<T> {
+        if self.ids.ready() {
+            return Some(request);
+        }
+        self.held.push(request);
+        None
+    }
+
+    /// Persistence acknowledged up to `upto`: when that made the epoch
+    /// durable, every request held, in arrival order (to serve now).
+    #[must_use]
+    pub fn persisted(&mut self, upto: Lsn) -> Vec<T> {
+        if self.ids.persisted(upto) { std::mem::take(&mut self.held) } else { Vec::new() }
+    }
+
+    /// See [`TxnIds::next_seq`].
+    pub fn next_seq(&self) -> u64 {
+        self.ids.next_seq()
+    }
+
+    /// The next identifier (only once the epoch is durable).
+    pub fn next_id(&mut self) -> TxnId {
+        self.ids.next_id()
+    }
+
+    /// Requests held.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Requests wait only while the epoch is not durable.
+    pub fn check_invariants(&self) {
+        assert!(self.held.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_wait_for_a_durable_epoch_and_leave_in_arrival_order() {
+        let mut gate = EpochGate::new(NodeId(3));
+        let epoch = gate.start([1, 4]);
+        assert_eq!(epoch, 5, "one past every epoch recorded");
+        gate.recorded_at(Lsn(7));
+        assert_eq!(gate.admit("a"), None, "held: the epoch is not durable");
+        assert_eq!(gate.admit("b"), None);
+        gate.check_invariants();
+        assert!(gate.persisted(Lsn(6)).is_empty(), "an earlier append does not free them");
+        assert_eq!(gate.held(), 2);
+        assert_eq!(gate.persisted(Lsn(7)), ["a", "b"], "freed in arrival order");
+        gate.check_invariants();
+        assert_eq!(gate.admit("c"), Some("c"), "served at once once durable");
+        assert!(gate.persisted(Lsn(8)).is_empty(), "freed once");
+        assert_eq!(epoch_of(gate.next_id().seq), 5);
+    }
 
     #[test]
     fn a_restart_never_reuses_an_identifier() {

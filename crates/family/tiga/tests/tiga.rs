@@ -61,15 +61,16 @@ fn inc(keys: &[u64], tag: u64) -> Program {
     )
 }
 
-/// Records a scripted run as a history the checker can read.
+/// Records a scripted run's invocations and completions as a history the
+/// checker can read.
 #[derive(Default)]
-struct Recorder {
+struct HistoryLog {
     ops: Vec<HistoryOp>,
     programs: BTreeMap<(NodeId, u64), (Program, u64)>,
     next_process: u64,
 }
 
-impl Recorder {
+impl HistoryLog {
     fn submit(&mut self, s: &mut Sim<Tiga>, client: NodeId, request: u64, program: Program) {
         let process = self.next_process;
         self.next_process += 1;
@@ -101,7 +102,7 @@ impl Recorder {
     }
 }
 
-fn run_for(s: &mut Sim<Tiga>, rec: &mut Recorder, ms: u64) -> Vec<Completion> {
+fn run_for(s: &mut Sim<Tiga>, rec: &mut HistoryLog, ms: u64) -> Vec<Completion> {
     s.run_until(s.now_ns() + ms * MS);
     let done = s.take_completions();
     rec.complete(&done);
@@ -156,7 +157,7 @@ fn conflicting_transactions_arriving_in_different_orders_commit_on_the_fast_path
         },
     );
     s.run_until(2_000 * MS);
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     let (fi, br) = (node(&s, "client-finland-0"), node(&s, "client-brazil-0"));
     rec.submit(&mut s, fi, 1, inc(&[0, 1], 10));
     rec.submit(&mut s, br, 2, inc(&[0, 1], 20));
@@ -197,7 +198,7 @@ fn figure_5(second_round: bool) -> (Vec<HistoryOp>, Vec<Completion>) {
     if let Ok(p) = std::env::var("TIGA_EVENT_LOG") {
         s.set_event_log(Box::new(std::fs::File::create(p).unwrap()));
     }
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     let (x, y) = (0, 1); // on shard 0 and shard 1
     rec.submit(&mut s, sc, 1, inc(&[x], 10)); // Ta: released at L1 with a large timestamp
     let mut all = run_for(&mut s, &mut rec, 1_000);
@@ -278,7 +279,7 @@ fn super_quorum_example(fast_quorum: &str, in_order: &'static [u32]) -> (Vec<His
     // must not hold T1 back), T3 from Brazil.
     let (sc, fi, br) = (node(&s, "client-south-carolina-0"), node(&s, "client-finland-0"), node(&s, "client-brazil-0"));
     let x = Key(0);
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     rec.submit(&mut s, fi, 2, Program::new(vec![Op::Append { key: x, element: 2 }]));
     run_for(&mut s, &mut rec, 5);
     rec.submit(&mut s, sc, 1, Program::new(vec![Op::Read { key: x }, Op::Append { key: x, element: 1 }]));
@@ -345,7 +346,7 @@ fn server<'a>(s: &'a Sim<Tiga>, name: &str) -> &'a meridian_tiga::tiga::Server {
 /// Submits `n` list-append transactions round-robin from the four clients,
 /// 10 ms apart, each appending to one key of each shard and reading a
 /// third; then runs until every one completed.
-fn load(s: &mut Sim<Tiga>, rec: &mut Recorder, first: u64, n: u64) {
+fn load(s: &mut Sim<Tiga>, rec: &mut HistoryLog, first: u64, n: u64) {
     let clients: Vec<NodeId> = ["south-carolina", "finland", "brazil", "hong-kong"]
         .iter()
         .map(|r| node(s, &format!("client-{r}-0")))
@@ -366,7 +367,7 @@ fn load(s: &mut Sim<Tiga>, rec: &mut Recorder, first: u64, n: u64) {
     }
 }
 
-impl Recorder {
+impl HistoryLog {
     fn pending(&self) -> usize {
         let invoked = self.ops.iter().filter(|op| op.kind == OpType::Invoke).count();
         invoked - (self.ops.len() - invoked)
@@ -408,7 +409,7 @@ fn assert_replicas_agree(s: &Sim<Tiga>) {
 #[test]
 fn servers_fold_their_logs_at_the_commit_point_and_a_restarted_one_resumes_from_its_checkpoint() {
     let mut s = checkpointing(5, Params::new());
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     load(&mut s, &mut rec, 0, 60);
     let follower = node(&s, "shard0-replica1");
     s.crash(follower);
@@ -445,7 +446,7 @@ fn a_follower_behind_its_leaders_checkpoint_installs_it_and_catches_up() {
         let isolated = cut_in.load(std::sync::atomic::Ordering::Relaxed) && (from == lagging || to == lagging);
         if isolated { Verdict::Drop } else { Verdict::Deliver }
     }));
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     load(&mut s, &mut rec, 0, 100); // commits on the slow path without it
     cut.store(false, std::sync::atomic::Ordering::Relaxed);
     load(&mut s, &mut rec, 100, 20);
@@ -470,7 +471,7 @@ fn a_resubmission_of_a_folded_transaction_is_answered_from_memory_and_never_exec
         }
         _ => Verdict::Deliver,
     }));
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     let t = Program::new(vec![Op::Append { key: Key(0), element: 7 }, Op::Append { key: Key(1), element: 8 }]);
     rec.submit(&mut s, coordinator, 999, t);
     load(&mut s, &mut rec, 0, 100); // T's entries fold everywhere meanwhile
@@ -503,7 +504,7 @@ fn a_deployment_whose_every_server_restarts_recovers_from_their_durable_logs() {
     // manager makes restarted servers lead and the view change rebuilds
     // each shard's log from their durable logs (every vote was durable).
     let mut s = checkpointing(8, Params::new());
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     load(&mut s, &mut rec, 0, 80);
     let everyone: Vec<NodeId> =
         (0..s.topology().nodes.len() as u32).map(NodeId).filter(|n| !s.topology().is_client(*n)).collect();
@@ -541,7 +542,7 @@ fn cross_shard_verification_ends_with_the_view_change_even_when_a_message_of_it_
         }
         _ => Verdict::Deliver,
     }));
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     load(&mut s, &mut rec, 0, 40);
     s.crash(node(&s, "shard0-replica0"));
     run_for(&mut s, &mut rec, 3_000);
@@ -553,7 +554,7 @@ fn cross_shard_verification_ends_with_the_view_change_even_when_a_message_of_it_
 /// Step ④'s verification sent at least `at_least` messages and then ended
 /// with the view change: leaders back in Normal never bounce its messages
 /// between them. The history stays strictly serializable.
-fn assert_verification_ended(s: &mut Sim<Tiga>, rec: &mut Recorder, at_least: u64) {
+fn assert_verification_ended(s: &mut Sim<Tiga>, rec: &mut HistoryLog, at_least: u64) {
     let verify = |s: &Sim<Tiga>| s.counters().get("verify_messages").copied().unwrap_or(0);
     let settled = verify(s);
     assert!(settled >= at_least, "the view change verified across shards: {:?}", s.counters());
@@ -574,7 +575,7 @@ fn new_orders_run_as_one_shot_parts_and_every_replica_agrees_on_the_order_ids() 
     use meridian_core::procedure::Procedure;
     use meridian_core::tpcc::{LineInput, NewOrder, Scale, TpccKind, TpccTxn};
     let mut s = checkpointing(11, Params::new());
-    let mut rec = Recorder::default();
+    let mut rec = HistoryLog::default();
     let scale = Scale { warehouses: 2, customers: 30, items: 100, shards: 2, homes: 3 };
     let clients: Vec<NodeId> = s.topology().clients().to_vec();
     let n = 24u64;

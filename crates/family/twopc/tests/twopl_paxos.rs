@@ -165,13 +165,13 @@ fn a_single_shard_transaction_left_in_doubt_commits() {
 
 #[test]
 fn a_restarted_coordinator_never_reuses_transaction_ids() {
-    use meridian_twopc::twopl_paxos::Msg;
+    use meridian_twopc::twopl_paxos::{Execute, Msg};
     use std::sync::{Arc, Mutex};
     let mut s = sim(5);
     let seen: Arc<Mutex<Vec<(u64, meridian_core::TxnId)>>> = Arc::default();
     let log = seen.clone();
     s.set_interceptor(Box::new(move |now, _, _, msg: &Msg| {
-        if let Msg::Execute { txn, .. } = msg {
+        if let Msg::Execute(Execute { txn, .. }) = msg {
             log.lock().unwrap().push((now, *txn));
         }
         meridian_sim::Verdict::Deliver

@@ -15,20 +15,25 @@
 //! commit in time is resubmitted under the same id (servers execute it at
 //! most once); Tiga never aborts.
 
-use super::messages::{FastReply, Msg, Record, Submit, Timer, TxnBody, View};
+use super::messages::{FastReply, Msg, Record, Submit, SyncReply, Timer, TxnBody, View};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
 use meridian_mechanisms::owd::Delays;
 use meridian_mechanisms::quorum;
-use meridian_mechanisms::txnids::TxnIds;
+use meridian_mechanisms::txnids::EpochGate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Most transactions still driven to completion after their client was
 /// told the outcome is unknown; beyond it the oldest is given up.
 const ORPHANS_MAX: usize = 1024;
+
+/// Coordinator ticks between two requests for the current view: a burst of
+/// replies from a newer view asks once, not once per reply. The member
+/// asked moves on at the same pace, so a dead one is skipped.
+const VIEW_ASK_GAP_TICKS: u64 = 5;
 
 #[derive(Clone, Debug)]
 struct LeaderReply {
@@ -88,8 +93,9 @@ pub struct Coordinator {
     me: NodeId,
     cfg: Config,
     topo: Arc<Topology>,
-    ids: TxnIds,
-    queued: Vec<(RequestId, Program)>,
+    /// Transaction ids, and the requests that arrived before their epoch
+    /// was durable.
+    ids: EpochGate<(RequestId, Program)>,
     view: View,
     owd: Delays,
     pending: BTreeMap<TxnId, Pend>,
@@ -107,8 +113,7 @@ impl Coordinator {
             me,
             cfg,
             topo,
-            ids: TxnIds::start(me, []),
-            queued: Vec::new(),
+            ids: EpochGate::new(me),
             view,
             owd: Delays::default(),
             pending: BTreeMap::new(),
@@ -197,15 +202,15 @@ impl Coordinator {
     }
 
     /// Asks one view-manager member (in turn) for the current view, at most
-    /// once every few ticks.
+    /// once every `VIEW_ASK_GAP_TICKS`.
     fn ask_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.view_asked_tick.is_some_and(|t| self.ticks < t + 5) {
+        if self.view_asked_tick.is_some_and(|t| self.ticks < t + VIEW_ASK_GAP_TICKS) {
             return;
         }
         self.view_asked_tick = Some(self.ticks);
         let members = self.topo.service("viewmgr");
         if !members.is_empty() {
-            let to = members[(self.ticks as usize / 5) % members.len()];
+            let to = members[(self.ticks / VIEW_ASK_GAP_TICKS) as usize % members.len()];
             ctx.send(to, Msg::GetView);
         }
     }
@@ -235,7 +240,8 @@ impl Coordinator {
         self.try_commit(ctx, id);
     }
 
-    fn on_sync_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, synced: Vec<(TxnId, u64)>) {
+    fn on_sync_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: SyncReply) {
+        let SyncReply { shard, synced, .. } = m;
         let Some(r) = self.replica_index(shard, from) else { return };
         for (id, t) in synced {
             if let Some(s) = self.pending.get_mut(&id).and_then(|p| p.shards.get_mut(&shard)) {
@@ -414,11 +420,11 @@ impl Coordinator {
 }
 
 impl Process<Tiga> for Coordinator {
-    /// Between events: requests wait in the queue only until the epoch is
-    /// durable; a pending transaction was submitted to exactly its shards,
+    /// Between events: requests wait only until the epoch is durable
+    /// (`EpochGate`); a pending transaction was submitted to exactly its shards,
     /// within its attempts, at one timestamp per view.
     fn check_invariants(&self) {
-        assert!(self.queued.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+        self.ids.check_invariants();
         for (id, p) in self.pending.iter().take(CHECKED_MAX) {
             assert_eq!(p.body.id, *id, "a pending transaction under another's id");
             assert!(p.shards.keys().eq(p.body.shards.iter()), "{id:?} tracks replies of shards it is not on");
@@ -429,7 +435,7 @@ impl Process<Tiga> for Coordinator {
     /// See `Process::state_sizes`.
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("pending", self.pending.len());
-        out("queued", self.queued.len());
+        out("queued", self.ids.held());
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
@@ -437,8 +443,8 @@ impl Process<Tiga> for Coordinator {
             Record::Epoch(e) => Some(e),
             _ => None,
         });
-        self.ids = TxnIds::start(self.me, epochs);
-        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        let epoch = self.ids.start(epochs);
+        let lsn = ctx.append(Record::Epoch(epoch));
         self.ids.recorded_at(lsn);
         ctx.set_timer(self.cfg.coordinator_tick_ns, Timer::CoordinatorTick);
         ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
@@ -446,17 +452,15 @@ impl Process<Tiga> for Coordinator {
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        if self.ids.persisted(upto) {
-            for (request, program) in std::mem::take(&mut self.queued) {
-                self.on_request(ctx, request, program);
-            }
+        for (request, program) in self.ids.persisted(upto) {
+            self.on_request(ctx, request, program);
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, Tiga>, request: RequestId, program: Program) {
-        if !self.ids.ready() {
-            return self.queued.push((request, program));
-        }
+        let Some((request, program)) = self.ids.admit((request, program)) else {
+            return;
+        };
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
@@ -497,14 +501,12 @@ impl Process<Tiga> for Coordinator {
                     self.ask_view(ctx);
                 }
             }
-            Msg::SyncReply { g_view, .. } if g_view > self.view.g_view => self.ask_view(ctx),
-            Msg::SyncReply { shard, g_view, l_view, synced } if self.view_matches(g_view, shard, l_view) => {
-                self.on_sync_reply(ctx, from, shard, synced);
-            }
+            Msg::SyncReply(m) if m.g_view > self.view.g_view => self.ask_view(ctx),
+            Msg::SyncReply(m) if self.view_matches(m.g_view, m.shard, m.l_view) => self.on_sync_reply(ctx, from, m),
             Msg::ProbeReply { send_clock_ns, recv_clock_ns } => self.owd.sample(from, send_clock_ns, recv_clock_ns),
             Msg::CurrentView(view) if view.g_view > self.view.g_view => self.adopt_view(ctx, view),
             // Replies of an older view, and a view already known.
-            Msg::SyncReply { .. } | Msg::CurrentView(_) => {}
+            Msg::SyncReply(_) | Msg::CurrentView(_) => {}
             // Messages between servers and to the view manager.
             Msg::Submit(_)
             | Msg::Probe { .. }

@@ -252,12 +252,7 @@ pub enum Msg {
     },
     /// The answer: those at or before the follower's sync-point, with the
     /// timestamp the log holds.
-    SyncReply {
-        shard: ShardId,
-        g_view: u64,
-        l_view: u64,
-        synced: Vec<(TxnId, u64)>,
-    },
+    SyncReply(SyncReply),
 
     // ---- leader ↔ leader (§3.5-3.6) ----
     /// A participant leader's timestamp for a transaction: proposed on
@@ -454,6 +449,17 @@ pub struct FastReply {
     pub hash: u128,
     pub result: Option<Vec<OpResult>>,
     pub owd_ns: Option<u64>,
+}
+
+/// Follower → coordinator, answering a `SyncInquiry` (Appendix E): the
+/// asked transactions at or before the follower's sync-point, with the
+/// timestamp its log holds for each, in the follower's view.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct SyncReply {
+    pub shard: ShardId,
+    pub g_view: u64,
+    pub l_view: u64,
+    pub synced: Vec<(TxnId, u64)>,
 }
 
 /// A participant leader's timestamp for a transaction: proposed on

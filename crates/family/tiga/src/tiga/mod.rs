@@ -62,8 +62,8 @@ pub use server::{Server, Status};
 pub use vm::ViewManager;
 
 use meridian_core::{
-    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, ParamValue, Params, Protocol, Role, ShardId,
-    Topology,
+    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, ParamValue, Params, Protocol, Role, Rounding,
+    ShardId, Topology,
 };
 use std::sync::Arc;
 
@@ -248,7 +248,8 @@ impl Config {
         let server_tick_ns = ms("server_tick_ms")?;
         let retry_ns = ms("retry_ms")?;
         let coordinator_tick_ns = ms("coordinator_tick_ms")?;
-        let ticks = |ns: u64, tick: u64| ns.div_ceil(tick).clamp(1, 1 << 30);
+        // Ticks enough to cover the duration: nothing is given up early.
+        let ticks = |name: &str, tick_ns: u64| p.ms_ticks(name, tick_ns, Rounding::Up, 1..=1 << 30);
         Ok(Config {
             headroom_delta_ns: (delta_ms * 1e6).round() as i64,
             owd_percentile: percentile,
@@ -260,13 +261,13 @@ impl Config {
             simple_fast_quorum,
             server_tick_ns,
             coordinator_tick_ns,
-            inquiry_after_ticks: ticks(ms("inquiry_after_ms")?, coordinator_tick_ns),
-            retry_ticks: ticks(retry_ns, coordinator_tick_ns),
+            inquiry_after_ticks: ticks("inquiry_after_ms", coordinator_tick_ns)?,
+            retry_ticks: ticks("retry_ms", coordinator_tick_ns)?,
             max_attempts: max_attempts as u32,
             probe_interval_ns: ms("probe_interval_ms")?,
             resync_after_ticks: 5,
             resend_ns: 5 * server_tick_ns,
-            fetch_after_ticks: ticks(ms("fetch_after_ms")?, server_tick_ns) as u32,
+            fetch_after_ticks: ticks("fetch_after_ms", server_tick_ns)? as u32,
             heartbeat_ns: ms("heartbeat_ms")?,
             leader_timeout_ns: ms("leader_timeout_ms")?,
             vm_tick_ns: 50_000_000,

@@ -10,7 +10,7 @@
 //! batched slow-reply inquiry of Appendix E).
 
 use super::Tiga;
-use super::messages::{LogEntry, LogSync, Msg, Record, SyncReport, TxnBody};
+use super::messages::{LogEntry, LogSync, Msg, Record, SyncReply, SyncReport, TxnBody};
 use super::server::{Server, Status};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
@@ -346,7 +346,8 @@ impl Server {
                 (pos < self.sync_point).then(|| (*id, self.log.get(pos).expect("indexed").t))
             })
             .collect();
-        let msg = Msg::SyncReply { shard, g_view: self.view.g_view, l_view: self.view.l_view(shard), synced };
+        let msg =
+            Msg::SyncReply(SyncReply { shard, g_view: self.view.g_view, l_view: self.view.l_view(shard), synced });
         self.send_durable(ctx, from, msg);
     }
 }

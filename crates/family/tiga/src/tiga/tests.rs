@@ -482,3 +482,16 @@ fn the_view_manager_tells_the_current_view_to_whoever_asks_or_reports_an_older_o
     let stale = Msg::Heartbeat { g_view: 0, recovering: false, delays: Vec::new() };
     assert_eq!(current_views(&vm.message(server, stale)), [(server, 1)], "one behind is told the view");
 }
+
+#[test]
+fn deadlines_in_ticks_round_up_so_nothing_is_given_up_early() {
+    let p = Params::new()
+        .with("coordinator_tick_ms", meridian_core::ParamValue::Int(10))
+        .with("retry_ms", meridian_core::ParamValue::Int(15))
+        .with("inquiry_after_ms", meridian_core::ParamValue::Float(0.5));
+    let cfg = Config::from_params(&p).expect("valid");
+    assert_eq!(cfg.retry_ticks, 2, "15 ms: two 10 ms ticks cover it");
+    assert_eq!(cfg.inquiry_after_ticks, 1, "at least one tick");
+    let defaults = Config::from_params(&Params::new()).expect("defaults");
+    assert_eq!((defaults.inquiry_after_ticks, defaults.retry_ticks, defaults.fetch_after_ticks), (1, 200, 25));
+}

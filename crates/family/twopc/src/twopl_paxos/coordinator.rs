@@ -12,7 +12,7 @@
 //! priority (so it eventually becomes the oldest and cannot starve), at most
 //! `max_attempts` times.
 
-use super::messages::{LockRead, Msg, Priority, Record, Refusal, Timer};
+use super::messages::{self, Executed, LockRead, Msg, Prepare, Priority, Record, Refusal, Timer};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -24,7 +24,7 @@ use meridian_mechanisms::interactive::{
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
-use meridian_mechanisms::txnids::TxnIds;
+use meridian_mechanisms::txnids::EpochGate;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug)]
@@ -64,9 +64,9 @@ struct Attempt {
 pub struct Coordinator {
     cfg: Config,
     leader_hint: Vec<NodeId>,
-    ids: TxnIds,
-    /// Requests that arrived before the epoch was durable.
-    queued: Vec<(RequestId, Program)>,
+    /// Transaction ids, and the requests that arrived before their epoch
+    /// was durable.
+    ids: EpochGate<(RequestId, Program)>,
     requests: BTreeMap<RequestId, Request>,
     attempts: BTreeMap<TxnId, Attempt>,
     /// Attempts given up on before every participant acknowledged a
@@ -91,8 +91,7 @@ impl Coordinator {
         Coordinator {
             cfg,
             leader_hint: leaders,
-            ids: TxnIds::start(me, []),
-            queued: Vec::new(),
+            ids: EpochGate::new(me),
             requests: BTreeMap::new(),
             attempts: BTreeMap::new(),
             abandoned: BTreeMap::new(),
@@ -156,19 +155,12 @@ impl Coordinator {
         };
         a.participants.extend(by_shard.keys().copied());
         for (shard, keys) in by_shard {
-            ctx.send(self.leader_hint[shard.index()], Msg::Execute { txn, prio, round, keys });
+            ctx.send(self.leader_hint[shard.index()], Msg::Execute(messages::Execute { txn, prio, round, keys }));
         }
     }
 
-    fn on_executed(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        from: NodeId,
-        txn: TxnId,
-        shard: ShardId,
-        round: u32,
-        reads: Vec<(Key, Option<Value>)>,
-    ) {
+    fn on_executed(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, m: Executed) {
+        let Executed { txn, shard, round, reads } = m;
         let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Executing) else {
             // A late or duplicated execution of an attempt that is over or
             // aborting holds locks there: release them.
@@ -214,7 +206,7 @@ impl Coordinator {
         let a = &self.attempts[&txn];
         let participants: Vec<ShardId> = a.participants.iter().copied().collect();
         let writes = a.writes.get(&shard).cloned().unwrap_or_default();
-        ctx.send(to, Msg::Prepare { txn, participants, writes });
+        ctx.send(to, Msg::Prepare(Prepare { txn, participants, writes }));
     }
 
     fn on_vote(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, yes: bool) {
@@ -485,12 +477,12 @@ fn lock_reads(keys: Vec<RoundKey>) -> Vec<LockRead> {
 }
 
 impl Process<TwoPlPaxos> for Coordinator {
-    /// Between events: requests wait in the queue only until the epoch is
-    /// durable; an attempt still executing or preparing serves a request
+    /// Between events: requests wait only until the epoch is durable
+    /// (`EpochGate`); an attempt still executing or preparing serves a request
     /// in progress; a decision is owed only to participants, in bounded
     /// rounds; the abandoned attempts stay within their bound.
     fn check_invariants(&self) {
-        assert!(self.queued.is_empty() || !self.ids.ready(), "requests queued behind a durable epoch");
+        self.ids.check_invariants();
         assert!(self.abandoned.len() <= ABANDONED_MAX, "abandoned attempts past their bound");
         for (txn, a) in self.attempts.iter().take(CHECKED_MAX) {
             match a.phase {
@@ -510,7 +502,7 @@ impl Process<TwoPlPaxos> for Coordinator {
         out("requests", self.requests.len());
         out("attempts", self.attempts.len());
         out("abandoned", self.abandoned.len());
-        out("queued", self.queued.len());
+        out("queued", self.ids.held());
     }
 
     /// A (re)start: a new durable epoch keeps transaction ids unique.
@@ -519,23 +511,21 @@ impl Process<TwoPlPaxos> for Coordinator {
             Record::Epoch(e) => Some(e),
             Record::Paxos(_) => None,
         });
-        self.ids = TxnIds::start(self.ids.next_node(), epochs);
-        let lsn = ctx.append(Record::Epoch(self.ids.epoch()));
+        let epoch = self.ids.start(epochs);
+        let lsn = ctx.append(Record::Epoch(epoch));
         self.ids.recorded_at(lsn);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        if self.ids.persisted(upto) {
-            for (request, program) in std::mem::take(&mut self.queued) {
-                self.on_request(ctx, request, program);
-            }
+        for (request, program) in self.ids.persisted(upto) {
+            self.on_request(ctx, request, program);
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId, program: Program) {
-        if !self.ids.ready() {
-            return self.queued.push((request, program));
-        }
+        let Some((request, program)) = self.ids.admit((request, program)) else {
+            return;
+        };
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
@@ -545,7 +535,7 @@ impl Process<TwoPlPaxos> for Coordinator {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Executed { txn, shard, round, reads } => self.on_executed(ctx, from, txn, shard, round, reads),
+            Msg::Executed(m) => self.on_executed(ctx, from, m),
             Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
             Msg::Decided { txn, shard } => self.on_decided(txn, shard),
             Msg::Status { txn, shard, status: Some(status) } => self.on_status(txn, shard, status),
@@ -559,8 +549,8 @@ impl Process<TwoPlPaxos> for Coordinator {
             Msg::Leader { .. } | Msg::Status { status: None, .. } => {}
             // Messages among replicas.
             Msg::Paxos(_)
-            | Msg::Execute { .. }
-            | Msg::Prepare { .. }
+            | Msg::Execute(_)
+            | Msg::Prepare(_)
             | Msg::Decide { .. }
             | Msg::WhoLeads { .. }
             | Msg::Query { .. } => {}

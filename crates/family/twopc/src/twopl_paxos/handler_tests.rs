@@ -1,31 +1,46 @@
-//! Handler-level tests of a 2pl-paxos shard leader, driven event by event
-//! by core's `Hand`: one event in, the exact messages out. Each shard has
-//! one replica here, so Multi-Paxos chooses a command as soon as the
-//! leader's own vote is durable (`persist_all`), and every transition of
-//! the paper's protocol shows on one node: lock grant and wound-wait,
-//! prepare and vote, decision and acknowledgement, in-doubt resolution.
+//! Handler-level tests of 2pl-paxos's roles, driven event by event by
+//! core's `Hand`: one event in, the exact effects out, in order. With one
+//! replica per shard, Multi-Paxos chooses a command as soon as the leader's
+//! own vote is durable (`persist_all`), and every transition of the paper's
+//! protocol shows on one node: lock grant and wound-wait, prepare and vote,
+//! decision and acknowledgement, in-doubt resolution. With three, the
+//! leader's log entries go through its followers (accept, accepted,
+//! commit), a follower takes over, and coordinators are redirected.
 
-use super::messages::{LockRead, Msg, Priority, Refusal, Timer};
+use super::coordinator::Coordinator;
+use super::messages::{
+    Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, Timer,
+};
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
-    ClusterSpec, Data, EffectsOf, Hand, Key, LeaderPlacement, NodeId, Now, Params, RegionId, ShardId, Topology, TxnId,
-    Value,
+    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, LeaderPlacement, Lsn, NodeId, Now, Op, Outcome, Params, Program,
+    RegionId, RequestId, ShardId, Stream, Topology, TxnId, Value,
 };
 use meridian_mechanisms::locks::LockMode;
-use meridian_mechanisms::paxos::{MultiPaxos, PaxosTimer};
+use meridian_mechanisms::paxos::{Ballot, MultiPaxos, PaxosBody, PaxosMsg, PaxosRecord, PaxosRecordBody, PaxosTimer};
 use meridian_mechanisms::twopc::{Decision, TxnStatus};
+use meridian_mechanisms::txnids::COUNTER_BITS;
 use std::sync::Arc;
 
 type Leader = Hand<TwoPlPaxos, Replica>;
+type Fx = Effect<Msg, Record, Timer>;
 
-/// Two shards of one replica each; one client region.
-fn topology() -> Arc<Topology> {
+/// Asserts that `fx` is exactly `expected`, effect by effect, in order.
+/// Effects are compared through their `Debug` rendering: a message may
+/// carry a Paxos checkpoint of the store, which has no equality.
+#[track_caller]
+fn assert_effects(fx: &EffectsOf<TwoPlPaxos>, expected: &[Fx]) {
+    assert_eq!(format!("{:#?}", fx.all()), format!("{expected:#?}"));
+}
+
+/// Two shards of `replicas` replicas each; one client region.
+fn topology(replicas: u32) -> Arc<Topology> {
     let spec = ClusterSpec {
         regions: vec!["a".into()],
         server_regions: vec![RegionId(0)],
         shards: 2,
-        replicas_per_shard: 1,
+        replicas_per_shard: replicas,
         leaders: LeaderPlacement::Colocated,
         client_regions: vec![RegionId(0)],
         clients_per_region: 1,
@@ -33,26 +48,31 @@ fn topology() -> Arc<Topology> {
     Arc::new(Topology::build(&spec, &[]))
 }
 
-/// Shard 0's replica, started and leading (its election durable).
-fn leader(topo: &Arc<Topology>, cfg: Config) -> Leader {
-    let me = topo.replicas(ShardId(0))[0];
-    let paxos = MultiPaxos::new(0, vec![me], me, 0, cfg.paxos);
-    let mut hand = Hand::new(Replica::new(ShardId(0), paxos, cfg), topo.clone(), me, Now::at(1_000_000));
-    hand.start(Vec::new());
-    for _ in 0..20 {
-        if hand.node.is_leading() {
-            return hand;
-        }
-        hand.persist_all();
-        hand.advance_ns(cfg.paxos.tick_ns);
-        hand.timer(Timer::Paxos(PaxosTimer { group: 0 }));
-    }
-    panic!("a single replica leads once its own votes are durable");
-}
-
 fn config() -> Config {
     Config::from_params(&Params::new()).expect("defaults")
 }
+
+/// Replica `r` of shard 0, started.
+fn replica(topo: &Arc<Topology>, r: usize) -> Leader {
+    let cfg = config();
+    let members = topo.replicas(ShardId(0)).to_vec();
+    let paxos = MultiPaxos::new(0, members.clone(), members[r], 0, cfg.paxos);
+    let mut hand = Hand::new(Replica::new(ShardId(0), paxos, cfg), topo.clone(), members[r], Now::at(1_000_000));
+    hand.start(Vec::new());
+    hand
+}
+
+/// Shard 0's preferred replica, leading: a fresh group's preferred member
+/// leads at ballot (1, 0) once its promise is durable, without phase 1.
+fn leader(topo: &Arc<Topology>) -> Leader {
+    let mut hand = replica(topo, 0);
+    let fx = hand.persist_all();
+    assert_effects(&fx, &[count("paxos_leader_changes"), count("leader_takeovers")]);
+    assert!(hand.node.is_leading());
+    hand
+}
+
+const FIRST: Ballot = Ballot { round: 1, rank: 0 };
 
 fn client(topo: &Topology) -> NodeId {
     topo.clients()[0]
@@ -62,128 +82,204 @@ fn txn(seq: u64) -> TxnId {
     TxnId { node: NodeId(9), seq }
 }
 
-/// An execute round taking `mode` locks on `keys` (reading them).
-fn execute(t: TxnId, start_ns: u64, keys: &[u64], mode: LockMode) -> Msg {
-    let keys = keys.iter().map(|k| LockRead { key: Key(*k), mode, read: true }).collect();
-    Msg::Execute { txn: t, prio: Priority { start_ns, first: t }, round: 0, keys }
-}
-
-fn executed(fx: &EffectsOf<TwoPlPaxos>, t: TxnId) -> bool {
-    fx.sends().any(|(_, m)| matches!(m, Msg::Executed { txn, .. } if *txn == t))
-}
-
-fn vote(fx: &EffectsOf<TwoPlPaxos>, t: TxnId) -> Option<bool> {
-    fx.sends().find_map(|(_, m)| match m {
-        Msg::Vote { txn, yes, .. } if *txn == t => Some(*yes),
-        _ => None,
-    })
-}
-
 fn int(i: i64) -> Value {
     Value { data: Data::Int(i), tag: 7 }
 }
 
-/// Runs `t` (exclusive on `keys`) through execute and a durable prepare.
-fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Vec<ShardId>) {
-    assert!(executed(&hand.message(from, execute(t, 10, keys, LockMode::Exclusive)), t));
-    let writes = keys.iter().map(|k| (Key(*k), int(5))).collect();
-    hand.message(from, Msg::Prepare { txn: t, participants, writes });
-    assert_eq!(vote(&hand.persist_all(), t), Some(true), "the vote follows the durable prepare");
+fn prio(t: TxnId, start_ns: u64) -> Priority {
+    Priority { start_ns, first: t }
 }
+
+/// An execute round 0 taking `mode` locks on `keys` (reading them).
+fn execute(t: TxnId, start_ns: u64, keys: &[u64], mode: LockMode) -> Msg {
+    let keys = keys.iter().map(|k| LockRead { key: Key(*k), mode, read: true }).collect();
+    Msg::Execute(Execute { txn: t, prio: prio(t, start_ns), round: 0, keys })
+}
+
+fn prepare(t: TxnId, participants: Vec<ShardId>, writes: &[(u64, i64)]) -> Msg {
+    let writes = writes.iter().map(|(k, v)| (Key(*k), int(*v))).collect();
+    Msg::Prepare(Prepare { txn: t, participants, writes })
+}
+
+fn decide(t: TxnId, decision: Decision) -> Msg {
+    Msg::Decide { txn: t, decision, settled_below: 0 }
+}
+
+// ---- expected effects ----
+
+fn send(to: NodeId, msg: Msg) -> Fx {
+    Effect::Send { to, msg }
+}
+
+fn count(counter: &'static str) -> Fx {
+    Effect::Count { counter, delta: 1 }
+}
+
+/// A round's locks were granted at once (the wait observed is zero).
+fn no_wait() -> Fx {
+    Effect::Observe { name: "lock_wait_us", value: 0 }
+}
+
+fn executed(to: NodeId, t: TxnId, reads: Vec<(u64, Option<Value>)>) -> Fx {
+    let reads = reads.into_iter().map(|(k, v)| (Key(k), v)).collect();
+    send(to, Msg::Executed(Executed { txn: t, shard: ShardId(0), round: 0, reads }))
+}
+
+fn vote(to: NodeId, t: TxnId, yes: bool) -> Fx {
+    send(to, Msg::Vote { txn: t, shard: ShardId(0), yes })
+}
+
+fn decided(to: NodeId, t: TxnId) -> Fx {
+    send(to, Msg::Decided { txn: t, shard: ShardId(0) })
+}
+
+fn paxos(to: NodeId, body: PaxosBody<Cmd, super::ReplicaState>) -> Fx {
+    send(to, Msg::Paxos(PaxosMsg { group: 0, body }))
+}
+
+/// The leader's vote for `cmd` in `slot`, appended at `lsn`.
+fn logged(lsn: u64, slot: u64, cmd: Cmd) -> Fx {
+    let body = PaxosRecordBody::Accepted { slot, ballot: FIRST, value: Some(Arc::new(cmd)) };
+    Effect::Append { stream: Stream::MAIN, lsn: Lsn(lsn), record: Record::Paxos(PaxosRecord { group: 0, body }) }
+}
+
+/// The LSN the hand's next append gets.
+fn next_lsn(hand: &Leader) -> u64 {
+    hand.last_lsn().0 + 1
+}
+
+fn prepare_cmd(t: TxnId, coordinator: NodeId, participants: Vec<ShardId>, reads: &[u64], writes: &[(u64, i64)]) -> Cmd {
+    Cmd::Prepare(Arc::new(PrepareRecord {
+        txn: t,
+        coordinator,
+        participants,
+        reads: reads.iter().map(|k| (Key(*k), None)).collect(),
+        writes: writes.iter().map(|(k, v)| (Key(*k), int(*v))).collect(),
+    }))
+}
+
+/// Runs `t` (exclusive on `keys`, writing 5 to each) through execute and a
+/// durable prepare, in slot `slot` of a one-replica shard.
+fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Vec<ShardId>, slot: u64) {
+    hand.message(from, execute(t, 10, keys, LockMode::Exclusive));
+    let writes: Vec<(u64, i64)> = keys.iter().map(|k| (*k, 5)).collect();
+    let lsn = next_lsn(hand);
+    let fx = hand.message(from, prepare(t, participants.clone(), &writes));
+    assert_effects(&fx, &[logged(lsn, slot, prepare_cmd(t, from, participants, &[], &writes))]);
+    assert_effects(&hand.persist_all(), &[vote(from, t, true)]);
+}
+
+// ---- a shard leader (one replica) ----
 
 #[test]
 fn a_free_lock_is_granted_at_once_and_the_round_answered() {
-    let topo = topology();
-    let mut hand = leader(&topo, config());
-    let fx = hand.message(client(&topo), execute(txn(1), 10, &[2, 4], LockMode::Shared));
-    let reads: Vec<_> = fx
-        .sends()
-        .filter_map(|(to, m)| match m {
-            Msg::Executed { reads, .. } if to == client(&topo) => Some(reads.clone()),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(reads, [vec![(Key(2), None), (Key(4), None)]], "both keys read, neither written yet");
-    assert!(fx.appends().next().is_none(), "executing logs nothing");
+    let topo = topology(1);
+    let mut hand = leader(&topo);
+    let c = client(&topo);
+    let fx = hand.message(c, execute(txn(1), 10, &[2, 4], LockMode::Shared));
+    assert_effects(&fx, &[no_wait(), executed(c, txn(1), vec![(2, None), (4, None)])]);
 }
 
 #[test]
 fn an_older_transaction_wounds_a_younger_holder_and_takes_its_lock() {
     // Wound-wait: the younger holder (later start) is aborted and told so;
     // the older requester is granted once the lock is released.
-    let topo = topology();
-    let mut hand = leader(&topo, config());
+    let topo = topology(1);
+    let mut hand = leader(&topo);
     let c = client(&topo);
     let (older, younger) = (txn(1), txn(2));
-    assert!(executed(&hand.message(c, execute(younger, 20, &[2], LockMode::Exclusive)), younger));
+    let fx = hand.message(c, execute(younger, 20, &[2], LockMode::Exclusive));
+    assert_effects(&fx, &[no_wait(), executed(c, younger, vec![(2, None)])]);
     let fx = hand.message(c, execute(older, 10, &[2], LockMode::Exclusive));
-    assert!(
-        fx.sends().any(|(_, m)| matches!(m, Msg::Refused { txn, reason: Refusal::Wounded, .. } if *txn == younger)),
-        "the younger holder is wounded"
-    );
-    assert!(executed(&fx, older), "the older one gets the lock");
-    assert_eq!(fx.counted("wounds"), 1);
+    let wounded = Msg::Refused { txn: younger, shard: ShardId(0), reason: Refusal::Wounded };
+    assert_effects(&fx, &[count("wounds"), send(c, wounded), no_wait(), executed(c, older, vec![(2, None)])]);
 }
 
 #[test]
-fn a_younger_transaction_waits_for_an_older_holder() {
-    let topo = topology();
-    let mut hand = leader(&topo, config());
+fn a_younger_transaction_waits_for_an_older_prepared_holder_and_reads_its_write() {
+    let topo = topology(1);
+    let mut hand = leader(&topo);
     let c = client(&topo);
     let (older, younger) = (txn(1), txn(2));
-    prepared(&mut hand, c, older, &[2], vec![ShardId(0)]);
+    prepared(&mut hand, c, older, &[2], vec![ShardId(0)], 1);
     let fx = hand.message(c, execute(younger, 20, &[2], LockMode::Shared));
-    assert!(!executed(&fx, younger), "waits: a prepared holder is never wounded");
-    assert!(fx.sends().next().is_none(), "and is not refused either");
-    hand.message(c, Msg::Decide { txn: older, decision: Decision::Commit, settled_below: 0 });
+    assert_effects(&fx, &[]); // waits: a prepared holder is never wounded, nor is it refused
+    let lsn = next_lsn(&hand);
+    assert_effects(&hand.message(c, decide(older, Decision::Commit)), &[logged(lsn, 2, Cmd::Commit(older))]);
     let fx = hand.persist_all();
-    let reads = fx.sends().find_map(|(_, m)| match m {
-        Msg::Executed { txn, reads, .. } if *txn == younger => Some(reads.clone()),
-        _ => None,
-    });
-    assert_eq!(reads, Some(vec![(Key(2), Some(int(5)))]), "granted after the commit, reading its write");
+    assert_effects(&fx, &[no_wait(), executed(c, younger, vec![(2, Some(int(5)))]), decided(c, older)]);
 }
 
 #[test]
-fn the_vote_waits_until_the_prepare_is_chosen_in_the_shard_log() {
-    let topo = topology();
-    let mut hand = leader(&topo, config());
+fn a_prepare_is_voted_only_after_its_log_entry_is_durable() {
+    // Keys it locked and does not write are the reads the record carries
+    // (with the version read), so a new leader re-takes those locks too.
+    let topo = topology(1);
+    let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    assert!(executed(&hand.message(c, execute(t, 10, &[2], LockMode::Exclusive)), t));
-    let fx = hand.message(c, Msg::Prepare { txn: t, participants: vec![ShardId(0)], writes: vec![(Key(2), int(5))] });
-    assert_eq!(vote(&fx, t), None, "no vote before the prepare record is durable");
-    assert!(fx.appends().next().is_some(), "the prepare record goes to the log");
-    assert_eq!(vote(&hand.persist_all(), t), Some(true));
+    let keys = vec![
+        LockRead { key: Key(2), mode: LockMode::Exclusive, read: true },
+        LockRead { key: Key(4), mode: LockMode::Shared, read: true },
+    ];
+    let fx = hand.message(c, Msg::Execute(Execute { txn: t, prio: prio(t, 10), round: 0, keys }));
+    assert_effects(&fx, &[no_wait(), executed(c, t, vec![(2, None), (4, None)])]);
+    let lsn = next_lsn(&hand);
+    let fx = hand.message(c, prepare(t, vec![ShardId(0)], &[(2, 5)]));
+    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, vec![ShardId(0)], &[4], &[(2, 5)]))]);
+    assert_effects(&hand.persist_all(), &[vote(c, t, true)]);
+}
+
+#[test]
+fn a_prepare_without_an_execution_here_is_voted_no_at_once() {
+    let topo = topology(1);
+    let mut hand = leader(&topo);
+    let c = client(&topo);
+    let fx = hand.message(c, prepare(txn(1), vec![ShardId(0)], &[(2, 5)]));
+    assert_effects(&fx, &[vote(c, txn(1), false)]);
 }
 
 #[test]
 fn a_commit_decision_installs_the_writes_and_is_acknowledged_once_applied() {
-    let topo = topology();
-    let mut hand = leader(&topo, config());
+    let topo = topology(1);
+    let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![ShardId(0)]);
-    let fx = hand.message(c, Msg::Decide { txn: t, decision: Decision::Commit, settled_below: 0 });
-    assert!(!fx.sends().any(|(_, m)| matches!(m, Msg::Decided { .. })), "not before the decision is applied");
-    let fx = hand.persist_all();
-    assert!(fx.sends().any(|(to, m)| to == c && matches!(m, Msg::Decided { txn, .. } if *txn == t)));
+    prepared(&mut hand, c, t, &[2], vec![ShardId(0)], 1);
+    let lsn = next_lsn(&hand);
+    let fx = hand.message(c, decide(t, Decision::Commit));
+    assert_effects(&fx, &[logged(lsn, 2, Cmd::Commit(t))]); // not acknowledged before it is applied
+    assert_effects(&hand.persist_all(), &[decided(c, t)]);
     assert_eq!(hand.node.store().latest(Key(2)), Some(&int(5)));
-    assert!(hand.node.prepared_count() == 0, "no longer prepared");
+    assert_eq!(hand.node.prepared_count(), 0, "no longer prepared");
 }
 
 #[test]
 fn an_abort_decision_releases_the_locks_without_writing() {
-    let topo = topology();
-    let mut hand = leader(&topo, config());
+    let topo = topology(1);
+    let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![ShardId(0)]);
-    hand.message(c, Msg::Decide { txn: t, decision: Decision::Abort, settled_below: 0 });
-    hand.persist_all();
+    prepared(&mut hand, c, t, &[2], vec![ShardId(0)], 1);
+    let lsn = next_lsn(&hand);
+    assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[logged(lsn, 2, Cmd::Abort(t))]);
+    assert_effects(&hand.persist_all(), &[decided(c, t)]);
     assert_eq!(hand.node.store().latest(Key(2)), None, "nothing written");
     let next = txn(2);
-    assert!(executed(&hand.message(c, execute(next, 30, &[2], LockMode::Exclusive)), next), "the lock is free");
+    let fx = hand.message(c, execute(next, 30, &[2], LockMode::Exclusive));
+    assert_effects(&fx, &[no_wait(), executed(c, next, vec![(2, None)])]); // the lock is free
+}
+
+#[test]
+fn an_abort_of_a_transaction_never_prepared_here_is_acknowledged_without_logging() {
+    let topo = topology(1);
+    let mut hand = leader(&topo);
+    let c = client(&topo);
+    let t = txn(1);
+    hand.message(c, execute(t, 10, &[2], LockMode::Exclusive));
+    assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[decided(c, t)]);
+    let late = hand.message(c, execute(t, 10, &[2], LockMode::Exclusive));
+    assert_effects(&late, &[]); // a late duplicate of its execute is ignored
 }
 
 #[test]
@@ -191,119 +287,298 @@ fn a_transaction_in_doubt_asks_the_other_participants_and_follows_their_answer()
     // The coordinator went silent after every shard prepared: after
     // in_doubt_ms of termination ticks the leader asks shard 1, which
     // answers "committed"; the leader commits as the coordinator would.
-    let topo = topology();
+    let topo = topology(1);
     let cfg = config();
-    let mut hand = leader(&topo, cfg);
+    let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![ShardId(0), ShardId(1)]);
+    prepared(&mut hand, c, t, &[2], vec![ShardId(0), ShardId(1)], 1);
     let other = topo.replicas(ShardId(1))[0];
-    let mut asked = false;
-    for _ in 0..cfg.in_doubt_ticks {
+    let rearm = |hand: &Leader| Effect::SetTimer {
+        id: hand.next_timer_id(),
+        after_ns: cfg.termination_tick_ns,
+        timer: Timer::Termination,
+    };
+    for _ in 1..cfg.in_doubt_ticks {
         hand.advance_ns(cfg.termination_tick_ns);
-        let fx = hand.timer(Timer::Termination);
-        asked |= fx.sends().any(|(to, m)| to == other && matches!(m, Msg::Query { txn } if *txn == t));
+        let expected = [rearm(&hand)];
+        assert_effects(&hand.timer(Timer::Termination), &expected); // not in doubt yet
     }
-    assert!(asked, "shard 1 is asked after in_doubt_ms");
-    assert_eq!(hand.node.store().latest(Key(2)), None, "still undecided");
+    hand.advance_ns(cfg.termination_tick_ns);
+    let expected = [rearm(&hand), count("in_doubt_queries"), send(other, Msg::Query { txn: t })];
+    assert_effects(&hand.timer(Timer::Termination), &expected);
     let status = Msg::Status { txn: t, shard: ShardId(1), status: Some(TxnStatus::Committed) };
-    hand.message(other, status);
-    hand.persist_all();
+    let lsn = next_lsn(&hand);
+    assert_effects(&hand.message(other, status), &[count("in_doubt_resolved"), logged(lsn, 2, Cmd::Commit(t))]);
+    assert_effects(&hand.persist_all(), &[]); // nobody awaits the acknowledgement
     assert_eq!(hand.node.store().latest(Key(2)), Some(&int(5)), "committed on shard 1's word");
+}
+
+#[test]
+fn a_query_about_a_transaction_never_seen_aborts_it_durably_before_answering() {
+    // Cooperative termination: a leader that never saw the transaction
+    // makes its abort durable first, so a late prepare cannot succeed here.
+    let topo = topology(1);
+    let mut hand = leader(&topo);
+    let asker = topo.replicas(ShardId(1))[0];
+    let t = txn(1);
+    let lsn = next_lsn(&hand);
+    assert_effects(&hand.message(asker, Msg::Query { txn: t }), &[logged(lsn, 1, Cmd::Abort(t))]);
+    let aborted = Msg::Status { txn: t, shard: ShardId(0), status: Some(TxnStatus::Aborted) };
+    assert_effects(&hand.persist_all(), &[send(asker, aborted.clone())]);
+    assert_effects(&hand.message(asker, Msg::Query { txn: t }), &[send(asker, aborted)]); // from its outcomes
+    let c = client(&topo);
+    assert_effects(&hand.message(c, prepare(t, vec![ShardId(0), ShardId(1)], &[(2, 5)])), &[vote(c, t, false)]);
+}
+
+// ---- a shard of three replicas ----
+
+/// Shard 0's three replicas; the first leads.
+fn shard_of_three(topo: &Arc<Topology>) -> (Leader, Leader, Leader) {
+    (leader(topo), replica(topo, 1), replica(topo, 2))
+}
+
+#[test]
+fn a_prepare_is_voted_only_once_a_majority_of_its_shard_accepted_it() {
+    let topo = topology(3);
+    let members = topo.replicas(ShardId(0)).to_vec();
+    let (mut l, mut f, _) = shard_of_three(&topo);
+    let c = client(&topo);
+    let t = txn(1);
+    l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
+    // The leader's vote goes to disk while the followers are asked.
+    let cmd = prepare_cmd(t, c, vec![ShardId(0)], &[], &[(2, 5)]);
+    let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(cmd.clone())), commit_upto: 0 };
+    let lsn = next_lsn(&l);
+    let fx = l.message(c, prepare(t, vec![ShardId(0)], &[(2, 5)]));
+    assert_effects(
+        &fx,
+        &[logged(lsn, 1, cmd.clone()), paxos(members[1], accept.clone()), paxos(members[2], accept.clone())],
+    );
+    assert_effects(&l.persist_all(), &[]); // its own vote is not a majority of three
+    // A follower answers once the accept is durable.
+    let lsn = next_lsn(&f);
+    assert_effects(&f.message(members[0], Msg::Paxos(PaxosMsg { group: 0, body: accept })), &[logged(lsn, 1, cmd)]);
+    let accepted = PaxosBody::Accepted { ballot: FIRST, slot: 1 };
+    assert_effects(&f.persist_all(), &[paxos(members[0], accepted.clone())]);
+    // Two of three: chosen, applied, voted.
+    let fx = l.message(members[1], Msg::Paxos(PaxosMsg { group: 0, body: accepted }));
+    assert_effects(&fx, &[vote(c, t, true)]);
+    // The leader's heartbeat carries the commit point; the follower applies.
+    let cfg = config();
+    let commit = PaxosBody::Commit { ballot: FIRST, commit_upto: 1 };
+    let heartbeat = Effect::SetTimer {
+        id: l.next_timer_id(),
+        after_ns: cfg.paxos.tick_ns,
+        timer: Timer::Paxos(PaxosTimer { group: 0 }),
+    };
+    let fx = l.timer(Timer::Paxos(PaxosTimer { group: 0 }));
+    assert_effects(&fx, &[heartbeat, paxos(members[1], commit.clone()), paxos(members[2], commit.clone())]);
+    assert_eq!(f.node.prepared_count(), 0);
+    assert_effects(&f.message(members[0], Msg::Paxos(PaxosMsg { group: 0, body: commit })), &[]);
+    assert_eq!(f.node.prepared_count(), 1, "the follower applied the prepare record");
+}
+
+#[test]
+fn a_new_leader_retakes_the_locks_of_prepared_transactions_and_the_old_one_redirects() {
+    let topo = topology(3);
+    let members = topo.replicas(ShardId(0)).to_vec();
+    let cfg = config();
+    let (mut l, mut f, _) = shard_of_three(&topo);
+    let c = client(&topo);
+    let t = txn(1);
+    // `t` prepared through the leader and the first follower.
+    l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
+    let accepts: Vec<Msg> =
+        l.message(c, prepare(t, vec![ShardId(0)], &[(2, 5)])).sends().map(|(_, m)| m.clone()).collect();
+    l.persist_all();
+    f.message(members[0], accepts[0].clone());
+    let accepted: Vec<Msg> = f.persist_all().sends().map(|(_, m)| m.clone()).collect();
+    assert_effects(&l.message(members[1], accepted[0].clone()), &[vote(c, t, true)]);
+    let commits: Vec<Msg> = l.timer(Timer::Paxos(PaxosTimer { group: 0 })).sends().map(|(_, m)| m.clone()).collect();
+    f.message(members[0], commits[0].clone());
+    // The leader falls silent; the follower's election timeout runs out.
+    let ballot = Ballot { round: 2, rank: 1 };
+    let prepare_2 = PaxosBody::Prepare { ballot, from_slot: 2 };
+    let tick = Timer::Paxos(PaxosTimer { group: 0 });
+    let mut elected = false;
+    for _ in 0..100 {
+        f.advance_ns(cfg.paxos.tick_ns);
+        let rearm = Effect::SetTimer { id: f.next_timer_id(), after_ns: cfg.paxos.tick_ns, timer: tick.clone() };
+        let lsn = next_lsn(&f);
+        let fx = f.timer(tick.clone());
+        if fx.len() == 1 {
+            assert_effects(&fx, &[rearm]); // a quiet tick
+            continue;
+        }
+        let promised = Record::Paxos(PaxosRecord { group: 0, body: PaxosRecordBody::Promised(ballot) });
+        let expected = [
+            rearm,
+            Effect::Append { stream: Stream::MAIN, lsn: Lsn(lsn), record: promised },
+            count("paxos_elections"),
+            paxos(members[0], prepare_2.clone()),
+            paxos(members[2], prepare_2.clone()),
+        ];
+        assert_effects(&fx, &expected);
+        elected = true;
+        break;
+    }
+    assert!(elected, "the follower runs for election");
+    assert_effects(&f.persist_all(), &[]); // its own promise: one of two needed
+    let promise = PaxosBody::Promise { ballot, entries: Vec::new(), snapshot: None };
+    let fx = f.message(members[2], Msg::Paxos(PaxosMsg { group: 0, body: promise.clone() }));
+    assert_effects(&fx, &[count("paxos_leader_changes"), count("leader_takeovers")]);
+    assert!(f.node.is_leading());
+    // It re-took the prepared transaction's lock: a newcomer waits for it,
+    // while a free key is served.
+    assert_effects(&f.message(c, execute(txn(2), 0, &[2], LockMode::Shared)), &[]);
+    let fx = f.message(c, execute(txn(3), 30, &[6], LockMode::Exclusive));
+    assert_effects(&fx, &[no_wait(), executed(c, txn(3), vec![(6, None)])]);
+    // The old leader, promising the higher ballot, steps down and sends
+    // the coordinators of its transactions to the new one.
+    let lsn = next_lsn(&l);
+    let fx = l.message(members[1], Msg::Paxos(PaxosMsg { group: 0, body: prepare_2 }));
+    let promised = Record::Paxos(PaxosRecord { group: 0, body: PaxosRecordBody::Promised(ballot) });
+    let redirect = Msg::Refused { txn: t, shard: ShardId(0), reason: Refusal::NotLeader { hint: Some(members[1]) } };
+    assert_effects(&fx, &[Effect::Append { stream: Stream::MAIN, lsn: Lsn(lsn), record: promised }, send(c, redirect)]);
+    assert!(!l.node.is_leading());
+    assert_effects(&l.persist_all(), &[paxos(members[1], promise)]);
+    let fx = l.message(c, execute(txn(4), 40, &[8], LockMode::Exclusive));
+    let refused =
+        Msg::Refused { txn: txn(4), shard: ShardId(0), reason: Refusal::NotLeader { hint: Some(members[1]) } };
+    assert_effects(&fx, &[send(c, refused)]);
 }
 
 // ---- the coordinator ----
 
-type Client = Hand<TwoPlPaxos, super::coordinator::Coordinator>;
+type Client = Hand<TwoPlPaxos, Coordinator>;
 
 /// The client node's coordinator, its identifier epoch durable.
 fn coordinator(topo: &Arc<Topology>) -> Client {
     let me = client(topo);
     let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
-    let mut hand = Hand::new(super::coordinator::Coordinator::new(me, leaders, config()), topo.clone(), me, Now::at(0));
+    let mut hand = Hand::new(Coordinator::new(me, leaders, config()), topo.clone(), me, Now::at(0));
     hand.start(Vec::new());
     hand.persist_all();
     hand
 }
 
 /// Increments key 0 (shard 0) and key 1 (shard 1).
-fn two_shard_increment() -> meridian_core::Program {
-    let ops = (0..2).map(|k| meridian_core::Op::Increment { key: Key(k), delta: 1, tag: 10 + k }).collect();
-    meridian_core::Program::new(ops)
+fn two_shard_increment() -> Program {
+    Program::new((0..2).map(|k| Op::Increment { key: Key(k), delta: 1, tag: 10 + k }).collect())
 }
 
-/// The attempt's id and the shards its execute round went to.
-fn executes(fx: &EffectsOf<TwoPlPaxos>) -> Vec<(TxnId, NodeId, Vec<LockRead>)> {
-    fx.sends()
-        .filter_map(|(to, m)| match m {
-            Msg::Execute { txn, keys, .. } => Some((*txn, to, keys.clone())),
-            _ => None,
-        })
-        .collect()
+/// The coordinator's first transaction id (epoch 1, counter 1).
+fn first_id(topo: &Topology) -> TxnId {
+    TxnId { node: client(topo), seq: (1 << COUNTER_BITS) | 1 }
+}
+
+fn participants() -> Vec<ShardId> {
+    vec![ShardId(0), ShardId(1)]
 }
 
 /// Runs a two-shard increment up to its votes; returns its id.
 fn through_prepare(hand: &mut Client, topo: &Topology) -> TxnId {
-    let fx = hand.request(meridian_core::RequestId(1), two_shard_increment());
-    let rounds = executes(&fx);
-    assert_eq!(rounds.len(), 2, "one execute round per shard leader");
-    assert!(rounds.iter().all(|(_, _, keys)| keys.iter().all(|k| k.mode == LockMode::Exclusive && k.read)));
-    let t = rounds[0].0;
-    let mut prepares = Vec::new();
-    for s in 0..2u32 {
-        let leader = topo.replicas(ShardId(s))[0];
-        let reads = vec![(Key(u64::from(s)), None)];
-        let fx = hand.message(leader, Msg::Executed { txn: t, shard: ShardId(s), round: 0, reads });
-        prepares.extend(fx.sends().filter_map(|(to, m)| match m {
-            Msg::Prepare { writes, .. } => Some((to, writes.clone())),
-            _ => None,
-        }));
-    }
-    assert_eq!(prepares.len(), 2, "prepare goes out once every read is in");
-    assert!(prepares.iter().all(|(_, w)| w.len() == 1 && w[0].1.data == Data::Int(1)), "{prepares:?}");
+    let cfg = config();
+    let t = first_id(topo);
+    let leader = |s: u32| topo.initial_leader(ShardId(s));
+    let tick = Effect::SetTimer { id: hand.next_timer_id(), after_ns: cfg.coordinator_tick_ns, timer: Timer::Tick };
+    let fx = hand.request(RequestId(1), two_shard_increment());
+    let round = |k: u64| {
+        let keys = vec![LockRead { key: Key(k), mode: LockMode::Exclusive, read: true }];
+        send(leader(k as u32), Msg::Execute(Execute { txn: t, prio: prio(t, 0), round: 0, keys }))
+    };
+    assert_effects(&fx, &[tick, round(0), round(1)]); // one execute round per shard leader
+    let reads =
+        |s: u32| Msg::Executed(Executed { txn: t, shard: ShardId(s), round: 0, reads: vec![(Key(s.into()), None)] });
+    assert_effects(&hand.message(leader(0), reads(0)), &[]); // shard 1 has not answered
+    let fx = hand.message(leader(1), reads(1));
+    let prepare = |s: u32| {
+        let writes = vec![(Key(s.into()), Value { data: Data::Int(1), tag: 10 + u64::from(s) })];
+        send(leader(s), Msg::Prepare(Prepare { txn: t, participants: participants(), writes }))
+    };
+    assert_effects(&fx, &[prepare(0), prepare(1)]); // prepare goes out once every read is in
     t
 }
 
-fn decisions(fx: &EffectsOf<TwoPlPaxos>, t: TxnId) -> Vec<Decision> {
-    fx.sends()
-        .filter_map(|(_, m)| match m {
-            Msg::Decide { txn, decision, .. } if *txn == t => Some(*decision),
-            _ => None,
-        })
-        .collect()
+fn decide_from(to: NodeId, t: TxnId, decision: Decision) -> Fx {
+    send(to, Msg::Decide { txn: t, decision, settled_below: t.seq })
 }
 
 #[test]
 fn the_coordinator_commits_when_every_participant_votes_yes() {
-    let topo = topology();
+    let topo = topology(1);
     let mut hand = coordinator(&topo);
     let t = through_prepare(&mut hand, &topo);
     let leader = |s: u32| topo.replicas(ShardId(s))[0];
-    let fx = hand.message(leader(0), Msg::Vote { txn: t, shard: ShardId(0), yes: true });
-    assert!(decisions(&fx, t).is_empty(), "one vote is not all");
+    assert_effects(&hand.message(leader(0), Msg::Vote { txn: t, shard: ShardId(0), yes: true }), &[]);
     let fx = hand.message(leader(1), Msg::Vote { txn: t, shard: ShardId(1), yes: true });
-    assert_eq!(decisions(&fx, t), [Decision::Commit, Decision::Commit]);
-    let outcome = fx.completions().map(|(r, o)| (r, o.clone())).collect::<Vec<_>>();
-    assert!(matches!(outcome.as_slice(), [(_, meridian_core::Outcome::Committed { .. })]), "{outcome:?}");
+    let results = two_shard_increment().execute(|_| None).results;
+    let expected = [
+        Effect::Complete { request: RequestId(1), outcome: Outcome::Committed { results } },
+        decide_from(leader(0), t, Decision::Commit),
+        decide_from(leader(1), t, Decision::Commit),
+    ];
+    assert_effects(&fx, &expected);
 }
 
 #[test]
 fn one_no_vote_aborts_every_participant_and_the_request_retries() {
-    let topo = topology();
+    let topo = topology(1);
     let mut hand = coordinator(&topo);
     let t = through_prepare(&mut hand, &topo);
-    let fx = hand.message(topo.replicas(ShardId(1))[0], Msg::Vote { txn: t, shard: ShardId(1), yes: false });
-    assert_eq!(decisions(&fx, t), [Decision::Abort, Decision::Abort]);
-    assert!(fx.completions().next().is_none(), "the client waits for the retry");
-    let restart: Vec<(u64, Timer)> = fx
-        .timers_set()
-        .filter(|(_, _, t)| matches!(t, Timer::Restart(_)))
-        .map(|(_, after_ns, t)| (after_ns, t.clone()))
+    let leader = |s: u32| topo.replicas(ShardId(s))[0];
+    let restart_id = hand.next_timer_id();
+    let fx = hand.message(leader(1), Msg::Vote { txn: t, shard: ShardId(1), yes: false });
+    // The backoff is drawn: take it from the effect, check its range.
+    let (_, backoff_ns, _) = fx.timers_set().next().expect("a restart timer");
+    assert!(backoff_ns <= config().retry_backoff_ns * 2, "within the backoff and its jitter");
+    let expected = [
+        decide_from(leader(0), t, Decision::Abort),
+        decide_from(leader(1), t, Decision::Abort),
+        Effect::SetTimer { id: restart_id, after_ns: backoff_ns, timer: Timer::Restart(RequestId(1)) },
+    ];
+    assert_effects(&fx, &expected); // the client waits for the retry
+    hand.advance_ns(backoff_ns);
+    let retried: Vec<Msg> = hand.timer(Timer::Restart(RequestId(1))).sends().map(|(_, m)| m.clone()).collect();
+    let ids: Vec<TxnId> = retried
+        .iter()
+        .filter_map(|m| match m {
+            Msg::Execute(e) => Some(e.txn),
+            _ => None,
+        })
         .collect();
-    assert_eq!(restart.len(), 1, "one restart, after a backoff");
-    assert!(restart[0].0 <= config().retry_backoff_ns * 2, "within the backoff and its jitter");
-    hand.advance_ns(restart[0].0);
-    let retried = executes(&hand.timer(restart[0].1.clone()));
-    assert!(!retried.is_empty(), "the request runs again");
-    assert!(retried.iter().all(|(id, _, _)| *id != t), "as a new attempt");
+    assert_eq!(ids.len(), 2, "the request runs again: {retried:?}");
+    assert!(ids.iter().all(|id| *id != t), "as a new attempt");
+}
+
+#[test]
+fn a_not_leader_refusal_sends_the_prepare_to_the_leader_it_names_or_asks_who_leads() {
+    let topo = topology(3);
+    let mut hand = coordinator(&topo);
+    let t = through_prepare(&mut hand, &topo);
+    let shard0 = topo.replicas(ShardId(0)).to_vec();
+    let writes = vec![(Key(0), Value { data: Data::Int(1), tag: 10 })];
+    let prepare_to =
+        |to: NodeId| send(to, Msg::Prepare(Prepare { txn: t, participants: participants(), writes: writes.clone() }));
+    // The old leader names the new one: the prepare goes there.
+    let refused = |hint| Msg::Refused { txn: t, shard: ShardId(0), reason: Refusal::NotLeader { hint } };
+    assert_effects(&hand.message(shard0[0], refused(Some(shard0[1]))), &[prepare_to(shard0[1])]);
+    // It knows no leader either: every replica is asked, and the prepare
+    // goes to the last one named meanwhile.
+    let mut expected: Vec<Fx> = shard0.iter().map(|r| send(*r, Msg::WhoLeads { shard: ShardId(0) })).collect();
+    expected.push(prepare_to(shard0[1]));
+    assert_effects(&hand.message(shard0[1], refused(None)), &expected);
+    // The replica that leads names itself, and is believed.
+    let leads = Msg::Leader { shard: ShardId(0), leader: Some(shard0[2]) };
+    assert_effects(&hand.message(shard0[2], leads), &[]);
+    assert_effects(
+        &hand.message(shard0[1], refused(Some(shard0[1]))),
+        &[
+            send(shard0[0], Msg::WhoLeads { shard: ShardId(0) }),
+            send(shard0[1], Msg::WhoLeads { shard: ShardId(0) }),
+            send(shard0[2], Msg::WhoLeads { shard: ShardId(0) }),
+            prepare_to(shard0[2]),
+        ],
+    );
 }

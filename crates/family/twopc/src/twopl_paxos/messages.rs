@@ -79,26 +79,12 @@ pub enum Msg {
     /// 0 starts the transaction here; a procedure that asks for more keys
     /// sends round 1, 2, ... once the previous round's reads are back, and
     /// the leader adds their locks to those it holds.
-    Execute {
-        txn: TxnId,
-        prio: Priority,
-        round: u32,
-        keys: Vec<LockRead>,
-    },
+    Execute(Execute),
     /// Leader → coordinator: every lock of the round is held; the values
     /// read.
-    Executed {
-        txn: TxnId,
-        shard: ShardId,
-        round: u32,
-        reads: Vec<(Key, Option<Value>)>,
-    },
+    Executed(Executed),
     /// Coordinator → leader: make the prepare record durable.
-    Prepare {
-        txn: TxnId,
-        participants: Vec<ShardId>,
-        writes: Vec<(Key, Value)>,
-    },
+    Prepare(Prepare),
     /// Leader → coordinator: the prepare vote.
     Vote {
         txn: TxnId,
@@ -143,6 +129,38 @@ pub enum Msg {
         shard: ShardId,
         status: Option<TxnStatus>,
     },
+}
+
+/// Coordinator → leader: lock these keys and read those marked. Round
+/// 0 starts the transaction here; a procedure that asks for more keys
+/// sends round 1, 2, ... once the previous round's reads are back, and
+/// the leader adds their locks to those it holds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execute {
+    pub txn: TxnId,
+    pub prio: Priority,
+    pub round: u32,
+    pub keys: Vec<LockRead>,
+}
+
+/// Leader → coordinator: every lock of the round is held; the values
+/// read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Executed {
+    pub txn: TxnId,
+    pub shard: ShardId,
+    pub round: u32,
+    pub reads: Vec<(Key, Option<Value>)>,
+}
+
+/// Coordinator → leader: make the prepare record durable (the writes are
+/// this shard's; `participants` are every shard of the transaction, for
+/// cooperative termination).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prepare {
+    pub txn: TxnId,
+    pub participants: Vec<ShardId>,
+    pub writes: Vec<(Key, Value)>,
 }
 
 impl From<PaxosMsg<Cmd, ReplicaState>> for Msg {

@@ -48,11 +48,13 @@ mod recovery;
 mod replica;
 
 pub use coordinator::Coordinator;
-pub use messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
+pub use messages::{
+    Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer,
+};
 pub use replica::Replica;
 
 use meridian_core::{
-    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Role, ShardId,
+    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Role, Rounding, ShardId,
 };
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
 
@@ -165,9 +167,13 @@ impl Config {
         let ms = |name: &str| p.ms_ns(name);
         let count = |name: &str| p.count(name, 1..=1_000_000_000);
         let heartbeat_ns = ms("heartbeat_ms")?;
-        let election_ns = ms("election_timeout_ms")?;
+        // Whole ticks within the duration: a deadline fires no later than
+        // asked, give or take the tick.
+        let ticks = |name: &str, tick_ns: u64, min_ticks: u64| {
+            p.ms_ticks(name, tick_ns, Rounding::Down, min_ticks..=1 << 20).map(|t| t as u32)
+        };
+        let election_ticks = ticks("election_timeout_ms", heartbeat_ns, 3)?;
         let termination_tick_ns = ms("termination_tick_ms")?;
-        let election_ticks = (election_ns / heartbeat_ns).clamp(3, 1 << 20) as u32;
         Ok(Config {
             execute_timeout_ns: ms("execute_timeout_ms")?,
             prepare_retry_ns: ms("prepare_retry_ms")?,
@@ -176,8 +182,8 @@ impl Config {
             max_decide_rounds: count("max_decide_rounds")? as u32,
             termination_tick_ns,
             coordinator_tick_ns: ms("coordinator_tick_ms")?,
-            in_doubt_ticks: (ms("in_doubt_ms")? / termination_tick_ns).clamp(1, 1 << 20) as u32,
-            lock_lease_ticks: (ms("lock_lease_ms")? / termination_tick_ns).clamp(1, 1 << 20) as u32,
+            in_doubt_ticks: ticks("in_doubt_ms", termination_tick_ns, 1)?,
+            lock_lease_ticks: ticks("lock_lease_ms", termination_tick_ns, 1)?,
             max_attempts: count("max_attempts")? as u32,
             retry_backoff_ns: ms("retry_backoff_ms")?,
             max_redirects: count("max_redirects")? as u32,
@@ -255,6 +261,22 @@ mod tests {
             let p = Params::new().with(d.name, value);
             assert!(Config::from_params(&p).is_ok(), "{}", d.name);
         }
+    }
+
+    #[test]
+    fn deadlines_in_ticks_round_down_to_whole_ticks() {
+        let p = Params::new()
+            .with("termination_tick_ms", ParamValue::Int(500))
+            .with("in_doubt_ms", ParamValue::Int(1_250))
+            .with("lock_lease_ms", ParamValue::Int(100))
+            .with("heartbeat_ms", ParamValue::Int(40))
+            .with("election_timeout_ms", ParamValue::Int(1_000));
+        let cfg = Config::from_params(&p).expect("valid");
+        assert_eq!(cfg.in_doubt_ticks, 2, "1250 ms: two whole 500 ms ticks");
+        assert_eq!(cfg.lock_lease_ticks, 1, "at least one tick");
+        assert_eq!(cfg.paxos.election_ticks, 25);
+        let defaults = Config::from_params(&Params::new()).expect("defaults");
+        assert_eq!((defaults.in_doubt_ticks, defaults.lock_lease_ticks, defaults.paxos.election_ticks), (6, 20, 20));
     }
 
     #[test]

@@ -38,7 +38,11 @@ impl Replica {
                 Stage::Locking { .. } | Stage::Executed if a.age_ticks >= self.cfg.lock_lease_ticks => {
                     expired.push(*txn);
                 }
-                _ => {}
+                // Unprepared, within its lease.
+                Stage::Locking { .. } | Stage::Executed => {}
+                // Its prepare is being made durable: neither in doubt nor
+                // leased any more (the log applies or voids it).
+                Stage::Preparing => {}
             }
         }
         due.sort_unstable();
@@ -100,7 +104,8 @@ impl Replica {
         match self.active.get(&txn).map(|a| a.stage) {
             // Its prepare is in flight here: the asker will ask again.
             Some(Stage::Preparing) => {}
-            _ => {
+            // Never seen, or unprepared here: abort it first.
+            None | Some(Stage::Locking { .. } | Stage::Executed | Stage::Prepared) => {
                 if let Some(a) = self.active.remove(&txn) {
                     let granted = self.release_locks(txn, &a.locks);
                     self.acquire(ctx, granted);

@@ -11,7 +11,9 @@
 //! the locks of every prepared, undecided transaction from the log before it
 //! serves, then resolves the ones left in doubt (recovery.rs).
 
-use super::messages::{Cmd, LockRead, Msg, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer};
+use super::messages::{
+    Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer,
+};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -141,15 +143,8 @@ impl Replica {
     /// Locks a round's keys (wound-wait) and, once they are held, answers
     /// with what they read. Round 0 starts the transaction here; later
     /// rounds add to the locks it holds.
-    fn on_execute(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        from: NodeId,
-        txn: TxnId,
-        prio: Priority,
-        round: u32,
-        keys: Vec<LockRead>,
-    ) {
+    fn on_execute(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, m: Execute) {
+        let Execute { txn, prio, round, keys } = m;
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
@@ -286,19 +281,13 @@ impl Replica {
             a.read_versions.entry(*k).or_insert_with(|| self.store.latest_version(*k));
         }
         let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, self.store.latest(*k).cloned())).collect();
-        ctx.send(a.coordinator, Msg::Executed { txn, shard: self.shard, round: a.round, reads });
+        ctx.send(a.coordinator, Msg::Executed(Executed { txn, shard: self.shard, round: a.round, reads }));
     }
 
     // ---- prepare ----
 
-    fn on_prepare(
-        &mut self,
-        ctx: &mut Ctx<'_, TwoPlPaxos>,
-        from: NodeId,
-        txn: TxnId,
-        participants: Vec<ShardId>,
-        writes: Vec<(Key, Value)>,
-    ) {
+    fn on_prepare(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, m: Prepare) {
+        let Prepare { txn, participants, writes } = m;
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
@@ -721,6 +710,10 @@ impl Process<TwoPlPaxos> for Replica {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
         match timer {
             Timer::Paxos(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
+            // One period by design, like the coordinator's `Tick`: in-doubt
+            // queries and lease expiry are per-transaction deadlines counted
+            // in these ticks (`in_doubt_ticks`, `lock_lease_ticks`), and the
+            // watermarks gathered meanwhile go out as one log entry per tick.
             Timer::Termination => {
                 ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
                 self.check_in_doubt(ctx);
@@ -734,8 +727,8 @@ impl Process<TwoPlPaxos> for Replica {
     fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Execute { txn, prio, round, keys } => self.on_execute(ctx, from, txn, prio, round, keys),
-            Msg::Prepare { txn, participants, writes } => self.on_prepare(ctx, from, txn, participants, writes),
+            Msg::Execute(m) => self.on_execute(ctx, from, m),
+            Msg::Prepare(m) => self.on_prepare(ctx, from, m),
             Msg::Decide { txn, decision, settled_below } => {
                 self.note_watermark(from, settled_below);
                 self.on_decide(ctx, from, txn, decision)
@@ -748,11 +741,7 @@ impl Process<TwoPlPaxos> for Replica {
             Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
             Msg::WhoLeads { .. } => {} // about another shard
             // Messages to coordinators.
-            Msg::Executed { .. }
-            | Msg::Vote { .. }
-            | Msg::Decided { .. }
-            | Msg::Refused { .. }
-            | Msg::Leader { .. } => {}
+            Msg::Executed(_) | Msg::Vote { .. } | Msg::Decided { .. } | Msg::Refused { .. } | Msg::Leader { .. } => {}
         }
         self.drain(ctx);
     }
