@@ -274,8 +274,9 @@ pub trait Process<P: Protocol> {
     /// invariants: log positions in order, leader-only state empty at
     /// followers, locks held only by live transactions). The simulator calls
     /// it after every event in debug builds, so tests and debug swarms
-    /// catch a broken invariant at the event that broke it.
-    fn check_invariants(&self) {}
+    /// catch a broken invariant at the event that broke it. Every role
+    /// states its own: there is no default.
+    fn check_invariants(&self);
 }
 
 /// Entries of one structure an invariant check visits at most per event

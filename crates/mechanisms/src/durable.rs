@@ -57,7 +57,11 @@ impl<T> AfterDurable<T> {
     /// Persistence acknowledged up to `upto`: the next action it freed, in
     /// the order they were asked for. Call until `None`.
     pub fn next_freed(&mut self, upto: Lsn) -> Option<T> {
-        self.durable = self.durable.max(upto);
+        // After a restart nothing is noted as appended yet, and a
+        // persistence acknowledgement may name an append of the earlier
+        // incarnation (a compaction flushed before any new append): it
+        // makes durable nothing this one appended.
+        self.durable = self.durable.max(upto.min(self.last_appended));
         if self.held.front().is_some_and(|(lsn, _)| *lsn <= self.durable) {
             return self.held.pop_front().map(|(_, action)| action);
         }
@@ -113,6 +117,17 @@ mod tests {
         assert_eq!(d.next_freed(Lsn(2)), Some("c"));
         assert!(d.is_empty());
         assert_eq!(d.after_last("d"), Some("d"), "everything is durable");
+    }
+
+    #[test]
+    fn an_acknowledgement_from_before_a_restart_makes_nothing_of_this_incarnation_durable() {
+        let mut d: AfterDurable<&str> = AfterDurable::new();
+        assert_eq!(d.next_freed(Lsn(36)), None, "an append of the earlier incarnation");
+        d.check_invariants();
+        d.appended(Lsn(37));
+        assert_eq!(d.after_last("vote"), None, "waits for its own append");
+        assert_eq!(d.next_freed(Lsn(37)), Some("vote"));
+        d.check_invariants();
     }
 
     #[test]

@@ -114,6 +114,17 @@ fn paxos_applied(paxos: &MultiPaxos<u64, Committed>) -> u64 {
 }
 
 impl Process<Log> for Node {
+    /// Multi-Paxos's own invariants, and the applied log in slot order.
+    fn check_invariants(&self) {
+        match self {
+            Node::Replica { paxos, committed, .. } => {
+                paxos.check_invariants();
+                assert!(committed.windows(2).all(|w| w[0].0 < w[1].0), "applied slots in order");
+            }
+            Node::Client { target, replicas, .. } => assert!(*target < replicas.len(), "a replica to propose to"),
+        }
+    }
+
     fn on_start(&mut self, ctx: &mut Ctx<'_, Log>, durable: Vec<PaxosRecord<u64, Committed>>) {
         if let Node::Replica { paxos, .. } = self {
             paxos.start(&mut Mapped::new(ctx), durable.into_iter().map(|r| r.body));

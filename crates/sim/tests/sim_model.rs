@@ -49,6 +49,13 @@ impl Protocol for Echo {
 /// Requests ping shard 0's replica 0 (the echo target) with seq = request id;
 /// the request completes when the pong comes back.
 impl Process<Echo> for EchoNode {
+    /// TrueTime intervals it was served are well formed.
+    fn check_invariants(&self) {
+        for tt in self.truetimes.iter().rev().take(meridian_core::process::CHECKED_MAX) {
+            assert!(tt.earliest_ns <= tt.latest_ns, "a TrueTime interval ends before it starts");
+        }
+    }
+
     fn on_start(&mut self, _ctx: &mut Ctx<'_, Echo>, durable: Vec<u64>) {
         self.recovered = durable;
     }
@@ -402,6 +409,13 @@ impl Protocol for Clocks {
 }
 
 impl Process<Clocks> for ClocksNode {
+    /// Its monotonic clock never went back.
+    fn check_invariants(&self) {
+        if let [.., before, last] = self.monotonic.as_slice() {
+            assert!(before <= last, "the monotonic clock went back");
+        }
+    }
+
     fn on_start(&mut self, _: &mut Ctx<'_, Clocks>, _: Vec<u64>) {}
     fn on_message(&mut self, _: &mut Ctx<'_, Clocks>, _: NodeId, _: ()) {}
     fn on_timer(&mut self, _: &mut Ctx<'_, Clocks>, _: u64) {}
