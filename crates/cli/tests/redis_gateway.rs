@@ -21,6 +21,8 @@ enum R {
     Array(Vec<R>),
     /// RESP3's null.
     Null,
+    /// RESP2's null array (`*-1`).
+    NullArray,
     /// RESP3's map.
     Map(Vec<(R, R)>),
 }
@@ -64,6 +66,7 @@ impl Resp {
                 b.truncate(b.len() - 2);
                 R::Bulk(Some(b))
             }
+            "*" if rest == "-1" => R::NullArray,
             "*" => R::Array((0..rest.parse::<usize>().unwrap()).map(|_| self.read()).collect()),
             "_" => R::Null,
             "%" => R::Map((0..rest.parse::<usize>().unwrap()).map(|_| (self.read(), self.read())).collect()),
@@ -95,6 +98,7 @@ fn the_redis_gateway_runs_commands_as_transactions() {
     assert_eq!(c.call(&["MGET", "a", "b", "nope"]), R::Array(vec![bulk("42"), bulk("x"), R::Bulk(None)]));
     assert_eq!(c.call(&["DEL", "b", "nope"]), R::Int(1));
     assert_eq!(c.call(&["GET", "b"]), R::Bulk(None));
+    assert_eq!(c.call(&["DEL", "b"]), R::Int(0), "deleted already");
     assert!(matches!(c.call(&["INFO"]), R::Bulk(Some(_))));
 
     // MULTI/EXEC: one transaction; reads inside see the writes before them.
@@ -183,6 +187,39 @@ fn clients_open_with_hello_3_and_get_resp3_and_redis_s_errors() {
     assert_eq!(c.call(&["SELECT", "1"]), R::Error("ERR DB index is out of range".into()));
     assert!(matches!(c.call(&["COMMAND", "COUNT"]), R::Int(n) if n > 20));
 
+    // Strings with Redis's semantics: conditional writes, types, errors.
+    assert_eq!(c.call(&["SETNX", "nx", "first"]), R::Int(1));
+    assert_eq!(c.call(&["SETNX", "nx", "second"]), R::Int(0));
+    assert_eq!(c.call(&["SET", "nx", "third", "NX"]), R::Null);
+    assert_eq!(c.call(&["SET", "nx", "fourth", "XX", "GET"]), bulk("first"));
+    assert_eq!(c.call(&["GETSET", "nx", "fifth"]), bulk("fourth"));
+    assert_eq!(c.call(&["GETDEL", "nx"]), bulk("fifth"));
+    assert_eq!(c.call(&["GET", "nx"]), R::Null, "a deleted key is absent");
+    assert_eq!(c.call(&["SET", "empty", ""]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["EXISTS", "empty"]), R::Int(1), "an empty string is a value");
+    assert_eq!(c.call(&["APPEND", "ap", "Hello"]), R::Int(5));
+    assert_eq!(c.call(&["APPEND", "ap", " World"]), R::Int(11));
+    assert_eq!(c.call(&["SETRANGE", "ap", "6", "Redis"]), R::Int(11));
+    assert_eq!(c.call(&["GET", "ap"]), bulk("Hello Redis"));
+    assert_eq!(c.call(&["INCR", "ap"]), R::Error("ERR value is not an integer or out of range".into()));
+    assert_eq!(c.call(&["GET", "ap"]), bulk("Hello Redis"), "a failed INCR writes nothing");
+    assert_eq!(c.call(&["SET", "big", &i64::MAX.to_string()]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["INCR", "big"]), R::Error("ERR increment or decrement would overflow".into()));
+    assert_eq!(c.call(&["INCRBYFLOAT", "fl", "10.5"]), bulk("10.5"));
+    assert_eq!(c.call(&["INCRBYFLOAT", "fl", "0.1"]), bulk("10.6"));
+    assert!(matches!(c.call(&["SET", "k", "v", "EX", "10"]), R::Error(e) if e.contains("expire")));
+
+    // MULTI: a command failing at EXEC reports its error in its slot and
+    // the others still apply, as in Redis.
+    assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["SET", "mx", "1"]), R::Simple("QUEUED".into()));
+    assert_eq!(c.call(&["INCR", "ap"]), R::Simple("QUEUED".into()));
+    assert_eq!(c.call(&["INCR", "mx"]), R::Simple("QUEUED".into()));
+    let R::Array(slots) = c.call(&["EXEC"]) else { panic!("EXEC answers an array") };
+    assert_eq!(slots[0], R::Simple("OK".into()));
+    assert!(matches!(&slots[1], R::Error(e) if e.contains("not an integer")));
+    assert_eq!(slots[2], R::Int(2));
+
     // A wrong command inside MULTI discards the transaction, as in Redis.
     assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
     assert_eq!(c.call(&["SET", "m", "1"]), R::Simple("QUEUED".into()));
@@ -193,4 +230,85 @@ fn clients_open_with_hello_3_and_get_resp3_and_redis_s_errors() {
     // RESET: back to RESP2 and no name.
     assert_eq!(c.call(&["RESET"]), R::Simple("RESET".into()));
     assert_eq!(c.call(&["CLIENT", "GETNAME"]), R::Bulk(None));
+}
+
+/// WATCH a key, read it, write it in MULTI/EXEC; retry on a nil EXEC.
+fn check_and_set_increment(c: &mut Resp, key: &str) -> usize {
+    for attempt in 1.. {
+        assert_eq!(c.call(&["WATCH", key]), R::Simple("OK".into()));
+        let now = match c.call(&["GET", key]) {
+            R::Bulk(Some(b)) => String::from_utf8(b).unwrap().parse::<i64>().unwrap(),
+            R::Bulk(None) => 0,
+            other => panic!("GET answered {other:?}"),
+        };
+        assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["SET", key, &(now + 1).to_string()]), R::Simple("QUEUED".into()));
+        match c.call(&["EXEC"]) {
+            R::Array(r) => {
+                assert_eq!(r, vec![R::Simple("OK".into())]);
+                return attempt;
+            }
+            R::NullArray => continue,
+            other => panic!("EXEC answered {other:?}"),
+        }
+    }
+    unreachable!()
+}
+
+#[test]
+fn watch_check_and_set_loops_from_concurrent_clients_lose_no_increment() {
+    for protocol in ["2pl-paxos", "tiga"] {
+        let shape = Shape { protocol, shards: 2, replicas: 3, wan_scale: None, params: Vec::new() };
+        let cluster = TestCluster::start(&format!("redis-watch-{protocol}"), shape);
+        let addr = cluster.redis_addr();
+        let (clients, each) = (8, 10);
+        let workers: Vec<_> = (0..clients)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    let mut c = Resp::connect(addr);
+                    (0..each).map(|_| check_and_set_increment(&mut c, "cas")).sum::<usize>()
+                })
+            })
+            .collect();
+        let attempts: usize = workers.into_iter().map(|w| w.join().unwrap()).sum();
+        let mut c = Resp::connect(addr);
+        assert_eq!(c.call(&["GET", "cas"]), bulk(&(clients * each).to_string()), "{protocol}: every increment once");
+        assert!(attempts >= clients * each, "{protocol}: {attempts} attempts");
+
+        // A watched key written by another connection: EXEC answers nil
+        // and runs nothing; UNWATCH forgets.
+        let mut other = Resp::connect(addr);
+        assert_eq!(c.call(&["WATCH", "w"]), R::Simple("OK".into()));
+        assert_eq!(other.call(&["SET", "w", "theirs"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["SET", "w", "mine"]), R::Simple("QUEUED".into()));
+        assert_eq!(c.call(&["EXEC"]), R::NullArray, "{protocol}");
+        assert_eq!(c.call(&["GET", "w"]), bulk("theirs"));
+        assert_eq!(c.call(&["WATCH", "w"]), R::Simple("OK".into()));
+        assert_eq!(other.call(&["SET", "w", "again"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["UNWATCH"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["SET", "w", "mine"]), R::Simple("QUEUED".into()));
+        assert_eq!(c.call(&["EXEC"]), R::Array(vec![R::Simple("OK".into())]));
+        assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+        assert!(matches!(c.call(&["WATCH", "w"]), R::Error(e) if e.contains("inside MULTI")));
+        assert_eq!(c.call(&["DISCARD"]), R::Simple("OK".into()));
+
+        // Keys on both shards under WATCH: an interactive protocol runs
+        // it; a one-shot one refuses with a clear error, writing nothing.
+        let keys = ["s0", "s1", "s2", "s3", "s4", "s5", "s6", "s7"];
+        let mut watch = vec!["WATCH"];
+        watch.extend(keys);
+        assert_eq!(c.call(&watch), R::Simple("OK".into()));
+        assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+        assert_eq!(c.call(&["SET", "s0", "x"]), R::Simple("QUEUED".into()));
+        match (protocol, c.call(&["EXEC"])) {
+            ("2pl-paxos", reply) => assert_eq!(reply, R::Array(vec![R::Simple("OK".into())])),
+            (_, R::Error(e)) => {
+                assert!(e.contains("one shard"), "{e}");
+                assert_eq!(c.call(&["GET", "s0"]), R::Bulk(None), "nothing written");
+            }
+            (_, other) => panic!("{protocol}: a multi-shard WATCH answered {other:?}"),
+        }
+    }
 }

@@ -15,6 +15,7 @@ pub mod procedure;
 pub mod process;
 pub mod program;
 pub mod rng;
+pub mod strings;
 pub mod time;
 pub mod topology;
 pub mod tpcc;

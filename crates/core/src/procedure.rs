@@ -42,6 +42,7 @@
 
 use crate::ids::Key;
 use crate::program::{OpResult, Value};
+use crate::strings::StringTxn;
 use crate::tpcc::TpccTxn;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -94,6 +95,9 @@ pub enum Procedure {
     Transfer(Transfer),
     /// One of TPC-C's five transactions.
     Tpcc(TpccTxn),
+    /// Redis's string commands, one anchored part per key
+    /// (`crate::strings`).
+    Strings(StringTxn),
 }
 
 /// See [`Procedure::Transfer`].
@@ -112,6 +116,7 @@ impl Procedure {
         match self {
             Procedure::Transfer(_) => 1,
             Procedure::Tpcc(t) => t.parts(),
+            Procedure::Strings(s) => s.parts(),
         }
     }
 
@@ -120,6 +125,7 @@ impl Procedure {
         match self {
             Procedure::Transfer(_) => None,
             Procedure::Tpcc(t) => Some(t.anchor(part)),
+            Procedure::Strings(s) => s.anchor(part),
         }
     }
 
@@ -129,6 +135,7 @@ impl Procedure {
         match self {
             Procedure::Transfer(t) => t.step(reads),
             Procedure::Tpcc(t) => t.step(part, reads),
+            Procedure::Strings(s) => s.step(part, reads),
         }
     }
 
@@ -138,16 +145,17 @@ impl Procedure {
         match self {
             Procedure::Transfer(_) => None,
             Procedure::Tpcc(t) => Some(t.footprint(part)),
+            Procedure::Strings(s) => Some(s.footprint(part)),
         }
     }
 
     /// The first tag of the transaction's block and how many it holds.
     pub fn tag_block(&self) -> (u64, u64) {
-        let first = match self {
-            Procedure::Transfer(t) => t.tag,
-            Procedure::Tpcc(t) => t.tag,
-        };
-        (first, u64::from(self.parts()) * TAGS_PER_PART)
+        match self {
+            Procedure::Transfer(t) => (t.tag, TAGS_PER_PART),
+            Procedure::Tpcc(t) => (t.tag, u64::from(t.parts()) * TAGS_PER_PART),
+            Procedure::Strings(s) => (s.tag, s.tags()),
+        }
     }
 
     /// The same transaction writing tags from `first` on (a retry).
@@ -156,6 +164,7 @@ impl Procedure {
         match &mut p {
             Procedure::Transfer(t) => t.tag = first,
             Procedure::Tpcc(t) => t.tag = first,
+            Procedure::Strings(s) => s.tag = first,
         }
         p
     }
@@ -170,6 +179,7 @@ impl Procedure {
         match self {
             Procedure::Transfer(_) => false,
             Procedure::Tpcc(t) => t.is_read_only(),
+            Procedure::Strings(s) => s.is_read_only(),
         }
     }
 }

@@ -28,7 +28,7 @@ pub enum Data {
     /// Opaque bytes (Redis SET).
     Bytes(Arc<Vec<u8>>),
     /// A row of integers (TPC-C's tables); the empty row marks a deleted
-    /// one.
+    /// value (a TPC-C row, a Redis key: `strings::deleted`).
     Row(Arc<Vec<i64>>),
 }
 

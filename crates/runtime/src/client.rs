@@ -136,14 +136,15 @@ pub fn bytes_value(tag: u64, bytes: &[u8]) -> Value {
     Value { tag, data: Data::Bytes(Arc::new(bytes.to_vec())) }
 }
 
-/// A deleted key reads as this: an empty byte string. (A Redis `SET k ""`
-/// therefore reads back as absent.)
+/// A deleted key holds this: the empty row (`strings::deleted`), which the
+/// Redis gateway, this library and `meridian client` all read as absent —
+/// an empty string is a value like any other.
 pub fn tombstone(tag: u64) -> Value {
-    bytes_value(tag, b"")
+    Value { tag, data: meridian_core::strings::deleted() }
 }
 
 pub fn is_tombstone(v: &Value) -> bool {
-    matches!(&v.data, Data::Bytes(b) if b.is_empty())
+    matches!(&v.data, Data::Row(r) if r.is_empty())
 }
 
 /// A value as text for people: integers in decimal, bytes as UTF-8 (lossy),

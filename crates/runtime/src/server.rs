@@ -121,7 +121,7 @@ async fn serve_as<P: Protocol>(cfg: Arc<ClusterConfig>, me: NodeId) -> Result<()
         tokio::spawn(api::serve_clients(l, requests_tx.clone()));
     }
     if let Some(l) = redis_listener {
-        tokio::spawn(redis::serve(l, requests_tx.clone(), name.clone()));
+        tokio::spawn(redis::serve(l, requests_tx.clone(), name.clone(), Arc::clone(&cfg.topology)));
     }
     drop(requests_tx);
     spawn_metrics(metrics_listener, handle, &cfg, me);

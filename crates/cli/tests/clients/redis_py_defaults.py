@@ -1,7 +1,8 @@
 """redis-py with its defaults (RESP3 through HELLO 3, CLIENT SETINFO) against
 Meridian's Redis gateway: strings and counters, MULTI/EXEC through a
-transactional pipeline, Redis's errors, and concurrent INCRs that lose
-nothing. Usage: redis_py_defaults.py PORT. Prints one line per check; exits
+transactional pipeline, Redis's errors, concurrent INCRs that lose nothing,
+and WATCH check-and-set loops (redis-py's transaction helper) from 8
+threads that lose nothing either. Usage: redis_py_defaults.py PORT. Prints one line per check; exits
 non-zero on the first failure."""
 
 import sys
@@ -38,6 +39,13 @@ def main():
     check("type", (r.type("py:x"), r.type("py:missing")), (b"string", b"none"))
     check("delete", r.delete("py:x", "py:missing"), 1)
     check("deleted", r.get("py:x"), None)
+    check("setnx", (r.setnx("py:nx", "a"), r.setnx("py:nx", "b")), (True, False))
+    check("set nx get", r.set("py:nx", "c", xx=True, get=True), b"a")
+    check("getdel", (r.getdel("py:nx"), r.get("py:nx")), (b"c", None))
+    check("empty string exists", (r.set("py:e", ""), r.exists("py:e"), r.get("py:e")), (True, 1, b""))
+    check("append", (r.append("py:ap", "Hello"), r.append("py:ap", " World")), (5, 11))
+    check("setrange", (r.setrange("py:ap", 6, "Redis"), r.get("py:ap")), (11, b"Hello Redis"))
+    check("incrbyfloat", (r.incrbyfloat("py:f", 10.5), r.incrbyfloat("py:f", 0.1)), (10.5, 10.6))
     check("client name", (r.client_setname("py-check"), r.client_getname()), (True, "py-check"))
 
     pipe = r.pipeline(transaction=True)
@@ -46,6 +54,7 @@ def main():
 
     for args, text in [
         (("INCRBY", "py:n", "x"), "value is not an integer or out of range"),
+        (("INCR", "py:ap"), "value is not an integer or out of range"),
         (("GET",), "wrong number of arguments for 'get' command"),
         (("NOSUCH", "a"), "unknown command 'NOSUCH'"),
     ]:
@@ -68,6 +77,26 @@ def main():
     for t in ts:
         t.join()
     check("concurrent incr", r.get("py:hot"), str(threads * each).encode())
+
+    # redis-py's check-and-set helper: WATCH, read, MULTI, write, EXEC,
+    # retried on a WatchError.
+    def cas_loop():
+        c = redis.Redis(port=port, socket_timeout=30)
+
+        def step(pipe):
+            current = int(pipe.get("py:cas") or 0)
+            pipe.multi()
+            pipe.set("py:cas", current + 1)
+
+        for _ in range(each):
+            c.transaction(step, "py:cas")
+
+    ts = [threading.Thread(target=cas_loop) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    check("WATCH check-and-set", r.get("py:cas"), str(threads * each).encode())
     print("redis-py: all checks passed")
 
 

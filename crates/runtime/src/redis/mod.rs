@@ -10,29 +10,39 @@
 //! - `connection.rs`: commands that touch only the connection (`HELLO`,
 //!   `AUTH`, `CLIENT`, `SELECT`, `PING`, `ECHO`, `RESET`, `COMMAND`,
 //!   `CONFIG`);
-//! - here: data commands (GET, SET, DEL, EXISTS, MGET, MSET, INCR, INCRBY,
-//!   DECR, DECRBY, STRLEN, GETRANGE, SUBSTR, TYPE) as transaction
-//!   programs, MULTI/EXEC/DISCARD (the queued commands run as one Meridian
-//!   transaction), INFO and QUIT. An aborted transaction is retried,
-//!   bounded, with fresh write tags (it certainly did not commit). Keys map
-//!   to Meridian keys as the client library maps them.
+//! - `data.rs`: data commands (GET, SET with NX/XX/GET, SETNX, GETSET,
+//!   GETDEL, DEL, EXISTS, MGET, MSET, APPEND, STRLEN, GETRANGE, SUBSTR,
+//!   SETRANGE, INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT, TYPE) as string
+//!   operations on keys (`meridian_core::strings`);
+//! - here: the connection loop, MULTI/EXEC/DISCARD, WATCH/UNWATCH, INFO
+//!   and QUIT. A data
+//!   command, or a MULTI's whole queue, runs as one transaction with one
+//!   part per key; an aborted one is retried, bounded, with fresh write tags
+//!   (it certainly did not commit). Keys map to Meridian keys as the client
+//!   library maps them.
 //!
-//! Differences from Redis, by design for now (docs/runtime.md has the
-//! table): a deleted key holds an empty string (so `SET k ""` reads back as
-//! absent), and INCR on a non-numeric value counts from 0 instead of
-//! failing. The parser bounds every length it is given and answers
-//! malformed input with `-ERR Protocol error` before closing; it must never
-//! panic or allocate what a length field claims before checking it.
+//! WATCH reads each key's version; EXEC's transaction then carries them as
+//! a guard (one part reading every key, anchored when they all live on one
+//! shard) and writes nothing if any changed. Differences from Redis
+//! (docs/runtime.md has the table): no MSETNX yet, no expiry, and a
+//! one-shot protocol refuses a watched EXEC spanning shards. The parser bounds every length it is given
+//! and answers malformed input with `-ERR Protocol error` before closing; it
+//! must never panic or allocate what a length field claims before checking
+//! it.
 
 mod connection;
+mod data;
 pub mod resp;
 mod table;
 
-use crate::client::{bytes_value, fresh_tag, is_tombstone, key_of, tombstone};
+use crate::client::{fresh_tag, key_of};
 use crate::node::Request;
 use connection::Connection;
-use meridian_core::{Data, Op, OpResult, Outcome, Program, Value};
+use data::{Batch, Planned, plan};
+use meridian_core::strings::{KeyScript, StrOp, StringTxn};
+use meridian_core::{AbortReason, Key, OpResult, Outcome, Procedure, Program, Topology};
 pub use resp::{Parsed, Proto, Reply, parse_command};
+use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -48,159 +58,14 @@ pub const MAX_QUEUED: usize = 4096;
 /// Attempts of an aborted command before it fails.
 pub const MAX_ATTEMPTS: u32 = 32;
 
-/// How a command's reply is made from its operations' results.
-#[derive(Clone, Debug)]
-enum Shape {
-    Get,
-    Ok,
-    /// DEL of `n` keys: each a read then a tombstone write.
-    Del(usize),
-    MGet,
-    Incr(i64),
-    /// EXISTS of `n` keys (each counted as often as it is named).
-    Exists(usize),
-    Strlen,
-    /// GETRANGE's inclusive offsets, negative from the end.
-    Range(i64, i64),
-    Type,
-}
-
-/// A command as operations of a program.
-#[derive(Clone, Debug)]
-struct Planned {
-    ops: Vec<Op>,
-    shape: Shape,
-}
-
-/// Bytes a value reads as (`None`: absent).
-fn value_bytes(v: Option<&Value>) -> Option<Vec<u8>> {
-    let v = v.filter(|v| !is_tombstone(v))?;
-    Some(match &v.data {
-        Data::Bytes(b) => b.to_vec(),
-        Data::Int(i) => i.to_string().into_bytes(),
-        Data::List(l) => format!("{:?}", l.as_slice()).into_bytes(),
-        Data::Row(r) => format!("{:?}", r.as_slice()).into_bytes(),
-    })
-}
-
-fn first_bytes(results: &[OpResult]) -> Option<Vec<u8>> {
-    value_bytes(results.first().and_then(Option::as_ref))
-}
-
-/// GETRANGE's slice: offsets inclusive, negative ones from the end,
-/// clamped to the string; empty when the range is.
-fn substring(bytes: &[u8], start: i64, end: i64) -> Vec<u8> {
-    let len = bytes.len() as i64;
-    if len == 0 {
-        return Vec::new();
-    }
-    let from_end = |i: i64| if i < 0 { (len + i).max(0) } else { i };
-    let (start, end) = (from_end(start), from_end(end).min(len - 1));
-    if start > end || start >= len {
-        return Vec::new();
-    }
-    bytes[start as usize..=end as usize].to_vec()
-}
-
-impl Planned {
-    fn reply(&self, results: &[OpResult]) -> Reply {
-        match self.shape {
-            Shape::Get => Reply::Bulk(value_bytes(results.first().and_then(Option::as_ref))),
-            Shape::Ok => Reply::ok(),
-            Shape::Del(n) => {
-                let existed = (0..n).filter(|i| value_bytes(results.get(2 * i).and_then(Option::as_ref)).is_some());
-                Reply::Int(existed.count() as i64)
-            }
-            Shape::MGet => Reply::Array(results.iter().map(|r| Reply::Bulk(value_bytes(r.as_ref()))).collect()),
-            Shape::Incr(delta) => {
-                Reply::Int(Value::as_int(results.first().and_then(Option::as_ref)).wrapping_add(delta))
-            }
-            Shape::Exists(n) => Reply::Int(
-                (0..n).filter(|i| value_bytes(results.get(*i).and_then(Option::as_ref)).is_some()).count() as i64,
-            ),
-            Shape::Strlen => Reply::Int(first_bytes(results).map_or(0, |b| b.len()) as i64),
-            Shape::Range(start, end) => Reply::bulk(substring(&first_bytes(results).unwrap_or_default(), start, end)),
-            Shape::Type => Reply::Simple(if first_bytes(results).is_some() { "string" } else { "none" }.into()),
-        }
-    }
-}
-
-fn not_an_integer() -> Reply {
-    Reply::err("ERR value is not an integer or out of range")
-}
-
-fn int_arg(arg: &[u8]) -> Result<i64, Reply> {
-    std::str::from_utf8(arg).ok().and_then(|s| s.parse().ok()).ok_or_else(not_an_integer)
-}
-
-/// A data command (its name upper-case, its arity checked) as a plan,
-/// or the error to answer.
-fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
-    let read = |k: &Vec<u8>| Op::Read { key: key_of(k) };
-    let incr = |k: &Vec<u8>, delta: i64| Op::Increment { key: key_of(k), delta, tag: fresh_tag() };
-    let planned = match name {
-        "GET" => Planned { ops: vec![read(&args[0])], shape: Shape::Get },
-        "SET" if args.len() > 2 => {
-            return Err(Reply::err("ERR SET options (NX, XX, GET, EX, PX, KEEPTTL) are not supported yet"));
-        }
-        "SET" => Planned {
-            ops: vec![Op::Write { key: key_of(&args[0]), value: bytes_value(fresh_tag(), &args[1]) }],
-            shape: Shape::Ok,
-        },
-        "DEL" => Planned {
-            ops: args
-                .iter()
-                .flat_map(|k| [read(k), Op::Write { key: key_of(k), value: tombstone(fresh_tag()) }])
-                .collect(),
-            shape: Shape::Del(args.len()),
-        },
-        "EXISTS" => Planned { ops: args.iter().map(read).collect(), shape: Shape::Exists(args.len()) },
-        "MGET" => Planned { ops: args.iter().map(read).collect(), shape: Shape::MGet },
-        "MSET" if args.len() % 2 != 0 => return Err(table::wrong_args("mset")),
-        "MSET" => Planned {
-            ops: args
-                .chunks(2)
-                .map(|kv| Op::Write { key: key_of(&kv[0]), value: bytes_value(fresh_tag(), &kv[1]) })
-                .collect(),
-            shape: Shape::Ok,
-        },
-        "INCR" => Planned { ops: vec![incr(&args[0], 1)], shape: Shape::Incr(1) },
-        "DECR" => Planned { ops: vec![incr(&args[0], -1)], shape: Shape::Incr(-1) },
-        "INCRBY" | "DECRBY" => {
-            let by = int_arg(&args[1])?;
-            let delta = if name == "DECRBY" { by.checked_neg().ok_or_else(not_an_integer)? } else { by };
-            Planned { ops: vec![incr(&args[0], delta)], shape: Shape::Incr(delta) }
-        }
-        "STRLEN" => Planned { ops: vec![read(&args[0])], shape: Shape::Strlen },
-        "GETRANGE" | "SUBSTR" => {
-            let (start, end) = (int_arg(&args[1])?, int_arg(&args[2])?);
-            Planned { ops: vec![read(&args[0])], shape: Shape::Range(start, end) }
-        }
-        "TYPE" => Planned { ops: vec![read(&args[0])], shape: Shape::Type },
-        // A connection command inside MULTI (Redis would run it at EXEC).
-        _ => return Err(Reply::err(format!("ERR {name} cannot be queued in MULTI by Meridian's gateway"))),
-    };
-    Ok(planned)
-}
-
-/// The same operations with fresh write tags, for a retry.
-fn retag(ops: &[Op]) -> Vec<Op> {
-    ops.iter()
-        .map(|op| match op {
-            Op::Write { key, value } => {
-                Op::Write { key: *key, value: Value { tag: fresh_tag(), data: value.data.clone() } }
-            }
-            Op::Increment { key, delta, .. } => Op::Increment { key: *key, delta: *delta, tag: fresh_tag() },
-            other => other.clone(),
-        })
-        .collect()
-}
-
 /// One connection's state.
 struct Gateway {
     requests: mpsc::Sender<Request>,
     node: String,
+    topology: Arc<Topology>,
     conn: Connection,
+    /// Keys under WATCH and the version each held when watched.
+    watched: Vec<(Key, u64)>,
     /// Commands queued since MULTI, and whether one was refused.
     multi: Option<(Vec<Planned>, bool)>,
 }
@@ -212,60 +77,102 @@ enum Next {
 }
 
 impl Gateway {
-    /// Runs a program, retrying aborts; the results or the error to answer.
-    async fn run(&self, ops: Vec<Op>) -> Result<Vec<OpResult>, Reply> {
-        let mut ops = ops;
+    /// Runs commands as one transaction (under the connection's WATCH, if
+    /// `watch`), retrying aborts with fresh write tags (an aborted attempt
+    /// certainly did not commit): each command's reply, `None` when a
+    /// watched key had changed, or the error to answer for all of them.
+    async fn run(&self, commands: &[Planned], watch: bool) -> Result<Option<Vec<Reply>>, Reply> {
         for attempt in 0..MAX_ATTEMPTS {
             if attempt > 0 {
-                ops = retag(&ops);
                 tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt.min(10)))).await;
             }
-            let (reply, outcome) = oneshot::channel();
-            let request = Request { program: Program::new(ops.clone()), reply };
-            if self.requests.send(request).await.is_err() {
-                return Err(Reply::err("ERR the node is shutting down"));
+            let mut batch = Batch::new(commands, fresh_tag());
+            if watch && !self.watched.is_empty() {
+                batch.guard(&self.watched, false);
+                let shards: std::collections::BTreeSet<_> = batch.keys().map(|k| self.topology.shard_of(k)).collect();
+                batch.guard(&self.watched, shards.len() == 1);
             }
-            match outcome.await {
-                Ok(Outcome::Committed { results }) => return Ok(results),
-                Ok(Outcome::Aborted { .. }) => continue,
-                Ok(Outcome::Unknown) => return Err(Reply::err("ERR transaction outcome unknown")),
-                Err(_) => return Err(Reply::err("ERR the node is shutting down")),
+            let program = Program::procedure(Procedure::Strings(batch.txn.clone()));
+            if let Some(results) = self.submit(program).await? {
+                return Ok(batch.replies(&results));
             }
         }
         Err(Reply::err(format!("ERR transaction aborted {MAX_ATTEMPTS} times")))
     }
 
+    /// One attempt: the results, `None` when it aborted, or the error.
+    async fn submit(&self, program: Program) -> Result<Option<Vec<OpResult>>, Reply> {
+        let (reply, outcome) = oneshot::channel();
+        if self.requests.send(Request { program, reply }).await.is_err() {
+            return Err(Reply::err("ERR the node is shutting down"));
+        }
+        match outcome.await {
+            Ok(Outcome::Committed { results }) => Ok(Some(results)),
+            Ok(Outcome::Aborted { reason: AbortReason::Rejected }) => Err(Reply::err(
+                "ERR the cluster's protocol cannot run this transaction: a one-shot protocol runs WATCH only when \
+                 every key lives on one shard",
+            )),
+            Ok(Outcome::Aborted { .. }) => Ok(None),
+            Ok(Outcome::Unknown) => Err(Reply::err("ERR transaction outcome unknown")),
+            Err(_) => Err(Reply::err("ERR the node is shutting down")),
+        }
+    }
+
     async fn execute(&self, planned: Planned) -> Reply {
-        match self.run(planned.ops.clone()).await {
-            Ok(results) => planned.reply(&results),
+        match self.run(std::slice::from_ref(&planned), false).await {
+            Ok(Some(mut replies)) => replies.pop().unwrap_or(Reply::Bulk(None)),
+            Ok(None) => unreachable!("only a watched transaction answers nothing"),
             Err(e) => e,
         }
     }
 
     async fn exec(&mut self) -> Reply {
         let Some((queued, refused)) = self.multi.take() else { return Reply::err("ERR EXEC without MULTI") };
-        if refused {
-            return Reply::err("EXECABORT Transaction discarded because of previous errors.");
-        }
-        if queued.is_empty() {
-            return Reply::Array(Vec::new());
-        }
-        let ops: Vec<Op> = queued.iter().flat_map(|p| p.ops.iter().cloned()).collect();
-        match self.run(ops).await {
-            Ok(results) => {
-                let mut at = 0;
-                let replies = queued
-                    .iter()
-                    .map(|p| {
-                        let r = p.reply(results.get(at..at + p.ops.len()).unwrap_or(&[]));
-                        at += p.ops.len();
-                        r
-                    })
-                    .collect();
-                Reply::Array(replies)
+        let watched = !self.watched.is_empty();
+        let reply = if refused {
+            Reply::err("EXECABORT Transaction discarded because of previous errors.")
+        } else if queued.is_empty() && !watched {
+            Reply::Array(Vec::new())
+        } else {
+            match self.run(&queued, true).await {
+                Ok(Some(replies)) => Reply::Array(replies),
+                Ok(None) => Reply::NullArray,
+                Err(e) => e,
             }
-            Err(e) => e,
+        };
+        self.watched.clear(); // EXEC unwatches every key, whatever happened
+        reply
+    }
+
+    /// `WATCH key...`: the version each key holds now, read in one
+    /// transaction; EXEC runs only if they all still hold it.
+    async fn watch(&mut self, keys: &[Vec<u8>]) -> Reply {
+        if self.watched.len() + keys.len() > MAX_QUEUED {
+            return Reply::err(format!("ERR at most {MAX_QUEUED} watched keys"));
         }
+        let mut scripts: Vec<KeyScript> = Vec::new();
+        for k in keys.iter().map(|k| key_of(k)) {
+            if !scripts.iter().any(|s| s.key == k) {
+                scripts.push(KeyScript { key: k, ops: vec![StrOp::Get] });
+            }
+        }
+        let txn = StringTxn { scripts, tag: fresh_tag(), guard: Vec::new(), one_shard: false };
+        let keys: Vec<Key> = txn.scripts.iter().map(|s| s.key).collect();
+        for _ in 0..MAX_ATTEMPTS {
+            match self.submit(Program::procedure(Procedure::Strings(txn.clone()))).await {
+                Ok(Some(results)) => {
+                    for (key, value) in keys.iter().zip(&results) {
+                        if !self.watched.iter().any(|(k, _)| k == key) {
+                            self.watched.push((*key, value.as_ref().map_or(0, |v| v.tag)));
+                        }
+                    }
+                    return Reply::ok();
+                }
+                Ok(None) => continue,
+                Err(e) => return e,
+            }
+        }
+        Reply::err(format!("ERR transaction aborted {MAX_ATTEMPTS} times"))
     }
 
     fn info(&self) -> Reply {
@@ -295,6 +202,7 @@ impl Gateway {
             "QUIT" => return (Reply::ok(), Next::Close),
             "RESET" => {
                 self.multi = None;
+                self.watched.clear();
                 self.conn.reset();
                 Reply::Simple("RESET".into())
             }
@@ -305,9 +213,18 @@ impl Gateway {
             }
             "EXEC" => self.exec().await,
             "DISCARD" => match self.multi.take() {
-                Some(_) => Reply::ok(),
+                Some(_) => {
+                    self.watched.clear();
+                    Reply::ok()
+                }
                 None => Reply::err("ERR DISCARD without MULTI"),
             },
+            "WATCH" if self.multi.is_some() => Reply::err("ERR WATCH inside MULTI is not allowed"),
+            "WATCH" => self.watch(rest).await,
+            "UNWATCH" => {
+                self.watched.clear();
+                Reply::ok()
+            }
             "HELLO" | "AUTH" if self.multi.is_some() => {
                 Reply::err(format!("ERR Command not allowed inside a transaction: {}", spec.name))
             }
@@ -349,12 +266,19 @@ impl Gateway {
 }
 
 /// Accepts Redis clients and serves each connection.
-pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node: String) {
+pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node: String, topology: Arc<Topology>) {
     loop {
         let Ok((stream, peer)) = listener.accept().await else { continue };
         let _ = stream.set_nodelay(true);
         let conn = Connection::new(Some(peer));
-        let gateway = Gateway { requests: requests.clone(), node: node.clone(), conn, multi: None };
+        let gateway = Gateway {
+            requests: requests.clone(),
+            node: node.clone(),
+            topology: Arc::clone(&topology),
+            conn,
+            watched: Vec::new(),
+            multi: None,
+        };
         tokio::spawn(async move {
             if let Err(e) = connection(stream, gateway).await {
                 tracing::debug!(%peer, error = %e, "redis connection closed");
@@ -439,40 +363,6 @@ mod tests {
         Reply::Array(vec![Reply::Int(3), Reply::Bulk(None), Reply::Bulk(Some(b"x".to_vec())), Reply::ok()])
             .encode(Proto::Resp2, &mut out);
         assert_eq!(out, b"*4\r\n:3\r\n$-1\r\n$1\r\nx\r\n+OK\r\n");
-    }
-
-    #[test]
-    fn commands_become_programs_with_replies() {
-        let p = plan("DEL", &[b"a".to_vec(), b"b".to_vec()]).unwrap();
-        assert_eq!(p.ops.len(), 4);
-        let present = Some(bytes_value(1, b"v"));
-        assert_eq!(p.reply(&[present, None, None, None]), Reply::Int(1));
-        let p = plan("INCRBY", &[b"a".to_vec(), b"5".to_vec()]).unwrap();
-        assert_eq!(p.reply(&[Some(Value::int(1, 2))]), Reply::Int(7));
-        assert!(matches!(plan("INCRBY", &[b"a".to_vec(), b"x".to_vec()]), Err(Reply::Error(_))));
-        assert!(matches!(plan("MSET", &[b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]), Err(Reply::Error(_))));
-        assert!(matches!(plan("PING", &[]), Err(Reply::Error(_))), "not a data command");
-        let p = plan("EXISTS", &[b"a".to_vec(), b"a".to_vec(), b"b".to_vec()]).unwrap();
-        let a = Some(bytes_value(1, b"v"));
-        assert_eq!(p.reply(&[a.clone(), a.clone(), None]), Reply::Int(2), "counted as often as named");
-        let p = plan("STRLEN", &[b"a".to_vec()]).unwrap();
-        assert_eq!(p.reply(&[Some(bytes_value(1, b"hello"))]), Reply::Int(5));
-        assert_eq!(p.reply(&[None]), Reply::Int(0));
-        let p = plan("TYPE", &[b"a".to_vec()]).unwrap();
-        assert_eq!((p.reply(&[a]), p.reply(&[None])), (Reply::Simple("string".into()), Reply::Simple("none".into())));
-    }
-
-    #[test]
-    fn getrange_takes_inclusive_offsets_negative_from_the_end() {
-        // Redis's documented examples on "This is a string".
-        let s = b"This is a string";
-        assert_eq!(substring(s, 0, 3), b"This");
-        assert_eq!(substring(s, -3, -1), b"ing");
-        assert_eq!(substring(s, 0, -1), s.to_vec());
-        assert_eq!(substring(s, 10, 100), b"string");
-        assert_eq!(substring(s, 5, 2), b"");
-        assert_eq!(substring(s, 100, 200), b"");
-        assert_eq!(substring(b"", 0, -1), b"");
     }
 
     proptest! {

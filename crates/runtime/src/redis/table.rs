@@ -33,6 +33,7 @@ const TRANSACTION: &[&str] = &["noscript", "loading", "stale", "fast", "allow_bu
 
 /// Sorted by name.
 pub const COMMANDS: &[Spec] = &[
+    spec("append", 3, WRITE, ONE_KEY),
     spec("auth", -2, HANDSHAKE, NO_KEYS),
     spec("client", -2, CONNECTION, NO_KEYS),
     spec("command", -1, &["loading", "stale"], NO_KEYS),
@@ -45,10 +46,13 @@ pub const COMMANDS: &[Spec] = &[
     spec("exec", 1, &["noscript", "loading", "stale", "skip_slowlog"], NO_KEYS),
     spec("exists", -2, READ, ALL_KEYS),
     spec("get", 2, READ, ONE_KEY),
+    spec("getdel", 2, &["write", "fast"], ONE_KEY),
     spec("getrange", 4, &["readonly"], ONE_KEY),
+    spec("getset", 3, WRITE_FAST, ONE_KEY),
     spec("hello", -1, HANDSHAKE, NO_KEYS),
     spec("incr", 2, WRITE_FAST, ONE_KEY),
     spec("incrby", 3, WRITE_FAST, ONE_KEY),
+    spec("incrbyfloat", 3, WRITE_FAST, ONE_KEY),
     spec("info", -1, &["loading", "stale"], NO_KEYS),
     spec("mget", -2, READ, ALL_KEYS),
     spec("mset", -3, WRITE, (1, -1, 2)),
@@ -58,9 +62,13 @@ pub const COMMANDS: &[Spec] = &[
     spec("reset", 1, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], NO_KEYS),
     spec("select", 2, &["loading", "stale", "fast"], NO_KEYS),
     spec("set", -3, WRITE, ONE_KEY),
+    spec("setnx", 3, WRITE_FAST, ONE_KEY),
+    spec("setrange", 4, WRITE, ONE_KEY),
     spec("strlen", 2, READ, ONE_KEY),
     spec("substr", 4, &["readonly"], ONE_KEY),
     spec("type", 2, READ, ONE_KEY),
+    spec("unwatch", 1, TRANSACTION, NO_KEYS),
+    spec("watch", -2, TRANSACTION, ALL_KEYS),
 ];
 
 /// The command `name` (any case).
