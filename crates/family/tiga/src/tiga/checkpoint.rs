@@ -28,7 +28,7 @@
 use super::Tiga;
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, Done, DoneList, LogEntry, Msg, Record, Snapshot, Stamp};
+use super::messages::{Checkpoint, Done, DoneList, LogEntry, Msg, NO_HASH, Record, Snapshot, Stamp};
 use super::server::{PState, Replied, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
@@ -156,7 +156,8 @@ impl Server {
                 self.state.put(key, self.applied + 1, value);
             }
             let g_view = self.view.g_view;
-            let r = self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: 0, result: None, led_view: None });
+            let r =
+                self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: None, result: None, led_view: None });
             // What this view's leader executed sits at the same place in the
             // log: the results must agree. Older ones (an earlier view's
             // optimistic execution, perhaps elsewhere in its order) give way.
@@ -193,9 +194,16 @@ impl Server {
             raise_stamps(&mut rmap, &reads, e.stamp());
             raise_stamps(&mut wmap, &writes, e.stamp());
             let r =
-                self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: None });
+                self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: None, result: None, led_view: None });
             let body = e.body.is_multi_shard().then(|| e.body.clone());
-            dones.push(Arc::new(Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now }));
+            dones.push(Arc::new(Done {
+                id: e.body.id,
+                body,
+                t: e.t,
+                hash: r.hash.unwrap_or(NO_HASH),
+                result: r.result,
+                folded_ns: now,
+            }));
         }
         self.folded.remember(dones);
         self.folded.forget(now, self.cfg.done_retention_ns);

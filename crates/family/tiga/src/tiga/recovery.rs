@@ -78,6 +78,15 @@ impl Contribution {
     }
 }
 
+/// A checkpoint a new leader asked another server for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Fetching {
+    /// The server asked.
+    from: NodeId,
+    /// View-change ticks waited since.
+    waited_ticks: u32,
+}
+
 /// The new leader's progress through a view change.
 #[derive(Debug, Default)]
 pub(super) struct Rebuild {
@@ -85,9 +94,8 @@ pub(super) struct Rebuild {
     /// Servers whose checkpoint this leader asked for and did not get: not
     /// counted again in this view change.
     excluded: BTreeSet<NodeId>,
-    /// The server whose checkpoint this leader waits for, and for how many
-    /// ticks it has waited.
-    fetching: Option<(NodeId, u32)>,
+    /// The checkpoint this leader waits for, if any.
+    fetching: Option<Fetching>,
     /// The rebuilt log, from this leader's base, once `f + 1` contributions
     /// arrived.
     log: Option<Vec<LogEntry>>,
@@ -98,8 +106,8 @@ pub(super) struct Rebuild {
     /// Transactions this leader lacked and placed later in round 1, with
     /// the timestamp that puts them after what it recovered.
     raised: BTreeMap<TxnId, u64>,
-    /// The verification round this leader is in (1 or 2; 0 before).
-    round: u8,
+    /// The verification round this leader is in (1 or 2), once it started.
+    round: Option<u8>,
     /// Verification messages received: (round, shard) → their content.
     inbox: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
     /// What this leader sent in each round, per shard, for re-sends.
@@ -173,7 +181,7 @@ impl Server {
     /// of it may have lost — a new leader's verification round or its
     /// checkpoint fetch, anyone else's log to the new leader.
     pub(super) fn resend_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.is_leader() && self.rebuild.round > 0 {
+        if self.is_leader() && self.rebuild.round.is_some() {
             self.resend_verify(ctx);
         } else if self.is_leader() && self.rebuild.fetching.is_some() {
             self.refetch_checkpoint(ctx);
@@ -247,8 +255,8 @@ impl Server {
         }
         let (best, c) = self.best_contribution().expect("f + 1 contributions");
         if c.base > self.log.base() && self.commit_point < c.base {
-            if self.rebuild.fetching.is_none_or(|(n, _)| n != best) {
-                self.rebuild.fetching = Some((best, 0));
+            if self.rebuild.fetching.is_none_or(|f| f.from != best) {
+                self.rebuild.fetching = Some(Fetching { from: best, waited_ticks: 0 });
                 ctx.send(best, Msg::FetchCheckpoint { g_view: self.view.g_view });
             }
             return;
@@ -260,7 +268,7 @@ impl Server {
 
     /// The checkpoint asked for arrives.
     pub(super) fn on_fetched_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, cp: Arc<Checkpoint>) {
-        if self.rebuild.log.is_some() || self.rebuild.fetching.is_none_or(|(n, _)| n != from) {
+        if self.rebuild.log.is_some() || self.rebuild.fetching.is_none_or(|f| f.from != from) {
             return;
         }
         self.rebuild.fetching = None;
@@ -271,14 +279,14 @@ impl Server {
     /// Every view-change tick while waiting for a checkpoint: ask again, and
     /// after long silence rebuild without that server.
     fn refetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let Some((node, waited)) = self.rebuild.fetching else { return };
-        if waited >= FETCH_PATIENCE_TICKS {
+        let Some(Fetching { from: node, waited_ticks }) = self.rebuild.fetching else { return };
+        if waited_ticks >= FETCH_PATIENCE_TICKS {
             self.rebuild.fetching = None;
             self.rebuild.quorum.remove(&node);
             self.rebuild.excluded.insert(node);
             return self.try_rebuild(ctx);
         }
-        self.rebuild.fetching = Some((node, waited + 1));
+        self.rebuild.fetching = Some(Fetching { from: node, waited_ticks: waited_ticks + 1 });
         ctx.send(node, Msg::FetchCheckpoint { g_view: self.view.g_view });
     }
 
@@ -362,7 +370,7 @@ impl Server {
     /// proved uncommitted (round 2).
     fn verify_round(&mut self, ctx: &mut Ctx<'_, Tiga>, round: u8) {
         assert!(round == 1 || round == 2, "verification has two rounds");
-        self.rebuild.round = round;
+        self.rebuild.round = Some(round);
         let log = self.rebuild.log.as_ref().expect("rebuilt");
         for ss in self.other_shards() {
             let involves = |e: &&LogEntry| e.body.shards.contains(&ss);
@@ -401,7 +409,7 @@ impl Server {
     }
 
     fn resend_verify(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let round = self.rebuild.round;
+        let Some(round) = self.rebuild.round else { return };
         for ss in self.other_shards() {
             if let Some(info) = self.rebuild.sent.get(&(round, ss)).cloned() {
                 let to = self.leader_node(ctx, ss);
@@ -422,7 +430,7 @@ impl Server {
         if !(1..=2).contains(&round) {
             return;
         }
-        if self.status == Status::Normal || round < self.rebuild.round {
+        if self.status == Status::Normal || self.rebuild.round.is_some_and(|r| round < r) {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
             if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
@@ -440,8 +448,8 @@ impl Server {
     }
 
     fn try_finish_round(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let round = self.rebuild.round;
-        if round == 0 || self.rebuild.log.is_none() {
+        let Some(round) = self.rebuild.round else { return };
+        if self.rebuild.log.is_none() {
             return;
         }
         let others = self.other_shards();

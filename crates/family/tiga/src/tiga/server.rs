@@ -14,7 +14,9 @@
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View};
+use super::messages::{
+    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Stamp, Submit, Timer, TxnBody, View,
+};
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::{Config, Tiga};
 use meridian_core::Process;
@@ -37,7 +39,9 @@ pub enum Status {
 #[derive(Clone, Debug)]
 pub(super) struct Replied {
     pub t: u64,
-    pub hash: u128,
+    /// The hash its fast reply carried; `None` if this server sent none
+    /// (an entry it learned from the log or a new leader's replay).
+    pub hash: Option<u128>,
     /// The results: a leader's from its execution in this view (in log
     /// order, so final), or else from execution up to the commit-point.
     pub result: Option<Vec<OpResult>>,
@@ -158,8 +162,8 @@ pub struct Server {
     // §3.2-3.3
     pub(super) pq: TxnQueue,
     /// Followers: transactions that arrived too late, awaiting the leader's
-    /// order (§3.2).
-    pub(super) held: BTreeMap<TxnId, (Arc<TxnBody>, u64)>,
+    /// order (§3.2) — which gives their timestamp too.
+    pub(super) held: BTreeMap<TxnId, Arc<TxnBody>>,
     /// Followers: bodies fetched from the leader, awaiting their place.
     pub(super) fetched: super::sync::Fetched,
     /// rMap and wMap (§3.2).
@@ -369,7 +373,7 @@ impl Server {
         let mut t = t;
         if bound.is_some_and(|b| b >= stamp) {
             if !self.is_leader() {
-                self.held.insert(body.id, (body, t));
+                self.held.insert(body.id, body);
                 return;
             }
             // Only leaders update timestamps: to their clock, and past the
@@ -465,7 +469,7 @@ impl Server {
         self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.replied.insert(id, Replied { t: p.t, hash, result: None, led_view: None });
+        self.replied.insert(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
@@ -554,7 +558,7 @@ impl Server {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
         let led_view = Some(self.view.g_view);
-        self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
+        self.replied.insert(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
         self.sync_point = self.log.len();
         self.log_length_once_durable(ctx);
     }
@@ -598,7 +602,7 @@ impl Server {
             (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
         } else {
             let (Some(r), Some(e)) = (self.replied.get(&id), self.log.entry_of(id)) else { return };
-            (r.t, r.hash, r.result.clone().filter(|_| leader), e.body.coordinator)
+            (r.t, r.hash.unwrap_or(NO_HASH), r.result.clone().filter(|_| leader), e.body.coordinator)
         };
         if leader && result.is_none() {
             return; // not executed yet: the reply comes with the execution
@@ -633,7 +637,7 @@ impl Server {
             let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
             let results = self.optimistic.execute_logged(&piece);
             let led_view = Some(self.view.g_view);
-            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(results), led_view });
+            self.replied.insert(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
     }
 

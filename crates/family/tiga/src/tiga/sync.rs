@@ -311,7 +311,7 @@ impl Server {
         if let Some(p) = self.pq.get(id) {
             return Some(p.body.clone());
         }
-        self.held.get(&id).map(|(b, _)| b.clone()).or_else(|| self.fetched.get(&id).cloned())
+        self.held.get(&id).cloned().or_else(|| self.fetched.get(&id).cloned())
     }
 
     /// The transaction is placed by the leader: it no longer waits here.
