@@ -147,7 +147,7 @@ impl Server {
         if from != self.leader_node(ctx, shard) {
             return; // not from that shard's leader
         }
-        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.folded.get(id).map(|d| d.t));
+        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.executed.folded().get(id).map(|d| d.t));
         if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
@@ -232,7 +232,7 @@ impl Server {
     /// never received; or this shard's leader passes on one it fetched so.
     pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
-        let known = self.log.position(id).is_some() || self.folded.contains(id) || self.pq.contains(id);
+        let known = self.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
         if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
             return;
         }

@@ -324,7 +324,7 @@ impl Server {
         }
         let mut taken: FxHashSet<TxnId> = Default::default();
         for ((t, id), (count, body)) in holders {
-            if count < need || part_a.contains(&id) || taken.contains(&id) || self.folded.contains(id) {
+            if count < need || part_a.contains(&id) || taken.contains(&id) || self.executed.folded().contains(id) {
                 continue;
             }
             let entry = LogEntry { body, t };
@@ -382,7 +382,7 @@ impl Server {
                 });
                 // Folded ones committed here at their agreed timestamp; a
                 // shard that lost one takes it (step ④ (1)).
-                let folded = self.folded.in_order().filter_map(|d| {
+                let folded = self.executed.folded().in_order().filter_map(|d| {
                     let body = d.body.as_ref().filter(|b| b.shards.contains(&ss))?;
                     Some(VerifyEntry { body: body.clone(), t: d.t, pinned: true })
                 });
@@ -478,10 +478,10 @@ impl Server {
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
         for e in infos.iter().flat_map(|i| i.entries.iter()) {
-            if !e.body.shards.contains(&self.shard) || self.folded.contains(e.body.id) {
+            if !e.body.shards.contains(&self.shard) || self.executed.folded().contains(e.body.id) {
                 continue; // not ours, or folded here (committed, at its agreed timestamp)
             }
-            if !index.contains_key(&e.body.id) && self.folded.stale(e.body.id) {
+            if !index.contains_key(&e.body.id) && self.executed.folded().stale(e.body.id) {
                 // Its coordinator saw it commit at every shard, so this one
                 // folded it and has forgotten it since.
                 continue;
@@ -551,8 +551,8 @@ impl Server {
         log: &[LogEntry],
         part: &FxHashSet<TxnId>,
     ) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
-        let mut reads: FxHashMap<Key, Stamp> = self.checkpoint.rmap.iter().map(|(k, s)| (*k, *s)).collect();
-        let mut writes: FxHashMap<Key, Stamp> = self.checkpoint.wmap.iter().map(|(k, s)| (*k, *s)).collect();
+        let mut reads: FxHashMap<Key, Stamp> = self.executed.checkpoint().rmap.iter().map(|(k, s)| (*k, *s)).collect();
+        let mut writes: FxHashMap<Key, Stamp> = self.executed.checkpoint().wmap.iter().map(|(k, s)| (*k, *s)).collect();
         for e in log.iter().filter(|e| part.contains(&e.body.id)) {
             let (r, w) = self.keys_of(&e.body);
             for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
@@ -616,7 +616,7 @@ impl Server {
         let base = self.log.base();
         let r = ctx.topology().replicas(self.shard).iter().position(|n| *n == to);
         let covered = r.is_some_and(|r| self.progress.covers(r, base));
-        let checkpoint = (base > 0 && !covered).then(|| Arc::clone(&self.checkpoint));
+        let checkpoint = (base > 0 && !covered).then(|| Arc::clone(self.executed.checkpoint()));
         let msg = Msg::StartView(StartView {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
@@ -665,9 +665,8 @@ impl Server {
         self.pq = Default::default();
         self.forget_view_work();
         self.log = TigaLog::from_base(self.log.base(), entries);
-        assert!(self.applied <= self.log.len(), "executed past the new log");
-        let log = &self.log;
-        self.replied.retain(|id, _| log.position(*id).is_some());
+        assert!(self.executed.applied() <= self.log.len(), "executed past the new log");
+        self.executed.keep_replies_in(&self.log);
         self.rebuild_derived();
         self.sync_point = self.log.len();
         self.status = Status::Normal;

@@ -11,6 +11,7 @@
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
 //! told others.
 
+use super::checkpoint::Executed;
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::TigaLog;
@@ -175,17 +176,9 @@ pub struct Server {
     pub(super) sync_point: u64,
     pub(super) commit_point: u64,
     pub(super) hashes: KeyHashes,
-    pub(super) replied: FxHashMap<TxnId, Replied>,
-    /// Log entries executed into `state`, in log order, up to the
-    /// commit-point (every server, leader included).
-    pub(super) applied: u64,
-    /// The shard's data after the first `applied` log entries.
-    pub(super) state: MvStore,
-    /// The latest checkpoint: `state` as of the log's base, and more.
-    pub(super) checkpoint: Arc<Checkpoint>,
-    /// Folded transactions remembered for at-most-once answers, and each
-    /// coordinator's low watermark (Submit and Probe carry it).
-    pub(super) folded: super::checkpoint::Folded,
+    /// Execution in log order, checkpoints and the at-most-once memory
+    /// (checkpoint.rs).
+    pub(super) executed: Executed,
     /// Leader: optimistic execution in timestamp order, with revocable
     /// versions (§3.3).
     pub(super) optimistic: Optimistic,
@@ -225,11 +218,7 @@ impl Server {
             sync_point: 0,
             commit_point: 0,
             hashes: KeyHashes::new(),
-            replied: FxHashMap::default(),
-            applied: 0,
-            state: MvStore::new(),
-            checkpoint: Arc::new(Checkpoint::default()),
-            folded: Default::default(),
+            executed: Executed::new(),
             optimistic: Optimistic::default(),
             announcements: Default::default(),
 
@@ -264,16 +253,16 @@ impl Server {
 
     /// The shard's data as executed up to the commit-point.
     pub fn state(&self) -> &MvStore {
-        &self.state
+        self.executed.state()
     }
 
     /// Entries executed into [`Server::state`].
     pub fn applied(&self) -> u64 {
-        self.applied
+        self.executed.applied()
     }
 
     pub fn checkpoint(&self) -> &Checkpoint {
-        &self.checkpoint
+        self.executed.checkpoint()
     }
 
     pub fn sync_point(&self) -> u64 {
@@ -339,13 +328,13 @@ impl Server {
         if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
             return;
         }
-        self.folded.note_watermark(from, low_watermark);
-        if self.status != Status::Normal || self.folded.stale(body.id) {
+        self.executed.note_watermark(from, low_watermark);
+        if self.status != Status::Normal || self.executed.folded().stale(body.id) {
             return; // a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
-        if self.log.position(id).is_some() || self.folded.contains(id) {
+        if self.log.position(id).is_some() || self.executed.folded().contains(id) {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
@@ -469,7 +458,7 @@ impl Server {
         self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.replied.insert(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
+        self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
@@ -558,7 +547,7 @@ impl Server {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
         let led_view = Some(self.view.g_view);
-        self.replied.insert(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
+        self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
         self.sync_point = self.log.len();
         self.log_length_once_durable(ctx);
     }
@@ -598,10 +587,10 @@ impl Server {
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
         let leader = self.is_leader();
-        let (t, hash, result, coordinator) = if let Some(d) = self.folded.get(id) {
+        let (t, hash, result, coordinator) = if let Some(d) = self.executed.folded().get(id) {
             (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
         } else {
-            let (Some(r), Some(e)) = (self.replied.get(&id), self.log.entry_of(id)) else { return };
+            let (Some(r), Some(e)) = (self.executed.replied(id), self.log.entry_of(id)) else { return };
             (r.t, r.hash.unwrap_or(NO_HASH), r.result.clone().filter(|_| leader), e.body.coordinator)
         };
         if leader && result.is_none() {
@@ -631,13 +620,13 @@ impl Server {
     /// the rest of its log; the results answer resubmissions of the
     /// recovered transactions.
     pub(super) fn execute_log_from_state(&mut self) {
-        self.optimistic.restart_from(&self.state, self.applied);
+        self.optimistic.restart_from(self.executed.state(), self.executed.applied());
         let topo = Arc::clone(&self.topo);
-        for e in self.log.suffix(self.applied).to_vec() {
+        for e in self.log.suffix(self.executed.applied()).to_vec() {
             let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
             let results = self.optimistic.execute_logged(&piece);
             let led_view = Some(self.view.g_view);
-            self.replied.insert(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
+            self.executed.note_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
     }
 
@@ -706,8 +695,9 @@ impl Process<Tiga> for Server {
     /// executions or agreement in progress, and messages wait only for
     /// appends not yet durable.
     fn check_invariants(&self) {
-        assert!(self.log.base() <= self.applied, "entries folded before they were applied");
-        assert!(self.applied <= self.commit_point, "applied past the commit-point");
+        let applied = self.executed.applied();
+        assert!(self.log.base() <= applied, "entries folded before they were applied");
+        assert!(applied <= self.commit_point, "applied past the commit-point");
         assert!(self.commit_point <= self.sync_point, "committed past the sync-point");
         assert!(self.sync_point <= self.log.len(), "the sync-point past the log's end");
         for p in self.pq.values().take(CHECKED_MAX) {
@@ -723,16 +713,16 @@ impl Process<Tiga> for Server {
     /// See `Process::state_sizes`.
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("store_keys", self.optimistic.keys());
-        out("executed_keys", self.state.keys());
+        out("executed_keys", self.executed.state().keys());
         out("queue", self.pq.len());
         out("held", self.held.len());
         out("fetched", self.fetched.len());
         out("conflict_keys", self.conflicts.len());
         out("log_entries", self.log.held());
         out("key_hashes", self.hashes.len());
-        out("replied", self.replied.len());
-        out("done", self.folded.len());
-        out("watermarks", self.folded.watermarks_len());
+        out("replied", self.executed.replied_len());
+        out("done", self.executed.folded().len());
+        out("watermarks", self.executed.folded().watermarks_len());
         out("undo", self.optimistic.executions());
         out("notes", self.announcements.len());
         out("outbox", self.outbox.len());
@@ -852,7 +842,7 @@ impl Server {
             Msg::Submit(m) => self.on_submit(ctx, from, m),
             Msg::Probe { send_clock_ns, low_watermark } => {
                 if self.topo.is_client(from) {
-                    self.folded.note_watermark(from, low_watermark);
+                    self.executed.note_watermark(from, low_watermark);
                 }
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
             }
@@ -870,9 +860,10 @@ impl Server {
             Msg::SyncReport(m) if m.g_view == self.view.g_view => self.on_sync_report(ctx, from, m),
             Msg::Bodies { bodies } => self.on_bodies(bodies),
             Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
-            Msg::FetchCheckpoint { .. } => {
-                ctx.send(from, Msg::CheckpointState { g_view: self.view.g_view, checkpoint: self.checkpoint.clone() })
-            }
+            Msg::FetchCheckpoint { .. } => ctx.send(
+                from,
+                Msg::CheckpointState { g_view: self.view.g_view, checkpoint: Arc::clone(self.executed.checkpoint()) },
+            ),
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
             Msg::ViewChange(m) => self.on_view_change(ctx, from, m),

@@ -339,7 +339,7 @@ impl Server {
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                if let Some(d) = self.folded.get(*id) {
+                if let Some(d) = self.executed.folded().get(*id) {
                     return Some((*id, d.t)); // folded: synced long ago
                 }
                 let pos = self.log.position(*id)?;
