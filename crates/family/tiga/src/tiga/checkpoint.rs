@@ -321,7 +321,7 @@ impl Server {
     /// Executes the log in order up to the commit-point, then checkpoints if
     /// enough has accumulated.
     pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let upto = self.commit_point.min(self.sync_point).min(self.log.len());
+        let upto = self.log.commit_point().min(self.log.sync_point()).min(self.log.len());
         self.executed.execute_upto(ctx, &self.log, upto, self.view.g_view, self.shard, &self.topo);
         if self.executed.checkpoint_due(self.log.base(), self.cfg.checkpoint_entries) {
             self.take_checkpoint(ctx);
@@ -332,8 +332,6 @@ impl Server {
     /// durable log into a snapshot.
     fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let upto = self.executed.applied();
-        assert!(upto <= self.commit_point, "folding past the commit-point");
-        assert!(upto <= self.sync_point, "folding past the sync-point");
         let folded = self.log.fold_to(upto);
         let now = ctx.clock_ns();
         self.executed.fold(now, &folded, self.shard, &self.topo, self.cfg.done_retention_ns);
@@ -348,7 +346,7 @@ impl Server {
     /// it: replies sent behind that one (through `send_durable`) leave only
     /// once the snapshot is durable.
     pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let covered = self.persist(ctx, Record::SyncPoint(self.sync_point));
+        let covered = self.persist(ctx, Record::SyncPoint(self.log.sync_point()));
         let tentative: Vec<LogEntry> = self
             .pq
             .values()
@@ -358,32 +356,24 @@ impl Server {
         let snap = Snapshot {
             checkpoint: Arc::clone(self.executed.checkpoint()),
             log: self.log.all().to_vec(),
-            sync_point: self.sync_point,
-            commit_point: self.commit_point,
+            sync_point: self.log.sync_point(),
+            commit_point: self.log.commit_point(),
             view: self.view.clone(),
             last_normal_view: self.last_normal_view,
             led: self.led,
             tentative,
         };
         ctx.compact(covered, Record::Snapshot(Arc::new(snap)));
-        self.persist(ctx, Record::SyncPoint(self.sync_point));
+        self.persist(ctx, Record::SyncPoint(self.log.sync_point()));
     }
 
-    /// Restart: the snapshot's server, before the records that follow it.
+    /// Restart: the snapshot's server, before the records that follow it
+    /// (its log and points the caller restores with the records).
     pub(super) fn restore_snapshot(&mut self, snap: &Snapshot) {
-        self.install_checkpoint_state(Arc::clone(&snap.checkpoint));
-        self.log = TigaLog::from_base(snap.checkpoint.upto, snap.log.clone());
-        self.sync_point = snap.sync_point;
-        self.commit_point = snap.commit_point.max(snap.checkpoint.upto);
+        self.executed.install(Arc::clone(&snap.checkpoint));
         self.view = snap.view.clone();
         self.last_normal_view = snap.last_normal_view;
         self.led = snap.led;
-    }
-
-    /// The checkpoint's state, memory and watermarks become this server's.
-    fn install_checkpoint_state(&mut self, cp: Arc<Checkpoint>) {
-        self.commit_point = self.commit_point.max(cp.upto);
-        self.executed.install(cp);
     }
 
     /// Takes a checkpoint from another server of the shard that folded past
@@ -392,9 +382,10 @@ impl Server {
     /// are folded in it); everything else is covered by it.
     pub(super) fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
         assert!(cp.upto > self.log.base(), "adopting an older checkpoint");
-        let synced = self.sync_point;
-        let old = std::mem::take(&mut self.log);
-        self.install_checkpoint_state(Arc::clone(&cp));
+        let synced = self.log.sync_point();
+        let committed = self.log.commit_point().max(cp.upto);
+        self.executed.install(Arc::clone(&cp));
+        let old = &self.log;
         let keep: Vec<LogEntry> = old
             .all()
             .iter()
@@ -405,8 +396,7 @@ impl Server {
             })
             .map(|(_, e)| e.clone())
             .collect();
-        self.log = TigaLog::from_base(cp.upto, keep);
-        self.sync_point = cp.upto;
+        self.log.reset(TigaLog::from_base(cp.upto, keep), cp.upto, committed);
         self.executed.keep_replies_in(&self.log);
         self.rebuild_derived();
         ctx.count("checkpoints_installed", 1);
@@ -443,7 +433,7 @@ impl Server {
             return self.on_fetched_checkpoint(ctx, from, cp);
         }
         let from_leader = from == self.leader_node(ctx, self.shard);
-        if self.status == Status::Normal && !self.is_leader() && from_leader && cp.upto > self.sync_point {
+        if self.status == Status::Normal && !self.is_leader() && from_leader && cp.upto > self.log.sync_point() {
             self.adopt_checkpoint(ctx, cp);
             self.report_sync(ctx, Vec::new());
         }

@@ -196,8 +196,8 @@ impl Server {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
             last_normal_view: self.last_normal_view,
-            sync_point: self.sync_point,
-            commit_point: self.commit_point,
+            sync_point: self.log.sync_point(),
+            commit_point: self.log.commit_point(),
             base: self.log.base(),
             log: Arc::new(self.log.all().to_vec()),
         });
@@ -254,7 +254,7 @@ impl Server {
             return;
         }
         let (best, c) = self.best_contribution().expect("f + 1 contributions");
-        if c.base > self.log.base() && self.commit_point < c.base {
+        if c.base > self.log.base() && self.log.commit_point() < c.base {
             if self.rebuild.fetching.is_none_or(|f| f.from != best) {
                 self.rebuild.fetching = Some(Fetching { from: best, waited_ticks: 0 });
                 ctx.send(best, Msg::FetchCheckpoint { g_view: self.view.g_view });
@@ -303,7 +303,7 @@ impl Server {
         let own_base = self.log.base();
         let mut log: Vec<LogEntry> = Vec::new();
         if own_base < best.base {
-            debug_assert!(self.commit_point >= best.base, "positions below the best base are committed here");
+            debug_assert!(self.log.commit_point() >= best.base, "positions below the best base are committed here");
             log.extend(self.log.range(own_base, best.base).iter().cloned());
         }
         log.extend(best.range(own_base.max(best.base), best.sync_point).iter().cloned());
@@ -647,7 +647,7 @@ impl Server {
         let own_base = self.log.base();
         let entries: Vec<LogEntry> = if own_base >= base && own_base - base <= log.len() as u64 {
             log[(own_base - base) as usize..].to_vec()
-        } else if own_base < base && self.commit_point >= base {
+        } else if own_base < base && self.log.commit_point() >= base {
             self.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
         } else {
             // It cannot fill the positions below the leader's base: tell the
@@ -664,11 +664,12 @@ impl Server {
     fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
         self.pq = Default::default();
         self.forget_view_work();
-        self.log = TigaLog::from_base(self.log.base(), entries);
-        assert!(self.executed.applied() <= self.log.len(), "executed past the new log");
+        let log = TigaLog::from_base(self.log.base(), entries);
+        assert!(self.executed.applied() <= log.len(), "executed past the new log");
+        let (len, committed) = (log.len(), self.log.commit_point());
+        self.log.reset(log, len, committed);
         self.executed.keep_replies_in(&self.log);
         self.rebuild_derived();
-        self.sync_point = self.log.len();
         self.status = Status::Normal;
         self.last_normal_view = self.view.g_view;
         self.led = leading;

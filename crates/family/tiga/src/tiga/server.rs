@@ -14,7 +14,7 @@
 use super::checkpoint::Executed;
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
-use super::log::TigaLog;
+use super::log::{ShardLog, TigaLog};
 use super::messages::{
     Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Stamp, Submit, Timer, TxnBody, View,
 };
@@ -172,9 +172,9 @@ pub struct Server {
     /// The armed release timer.
     pub(super) release_armed: Option<ReleaseTimer>,
     // the log
-    pub(super) log: TigaLog,
-    pub(super) sync_point: u64,
-    pub(super) commit_point: u64,
+    /// The log with its sync-point and commit-point, changed only through
+    /// `ShardLog`'s methods, which keep them in order.
+    pub(super) log: ShardLog,
     pub(super) hashes: KeyHashes,
     /// Execution in log order, checkpoints and the at-most-once memory
     /// (checkpoint.rs).
@@ -214,9 +214,7 @@ impl Server {
             fetched: Default::default(),
             conflicts: ConflictMaps::default(),
             release_armed: None,
-            log: TigaLog::new(),
-            sync_point: 0,
-            commit_point: 0,
+            log: ShardLog::new(),
             hashes: KeyHashes::new(),
             executed: Executed::new(),
             optimistic: Optimistic::default(),
@@ -248,7 +246,7 @@ impl Server {
     }
 
     pub fn log(&self) -> &TigaLog {
-        &self.log
+        self.log.entries()
     }
 
     /// The shard's data as executed up to the commit-point.
@@ -266,11 +264,11 @@ impl Server {
     }
 
     pub fn sync_point(&self) -> u64 {
-        self.sync_point
+        self.log.sync_point()
     }
 
     pub fn commit_point(&self) -> u64 {
-        self.commit_point
+        self.log.commit_point()
     }
 
     pub fn queued(&self) -> usize {
@@ -548,7 +546,7 @@ impl Server {
         }
         let led_view = Some(self.view.g_view);
         self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
-        self.sync_point = self.log.len();
+        self.log.sync_to(self.log.len());
         self.log_length_once_durable(ctx);
     }
 
@@ -697,9 +695,9 @@ impl Process<Tiga> for Server {
     fn check_invariants(&self) {
         let applied = self.executed.applied();
         assert!(self.log.base() <= applied, "entries folded before they were applied");
-        assert!(applied <= self.commit_point, "applied past the commit-point");
-        assert!(self.commit_point <= self.sync_point, "committed past the sync-point");
-        assert!(self.sync_point <= self.log.len(), "the sync-point past the log's end");
+        assert!(applied <= self.log.commit_point(), "applied past the commit-point");
+        assert!(self.log.commit_point() <= self.log.sync_point(), "committed past the sync-point");
+        assert!(self.log.sync_point() <= self.log.len(), "the sync-point past the log's end");
         for p in self.pq.values().take(CHECKED_MAX) {
             assert!(self.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
@@ -750,7 +748,8 @@ impl Process<Tiga> for Server {
         if durable.is_empty() {
             return;
         }
-        let mut synced = 0;
+        let mut log = TigaLog::new();
+        let (mut synced, mut committed) = (0, 0);
         // Optimistic executions this server replied to as a leader, since
         // the last view change (which moved its queue into the log).
         let mut tentative: BTreeMap<TxnId, LogEntry> = BTreeMap::new();
@@ -758,15 +757,17 @@ impl Process<Tiga> for Server {
             match record {
                 Record::Snapshot(snap) => {
                     self.restore_snapshot(&snap);
+                    log = TigaLog::from_base(snap.checkpoint.upto, snap.log.clone());
                     synced = snap.sync_point;
+                    committed = snap.commit_point.max(snap.checkpoint.upto);
                     tentative = snap.tentative.iter().map(|e| (e.body.id, e.clone())).collect();
                 }
                 Record::Log { pos, entries } => {
-                    if pos <= self.log.len() {
+                    if pos <= log.len() {
                         // Positions below the base are folded already.
-                        let skip = self.log.base().saturating_sub(pos) as usize;
+                        let skip = log.base().saturating_sub(pos) as usize;
                         let entries = entries.into_iter().skip(skip).collect();
-                        self.log.replace_suffix(pos.max(self.log.base()), entries);
+                        log.replace_suffix(pos.max(log.base()), entries);
                     }
                 }
                 Record::SyncPoint(p) => synced = p,
@@ -782,11 +783,10 @@ impl Process<Tiga> for Server {
                 Record::Vm(_) | Record::Epoch(_) => {}
             }
         }
+        // A leader's log is its own.
+        let synced = if self.led { log.len() } else { synced.clamp(log.base(), log.len()) };
+        self.log.reset(log, synced, committed);
         self.rebuild_derived();
-        self.sync_point = synced.clamp(self.log.base(), self.log.len());
-        if self.led {
-            self.sync_point = self.log.len(); // a leader's log is its own
-        }
         // Its votes for them count in the next view change, as if its queue
         // had been moved into the log (Algorithm 5 lines 7-9), past the
         // sync-point.

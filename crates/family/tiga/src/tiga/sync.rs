@@ -165,7 +165,7 @@ impl Server {
                 l_view: self.view.l_view(self.shard),
                 from_pos,
                 entries,
-                commit_point: self.commit_point,
+                commit_point: self.log.commit_point(),
             });
             self.send_durable(ctx, node, msg);
         }
@@ -197,7 +197,7 @@ impl Server {
     pub(super) fn advance_commit_point(&mut self) {
         let synced = self.progress.synced_descending(self.replica as usize);
         let point = synced[self.f()].min(self.log.len());
-        self.commit_point = self.commit_point.max(point);
+        self.log.commit_to(point);
     }
 
     /// Leader, every tick: re-send to followers that made no progress, and
@@ -222,12 +222,13 @@ impl Server {
             return;
         }
         let mut missing = Vec::new();
-        if from_pos <= self.sync_point {
-            let skip = (self.sync_point - from_pos) as usize;
+        if from_pos <= self.log.sync_point() {
+            let skip = (self.log.sync_point() - from_pos) as usize;
             let wanted: Vec<(TxnId, u64)> = entries.into_iter().skip(skip).collect();
             missing = self.adopt(ctx, wanted);
         }
-        self.commit_point = self.commit_point.max(commit_point.min(self.sync_point));
+        let synced = self.log.sync_point();
+        self.log.commit_to(commit_point.min(synced));
         self.execute_committed(ctx);
         // Progress is reported every tick; bodies are asked for at once.
         if !missing.is_empty() {
@@ -241,7 +242,7 @@ impl Server {
         let msg = Msg::SyncReport(SyncReport {
             g_view: self.view.g_view,
             l_view: self.view.l_view(self.shard),
-            sync_point: self.sync_point,
+            sync_point: self.log.sync_point(),
             missing,
         });
         self.send_durable(ctx, leader, msg);
@@ -252,14 +253,14 @@ impl Server {
     /// follower lacks. In the common case each entry is already in place
     /// and only the sync-point moves.
     fn adopt(&mut self, ctx: &mut Ctx<'_, Tiga>, wanted: Vec<(TxnId, u64)>) -> Vec<TxnId> {
-        let start = self.sync_point;
+        let start = self.log.sync_point();
         let mut changed_from = u64::MAX;
         let mut missing = Vec::new();
         let mut wanted = wanted.into_iter();
         for (id, t) in wanted.by_ref() {
-            let pos = self.sync_point;
+            let pos = self.log.sync_point();
             if self.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
-                self.sync_point += 1;
+                self.log.sync_to(pos + 1);
                 continue;
             }
             let Some(body) = self.find_body(id) else {
@@ -268,7 +269,7 @@ impl Server {
             };
             self.place(pos, LogEntry { body, t });
             changed_from = changed_from.min(pos);
-            self.sync_point += 1;
+            self.log.sync_to(pos + 1);
         }
         // Ask for every body the rest of the batch lacks at once: one
         // round trip instead of one per missing entry (a follower that
@@ -279,9 +280,9 @@ impl Server {
             let suffix = self.log.suffix(changed_from).to_vec();
             self.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
         }
-        if self.sync_point > start {
-            self.persist(ctx, Record::SyncPoint(self.sync_point));
-            ctx.count("slow_syncs", self.sync_point - start);
+        if self.log.sync_point() > start {
+            self.persist(ctx, Record::SyncPoint(self.log.sync_point()));
+            ctx.count("slow_syncs", self.log.sync_point() - start);
         }
         missing
     }
@@ -294,14 +295,14 @@ impl Server {
         let shard_of = |k| topo.shard_of(k);
         if let Some(q) = self.log.position(entry.body.id) {
             debug_assert!(q >= pos, "synced entries do not move");
-            let old = self.log.remove_at(q);
+            let old = self.log.remove_unsynced(q);
             self.hashes.toggle(&old, self.shard, shard_of);
         }
         self.forget_pending(entry.body.id);
         self.hashes.toggle(&entry, self.shard, shard_of);
         let (reads, writes) = self.keys_of(&entry.body);
         self.conflicts.released(entry.stamp(), &reads, &writes);
-        self.log.insert_at(pos, entry);
+        self.log.insert_unsynced(pos, entry);
     }
 
     fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
@@ -343,7 +344,7 @@ impl Server {
                     return Some((*id, d.t)); // folded: synced long ago
                 }
                 let pos = self.log.position(*id)?;
-                (pos < self.sync_point).then(|| (*id, self.log.get(pos).expect("indexed").t))
+                (pos < self.log.sync_point()).then(|| (*id, self.log.get(pos).expect("indexed").t))
             })
             .collect();
         let msg = Msg::SyncReply { shard, g_view: self.view.g_view, l_view: self.view.l_view(shard), synced };
