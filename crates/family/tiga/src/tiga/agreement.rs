@@ -128,12 +128,18 @@ impl Server {
         let p = self.pq.get(id).expect("announcing a queued transaction");
         let (shards, t) = (p.body.shards.clone(), p.t);
         if released {
-            self.announcements.released_here(id, self.shard, t);
+            self.announcements.released_here(id, self.core.shard, t);
         }
-        for shard in shards.into_iter().filter(|s| *s != self.shard) {
-            let to = self.leader_node(ctx, shard);
-            let msg =
-                Msg::TsNotify(TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false });
+        for shard in shards.into_iter().filter(|s| *s != self.core.shard) {
+            let to = self.core.leader_node(ctx, shard);
+            let msg = Msg::TsNotify(TsNotify {
+                id,
+                shard: self.core.shard,
+                g_view: self.core.view.g_view,
+                t,
+                released,
+                echo: false,
+            });
             ctx.send(to, msg);
         }
         ctx.count("timestamp_notifications", 1);
@@ -141,18 +147,18 @@ impl Server {
 
     pub(super) fn on_notify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsNotify) {
         let TsNotify { id, shard, g_view, t, released, echo, .. } = m;
-        if g_view != self.view.g_view || self.status != Status::Normal || !self.is_leader() {
+        if g_view != self.core.view.g_view || self.core.status != Status::Normal || !self.core.is_leader() {
             return; // another view
         }
-        if from != self.leader_node(ctx, shard) {
+        if from != self.core.leader_node(ctx, shard) {
             return; // not from that shard's leader
         }
-        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.executed.folded().get(id).map(|d| d.t));
+        let logged = self.core.log.entry_of(id).map(|e| e.t).or_else(|| self.executed.folded().get(id).map(|d| d.t));
         if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
             if !echo {
-                let msg = Msg::TsNotify(TsNotify { id, shard: self.shard, g_view, t, released: true, echo: true });
+                let msg = Msg::TsNotify(TsNotify { id, shard: self.core.shard, g_view, t, released: true, echo: true });
                 ctx.send(from, msg);
             }
             return;
@@ -187,7 +193,7 @@ impl Server {
         }
         let note = |s: &ShardId| self.announcements.note(id, *s);
         let mut all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t == p.t));
-        if !self.cfg.second_round && !all {
+        if !self.core.cfg.second_round && !all {
             // Test-only: release as soon as every leader released it at a
             // timestamp no larger than ours (the first round alone).
             all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t <= p.t));
@@ -213,12 +219,12 @@ impl Server {
             .map(|p| (p.body.id, p.t, p.body.shards.clone(), Server::awaiting_agreement(&p.state)))
             .collect();
         for (id, t, shards, released) in waiting {
-            for shard in shards.into_iter().filter(|s| *s != self.shard) {
-                let to = self.leader_node(ctx, shard);
+            for shard in shards.into_iter().filter(|s| *s != self.core.shard) {
+                let to = self.core.leader_node(ctx, shard);
                 let msg = Msg::TsNotify(TsNotify {
                     id,
-                    shard: self.shard,
-                    g_view: self.view.g_view,
+                    shard: self.core.shard,
+                    g_view: self.core.view.g_view,
                     t,
                     released,
                     echo: false,
@@ -232,18 +238,18 @@ impl Server {
     /// never received; or this shard's leader passes on one it fetched so.
     pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
-        let known = self.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
-        if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
+        let known = self.core.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
+        if !body.shards.contains(&self.core.shard) || known || self.core.status != Status::Normal {
             return;
         }
-        if !self.is_leader() && from != self.leader_node(ctx, self.shard) {
+        if !self.core.is_leader() && from != self.core.leader_node(ctx, self.core.shard) {
             return;
         }
         self.announcements.body_arrived(id);
         self.held.remove(&id);
         ctx.count("transactions_fetched", 1);
         self.admit(ctx, body.clone(), t, None);
-        if self.is_leader() {
+        if self.core.is_leader() {
             // Its coordinator's copies reached no server of this shard but
             // this leader, which is about to announce it: the followers
             // hold it too, at this leader's timestamp (at or below the
@@ -252,7 +258,7 @@ impl Server {
             // for one no leader here ever ordered (recovery.rs).
             if let Some(t_here) = self.pq.get(id).map(|p| p.t) {
                 let me = ctx.me();
-                for node in ctx.topology().replicas(self.shard).to_vec() {
+                for node in ctx.topology().replicas(self.core.shard).to_vec() {
                     if node != me {
                         ctx.send(node, Msg::TxnFound { body: body.clone(), t: t_here });
                     }
@@ -265,7 +271,7 @@ impl Server {
     /// Asks the notifying leader for transactions still unknown after a
     /// while (their coordinator may have failed mid-multicast).
     pub(super) fn fetch_unknown(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        for (id, from) in self.announcements.due_fetches(self.cfg.fetch_after_ticks) {
+        for (id, from) in self.announcements.due_fetches(self.core.cfg.fetch_after_ticks) {
             ctx.send(from, Msg::FetchTxn { id });
         }
     }

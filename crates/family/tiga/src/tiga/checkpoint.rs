@@ -321,9 +321,9 @@ impl Server {
     /// Executes the log in order up to the commit-point, then checkpoints if
     /// enough has accumulated.
     pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let upto = self.log.commit_point().min(self.log.sync_point()).min(self.log.len());
-        self.executed.execute_upto(ctx, &self.log, upto, self.view.g_view, self.shard, &self.topo);
-        if self.executed.checkpoint_due(self.log.base(), self.cfg.checkpoint_entries) {
+        let upto = self.core.log.commit_point().min(self.core.log.sync_point()).min(self.core.log.len());
+        self.executed.execute_upto(ctx, &self.core.log, upto, self.core.view.g_view, self.core.shard, &self.core.topo);
+        if self.executed.checkpoint_due(self.core.log.base(), self.core.cfg.checkpoint_entries) {
             self.take_checkpoint(ctx);
         }
     }
@@ -332,9 +332,9 @@ impl Server {
     /// durable log into a snapshot.
     fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let upto = self.executed.applied();
-        let folded = self.log.fold_to(upto);
+        let folded = self.core.log.fold_to(upto);
         let now = ctx.clock_ns();
-        self.executed.fold(now, &folded, self.shard, &self.topo, self.cfg.done_retention_ns);
+        self.executed.fold(now, &folded, self.core.shard, &self.core.topo, self.core.cfg.done_retention_ns);
         ctx.count("checkpoints", 1);
         self.persist_snapshot(ctx);
     }
@@ -346,7 +346,7 @@ impl Server {
     /// it: replies sent behind that one (through `send_durable`) leave only
     /// once the snapshot is durable.
     pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let covered = self.persist(ctx, Record::SyncPoint(self.log.sync_point()));
+        let covered = self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
         let tentative: Vec<LogEntry> = self
             .pq
             .values()
@@ -355,25 +355,25 @@ impl Server {
             .collect();
         let snap = Snapshot {
             checkpoint: Arc::clone(self.executed.checkpoint()),
-            log: self.log.all().to_vec(),
-            sync_point: self.log.sync_point(),
-            commit_point: self.log.commit_point(),
-            view: self.view.clone(),
-            last_normal_view: self.last_normal_view,
-            led: self.led,
+            log: self.core.log.all().to_vec(),
+            sync_point: self.core.log.sync_point(),
+            commit_point: self.core.log.commit_point(),
+            view: self.core.view.clone(),
+            last_normal_view: self.core.last_normal_view,
+            led: self.core.led,
             tentative,
         };
         ctx.compact(covered, Record::Snapshot(Arc::new(snap)));
-        self.persist(ctx, Record::SyncPoint(self.log.sync_point()));
+        self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
     }
 
     /// Restart: the snapshot's server, before the records that follow it
     /// (its log and points the caller restores with the records).
     pub(super) fn restore_snapshot(&mut self, snap: &Snapshot) {
         self.executed.install(Arc::clone(&snap.checkpoint));
-        self.view = snap.view.clone();
-        self.last_normal_view = snap.last_normal_view;
-        self.led = snap.led;
+        self.core.view = snap.view.clone();
+        self.core.last_normal_view = snap.last_normal_view;
+        self.core.led = snap.led;
     }
 
     /// Takes a checkpoint from another server of the shard that folded past
@@ -381,11 +381,11 @@ impl Server {
     /// had synced stay, after the checkpoint, as unsynced votes (unless they
     /// are folded in it); everything else is covered by it.
     pub(super) fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
-        assert!(cp.upto > self.log.base(), "adopting an older checkpoint");
-        let synced = self.log.sync_point();
-        let committed = self.log.commit_point().max(cp.upto);
+        assert!(cp.upto > self.core.log.base(), "adopting an older checkpoint");
+        let synced = self.core.log.sync_point();
+        let committed = self.core.log.commit_point().max(cp.upto);
         self.executed.install(Arc::clone(&cp));
-        let old = &self.log;
+        let old = &self.core.log;
         let keep: Vec<LogEntry> = old
             .all()
             .iter()
@@ -396,8 +396,8 @@ impl Server {
             })
             .map(|(_, e)| e.clone())
             .collect();
-        self.log.reset(TigaLog::from_base(cp.upto, keep), cp.upto, committed);
-        self.executed.keep_replies_in(&self.log);
+        self.core.log.reset(TigaLog::from_base(cp.upto, keep), cp.upto, committed);
+        self.executed.keep_replies_in(&self.core.log);
         self.rebuild_derived();
         ctx.count("checkpoints_installed", 1);
         self.persist_snapshot(ctx);
@@ -409,10 +409,10 @@ impl Server {
         let cp = Arc::clone(self.executed.checkpoint());
         self.hashes = KeyHashes::from_folded(&cp.hashes);
         self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
-        let topo = Arc::clone(&self.topo);
-        for e in self.log.all().to_vec() {
-            self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));
-            let (reads, writes) = self.keys_of(&e.body);
+        let topo = Arc::clone(&self.core.topo);
+        for e in self.core.log.all().to_vec() {
+            self.hashes.toggle(&e, self.core.shard, |k| topo.shard_of(k));
+            let (reads, writes) = self.core.keys_of(&e.body);
             self.conflicts.released(e.stamp(), &reads, &writes);
         }
     }
@@ -426,14 +426,18 @@ impl Server {
         g_view: u64,
         cp: Arc<Checkpoint>,
     ) {
-        if g_view != self.view.g_view || cp.upto <= self.log.base() {
+        if g_view != self.core.view.g_view || cp.upto <= self.core.log.base() {
             return;
         }
-        if self.status == Status::ViewChange && self.is_leader() {
+        if self.core.status == Status::ViewChange && self.core.is_leader() {
             return self.on_fetched_checkpoint(ctx, from, cp);
         }
-        let from_leader = from == self.leader_node(ctx, self.shard);
-        if self.status == Status::Normal && !self.is_leader() && from_leader && cp.upto > self.log.sync_point() {
+        let from_leader = from == self.core.leader_node(ctx, self.core.shard);
+        if self.core.status == Status::Normal
+            && !self.core.is_leader()
+            && from_leader
+            && cp.upto > self.core.log.sync_point()
+        {
             self.adopt_checkpoint(ctx, cp);
             self.report_sync(ctx, Vec::new());
         }
@@ -443,7 +447,8 @@ impl Server {
     /// checkpoint (the folded entries cannot be sent).
     pub(super) fn send_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
         ctx.count("checkpoints_sent", 1);
-        let msg = Msg::CheckpointState { g_view: self.view.g_view, checkpoint: Arc::clone(self.executed.checkpoint()) };
-        self.send_durable(ctx, to, msg);
+        let msg =
+            Msg::CheckpointState { g_view: self.core.view.g_view, checkpoint: Arc::clone(self.executed.checkpoint()) };
+        self.core.send_durable(ctx, to, msg);
     }
 }

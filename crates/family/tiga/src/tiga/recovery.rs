@@ -115,17 +115,15 @@ pub(super) struct Rebuild {
 }
 
 impl Server {
-    pub(super) fn vm_members(&self) -> Vec<NodeId> {
-        self.topo.service("viewmgr").to_vec()
-    }
-
     // ---- Algorithm 5 lines 1-15: a newer view arrives ----
 
     pub(super) fn on_current_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
-        if view.g_view < self.view.g_view || (view.g_view == self.view.g_view && self.status != Status::Recovering) {
+        if view.g_view < self.core.view.g_view
+            || (view.g_view == self.core.view.g_view && self.core.status != Status::Recovering)
+        {
             return;
         }
-        if self.status == Status::Recovering && view.g_view == self.view.g_view {
+        if self.core.status == Status::Recovering && view.g_view == self.core.view.g_view {
             // Algorithm 6: still the view it restarted in; ask its leader
             // for the log (a restarted leader is replaced by a new view).
             return self.send_view_change(ctx);
@@ -136,11 +134,11 @@ impl Server {
     }
 
     fn enter_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
-        if self.status == Status::Normal {
+        if self.core.status == Status::Normal {
             self.flush_queue_into_log(ctx);
         }
-        self.status = Status::ViewChange;
-        self.view = view;
+        self.core.status = Status::ViewChange;
+        self.core.view = view;
         self.rebuild = Rebuild::default();
         self.persist_view(ctx);
         self.send_view_change(ctx);
@@ -153,11 +151,11 @@ impl Server {
         let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
         self.forget_view_work();
         if !pending.is_empty() {
-            let pos = self.log.len();
+            let pos = self.core.log.len();
             for e in &pending {
-                self.log.push(e.clone());
+                self.core.log.push(e.clone());
             }
-            self.persist(ctx, Record::Log { pos, entries: pending });
+            self.core.persist(ctx, Record::Log { pos, entries: pending });
         }
     }
 
@@ -172,8 +170,12 @@ impl Server {
     }
 
     pub(super) fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let record = Record::View { view: self.view.clone(), last_normal_view: self.last_normal_view, led: self.led };
-        self.persist(ctx, record);
+        let record = Record::View {
+            view: self.core.view.clone(),
+            last_normal_view: self.core.last_normal_view,
+            led: self.core.led,
+        };
+        self.core.persist(ctx, record);
     }
 
     /// Algorithm 5 line 15 (and Algorithm 6's request for the log).
@@ -181,9 +183,9 @@ impl Server {
     /// of it may have lost — a new leader's verification round or its
     /// checkpoint fetch, anyone else's log to the new leader.
     pub(super) fn resend_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.is_leader() && self.rebuild.round.is_some() {
+        if self.core.is_leader() && self.rebuild.round.is_some() {
             self.resend_verify(ctx);
-        } else if self.is_leader() && self.rebuild.fetching.is_some() {
+        } else if self.core.is_leader() && self.rebuild.fetching.is_some() {
             self.refetch_checkpoint(ctx);
         } else {
             self.send_view_change(ctx);
@@ -191,18 +193,18 @@ impl Server {
     }
 
     pub(super) fn send_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let leader = self.leader_node(ctx, self.shard);
+        let leader = self.core.leader_node(ctx, self.core.shard);
         let msg = Msg::ViewChange(ViewChange {
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            last_normal_view: self.last_normal_view,
-            sync_point: self.log.sync_point(),
-            commit_point: self.log.commit_point(),
-            base: self.log.base(),
-            log: Arc::new(self.log.all().to_vec()),
+            g_view: self.core.view.g_view,
+            l_view: self.core.view.l_view(self.core.shard),
+            last_normal_view: self.core.last_normal_view,
+            sync_point: self.core.log.sync_point(),
+            commit_point: self.core.log.commit_point(),
+            base: self.core.log.base(),
+            log: Arc::new(self.core.log.all().to_vec()),
         });
         // The new leader sends its own too, through persistence like any.
-        self.send_durable(ctx, leader, msg);
+        self.core.send_durable(ctx, leader, msg);
     }
 
     // ---- Algorithm 5 lines 16-32: the new leader collects logs ----
@@ -210,20 +212,20 @@ impl Server {
     pub(super) fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: ViewChange) {
         let ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } = m;
         let c = Contribution { last_normal_view, sync_point, commit_point, base, log };
-        if let Some(r) = ctx.topology().replicas(self.shard).iter().position(|n| *n == from) {
+        if let Some(r) = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == from) {
             self.progress.reported(r, super::sync::ReportedLog { base: c.base, commit_point: c.commit_point });
         }
-        if g_view > self.view.g_view {
+        if g_view > self.core.view.g_view {
             // The sender knows a newer view than this server: ask for it.
-            for vm in self.vm_members() {
+            for vm in self.core.vm_members() {
                 ctx.send(vm, Msg::GetView);
             }
             return;
         }
-        if g_view < self.view.g_view || !self.is_leader() {
+        if g_view < self.core.view.g_view || !self.core.is_leader() {
             return;
         }
-        match self.status {
+        match self.core.status {
             Status::Normal => self.send_start_view(ctx, from),
             Status::Recovering => {}
             Status::ViewChange => {
@@ -250,14 +252,14 @@ impl Server {
     /// With `f + 1` contributions, rebuilds the log, first fetching the best
     /// server's checkpoint if it folded positions this leader cannot supply.
     fn try_rebuild(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.rebuild.log.is_some() || self.rebuild.quorum.len() <= self.f() {
+        if self.rebuild.log.is_some() || self.rebuild.quorum.len() <= self.core.f() {
             return;
         }
         let (best, c) = self.best_contribution().expect("f + 1 contributions");
-        if c.base > self.log.base() && self.log.commit_point() < c.base {
+        if c.base > self.core.log.base() && self.core.log.commit_point() < c.base {
             if self.rebuild.fetching.is_none_or(|f| f.from != best) {
                 self.rebuild.fetching = Some(Fetching { from: best, waited_ticks: 0 });
-                ctx.send(best, Msg::FetchCheckpoint { g_view: self.view.g_view });
+                ctx.send(best, Msg::FetchCheckpoint { g_view: self.core.view.g_view });
             }
             return;
         }
@@ -287,7 +289,7 @@ impl Server {
             return self.try_rebuild(ctx);
         }
         self.rebuild.fetching = Some(Fetching { from: node, waited_ticks: waited_ticks + 1 });
-        ctx.send(node, Msg::FetchCheckpoint { g_view: self.view.g_view });
+        ctx.send(node, Msg::FetchCheckpoint { g_view: self.core.view.g_view });
     }
 
     /// Algorithm 5 lines 44-63, on logs that start at their bases. Part (a)
@@ -300,16 +302,19 @@ impl Server {
     fn rebuild_log(&mut self) {
         let (_, best) = self.best_contribution().expect("f + 1 contributions");
         let best = best.clone();
-        let own_base = self.log.base();
+        let own_base = self.core.log.base();
         let mut log: Vec<LogEntry> = Vec::new();
         if own_base < best.base {
-            debug_assert!(self.log.commit_point() >= best.base, "positions below the best base are committed here");
-            log.extend(self.log.range(own_base, best.base).iter().cloned());
+            debug_assert!(
+                self.core.log.commit_point() >= best.base,
+                "positions below the best base are committed here"
+            );
+            log.extend(self.core.log.range(own_base, best.base).iter().cloned());
         }
         log.extend(best.range(own_base.max(best.base), best.sync_point).iter().cloned());
         let part_a: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
         let (a_reads, a_writes) = self.stamp_bounds(&log, &part_a);
-        let need = self.f().div_ceil(2) + 1;
+        let need = self.core.f().div_ceil(2) + 1;
         let mut holders: BTreeMap<(u64, TxnId), (usize, Arc<TxnBody>)> = BTreeMap::new();
         for c in self.rebuild.quorum.values() {
             for pos in c.sync_point.max(c.base)..c.base + c.log.len() as u64 {
@@ -346,7 +351,7 @@ impl Server {
         reads_of: &FxHashMap<Key, Stamp>,
         writes_of: &FxHashMap<Key, Stamp>,
     ) -> Option<Stamp> {
-        let (reads, writes) = self.keys_of(&e.body);
+        let (reads, writes) = self.core.keys_of(&e.body);
         let stamp = e.stamp();
         let w = reads.iter().chain(&writes).filter_map(|k| writes_of.get(k));
         let r = writes.iter().filter_map(|k| reads_of.get(k));
@@ -362,7 +367,7 @@ impl Server {
     // ---- Algorithm 5 lines 64-78: agreement across shards ----
 
     fn other_shards(&self) -> Vec<ShardId> {
-        (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard).collect()
+        (0..self.core.topo.shards).map(ShardId).filter(|s| *s != self.core.shard).collect()
     }
 
     /// Sends this leader's round-`round` verification to every other shard:
@@ -412,11 +417,17 @@ impl Server {
         let Some(round) = self.rebuild.round else { return };
         for ss in self.other_shards() {
             if let Some(info) = self.rebuild.sent.get(&(round, ss)).cloned() {
-                let to = self.leader_node(ctx, ss);
+                let to = self.core.leader_node(ctx, ss);
                 ctx.count("verify_messages", 1);
                 ctx.send(
                     to,
-                    Msg::TsVerify(TsVerify { g_view: self.view.g_view, round, shard: self.shard, info, echo: false }),
+                    Msg::TsVerify(TsVerify {
+                        g_view: self.core.view.g_view,
+                        round,
+                        shard: self.core.shard,
+                        info,
+                        echo: false,
+                    }),
                 );
             }
         }
@@ -424,25 +435,28 @@ impl Server {
 
     pub(super) fn on_ts_verify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsVerify) {
         let TsVerify { g_view, round, shard, info, echo, .. } = m;
-        if g_view != self.view.g_view || !self.is_leader() || from != self.leader_node(ctx, shard) {
+        if g_view != self.core.view.g_view || !self.core.is_leader() || from != self.core.leader_node(ctx, shard) {
             return;
         }
         if !(1..=2).contains(&round) {
             return;
         }
-        if self.status == Status::Normal || self.rebuild.round.is_some_and(|r| round < r) {
+        if self.core.status == Status::Normal || self.rebuild.round.is_some_and(|r| round < r) {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
             if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
                 ctx.count("verify_messages", 1);
-                ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: self.shard, info: mine, echo: true }));
+                ctx.send(
+                    from,
+                    Msg::TsVerify(TsVerify { g_view, round, shard: self.core.shard, info: mine, echo: true }),
+                );
             }
-            if self.status == Status::Normal {
+            if self.core.status == Status::Normal {
                 return;
             }
         }
         self.rebuild.inbox.insert((round, shard), info);
-        if self.status == Status::ViewChange {
+        if self.core.status == Status::ViewChange {
             self.try_finish_round(ctx);
         }
     }
@@ -478,7 +492,7 @@ impl Server {
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
         for e in infos.iter().flat_map(|i| i.entries.iter()) {
-            if !e.body.shards.contains(&self.shard) || self.executed.folded().contains(e.body.id) {
+            if !e.body.shards.contains(&self.core.shard) || self.executed.folded().contains(e.body.id) {
                 continue; // not ours, or folded here (committed, at its agreed timestamp)
             }
             if !index.contains_key(&e.body.id) && self.executed.folded().stale(e.body.id) {
@@ -554,7 +568,7 @@ impl Server {
         let mut reads: FxHashMap<Key, Stamp> = self.executed.checkpoint().rmap.iter().map(|(k, s)| (*k, *s)).collect();
         let mut writes: FxHashMap<Key, Stamp> = self.executed.checkpoint().wmap.iter().map(|(k, s)| (*k, *s)).collect();
         for e in log.iter().filter(|e| part.contains(&e.body.id)) {
-            let (r, w) = self.keys_of(&e.body);
+            let (r, w) = self.core.keys_of(&e.body);
             for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
                 for k in keys {
                     let s = map.entry(k).or_insert(e.stamp());
@@ -603,7 +617,7 @@ impl Server {
         self.install_log(ctx, entries, true);
         ctx.count("view_change_completions", 1);
         let followers: Vec<NodeId> =
-            self.topo.replicas(self.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
+            self.core.topo.replicas(self.core.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
         for node in followers {
             self.send_start_view(ctx, node);
         }
@@ -613,18 +627,18 @@ impl Server {
     /// follower said it folded or committed as far (and so holds the same
     /// entries below the base).
     pub(super) fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
-        let base = self.log.base();
-        let r = ctx.topology().replicas(self.shard).iter().position(|n| *n == to);
+        let base = self.core.log.base();
+        let r = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == to);
         let covered = r.is_some_and(|r| self.progress.covers(r, base));
         let checkpoint = (base > 0 && !covered).then(|| Arc::clone(self.executed.checkpoint()));
         let msg = Msg::StartView(StartView {
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
+            g_view: self.core.view.g_view,
+            l_view: self.core.view.l_view(self.core.shard),
             base,
-            log: Arc::new(self.log.all().to_vec()),
+            log: Arc::new(self.core.log.all().to_vec()),
             checkpoint,
         });
-        self.send_durable(ctx, to, msg);
+        self.core.send_durable(ctx, to, msg);
     }
 
     /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43). Positions
@@ -632,23 +646,24 @@ impl Server {
     /// committed log, or from the leader's checkpoint.
     pub(super) fn on_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: StartView) {
         let StartView { g_view, l_view, base, log, checkpoint, .. } = m;
-        if g_view != self.view.g_view || l_view != self.view.l_view(self.shard) || self.is_leader() {
+        if g_view != self.core.view.g_view || l_view != self.core.view.l_view(self.core.shard) || self.core.is_leader()
+        {
             return;
         }
-        if from != self.leader_node(ctx, self.shard) {
+        if from != self.core.leader_node(ctx, self.core.shard) {
             return;
         }
-        if self.status == Status::Normal {
+        if self.core.status == Status::Normal {
             return self.report_sync(ctx, Vec::new()); // a re-send: acknowledge
         }
-        if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.log.base() && cp.upto == base) {
+        if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.core.log.base() && cp.upto == base) {
             self.adopt_checkpoint(ctx, cp);
         }
-        let own_base = self.log.base();
+        let own_base = self.core.log.base();
         let entries: Vec<LogEntry> = if own_base >= base && own_base - base <= log.len() as u64 {
             log[(own_base - base) as usize..].to_vec()
-        } else if own_base < base && self.log.commit_point() >= base {
-            self.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
+        } else if own_base < base && self.core.log.commit_point() >= base {
+            self.core.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
         } else {
             // It cannot fill the positions below the leader's base: tell the
             // leader (which then sends its checkpoint).
@@ -664,21 +679,22 @@ impl Server {
     fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
         self.pq = Default::default();
         self.forget_view_work();
-        let log = TigaLog::from_base(self.log.base(), entries);
+        let log = TigaLog::from_base(self.core.log.base(), entries);
         assert!(self.executed.applied() <= log.len(), "executed past the new log");
-        let (len, committed) = (log.len(), self.log.commit_point());
-        self.log.reset(log, len, committed);
-        self.executed.keep_replies_in(&self.log);
+        let (len, committed) = (log.len(), self.core.log.commit_point());
+        self.core.log.reset(log, len, committed);
+        self.executed.keep_replies_in(&self.core.log);
         self.rebuild_derived();
-        self.status = Status::Normal;
-        self.last_normal_view = self.view.g_view;
-        self.led = leading;
-        let len = self.log.len();
+        self.core.status = Status::Normal;
+        self.core.last_normal_view = self.core.view.g_view;
+        self.core.led = leading;
+        let len = self.core.log.len();
         self.progress.restart_at(len);
+        self.core.forget_durable_len();
         self.persist_snapshot(ctx);
         if leading {
             self.execute_log_from_state();
-            self.log_length_once_durable(ctx);
+            self.core.log_length_once_durable(ctx);
         } else {
             self.optimistic.drop_store();
         }
@@ -688,11 +704,12 @@ impl Server {
     /// view get its log again.
     pub(super) fn resend_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let lagging: Vec<NodeId> = self
+            .core
             .topo
-            .replicas(self.shard)
+            .replicas(self.core.shard)
             .iter()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != self.replica && !self.progress.in_view(*r))
+            .filter(|(r, _)| *r as u32 != self.core.replica && !self.progress.in_view(*r))
             .map(|(_, n)| *n)
             .collect();
         for node in lagging {

@@ -151,15 +151,109 @@ pub(super) struct ReleaseTimer {
     pub id: meridian_core::TimerId,
 }
 
+/// What every concern of a server reads and the server alone changes
+/// between them: who it is, the view and its status, the log with its
+/// points, and the durable outbox. Concerns (execution and checkpoints,
+/// log synchronization, agreement, view change) take it as a parameter.
+pub(super) struct Core {
+    pub topo: Arc<Topology>,
+    pub shard: ShardId,
+    pub replica: u32,
+    pub n: u32,
+    pub cfg: Config,
+    pub status: Status,
+    pub view: View,
+    pub last_normal_view: u64,
+    /// Led in its last normal view.
+    pub led: bool,
+    /// The log with its sync-point and commit-point, changed only through
+    /// `ShardLog`'s methods, which keep them in order.
+    pub log: ShardLog,
+    /// Messages that leave once everything appended before them is durable.
+    outbox: AfterDurable<OnDurable>,
+    /// The length of this server's log known durable (a leader counts
+    /// towards the commit-point only with it).
+    durable_len: u64,
+}
+
+impl Core {
+    /// The replica failures a shard tolerates.
+    pub fn f(&self) -> usize {
+        self.topo.f() as usize
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.view.leader_index(self.shard, self.n) == self.replica
+    }
+
+    pub fn leader_node(&self, _ctx: &Ctx<'_, Tiga>, shard: ShardId) -> NodeId {
+        self.topo.replicas(shard)[self.view.leader_index(shard, self.n) as usize]
+    }
+
+    pub fn vm_members(&self) -> Vec<NodeId> {
+        self.topo.service("viewmgr").to_vec()
+    }
+
+    /// The keys `T` declares on this shard, as (reads, writes): its
+    /// operations' keys and its procedure parts' footprints, which cover
+    /// every key those parts may reach through reads (§3.2 detects
+    /// conflicts on them).
+    pub fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
+        let topo = &self.topo;
+        body.program.declared_keys(self.shard, |k| topo.shard_of(k))
+    }
+
+    // ---- durability ----
+
+    pub fn persist(&mut self, ctx: &mut Ctx<'_, Tiga>, record: Record) -> Lsn {
+        let lsn = ctx.append(record);
+        self.outbox.appended(lsn);
+        lsn
+    }
+
+    /// The log's current length counts towards the commit-point once
+    /// everything appended so far is durable.
+    pub fn log_length_once_durable(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let len = self.log.len();
+        if let Some(now) = self.outbox.after_last(OnDurable::LogLength(len)) {
+            self.on_durable(ctx, now);
+        }
+    }
+
+    /// The log length known durable.
+    pub fn durable_len(&self) -> u64 {
+        self.durable_len
+    }
+
+    /// A new view's log: nothing of it is known durable yet.
+    pub fn forget_durable_len(&mut self) {
+        self.durable_len = 0;
+    }
+
+    fn on_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, action: OnDurable) {
+        match action {
+            OnDurable::Send(to, msg) => ctx.send(to, msg),
+            OnDurable::LogLength(len) => self.durable_len = self.durable_len.max(len),
+        }
+    }
+
+    /// Sends `msg` once everything appended so far is durable.
+    pub fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
+        if let Some(now) = self.outbox.after_last(OnDurable::Send(to, msg)) {
+            self.on_durable(ctx, now);
+        }
+    }
+
+    /// Appends up to `upto` are durable: what waited for them goes.
+    fn persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        while let Some(freed) = self.outbox.next_freed(upto) {
+            self.on_durable(ctx, freed);
+        }
+    }
+}
+
 pub struct Server {
-    pub(super) topo: Arc<Topology>,
-    pub(super) shard: ShardId,
-    pub(super) replica: u32,
-    pub(super) n: u32,
-    pub(super) cfg: Config,
-    pub(super) status: Status,
-    pub(super) view: View,
-    pub(super) last_normal_view: u64,
+    pub(super) core: Core,
     // §3.2-3.3
     pub(super) pq: TxnQueue,
     /// Followers: transactions that arrived too late, awaiting the leader's
@@ -171,10 +265,6 @@ pub struct Server {
     pub(super) conflicts: ConflictMaps,
     /// The armed release timer.
     pub(super) release_armed: Option<ReleaseTimer>,
-    // the log
-    /// The log with its sync-point and commit-point, changed only through
-    /// `ShardLog`'s methods, which keep them in order.
-    pub(super) log: ShardLog,
     pub(super) hashes: KeyHashes,
     /// Execution in log order, checkpoints and the at-most-once memory
     /// (checkpoint.rs).
@@ -185,13 +275,8 @@ pub struct Server {
     // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
     pub(super) announcements: super::agreement::Announcements,
     pub(super) progress: super::sync::LogProgress,
-    // durability
-    /// Messages that leave once everything appended before them is durable.
-    pub(super) outbox: AfterDurable<OnDurable>,
     // recovery (recovery.rs)
     pub(super) rebuild: super::recovery::Rebuild,
-    /// Led in its last normal view.
-    pub(super) led: bool,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
     pub(super) peer_delays: meridian_mechanisms::owd::Delays,
 }
@@ -200,7 +285,7 @@ impl Server {
     pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
         let n = topo.replicas_per_shard;
         let view_leader = view.leader_index(shard, n);
-        Server {
+        let core = Core {
             topo,
             shard,
             replica,
@@ -209,44 +294,42 @@ impl Server {
             status: Status::Normal,
             last_normal_view: view.g_view,
             view,
+            led: view_leader == replica,
+            log: ShardLog::new(),
+            outbox: AfterDurable::new(),
+            durable_len: 0,
+        };
+        Server {
+            core,
             pq: TxnQueue::default(),
             held: BTreeMap::new(),
             fetched: Default::default(),
             conflicts: ConflictMaps::default(),
             release_armed: None,
-            log: ShardLog::new(),
             hashes: KeyHashes::new(),
             executed: Executed::new(),
             optimistic: Optimistic::default(),
             announcements: Default::default(),
-
             progress: super::sync::LogProgress::new(n),
-            outbox: AfterDurable::new(),
             rebuild: Default::default(),
-            led: view_leader == replica,
             peer_delays: Default::default(),
         }
     }
 
-    /// The replica failures a shard tolerates.
-    pub(super) fn f(&self) -> usize {
-        self.topo.f() as usize
-    }
-
     pub fn is_leader(&self) -> bool {
-        self.view.leader_index(self.shard, self.n) == self.replica
+        self.core.is_leader()
     }
 
     pub fn status(&self) -> Status {
-        self.status
+        self.core.status
     }
 
     pub fn view(&self) -> &View {
-        &self.view
+        &self.core.view
     }
 
     pub fn log(&self) -> &TigaLog {
-        self.log.entries()
+        self.core.log.entries()
     }
 
     /// The shard's data as executed up to the commit-point.
@@ -264,79 +347,35 @@ impl Server {
     }
 
     pub fn sync_point(&self) -> u64 {
-        self.log.sync_point()
+        self.core.log.sync_point()
     }
 
     pub fn commit_point(&self) -> u64 {
-        self.log.commit_point()
+        self.core.log.commit_point()
     }
 
     pub fn queued(&self) -> usize {
         self.pq.len() + self.held.len()
     }
 
-    pub(super) fn leader_node(&self, _ctx: &Ctx<'_, Tiga>, shard: ShardId) -> NodeId {
-        self.topo.replicas(shard)[self.view.leader_index(shard, self.n) as usize]
-    }
-
-    // ---- durability ----
-
-    pub(super) fn persist(&mut self, ctx: &mut Ctx<'_, Tiga>, record: Record) -> Lsn {
-        let lsn = ctx.append(record);
-        self.outbox.appended(lsn);
-        lsn
-    }
-
-    /// The log's current length counts towards the commit-point once
-    /// everything appended so far is durable.
-    pub(super) fn log_length_once_durable(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let len = self.log.len();
-        if let Some(now) = self.outbox.after_last(OnDurable::LogLength(len)) {
-            self.on_durable(ctx, now);
-        }
-    }
-
-    fn on_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, action: OnDurable) {
-        match action {
-            OnDurable::Send(to, msg) => ctx.send(to, msg),
-            OnDurable::LogLength(len) => self.progress.durable_len(len),
-        }
-    }
-
-    /// Sends `msg` once everything appended so far is durable.
-    pub(super) fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
-        if let Some(now) = self.outbox.after_last(OnDurable::Send(to, msg)) {
-            self.on_durable(ctx, now);
-        }
-    }
-
     // ---- §3.2: submission, conflict detection, timestamp update ----
-
-    /// The keys `T` declares on this shard, as (reads, writes): its
-    /// operations' keys and its procedure parts' footprints, which cover
-    /// every key those parts may reach through reads (§3.2 detects
-    /// conflicts on them).
-    pub(super) fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
-        let topo = &self.topo;
-        body.program.declared_keys(self.shard, |k| topo.shard_of(k))
-    }
 
     pub(super) fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
         let Submit { body, g_view, t, send_clock_ns, low_watermark, .. } = m;
-        if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
+        if !body.shards.contains(&self.core.shard) || body.coordinator != from || body.id.node != from {
             return;
         }
         self.executed.note_watermark(from, low_watermark);
-        if self.status != Status::Normal || self.executed.folded().stale(body.id) {
+        if self.core.status != Status::Normal || self.executed.folded().stale(body.id) {
             return; // a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
-        if self.log.position(id).is_some() || self.executed.folded().contains(id) {
+        if self.core.log.position(id).is_some() || self.executed.folded().contains(id) {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
-        if self.pq.contains(id) || self.held.contains_key(&id) || g_view != self.view.g_view {
+        if self.pq.contains(id) || self.held.contains_key(&id) || g_view != self.core.view.g_view {
             // Admitted already, or a copy from another view. Within one
             // view every copy of a transaction carries the same timestamp,
             // which leaders only raise (§3.2) and agree on the largest of
@@ -354,12 +393,12 @@ impl Server {
     /// Algorithm 1 lines 1-5: accept into the queue, update a late
     /// timestamp at the leader, hold a late one at a follower.
     pub(super) fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
-        let (reads, writes) = self.keys_of(&body);
+        let (reads, writes) = self.core.keys_of(&body);
         let stamp = Stamp { t, id: body.id };
         let bound = self.conflicts.bound(&reads, &writes);
         let mut t = t;
         if bound.is_some_and(|b| b >= stamp) {
-            if !self.is_leader() {
+            if !self.core.is_leader() {
                 self.held.insert(body.id, body);
                 return;
             }
@@ -372,7 +411,7 @@ impl Server {
         let id = body.id;
         let pending = Pending { body, t, state: PState::Waiting, reads, writes, owd_ns };
         self.enqueue(pending);
-        if multi && self.is_leader() {
+        if multi && self.core.is_leader() {
             // Announced on arrival, not on release: a leader learns every
             // participant's timestamp before its queue blocks on it, so two
             // shards can never each wait for the other's announcement of a
@@ -401,7 +440,7 @@ impl Server {
     /// released and awaiting agreement block their conflicting successors
     /// through the queue's key counts.
     pub(super) fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.status != Status::Normal {
+        if self.core.status != Status::Normal {
             return;
         }
         let now = ctx.clock_ns();
@@ -413,7 +452,7 @@ impl Server {
                 || p.writes.iter().any(|k| blocked_w.contains(k) || blocked_r.contains(k))
                 || self.pq.blocked_by_agreeing(&p.reads, &p.writes);
             if !conflict {
-                if self.is_leader() {
+                if self.core.is_leader() {
                     // How long after its timestamp a transaction is released
                     // (conflicting predecessors, agreement): an observation.
                     ctx.observe("leader_release_lag_us", now.saturating_sub(p.t) / 1_000);
@@ -469,14 +508,14 @@ impl Server {
         if !p.body.is_multi_shard() {
             return self.execute_and_finalize(ctx, id);
         }
-        match self.view.mode {
+        match self.core.view.mode {
             Mode::Detective => {
                 let (hash, result) = self.execute(ctx, id);
                 // The optimistic reply is a vote: durable before it leaves,
                 // so that a restarted leader still counts in recovery.
                 let p = self.pq.get(id).expect("still queued");
                 let (body, t, owd_ns) = (p.body.clone(), p.t, p.owd_ns);
-                self.persist(ctx, Record::Tentative(LogEntry { body: body.clone(), t }));
+                self.core.persist(ctx, Record::Tentative(LogEntry { body: body.clone(), t }));
                 self.send_fast_reply(ctx, &body, t, hash, Some(result.clone()), owd_ns);
                 self.pq.set_state(id, PState::Executed { hash, result });
             }
@@ -503,12 +542,12 @@ impl Server {
         let p = self.pq.get(id).expect("executing a queued transaction");
         let (body, t) = (p.body.clone(), p.t);
         let (reads, writes) = (p.reads.clone(), p.writes.clone());
-        let topo = Arc::clone(&self.topo);
-        let piece = body.program.piece(self.shard, |k| topo.shard_of(k));
+        let topo = Arc::clone(&self.core.topo);
+        let piece = body.program.piece(self.core.shard, |k| topo.shard_of(k));
         let results = self.optimistic.execute(id, &piece);
         self.conflicts.released(Stamp { t, id }, &reads, &writes);
         let entry = LogEntry { body: body.clone(), t };
-        let shard = self.shard;
+        let shard = self.core.shard;
         let shard_of = |k| topo.shard_of(k);
         self.hashes.toggle(&entry, shard, shard_of);
         let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
@@ -544,20 +583,20 @@ impl Server {
         if !replied {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
-        let led_view = Some(self.view.g_view);
+        let led_view = Some(self.core.view.g_view);
         self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
-        self.log.sync_to(self.log.len());
-        self.log_length_once_durable(ctx);
+        self.core.log.sync_to(self.core.log.len());
+        self.core.log_length_once_durable(ctx);
     }
 
     /// Appends to the log durably and folds the entry into the key hashes;
     /// returns the fast-reply hash for it.
     fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
-        let topo = Arc::clone(&self.topo);
-        self.hashes.toggle(&entry, self.shard, |k| topo.shard_of(k));
+        let topo = Arc::clone(&self.core.topo);
+        self.hashes.toggle(&entry, self.core.shard, |k| topo.shard_of(k));
         let hash = self.hashes.digest(reads.iter().chain(writes).copied());
-        let pos = self.log.push(entry.clone());
-        self.persist(ctx, Record::Log { pos, entries: vec![entry] });
+        let pos = self.core.log.push(entry.clone());
+        self.core.persist(ctx, Record::Log { pos, entries: vec![entry] });
         hash
     }
 
@@ -572,30 +611,30 @@ impl Server {
         result: Option<Vec<OpResult>>,
         owd_ns: Option<u64>,
     ) {
-        ctx.count(if self.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
+        ctx.count(if self.core.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
         let msg = self.fast_reply(body.id, t, hash, result, owd_ns);
-        self.send_durable(ctx, body.coordinator, msg);
+        self.core.send_durable(ctx, body.coordinator, msg);
     }
 
     /// This server's fast reply (§3.4) for `id` released at `t`.
     fn fast_reply(&self, id: TxnId, t: u64, hash: u128, result: Option<Vec<OpResult>>, owd_ns: Option<u64>) -> Msg {
-        let (shard, g_view, l_view) = (self.shard, self.view.g_view, self.view.l_view(self.shard));
+        let (shard, g_view, l_view) = (self.core.shard, self.core.view.g_view, self.core.view.l_view(self.core.shard));
         Msg::FastReply(FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns })
     }
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
-        let leader = self.is_leader();
+        let leader = self.core.is_leader();
         let (t, hash, result, coordinator) = if let Some(d) = self.executed.folded().get(id) {
             (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
         } else {
-            let (Some(r), Some(e)) = (self.executed.replied(id), self.log.entry_of(id)) else { return };
+            let (Some(r), Some(e)) = (self.executed.replied(id), self.core.log.entry_of(id)) else { return };
             (r.t, r.hash.unwrap_or(NO_HASH), r.result.clone().filter(|_| leader), e.body.coordinator)
         };
         if leader && result.is_none() {
             return; // not executed yet: the reply comes with the execution
         }
         let msg = self.fast_reply(id, t, hash, result, owd_ns);
-        self.send_durable(ctx, coordinator, msg);
+        self.core.send_durable(ctx, coordinator, msg);
     }
 
     /// Work every event ends with: push new log entries to followers,
@@ -603,10 +642,10 @@ impl Server {
     /// dispatchers run it once after every message, timer and persistence
     /// event, so no handler can forget it.
     pub(super) fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.status != Status::Normal {
+        if self.core.status != Status::Normal {
             return;
         }
-        if self.is_leader() {
+        if self.core.is_leader() {
             self.sync_followers(ctx, false);
         }
         self.execute_committed(ctx);
@@ -619,11 +658,11 @@ impl Server {
     /// recovered transactions.
     pub(super) fn execute_log_from_state(&mut self) {
         self.optimistic.restart_from(self.executed.state(), self.executed.applied());
-        let topo = Arc::clone(&self.topo);
-        for e in self.log.suffix(self.executed.applied()).to_vec() {
-            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
+        let topo = Arc::clone(&self.core.topo);
+        for e in self.core.log.suffix(self.executed.applied()).to_vec() {
+            let piece = e.body.program.piece(self.core.shard, |k| topo.shard_of(k));
             let results = self.optimistic.execute_logged(&piece);
-            let led_view = Some(self.view.g_view);
+            let led_view = Some(self.core.view.g_view);
             self.executed.note_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
     }
@@ -632,8 +671,8 @@ impl Server {
     /// was told of but lacks (§3.7, Appendix B); a follower reports its
     /// sync-point.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        match self.status {
-            Status::Normal if self.is_leader() => {
+        match self.core.status {
+            Status::Normal if self.core.is_leader() => {
                 self.leader_tick(ctx);
                 self.fetch_unknown(ctx);
             }
@@ -646,11 +685,11 @@ impl Server {
     /// §3.8).
     fn on_heartbeat(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let msg = Msg::Heartbeat {
-            g_view: self.view.g_view,
-            recovering: self.status == Status::Recovering,
+            g_view: self.core.view.g_view,
+            recovering: self.core.status == Status::Recovering,
             delays: self.peer_delays.estimates(50.0),
         };
-        for vm in self.vm_members() {
+        for vm in self.core.vm_members() {
             ctx.send(vm, msg.clone());
         }
     }
@@ -659,15 +698,15 @@ impl Server {
     /// announcements and the new view's log at a leader, the view change's
     /// messages, a restarted server's question for the view.
     fn on_resend(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        match self.status {
-            Status::Normal if self.is_leader() => {
+        match self.core.status {
+            Status::Normal if self.core.is_leader() => {
                 self.renotify(ctx);
                 self.resend_start_view(ctx);
             }
             Status::Normal => {}
             Status::ViewChange => self.resend_view_change(ctx),
             Status::Recovering => {
-                for vm in self.vm_members() {
+                for vm in self.core.vm_members() {
                     ctx.send(vm, Msg::GetView);
                 }
             }
@@ -678,8 +717,8 @@ impl Server {
     /// round trip), which the view manager learns from heartbeats.
     fn probe_other_shards(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let send_clock_ns = ctx.clock_ns();
-        for s in (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard) {
-            for peer in self.topo.replicas(s).to_vec() {
+        for s in (0..self.core.topo.shards).map(ShardId).filter(|s| *s != self.core.shard) {
+            for peer in self.core.topo.replicas(s).to_vec() {
                 ctx.send(peer, Msg::Probe { send_clock_ns, low_watermark: 0 });
             }
         }
@@ -694,18 +733,18 @@ impl Process<Tiga> for Server {
     /// appends not yet durable.
     fn check_invariants(&self) {
         let applied = self.executed.applied();
-        assert!(self.log.base() <= applied, "entries folded before they were applied");
-        assert!(applied <= self.log.commit_point(), "applied past the commit-point");
-        assert!(self.log.commit_point() <= self.log.sync_point(), "committed past the sync-point");
-        assert!(self.log.sync_point() <= self.log.len(), "the sync-point past the log's end");
+        assert!(self.core.log.base() <= applied, "entries folded before they were applied");
+        assert!(applied <= self.core.log.commit_point(), "applied past the commit-point");
+        assert!(self.core.log.commit_point() <= self.core.log.sync_point(), "committed past the sync-point");
+        assert!(self.core.log.sync_point() <= self.core.log.len(), "the sync-point past the log's end");
         for p in self.pq.values().take(CHECKED_MAX) {
-            assert!(self.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
+            assert!(self.core.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
-        if self.status == Status::Normal && !self.is_leader() {
+        if self.core.status == Status::Normal && !self.core.is_leader() {
             assert_eq!(self.optimistic.executions(), 0, "a follower holds optimistic executions");
             assert!(self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting), "a follower released one");
         }
-        self.outbox.check_invariants();
+        self.core.outbox.check_invariants();
     }
 
     /// See `Process::state_sizes`.
@@ -716,21 +755,19 @@ impl Process<Tiga> for Server {
         out("held", self.held.len());
         out("fetched", self.fetched.len());
         out("conflict_keys", self.conflicts.len());
-        out("log_entries", self.log.held());
+        out("log_entries", self.core.log.held());
         out("key_hashes", self.hashes.len());
         out("replied", self.executed.replied_len());
         out("done", self.executed.folded().len());
         out("watermarks", self.executed.folded().watermarks_len());
         out("undo", self.optimistic.executions());
         out("notes", self.announcements.len());
-        out("outbox", self.outbox.len());
+        out("outbox", self.core.outbox.len());
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        while let Some(freed) = self.outbox.next_freed(upto) {
-            self.on_durable(ctx, freed);
-        }
-        if self.is_leader() {
+        self.core.persisted(ctx, upto);
+        if self.core.is_leader() {
             self.advance_commit_point();
         }
         self.after_event(ctx);
@@ -741,10 +778,10 @@ impl Process<Tiga> for Server {
     /// the view manager told it the current view and that view's leader
     /// gave it the log (Algorithm 6).
     fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
-        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
-        ctx.set_timer(self.cfg.heartbeat_ns, Timer::Heartbeat);
-        ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
-        ctx.set_timer(self.cfg.resend_ns, Timer::Resend);
+        ctx.set_timer(self.core.cfg.server_tick_ns, Timer::ServerTick);
+        ctx.set_timer(self.core.cfg.heartbeat_ns, Timer::Heartbeat);
+        ctx.set_timer(self.core.cfg.probe_interval_ns, Timer::Probe);
+        ctx.set_timer(self.core.cfg.resend_ns, Timer::Resend);
         if durable.is_empty() {
             return;
         }
@@ -772,9 +809,9 @@ impl Process<Tiga> for Server {
                 }
                 Record::SyncPoint(p) => synced = p,
                 Record::View { view, last_normal_view, led } => {
-                    self.view = view;
-                    self.last_normal_view = last_normal_view;
-                    self.led = led;
+                    self.core.view = view;
+                    self.core.last_normal_view = last_normal_view;
+                    self.core.led = led;
                     tentative.clear();
                 }
                 Record::Tentative(e) => {
@@ -784,20 +821,20 @@ impl Process<Tiga> for Server {
             }
         }
         // A leader's log is its own.
-        let synced = if self.led { log.len() } else { synced.clamp(log.base(), log.len()) };
-        self.log.reset(log, synced, committed);
+        let synced = if self.core.led { log.len() } else { synced.clamp(log.base(), log.len()) };
+        self.core.log.reset(log, synced, committed);
         self.rebuild_derived();
         // Its votes for them count in the next view change, as if its queue
         // had been moved into the log (Algorithm 5 lines 7-9), past the
         // sync-point.
         let mut votes: Vec<LogEntry> =
-            tentative.into_values().filter(|e| self.log.position(e.body.id).is_none()).collect();
+            tentative.into_values().filter(|e| self.core.log.position(e.body.id).is_none()).collect();
         votes.sort_by_key(|e| e.stamp());
         for e in votes {
-            self.log.push(e);
+            self.core.log.push(e);
         }
-        self.status = Status::Recovering;
-        for vm in self.vm_members() {
+        self.core.status = Status::Recovering;
+        for vm in self.core.vm_members() {
             ctx.send(vm, Msg::GetView);
         }
     }
@@ -818,19 +855,19 @@ impl Server {
         match timer {
             Timer::Release => self.on_release_timer(ctx),
             Timer::ServerTick => {
-                ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+                ctx.set_timer(self.core.cfg.server_tick_ns, Timer::ServerTick);
                 self.on_tick(ctx);
             }
             Timer::Heartbeat => {
-                ctx.set_timer(self.cfg.heartbeat_ns, Timer::Heartbeat);
+                ctx.set_timer(self.core.cfg.heartbeat_ns, Timer::Heartbeat);
                 self.on_heartbeat(ctx);
             }
             Timer::Probe => {
-                ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
+                ctx.set_timer(self.core.cfg.probe_interval_ns, Timer::Probe);
                 self.probe_other_shards(ctx);
             }
             Timer::Resend => {
-                ctx.set_timer(self.cfg.resend_ns, Timer::Resend);
+                ctx.set_timer(self.core.cfg.resend_ns, Timer::Resend);
                 self.on_resend(ctx);
             }
             Timer::CoordinatorTick | Timer::VmTick | Timer::Vm(_) => {} // other roles' timers
@@ -841,7 +878,7 @@ impl Server {
         match msg {
             Msg::Submit(m) => self.on_submit(ctx, from, m),
             Msg::Probe { send_clock_ns, low_watermark } => {
-                if self.topo.is_client(from) {
+                if self.core.topo.is_client(from) {
                     self.executed.note_watermark(from, low_watermark);
                 }
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
@@ -856,13 +893,16 @@ impl Server {
             Msg::TsNotify(m) => self.on_notify(ctx, from, m),
             Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
             Msg::TxnFound { body, t } => self.on_txn_found(ctx, from, body, t),
-            Msg::LogSync(m) if m.g_view == self.view.g_view => self.on_log_sync(ctx, from, m),
-            Msg::SyncReport(m) if m.g_view == self.view.g_view => self.on_sync_report(ctx, from, m),
+            Msg::LogSync(m) if m.g_view == self.core.view.g_view => self.on_log_sync(ctx, from, m),
+            Msg::SyncReport(m) if m.g_view == self.core.view.g_view => self.on_sync_report(ctx, from, m),
             Msg::Bodies { bodies } => self.on_bodies(bodies),
             Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
             Msg::FetchCheckpoint { .. } => ctx.send(
                 from,
-                Msg::CheckpointState { g_view: self.view.g_view, checkpoint: Arc::clone(self.executed.checkpoint()) },
+                Msg::CheckpointState {
+                    g_view: self.core.view.g_view,
+                    checkpoint: Arc::clone(self.executed.checkpoint()),
+                },
             ),
             Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
             Msg::CurrentView(view) => self.on_current_view(ctx, view),

@@ -43,38 +43,24 @@ pub(super) struct ReportedLog {
     pub commit_point: u64,
 }
 
-/// A leader's log synchronization state: each replica's progress, and how
-/// much of its own log is durable (the leader counts towards `f + 1` only
-/// with what it persisted; the server's durable outbox tells it). Indexed
+/// A leader's log synchronization state: each replica's progress. Indexed
 /// by replica.
 #[derive(Debug)]
 pub(super) struct LogProgress {
     followers: Vec<Follower>,
-    /// The length of this leader's log known durable.
-    own_durable_len: u64,
 }
 
 impl LogProgress {
     pub(super) fn new(replicas: u32) -> Self {
-        LogProgress {
-            followers: vec![Follower { in_view: true, ..Follower::default() }; replicas as usize],
-            own_durable_len: 0,
-        }
+        LogProgress { followers: vec![Follower { in_view: true, ..Follower::default() }; replicas as usize] }
     }
 
     /// A new view's log of `len` entries: every follower has it (the view
-    /// change sent it), none acknowledged yet; nothing of it is durable
-    /// here yet.
+    /// change sent it), none acknowledged yet.
     pub(super) fn restart_at(&mut self, len: u64) {
         for f in &mut self.followers {
             *f = Follower { acked: 0, sent: len, stalled_ticks: 0, in_view: false, reported: f.reported };
         }
-        self.own_durable_len = 0;
-    }
-
-    /// This leader's log is `len` entries long durably.
-    pub(super) fn durable_len(&mut self, len: u64) {
-        self.own_durable_len = self.own_durable_len.max(len);
     }
 
     fn acknowledged(&mut self, r: usize, sync_point: u64) {
@@ -99,15 +85,11 @@ impl LogProgress {
         }
     }
 
-    /// The position each replica has synced (`me`'s: its durable log),
-    /// largest first.
-    fn synced_descending(&self, me: usize) -> Vec<u64> {
-        let mut synced: Vec<u64> = self
-            .followers
-            .iter()
-            .enumerate()
-            .map(|(r, f)| if r == me { self.own_durable_len } else { f.acked })
-            .collect();
+    /// The position each replica has synced (`me`'s: the length of its log
+    /// known durable, `durable_len`), largest first.
+    fn synced_descending(&self, me: usize, durable_len: u64) -> Vec<u64> {
+        let mut synced: Vec<u64> =
+            self.followers.iter().enumerate().map(|(r, f)| if r == me { durable_len } else { f.acked }).collect();
         synced.sort_unstable_by(|a, b| b.cmp(a));
         synced
     }
@@ -131,7 +113,7 @@ impl LogProgress {
 
 impl Server {
     fn follower_index(&self, ctx: &Ctx<'_, Tiga>, node: NodeId) -> Option<usize> {
-        ctx.topology().replicas(self.shard).iter().position(|n| *n == node)
+        ctx.topology().replicas(self.core.shard).iter().position(|n| *n == node)
     }
 
     /// Leader: sends every follower the log entries it has not been sent
@@ -140,41 +122,45 @@ impl Server {
     pub(super) fn sync_followers(&mut self, ctx: &mut Ctx<'_, Tiga>, heartbeat: bool) {
         let followers: Vec<(usize, NodeId)> = ctx
             .topology()
-            .replicas(self.shard)
+            .replicas(self.core.shard)
             .iter()
             .copied()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != self.replica)
+            .filter(|(r, _)| *r as u32 != self.core.replica)
             .collect();
         for (r, node) in followers {
-            if self.progress.followers[r].sent < self.log.base() {
+            if self.progress.followers[r].sent < self.core.log.base() {
                 // It lacks entries this leader folded: the checkpoint
                 // stands for them (§4).
                 self.send_checkpoint(ctx, node);
-                self.progress.followers[r].sent = self.log.base();
+                self.progress.followers[r].sent = self.core.log.base();
             }
             let from_pos = self.progress.followers[r].sent;
-            let upto = self.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
+            let upto = self.core.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
             if upto == from_pos && !heartbeat {
                 continue;
             }
-            let entries: Vec<(TxnId, u64)> = self.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
+            let entries: Vec<(TxnId, u64)> =
+                self.core.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
             self.progress.followers[r].sent = upto;
             let msg = Msg::LogSync(LogSync {
-                g_view: self.view.g_view,
-                l_view: self.view.l_view(self.shard),
+                g_view: self.core.view.g_view,
+                l_view: self.core.view.l_view(self.core.shard),
                 from_pos,
                 entries,
-                commit_point: self.log.commit_point(),
+                commit_point: self.core.log.commit_point(),
             });
-            self.send_durable(ctx, node, msg);
+            self.core.send_durable(ctx, node, msg);
         }
     }
 
     /// Leader: a follower's progress; send what it misses.
     pub(super) fn on_sync_report(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: SyncReport) {
         let SyncReport { l_view, sync_point, missing, .. } = m;
-        if !self.is_leader() || self.status != Status::Normal || l_view != self.view.l_view(self.shard) {
+        if !self.core.is_leader()
+            || self.core.status != Status::Normal
+            || l_view != self.core.view.l_view(self.core.shard)
+        {
             return;
         }
         let Some(r) = self.follower_index(ctx, from) else { return };
@@ -183,7 +169,7 @@ impl Server {
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                self.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| self.pq.get(*id).map(|p| p.body.clone()))
+                self.core.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| self.pq.get(*id).map(|p| p.body.clone()))
             })
             .collect();
         if !bodies.is_empty() {
@@ -195,19 +181,19 @@ impl Server {
     /// Leader: the commit-point is the largest position that `f + 1`
     /// servers (the leader's durable log included) have synced.
     pub(super) fn advance_commit_point(&mut self) {
-        let synced = self.progress.synced_descending(self.replica as usize);
-        let point = synced[self.f()].min(self.log.len());
-        self.log.commit_to(point);
+        let synced = self.progress.synced_descending(self.core.replica as usize, self.core.durable_len());
+        let point = synced[self.core.f()].min(self.core.log.len());
+        self.core.log.commit_to(point);
     }
 
     /// Leader, every tick: re-send to followers that made no progress, and
     /// carry the commit-point.
     pub(super) fn leader_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        for r in 0..self.n as usize {
-            if r as u32 == self.replica {
+        for r in 0..self.core.n as usize {
+            if r as u32 == self.core.replica {
                 continue;
             }
-            self.progress.tick(r, self.cfg.resync_after_ticks);
+            self.progress.tick(r, self.core.cfg.resync_after_ticks);
         }
         self.sync_followers(ctx, true);
     }
@@ -215,20 +201,23 @@ impl Server {
     /// Follower: make the log agree with the leader's from `from_pos` on.
     pub(super) fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) {
         let LogSync { l_view, from_pos, entries, commit_point, .. } = m;
-        if self.status != Status::Normal || self.is_leader() || l_view != self.view.l_view(self.shard) {
+        if self.core.status != Status::Normal
+            || self.core.is_leader()
+            || l_view != self.core.view.l_view(self.core.shard)
+        {
             return;
         }
-        if from != self.leader_node(ctx, self.shard) {
+        if from != self.core.leader_node(ctx, self.core.shard) {
             return;
         }
         let mut missing = Vec::new();
-        if from_pos <= self.log.sync_point() {
-            let skip = (self.log.sync_point() - from_pos) as usize;
+        if from_pos <= self.core.log.sync_point() {
+            let skip = (self.core.log.sync_point() - from_pos) as usize;
             let wanted: Vec<(TxnId, u64)> = entries.into_iter().skip(skip).collect();
             missing = self.adopt(ctx, wanted);
         }
-        let synced = self.log.sync_point();
-        self.log.commit_to(commit_point.min(synced));
+        let synced = self.core.log.sync_point();
+        self.core.log.commit_to(commit_point.min(synced));
         self.execute_committed(ctx);
         // Progress is reported every tick; bodies are asked for at once.
         if !missing.is_empty() {
@@ -238,14 +227,14 @@ impl Server {
 
     /// Follower: tell the leader how far this log agrees with its own.
     pub(super) fn report_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
-        let leader = self.leader_node(ctx, self.shard);
+        let leader = self.core.leader_node(ctx, self.core.shard);
         let msg = Msg::SyncReport(SyncReport {
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            sync_point: self.log.sync_point(),
+            g_view: self.core.view.g_view,
+            l_view: self.core.view.l_view(self.core.shard),
+            sync_point: self.core.log.sync_point(),
             missing,
         });
-        self.send_durable(ctx, leader, msg);
+        self.core.send_durable(ctx, leader, msg);
     }
 
     /// Makes the log agree with the leader's entries from the sync-point on
@@ -253,14 +242,14 @@ impl Server {
     /// follower lacks. In the common case each entry is already in place
     /// and only the sync-point moves.
     fn adopt(&mut self, ctx: &mut Ctx<'_, Tiga>, wanted: Vec<(TxnId, u64)>) -> Vec<TxnId> {
-        let start = self.log.sync_point();
+        let start = self.core.log.sync_point();
         let mut changed_from = u64::MAX;
         let mut missing = Vec::new();
         let mut wanted = wanted.into_iter();
         for (id, t) in wanted.by_ref() {
-            let pos = self.log.sync_point();
-            if self.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
-                self.log.sync_to(pos + 1);
+            let pos = self.core.log.sync_point();
+            if self.core.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
+                self.core.log.sync_to(pos + 1);
                 continue;
             }
             let Some(body) = self.find_body(id) else {
@@ -269,7 +258,7 @@ impl Server {
             };
             self.place(pos, LogEntry { body, t });
             changed_from = changed_from.min(pos);
-            self.log.sync_to(pos + 1);
+            self.core.log.sync_to(pos + 1);
         }
         // Ask for every body the rest of the batch lacks at once: one
         // round trip instead of one per missing entry (a follower that
@@ -277,12 +266,12 @@ impl Server {
         // one entry per round trip while the slow path waits on it).
         missing.extend(wanted.map(|(id, _)| id).filter(|id| self.find_body(*id).is_none()).take(SYNC_BATCH_MAX));
         if changed_from != u64::MAX {
-            let suffix = self.log.suffix(changed_from).to_vec();
-            self.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
+            let suffix = self.core.log.suffix(changed_from).to_vec();
+            self.core.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
         }
-        if self.log.sync_point() > start {
-            self.persist(ctx, Record::SyncPoint(self.log.sync_point()));
-            ctx.count("slow_syncs", self.log.sync_point() - start);
+        if self.core.log.sync_point() > start {
+            self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+            ctx.count("slow_syncs", self.core.log.sync_point() - start);
         }
         missing
     }
@@ -291,22 +280,22 @@ impl Server {
     /// the leader's timestamp) or from the queue, hashes and conflict maps
     /// following.
     fn place(&mut self, pos: u64, entry: LogEntry) {
-        let topo = Arc::clone(&self.topo);
+        let topo = Arc::clone(&self.core.topo);
         let shard_of = |k| topo.shard_of(k);
-        if let Some(q) = self.log.position(entry.body.id) {
+        if let Some(q) = self.core.log.position(entry.body.id) {
             debug_assert!(q >= pos, "synced entries do not move");
-            let old = self.log.remove_unsynced(q);
-            self.hashes.toggle(&old, self.shard, shard_of);
+            let old = self.core.log.remove_unsynced(q);
+            self.hashes.toggle(&old, self.core.shard, shard_of);
         }
         self.forget_pending(entry.body.id);
-        self.hashes.toggle(&entry, self.shard, shard_of);
-        let (reads, writes) = self.keys_of(&entry.body);
+        self.hashes.toggle(&entry, self.core.shard, shard_of);
+        let (reads, writes) = self.core.keys_of(&entry.body);
         self.conflicts.released(entry.stamp(), &reads, &writes);
-        self.log.insert_unsynced(pos, entry);
+        self.core.log.insert_unsynced(pos, entry);
     }
 
     fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
-        if let Some(e) = self.log.entry_of(id) {
+        if let Some(e) = self.core.log.entry_of(id) {
             return Some(e.body.clone());
         }
         if let Some(p) = self.pq.get(id) {
@@ -325,7 +314,7 @@ impl Server {
     /// Follower: bodies it asked for.
     pub(super) fn on_bodies(&mut self, bodies: Vec<Arc<TxnBody>>) {
         for b in bodies.into_iter().take(SYNC_BATCH_MAX) {
-            if b.shards.contains(&self.shard) && self.log.position(b.id).is_none() {
+            if b.shards.contains(&self.core.shard) && self.core.log.position(b.id).is_none() {
                 self.fetched.insert(b.id, b);
             }
         }
@@ -333,7 +322,7 @@ impl Server {
 
     /// Follower: answer a coordinator's slow-path inquiry (Appendix E).
     pub(super) fn on_sync_inquiry(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, ids: Vec<TxnId>) {
-        if shard != self.shard || self.status != Status::Normal || self.is_leader() {
+        if shard != self.core.shard || self.core.status != Status::Normal || self.core.is_leader() {
             return;
         }
         let synced: Vec<(TxnId, u64)> = ids
@@ -343,12 +332,12 @@ impl Server {
                 if let Some(d) = self.executed.folded().get(*id) {
                     return Some((*id, d.t)); // folded: synced long ago
                 }
-                let pos = self.log.position(*id)?;
-                (pos < self.log.sync_point()).then(|| (*id, self.log.get(pos).expect("indexed").t))
+                let pos = self.core.log.position(*id)?;
+                (pos < self.core.log.sync_point()).then(|| (*id, self.core.log.get(pos).expect("indexed").t))
             })
             .collect();
-        let msg = Msg::SyncReply { shard, g_view: self.view.g_view, l_view: self.view.l_view(shard), synced };
-        self.send_durable(ctx, from, msg);
+        let msg = Msg::SyncReply { shard, g_view: self.core.view.g_view, l_view: self.core.view.l_view(shard), synced };
+        self.core.send_durable(ctx, from, msg);
     }
 }
 
@@ -360,15 +349,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_leader_counts_towards_the_commit_point_only_with_its_durable_log() {
+    fn the_leader_counts_towards_the_commit_point_with_its_durable_log() {
         let mut p = LogProgress::new(3);
         p.restart_at(0);
         p.acknowledged(1, 8);
-        assert_eq!(p.synced_descending(0), [8, 0, 0], "nothing durable at the leader yet");
-        p.durable_len(10);
-        assert_eq!(p.synced_descending(0), [10, 8, 0]);
-        p.durable_len(9);
-        assert_eq!(p.synced_descending(0), [10, 8, 0], "durable lengths only grow");
+        assert_eq!(p.synced_descending(0, 0), [8, 0, 0], "nothing durable at the leader yet");
+        assert_eq!(p.synced_descending(0, 10), [10, 8, 0]);
     }
 
     #[test]
