@@ -28,7 +28,7 @@
 use super::Tiga;
 use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, Done, DoneList, LogEntry, Msg, NO_HASH, Record, Snapshot, Stamp};
+use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Record, Snapshot, Stamp};
 use super::server::{PState, Replied, Server, Status};
 use meridian_core::{Ctx, Key, NodeId, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
@@ -439,16 +439,7 @@ impl Server {
             && cp.upto > self.core.log.sync_point()
         {
             self.adopt_checkpoint(ctx, cp);
-            self.report_sync(ctx, Vec::new());
+            super::sync::report_sync(&mut self.core, ctx, Vec::new());
         }
-    }
-
-    /// Leader: a follower that has synced less than this log's base gets the
-    /// checkpoint (the folded entries cannot be sent).
-    pub(super) fn send_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
-        ctx.count("checkpoints_sent", 1);
-        let msg =
-            Msg::CheckpointState { g_view: self.core.view.g_view, checkpoint: Arc::clone(self.executed.checkpoint()) };
-        self.core.send_durable(ctx, to, msg);
     }
 }

@@ -164,7 +164,7 @@ impl Server {
     /// view change drops it (the one place it is reset).
     fn forget_view_work(&mut self) {
         self.held.clear();
-        self.fetched.clear();
+        self.sync.forget_fetched();
         self.announcements.clear();
         self.optimistic.forget_executions();
     }
@@ -213,7 +213,7 @@ impl Server {
         let ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } = m;
         let c = Contribution { last_normal_view, sync_point, commit_point, base, log };
         if let Some(r) = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == from) {
-            self.progress.reported(r, super::sync::ReportedLog { base: c.base, commit_point: c.commit_point });
+            self.sync.reported(r, super::sync::ReportedLog { base: c.base, commit_point: c.commit_point });
         }
         if g_view > self.core.view.g_view {
             // The sender knows a newer view than this server: ask for it.
@@ -629,7 +629,7 @@ impl Server {
     pub(super) fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
         let base = self.core.log.base();
         let r = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == to);
-        let covered = r.is_some_and(|r| self.progress.covers(r, base));
+        let covered = r.is_some_and(|r| self.sync.covers(r, base));
         let checkpoint = (base > 0 && !covered).then(|| Arc::clone(self.executed.checkpoint()));
         let msg = Msg::StartView(StartView {
             g_view: self.core.view.g_view,
@@ -654,7 +654,7 @@ impl Server {
             return;
         }
         if self.core.status == Status::Normal {
-            return self.report_sync(ctx, Vec::new()); // a re-send: acknowledge
+            return super::sync::report_sync(&mut self.core, ctx, Vec::new()); // a re-send: acknowledge
         }
         if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.core.log.base() && cp.upto == base) {
             self.adopt_checkpoint(ctx, cp);
@@ -670,7 +670,7 @@ impl Server {
             return self.send_view_change(ctx);
         };
         self.install_log(ctx, entries, false);
-        self.report_sync(ctx, Vec::new());
+        super::sync::report_sync(&mut self.core, ctx, Vec::new());
     }
 
     /// Replaces the log (from this server's base) and everything derived
@@ -689,7 +689,7 @@ impl Server {
         self.core.last_normal_view = self.core.view.g_view;
         self.core.led = leading;
         let len = self.core.log.len();
-        self.progress.restart_at(len);
+        self.sync.restart_at(len);
         self.core.forget_durable_len();
         self.persist_snapshot(ctx);
         if leading {
@@ -709,7 +709,7 @@ impl Server {
             .replicas(self.core.shard)
             .iter()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != self.core.replica && !self.progress.in_view(*r))
+            .filter(|(r, _)| *r as u32 != self.core.replica && !self.sync.in_view(*r))
             .map(|(_, n)| *n)
             .collect();
         for node in lagging {

@@ -19,6 +19,7 @@ use super::messages::{
     Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Stamp, Submit, Timer, TxnBody, View,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
+use super::sync::{self, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -259,8 +260,6 @@ pub struct Server {
     /// Followers: transactions that arrived too late, awaiting the leader's
     /// order (§3.2) — which gives their timestamp too.
     pub(super) held: BTreeMap<TxnId, Arc<TxnBody>>,
-    /// Followers: bodies fetched from the leader, awaiting their place.
-    pub(super) fetched: super::sync::Fetched,
     /// rMap and wMap (§3.2).
     pub(super) conflicts: ConflictMaps,
     /// The armed release timer.
@@ -272,9 +271,10 @@ pub struct Server {
     /// Leader: optimistic execution in timestamp order, with revocable
     /// versions (§3.3).
     pub(super) optimistic: Optimistic,
-    // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
+    /// Leaders: timestamp agreement (agreement.rs).
     pub(super) announcements: super::agreement::Announcements,
-    pub(super) progress: super::sync::LogProgress,
+    /// Log synchronization: followers' progress, fetched bodies (sync.rs).
+    pub(super) sync: SyncState,
     // recovery (recovery.rs)
     pub(super) rebuild: super::recovery::Rebuild,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
@@ -303,14 +303,13 @@ impl Server {
             core,
             pq: TxnQueue::default(),
             held: BTreeMap::new(),
-            fetched: Default::default(),
             conflicts: ConflictMaps::default(),
             release_armed: None,
             hashes: KeyHashes::new(),
             executed: Executed::new(),
             optimistic: Optimistic::default(),
             announcements: Default::default(),
-            progress: super::sync::LogProgress::new(n),
+            sync: SyncState::new(n),
             rebuild: Default::default(),
             peer_delays: Default::default(),
         }
@@ -646,7 +645,7 @@ impl Server {
             return;
         }
         if self.core.is_leader() {
-            self.sync_followers(ctx, false);
+            self.sync.sync_followers(&mut self.core, ctx, self.executed.checkpoint(), false);
         }
         self.execute_committed(ctx);
     }
@@ -673,10 +672,10 @@ impl Server {
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         match self.core.status {
             Status::Normal if self.core.is_leader() => {
-                self.leader_tick(ctx);
+                self.sync.leader_tick(&mut self.core, ctx, self.executed.checkpoint());
                 self.fetch_unknown(ctx);
             }
-            Status::Normal => self.report_sync(ctx, Vec::new()),
+            Status::Normal => sync::report_sync(&mut self.core, ctx, Vec::new()),
             Status::ViewChange | Status::Recovering => {}
         }
     }
@@ -753,7 +752,7 @@ impl Process<Tiga> for Server {
         out("executed_keys", self.executed.state().keys());
         out("queue", self.pq.len());
         out("held", self.held.len());
-        out("fetched", self.fetched.len());
+        out("fetched", self.sync.fetched_len());
         out("conflict_keys", self.conflicts.len());
         out("log_entries", self.core.log.held());
         out("key_hashes", self.hashes.len());
@@ -768,7 +767,7 @@ impl Process<Tiga> for Server {
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
         self.core.persisted(ctx, upto);
         if self.core.is_leader() {
-            self.advance_commit_point();
+            self.sync.advance_commit_point(&mut self.core);
         }
         self.after_event(ctx);
     }
@@ -893,9 +892,19 @@ impl Server {
             Msg::TsNotify(m) => self.on_notify(ctx, from, m),
             Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
             Msg::TxnFound { body, t } => self.on_txn_found(ctx, from, body, t),
-            Msg::LogSync(m) if m.g_view == self.core.view.g_view => self.on_log_sync(ctx, from, m),
-            Msg::SyncReport(m) if m.g_view == self.core.view.g_view => self.on_sync_report(ctx, from, m),
-            Msg::Bodies { bodies } => self.on_bodies(bodies),
+            Msg::LogSync(m) if m.g_view == self.core.view.g_view => {
+                let missing = self.on_log_sync(ctx, from, m);
+                if !missing.is_empty() {
+                    // Progress is reported every tick; bodies are asked for
+                    // at once, after executing what became committed.
+                    self.execute_committed(ctx);
+                    sync::report_sync(&mut self.core, ctx, missing);
+                }
+            }
+            Msg::SyncReport(m) if m.g_view == self.core.view.g_view => {
+                self.sync.on_sync_report(&mut self.core, ctx, from, m, &self.pq)
+            }
+            Msg::Bodies { bodies } => self.sync.on_bodies(&self.core, bodies),
             Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
             Msg::FetchCheckpoint { .. } => ctx.send(
                 from,
@@ -904,7 +913,9 @@ impl Server {
                     checkpoint: Arc::clone(self.executed.checkpoint()),
                 },
             ),
-            Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
+            Msg::SyncInquiry { shard, ids } => {
+                sync::on_sync_inquiry(&mut self.core, ctx, from, shard, ids, self.executed.folded())
+            }
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
             Msg::ViewChange(m) => self.on_view_change(ctx, from, m),
             Msg::TsVerify(m) => self.on_ts_verify(ctx, from, m),

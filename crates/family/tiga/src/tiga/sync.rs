@@ -10,8 +10,10 @@
 //! batched slow-reply inquiry of Appendix E).
 
 use super::Tiga;
+use super::checkpoint::Folded;
+use super::messages::Checkpoint;
 use super::messages::{LogEntry, LogSync, Msg, Record, SyncReport, TxnBody};
-use super::server::{Server, Status};
+use super::server::{Core, Server, Status, TxnQueue};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
@@ -111,104 +113,224 @@ impl LogProgress {
     }
 }
 
-impl Server {
-    fn follower_index(&self, ctx: &Ctx<'_, Tiga>, node: NodeId) -> Option<usize> {
-        ctx.topology().replicas(self.core.shard).iter().position(|n| *n == node)
+/// Log synchronization (§3.7): a leader's view of its followers' logs, and
+/// a follower's bodies fetched from its leader awaiting their place. Owned
+/// by the server; its methods take the server's [`Core`] (view, status, log
+/// and points, outbox) and whatever else they read as parameters, and call
+/// no other concern.
+pub(super) struct SyncState {
+    progress: LogProgress,
+    /// Follower: bodies fetched from the leader, awaiting their place.
+    fetched: Fetched,
+}
+
+fn follower_index(ctx: &Ctx<'_, Tiga>, core: &Core, node: NodeId) -> Option<usize> {
+    ctx.topology().replicas(core.shard).iter().position(|n| *n == node)
+}
+
+impl SyncState {
+    pub(super) fn new(replicas: u32) -> Self {
+        SyncState { progress: LogProgress::new(replicas), fetched: Fetched::default() }
     }
 
     /// Leader: sends every follower the log entries it has not been sent
-    /// (only once durable here). `heartbeat` sends even an empty batch, to
+    /// (only once durable here); one that lacks entries this leader folded
+    /// gets `checkpoint` first. `heartbeat` sends even an empty batch, to
     /// carry the commit-point.
-    pub(super) fn sync_followers(&mut self, ctx: &mut Ctx<'_, Tiga>, heartbeat: bool) {
+    pub(super) fn sync_followers(
+        &mut self,
+        core: &mut Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        checkpoint: &Arc<Checkpoint>,
+        heartbeat: bool,
+    ) {
         let followers: Vec<(usize, NodeId)> = ctx
             .topology()
-            .replicas(self.core.shard)
+            .replicas(core.shard)
             .iter()
             .copied()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != self.core.replica)
+            .filter(|(r, _)| *r as u32 != core.replica)
             .collect();
         for (r, node) in followers {
-            if self.progress.followers[r].sent < self.core.log.base() {
+            if self.progress.followers[r].sent < core.log.base() {
                 // It lacks entries this leader folded: the checkpoint
                 // stands for them (§4).
-                self.send_checkpoint(ctx, node);
-                self.progress.followers[r].sent = self.core.log.base();
+                ctx.count("checkpoints_sent", 1);
+                let msg = Msg::CheckpointState { g_view: core.view.g_view, checkpoint: Arc::clone(checkpoint) };
+                core.send_durable(ctx, node, msg);
+                self.progress.followers[r].sent = core.log.base();
             }
             let from_pos = self.progress.followers[r].sent;
-            let upto = self.core.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
+            let upto = core.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
             if upto == from_pos && !heartbeat {
                 continue;
             }
-            let entries: Vec<(TxnId, u64)> =
-                self.core.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
+            let entries: Vec<(TxnId, u64)> = core.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
             self.progress.followers[r].sent = upto;
             let msg = Msg::LogSync(LogSync {
-                g_view: self.core.view.g_view,
-                l_view: self.core.view.l_view(self.core.shard),
+                g_view: core.view.g_view,
+                l_view: core.view.l_view(core.shard),
                 from_pos,
                 entries,
-                commit_point: self.core.log.commit_point(),
+                commit_point: core.log.commit_point(),
             });
-            self.core.send_durable(ctx, node, msg);
+            core.send_durable(ctx, node, msg);
         }
     }
 
-    /// Leader: a follower's progress; send what it misses.
-    pub(super) fn on_sync_report(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: SyncReport) {
+    /// Leader: a follower's progress; send what it misses (from the log or
+    /// the queue `pq`).
+    pub(super) fn on_sync_report(
+        &mut self,
+        core: &mut Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        m: SyncReport,
+        pq: &TxnQueue,
+    ) {
         let SyncReport { l_view, sync_point, missing, .. } = m;
-        if !self.core.is_leader()
-            || self.core.status != Status::Normal
-            || l_view != self.core.view.l_view(self.core.shard)
-        {
+        if !core.is_leader() || core.status != Status::Normal || l_view != core.view.l_view(core.shard) {
             return;
         }
-        let Some(r) = self.follower_index(ctx, from) else { return };
+        let Some(r) = follower_index(ctx, core, from) else { return };
         self.progress.acknowledged(r, sync_point);
         let bodies: Vec<Arc<TxnBody>> = missing
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                self.core.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| self.pq.get(*id).map(|p| p.body.clone()))
+                core.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| pq.get(*id).map(|p| p.body.clone()))
             })
             .collect();
         if !bodies.is_empty() {
             ctx.send(from, Msg::Bodies { bodies });
         }
-        self.advance_commit_point();
+        self.advance_commit_point(core);
     }
 
     /// Leader: the commit-point is the largest position that `f + 1`
     /// servers (the leader's durable log included) have synced.
-    pub(super) fn advance_commit_point(&mut self) {
-        let synced = self.progress.synced_descending(self.core.replica as usize, self.core.durable_len());
-        let point = synced[self.core.f()].min(self.core.log.len());
-        self.core.log.commit_to(point);
+    pub(super) fn advance_commit_point(&self, core: &mut Core) {
+        let synced = self.progress.synced_descending(core.replica as usize, core.durable_len());
+        let point = synced[core.f()].min(core.log.len());
+        core.log.commit_to(point);
     }
 
     /// Leader, every tick: re-send to followers that made no progress, and
     /// carry the commit-point.
-    pub(super) fn leader_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        for r in 0..self.core.n as usize {
-            if r as u32 == self.core.replica {
+    pub(super) fn leader_tick(&mut self, core: &mut Core, ctx: &mut Ctx<'_, Tiga>, checkpoint: &Arc<Checkpoint>) {
+        for r in 0..core.n as usize {
+            if r as u32 == core.replica {
                 continue;
             }
-            self.progress.tick(r, self.core.cfg.resync_after_ticks);
+            self.progress.tick(r, core.cfg.resync_after_ticks);
         }
-        self.sync_followers(ctx, true);
+        self.sync_followers(core, ctx, checkpoint, true);
     }
 
-    /// Follower: make the log agree with the leader's from `from_pos` on.
-    pub(super) fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) {
+    /// Follower: bodies it asked for.
+    pub(super) fn on_bodies(&mut self, core: &Core, bodies: Vec<Arc<TxnBody>>) {
+        for b in bodies.into_iter().take(SYNC_BATCH_MAX) {
+            if b.shards.contains(&core.shard) && core.log.position(b.id).is_none() {
+                self.fetched.insert(b.id, b);
+            }
+        }
+    }
+
+    /// Follower: a body fetched from the leader.
+    pub(super) fn fetched(&self, id: TxnId) -> Option<&Arc<TxnBody>> {
+        self.fetched.get(&id)
+    }
+
+    /// Follower: the transaction has its place in the log.
+    pub(super) fn placed(&mut self, id: TxnId) {
+        self.fetched.remove(&id);
+    }
+
+    /// A view change: fetched bodies belong to the old view's leader.
+    pub(super) fn forget_fetched(&mut self) {
+        self.fetched.clear();
+    }
+
+    pub(super) fn fetched_len(&self) -> usize {
+        self.fetched.len()
+    }
+
+    /// A new view's log of `len` entries (see [`LogProgress::restart_at`]).
+    pub(super) fn restart_at(&mut self, len: u64) {
+        self.progress.restart_at(len);
+    }
+
+    /// Replica `r` described its log in a view change.
+    pub(super) fn reported(&mut self, r: usize, log: ReportedLog) {
+        self.progress.reported(r, log);
+    }
+
+    /// See [`LogProgress::covers`].
+    pub(super) fn covers(&self, r: usize, base: u64) -> bool {
+        self.progress.covers(r, base)
+    }
+
+    /// See [`LogProgress::in_view`].
+    pub(super) fn in_view(&self, r: usize) -> bool {
+        self.progress.in_view(r)
+    }
+}
+
+/// Follower: tell the leader how far this log agrees with its own.
+pub(super) fn report_sync(core: &mut Core, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
+    let leader = core.leader_node(ctx, core.shard);
+    let msg = Msg::SyncReport(SyncReport {
+        g_view: core.view.g_view,
+        l_view: core.view.l_view(core.shard),
+        sync_point: core.log.sync_point(),
+        missing,
+    });
+    core.send_durable(ctx, leader, msg);
+}
+
+/// Follower: answer a coordinator's slow-path inquiry (Appendix E) from the
+/// log and the memory of folded transactions.
+pub(super) fn on_sync_inquiry(
+    core: &mut Core,
+    ctx: &mut Ctx<'_, Tiga>,
+    from: NodeId,
+    shard: ShardId,
+    ids: Vec<TxnId>,
+    folded: &Folded,
+) {
+    if shard != core.shard || core.status != Status::Normal || core.is_leader() {
+        return;
+    }
+    let synced: Vec<(TxnId, u64)> = ids
+        .iter()
+        .take(SYNC_BATCH_MAX)
+        .filter_map(|id| {
+            if let Some(d) = folded.get(*id) {
+                return Some((*id, d.t)); // folded: synced long ago
+            }
+            let pos = core.log.position(*id)?;
+            (pos < core.log.sync_point()).then(|| (*id, core.log.get(pos).expect("indexed").t))
+        })
+        .collect();
+    let msg = Msg::SyncReply { shard, g_view: core.view.g_view, l_view: core.view.l_view(shard), synced };
+    core.send_durable(ctx, from, msg);
+}
+
+impl Server {
+    /// Follower: make the log agree with the leader's from `from_pos` on;
+    /// returns the ids whose bodies it lacks (the server executes what
+    /// became committed, then asks for them at once).
+    pub(super) fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) -> Vec<TxnId> {
         let LogSync { l_view, from_pos, entries, commit_point, .. } = m;
         if self.core.status != Status::Normal
             || self.core.is_leader()
             || l_view != self.core.view.l_view(self.core.shard)
         {
-            return;
+            return Vec::new();
         }
         if from != self.core.leader_node(ctx, self.core.shard) {
-            return;
+            return Vec::new();
         }
         let mut missing = Vec::new();
         if from_pos <= self.core.log.sync_point() {
@@ -218,23 +340,7 @@ impl Server {
         }
         let synced = self.core.log.sync_point();
         self.core.log.commit_to(commit_point.min(synced));
-        self.execute_committed(ctx);
-        // Progress is reported every tick; bodies are asked for at once.
-        if !missing.is_empty() {
-            self.report_sync(ctx, missing);
-        }
-    }
-
-    /// Follower: tell the leader how far this log agrees with its own.
-    pub(super) fn report_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
-        let leader = self.core.leader_node(ctx, self.core.shard);
-        let msg = Msg::SyncReport(SyncReport {
-            g_view: self.core.view.g_view,
-            l_view: self.core.view.l_view(self.core.shard),
-            sync_point: self.core.log.sync_point(),
-            missing,
-        });
-        self.core.send_durable(ctx, leader, msg);
+        missing
     }
 
     /// Makes the log agree with the leader's entries from the sync-point on
@@ -301,43 +407,14 @@ impl Server {
         if let Some(p) = self.pq.get(id) {
             return Some(p.body.clone());
         }
-        self.held.get(&id).cloned().or_else(|| self.fetched.get(&id).cloned())
+        self.held.get(&id).cloned().or_else(|| self.sync.fetched(id).cloned())
     }
 
     /// The transaction is placed by the leader: it no longer waits here.
     fn forget_pending(&mut self, id: TxnId) {
         self.dequeue(id);
         self.held.remove(&id);
-        self.fetched.remove(&id);
-    }
-
-    /// Follower: bodies it asked for.
-    pub(super) fn on_bodies(&mut self, bodies: Vec<Arc<TxnBody>>) {
-        for b in bodies.into_iter().take(SYNC_BATCH_MAX) {
-            if b.shards.contains(&self.core.shard) && self.core.log.position(b.id).is_none() {
-                self.fetched.insert(b.id, b);
-            }
-        }
-    }
-
-    /// Follower: answer a coordinator's slow-path inquiry (Appendix E).
-    pub(super) fn on_sync_inquiry(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, ids: Vec<TxnId>) {
-        if shard != self.core.shard || self.core.status != Status::Normal || self.core.is_leader() {
-            return;
-        }
-        let synced: Vec<(TxnId, u64)> = ids
-            .iter()
-            .take(SYNC_BATCH_MAX)
-            .filter_map(|id| {
-                if let Some(d) = self.executed.folded().get(*id) {
-                    return Some((*id, d.t)); // folded: synced long ago
-                }
-                let pos = self.core.log.position(*id)?;
-                (pos < self.core.log.sync_point()).then(|| (*id, self.core.log.get(pos).expect("indexed").t))
-            })
-            .collect();
-        let msg = Msg::SyncReply { shard, g_view: self.core.view.g_view, l_view: self.core.view.l_view(shard), synced };
-        self.core.send_durable(ctx, from, msg);
+        self.sync.placed(id);
     }
 }
 
