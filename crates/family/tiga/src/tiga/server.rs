@@ -11,12 +11,12 @@
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
 //! told others.
 
-use super::checkpoint::Executed;
+use super::checkpoint::{Executed, Replied};
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::{ShardLog, TigaLog};
 use super::messages::{
-    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Stamp, Submit, Timer, TxnBody, View,
+    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, Submit, Timer, TxnBody, View,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::sync::{self, SyncState};
@@ -35,20 +35,6 @@ pub enum Status {
     Normal,
     ViewChange,
     Recovering,
-}
-
-/// The last fast reply of a logged transaction, for resubmissions.
-#[derive(Clone, Debug)]
-pub(super) struct Replied {
-    pub t: u64,
-    /// The hash its fast reply carried; `None` if this server sent none
-    /// (an entry it learned from the log or a new leader's replay).
-    pub hash: Option<u128>,
-    /// The results: a leader's from its execution in this view (in log
-    /// order, so final), or else from execution up to the commit-point.
-    pub result: Option<Vec<OpResult>>,
-    /// The view whose leader executed it, if a leader did.
-    pub led_view: Option<u64>,
 }
 
 /// What waits for the appends before it to be durable.
@@ -720,6 +706,135 @@ impl Server {
             for peer in self.core.topo.replicas(s).to_vec() {
                 ctx.send(peer, Msg::Probe { send_clock_ns, low_watermark: 0 });
             }
+        }
+    }
+}
+
+/// Execution, checkpoints and snapshots (§4): the server sequences its
+/// `Executed` state, its log and what is derived from the log.
+impl Server {
+    /// Executes the log in order up to the commit-point, then checkpoints if
+    /// enough has accumulated.
+    pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let upto = self.core.log.commit_point().min(self.core.log.sync_point()).min(self.core.log.len());
+        self.executed.execute_upto(ctx, &self.core.log, upto, self.core.view.g_view, self.core.shard, &self.core.topo);
+        if self.executed.checkpoint_due(self.core.log.base(), self.core.cfg.checkpoint_entries) {
+            self.take_checkpoint(ctx);
+        }
+    }
+
+    /// Folds every executed entry into a new checkpoint and compacts the
+    /// durable log into a snapshot.
+    fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let upto = self.executed.applied();
+        let folded = self.core.log.fold_to(upto);
+        let now = ctx.clock_ns();
+        self.executed.fold(now, &folded, self.core.shard, &self.core.topo, self.core.cfg.done_retention_ns);
+        ctx.count("checkpoints", 1);
+        self.persist_snapshot(ctx);
+    }
+
+    /// Compacts the durable log into one snapshot of this server. The
+    /// snapshot stands for every record up to an append made just before
+    /// it (after a restart this server knows no earlier LSN, and records it
+    /// recovered must not outlive the snapshot), and another append follows
+    /// it: replies sent behind that one (through `send_durable`) leave only
+    /// once the snapshot is durable.
+    pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let covered = self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+        let tentative: Vec<LogEntry> = self
+            .pq
+            .values()
+            .filter(|p| matches!(p.state, PState::Executed { .. }))
+            .map(|p| LogEntry { body: p.body.clone(), t: p.t })
+            .collect();
+        let snap = Snapshot {
+            checkpoint: Arc::clone(self.executed.checkpoint()),
+            log: self.core.log.all().to_vec(),
+            sync_point: self.core.log.sync_point(),
+            commit_point: self.core.log.commit_point(),
+            view: self.core.view.clone(),
+            last_normal_view: self.core.last_normal_view,
+            led: self.core.led,
+            tentative,
+        };
+        ctx.compact(covered, Record::Snapshot(Arc::new(snap)));
+        self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+    }
+
+    /// Restart: the snapshot's server, before the records that follow it
+    /// (its log and points the caller restores with the records).
+    pub(super) fn restore_snapshot(&mut self, snap: &Snapshot) {
+        self.executed.install(Arc::clone(&snap.checkpoint));
+        self.core.view = snap.view.clone();
+        self.core.last_normal_view = snap.last_normal_view;
+        self.core.led = snap.led;
+    }
+
+    /// Takes a checkpoint from another server of the shard that folded past
+    /// what this one can execute. The entries this log holds beyond what it
+    /// had synced stay, after the checkpoint, as unsynced votes (unless they
+    /// are folded in it); everything else is covered by it.
+    pub(super) fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
+        assert!(cp.upto > self.core.log.base(), "adopting an older checkpoint");
+        let synced = self.core.log.sync_point();
+        let committed = self.core.log.commit_point().max(cp.upto);
+        self.executed.install(Arc::clone(&cp));
+        let old = &self.core.log;
+        let keep: Vec<LogEntry> = old
+            .all()
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| {
+                let pos = old.base() + *i as u64;
+                (pos >= synced || pos >= cp.upto) && !self.executed.folded().contains(e.body.id)
+            })
+            .map(|(_, e)| e.clone())
+            .collect();
+        self.core.log.reset(TigaLog::from_base(cp.upto, keep), cp.upto, committed);
+        self.executed.keep_replies_in(&self.core.log);
+        self.rebuild_derived();
+        ctx.count("checkpoints_installed", 1);
+        self.persist_snapshot(ctx);
+    }
+
+    /// Key hashes and conflict maps from the checkpoint and the held log
+    /// (and, at a leader, what it has released but not logged).
+    pub(super) fn rebuild_derived(&mut self) {
+        let cp = Arc::clone(self.executed.checkpoint());
+        self.hashes = KeyHashes::from_folded(&cp.hashes);
+        self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
+        let topo = Arc::clone(&self.core.topo);
+        for e in self.core.log.all().to_vec() {
+            self.hashes.toggle(&e, self.core.shard, |k| topo.shard_of(k));
+            let (reads, writes) = self.core.keys_of(&e.body);
+            self.conflicts.released(e.stamp(), &reads, &writes);
+        }
+    }
+
+    /// A checkpoint arrives: a follower behind its leader's base installs
+    /// it; a new leader waiting for it during a view change goes on.
+    pub(super) fn on_checkpoint_state(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        g_view: u64,
+        cp: Arc<Checkpoint>,
+    ) {
+        if g_view != self.core.view.g_view || cp.upto <= self.core.log.base() {
+            return;
+        }
+        if self.core.status == Status::ViewChange && self.core.is_leader() {
+            return self.on_fetched_checkpoint(ctx, from, cp);
+        }
+        let from_leader = from == self.core.leader_node(ctx, self.core.shard);
+        if self.core.status == Status::Normal
+            && !self.core.is_leader()
+            && from_leader
+            && cp.upto > self.core.log.sync_point()
+        {
+            self.adopt_checkpoint(ctx, cp);
+            super::sync::report_sync(&mut self.core, ctx, Vec::new());
         }
     }
 }
