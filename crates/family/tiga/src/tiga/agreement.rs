@@ -121,6 +121,11 @@ impl Announcements {
     }
 }
 
+/// Whether a queued transaction waits for timestamp agreement.
+fn awaiting_agreement(state: &PState) -> bool {
+    matches!(state, PState::Executed { .. } | PState::Notified)
+}
+
 impl Server {
     /// Announces this leader's timestamp for `id` to the other participant
     /// leaders: a proposal, or (`released`) its release at that timestamp.
@@ -216,7 +221,7 @@ impl Server {
             .values()
             .filter(|p| p.body.is_multi_shard())
             .take(RENOTIFY_MAX)
-            .map(|p| (p.body.id, p.t, p.body.shards.clone(), Server::awaiting_agreement(&p.state)))
+            .map(|p| (p.body.id, p.t, p.body.shards.clone(), awaiting_agreement(&p.state)))
             .collect();
         for (id, t, shards, released) in waiting {
             for shard in shards.into_iter().filter(|s| *s != self.core.shard) {

@@ -16,9 +16,11 @@ use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::{ShardLog, TigaLog};
 use super::messages::{
-    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, Submit, Timer, TxnBody, View,
+    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer, TsVerify,
+    TxnBody, View, ViewChange,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
+use super::recovery::{self, Finished};
 use super::sync::{self, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
@@ -835,6 +837,230 @@ impl Server {
         {
             self.adopt_checkpoint(ctx, cp);
             super::sync::report_sync(&mut self.core, ctx, Vec::new());
+        }
+    }
+}
+
+/// View change and rejoin (§4; Algorithms 5 and 6): the transitions that
+/// replace the server's state. The new leader's rebuild is
+/// `recovery::Rebuild`'s; the server sequences it with the other concerns.
+impl Server {
+    // ---- Algorithm 5 lines 1-15: a newer view arrives ----
+
+    pub(super) fn on_current_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+        if view.g_view < self.core.view.g_view
+            || (view.g_view == self.core.view.g_view && self.core.status != Status::Recovering)
+        {
+            return;
+        }
+        if self.core.status == Status::Recovering && view.g_view == self.core.view.g_view {
+            // Algorithm 6: still the view it restarted in; ask its leader
+            // for the log (a restarted leader is replaced by a new view).
+            return recovery::send_view_change(&mut self.core, ctx);
+        }
+        // A newer view: take part in its change like any server — its
+        // durable log holds every vote it gave — or lead it.
+        self.enter_view_change(ctx, view);
+    }
+
+    fn enter_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+        if self.core.status == Status::Normal {
+            self.flush_queue_into_log(ctx);
+        }
+        self.core.status = Status::ViewChange;
+        self.core.view = view;
+        self.rebuild.restart();
+        self.persist_view(ctx);
+        recovery::send_view_change(&mut self.core, ctx);
+    }
+
+    /// Algorithm 5 lines 7-9: the queue's transactions join the log in
+    /// timestamp order; optimistic executions are dropped with the store,
+    /// which the new log rebuilds.
+    fn flush_queue_into_log(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
+        self.forget_view_work();
+        if !pending.is_empty() {
+            let pos = self.core.log.len();
+            for e in &pending {
+                self.core.log.push(e.clone());
+            }
+            self.core.persist(ctx, Record::Log { pos, entries: pending });
+        }
+    }
+
+    /// What a view's leader and followers hold only for that view: the
+    /// queue, held and fetched transactions, announcements, optimistic
+    /// executions. A view change drops it when it starts and again when
+    /// the new view's log is installed: this is the one place it is reset.
+    fn forget_view_work(&mut self) {
+        self.pq = TxnQueue::default();
+        self.held.clear();
+        self.sync.forget_fetched();
+        self.announcements.clear();
+        self.optimistic.forget_executions();
+    }
+
+    pub(super) fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let record = Record::View {
+            view: self.core.view.clone(),
+            last_normal_view: self.core.last_normal_view,
+            led: self.core.led,
+        };
+        self.core.persist(ctx, record);
+    }
+
+    /// Every `resend_ns` during a view change (see `Rebuild::resend`).
+    fn resend_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let finished = self.rebuild.resend(&mut self.core, ctx, &self.executed);
+        self.finish_view_change(ctx, finished);
+    }
+
+    /// Algorithm 5 lines 16-32: a server's log for the new leader.
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: ViewChange) {
+        let (g_view, reported, c) = recovery::contribution(m);
+        if let Some(r) = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == from) {
+            self.sync.reported(r, reported);
+        }
+        if g_view > self.core.view.g_view {
+            // The sender knows a newer view than this server: ask for it.
+            for vm in self.core.vm_members() {
+                ctx.send(vm, Msg::GetView);
+            }
+            return;
+        }
+        if g_view < self.core.view.g_view || !self.core.is_leader() {
+            return;
+        }
+        match self.core.status {
+            Status::Normal => self.send_start_view(ctx, from),
+            Status::Recovering => {}
+            Status::ViewChange => {
+                let finished = self.rebuild.on_contribution(&self.core, ctx, from, c, &self.executed);
+                self.finish_view_change(ctx, finished);
+            }
+        }
+    }
+
+    /// The checkpoint the new leader asked for arrives.
+    fn on_fetched_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, cp: Arc<Checkpoint>) {
+        if !self.rebuild.accept_checkpoint(from) {
+            return;
+        }
+        self.adopt_checkpoint(ctx, cp);
+        let finished = self.rebuild.try_rebuild(&self.core, ctx, &self.executed);
+        self.finish_view_change(ctx, finished);
+    }
+
+    /// Algorithm 5 lines 64-78: another new leader's verification.
+    fn on_ts_verify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsVerify) {
+        let finished = self.rebuild.on_ts_verify(&self.core, ctx, from, m, &self.executed);
+        self.finish_view_change(ctx, finished);
+    }
+
+    /// Step ⑤: the rebuilt log, if the change is done, becomes this
+    /// leader's; it executes it and hands it to the followers.
+    fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, finished: Finished) {
+        let Some(entries) = finished else { return };
+        self.install_log(ctx, entries, true);
+        ctx.count("view_change_completions", 1);
+        let followers: Vec<NodeId> =
+            self.core.topo.replicas(self.core.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
+        for node in followers {
+            self.send_start_view(ctx, node);
+        }
+    }
+
+    /// The log from this leader's base, with its checkpoint unless the
+    /// follower said it folded or committed as far (and so holds the same
+    /// entries below the base).
+    fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
+        let base = self.core.log.base();
+        let r = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == to);
+        let covered = r.is_some_and(|r| self.sync.covers(r, base));
+        let checkpoint = (base > 0 && !covered).then(|| Arc::clone(self.executed.checkpoint()));
+        let msg = Msg::StartView(StartView {
+            g_view: self.core.view.g_view,
+            l_view: self.core.view.l_view(self.core.shard),
+            base,
+            log: Arc::new(self.core.log.all().to_vec()),
+            checkpoint,
+        });
+        self.core.send_durable(ctx, to, msg);
+    }
+
+    /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43). Positions
+    /// below the leader's base come from this server's checkpoint and
+    /// committed log, or from the leader's checkpoint.
+    fn on_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: StartView) {
+        let StartView { g_view, l_view, base, log, checkpoint, .. } = m;
+        if g_view != self.core.view.g_view || l_view != self.core.view.l_view(self.core.shard) || self.core.is_leader()
+        {
+            return;
+        }
+        if from != self.core.leader_node(ctx, self.core.shard) {
+            return;
+        }
+        if self.core.status == Status::Normal {
+            return sync::report_sync(&mut self.core, ctx, Vec::new()); // a re-send: acknowledge
+        }
+        if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.core.log.base() && cp.upto == base) {
+            self.adopt_checkpoint(ctx, cp);
+        }
+        let own_base = self.core.log.base();
+        let entries: Vec<LogEntry> = if own_base >= base && own_base - base <= log.len() as u64 {
+            log[(own_base - base) as usize..].to_vec()
+        } else if own_base < base && self.core.log.commit_point() >= base {
+            self.core.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
+        } else {
+            // It cannot fill the positions below the leader's base: tell the
+            // leader (which then sends its checkpoint).
+            return recovery::send_view_change(&mut self.core, ctx);
+        };
+        self.install_log(ctx, entries, false);
+        sync::report_sync(&mut self.core, ctx, Vec::new());
+    }
+
+    /// Replaces the log (from this server's base) and everything derived
+    /// from it; the server is normal in the current view afterwards, and
+    /// its durable log is one snapshot of it.
+    fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
+        self.forget_view_work();
+        let log = TigaLog::from_base(self.core.log.base(), entries);
+        assert!(self.executed.applied() <= log.len(), "executed past the new log");
+        let (len, committed) = (log.len(), self.core.log.commit_point());
+        self.core.log.reset(log, len, committed);
+        self.executed.keep_replies_in(&self.core.log);
+        self.rebuild_derived();
+        self.core.status = Status::Normal;
+        self.core.last_normal_view = self.core.view.g_view;
+        self.core.led = leading;
+        let len = self.core.log.len();
+        self.sync.restart_at(len);
+        self.core.forget_durable_len();
+        self.persist_snapshot(ctx);
+        if leading {
+            self.execute_log_from_state();
+            self.core.log_length_once_durable(ctx);
+        } else {
+            self.optimistic.drop_store();
+        }
+    }
+
+    /// Leader, every tick: followers that never acknowledged the current
+    /// view get its log again.
+    fn resend_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let lagging: Vec<NodeId> = self
+            .core
+            .topo
+            .replicas(self.core.shard)
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| *r as u32 != self.core.replica && !self.sync.in_view(*r))
+            .map(|(_, n)| *n)
+            .collect();
+        for node in lagging {
+            self.send_start_view(ctx, node);
         }
     }
 }
