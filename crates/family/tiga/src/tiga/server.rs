@@ -11,13 +11,14 @@
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
 //! told others.
 
+use super::agreement::{self, Announced};
 use super::checkpoint::{Executed, Replied};
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::{ShardLog, TigaLog};
 use super::messages::{
-    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer, TsVerify,
-    TxnBody, View, ViewChange,
+    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer, TsNotify,
+    TsVerify, TxnBody, View, ViewChange,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::recovery::{self, Finished};
@@ -403,7 +404,7 @@ impl Server {
             // participant's timestamp before its queue blocks on it, so two
             // shards can never each wait for the other's announcement of a
             // transaction the other queues behind its own.
-            self.notify_leaders(ctx, id, false);
+            self.announcements.notify_leaders(&self.core, ctx, &self.pq, id, false);
         }
     }
 
@@ -516,7 +517,7 @@ impl Server {
                 self.pq.set_state(id, PState::Notified);
             }
         }
-        self.notify_leaders(ctx, id, true);
+        self.announcements.notify_leaders(&self.core, ctx, &self.pq, id, true);
         self.check_agreement(ctx, id);
     }
 
@@ -661,7 +662,7 @@ impl Server {
         match self.core.status {
             Status::Normal if self.core.is_leader() => {
                 self.sync.leader_tick(&mut self.core, ctx, self.executed.checkpoint());
-                self.fetch_unknown(ctx);
+                self.announcements.fetch_unknown(&self.core, ctx);
             }
             Status::Normal => sync::report_sync(&mut self.core, ctx, Vec::new()),
             Status::ViewChange | Status::Recovering => {}
@@ -687,7 +688,7 @@ impl Server {
     fn on_resend(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         match self.core.status {
             Status::Normal if self.core.is_leader() => {
-                self.renotify(ctx);
+                self.announcements.renotify(&self.core, ctx, &self.pq);
                 self.resend_start_view(ctx);
             }
             Status::Normal => {}
@@ -1065,6 +1066,79 @@ impl Server {
     }
 }
 
+/// Timestamp agreement (§3.5-3.6): the server applies what
+/// `agreement::Announcements` decides to its queue and log.
+impl Server {
+    /// Another leader's announcement; case 3 moves the transaction here.
+    fn on_notify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsNotify) {
+        let id = m.id;
+        match self.announcements.on_notify(&self.core, ctx, from, m, &self.pq, self.executed.folded()) {
+            Announced::Nothing => return,
+            Announced::MoveTo { t } => {
+                // Case 3: this leader used a smaller timestamp.
+                if matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. })) {
+                    self.revoke(ctx, id);
+                }
+                self.reposition(id, t);
+                ctx.count("timestamp_updates", 1);
+            }
+            Announced::Check => self.check_agreement(ctx, id),
+        }
+        // Either way conflicting successors may now be free to go.
+        self.release(ctx);
+    }
+
+    /// Releases `id` into the log if every participant announced the
+    /// timestamp this leader holds (cases 1 and 2), executing it first in
+    /// preventive mode.
+    pub(super) fn check_agreement(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let Some(p) = self.pq.get(id) else { return };
+        if p.state == PState::Waiting || !self.announcements.agreed(p, self.core.cfg.second_round) {
+            return;
+        }
+        match p.state.clone() {
+            PState::Executed { hash, result } => self.finalize(ctx, id, hash, result),
+            PState::Notified => self.execute_and_finalize(ctx, id),
+            PState::Waiting => unreachable!("checked above"),
+        }
+    }
+
+    /// Another leader hands over a transaction this one was notified of but
+    /// never received; or this shard's leader passes on one it fetched so
+    /// (Appendix B).
+    fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
+        let id = body.id;
+        let known = self.core.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
+        if !body.shards.contains(&self.core.shard) || known || self.core.status != Status::Normal {
+            return;
+        }
+        if !self.core.is_leader() && from != self.core.leader_node(ctx, self.core.shard) {
+            return;
+        }
+        self.announcements.body_arrived(id);
+        self.held.remove(&id);
+        ctx.count("transactions_fetched", 1);
+        self.admit(ctx, body.clone(), t, None);
+        if self.core.is_leader() {
+            // Its coordinator's copies reached no server of this shard but
+            // this leader, which is about to announce it: the followers
+            // hold it too, at this leader's timestamp (at or below the
+            // agreed one), so that a view change that loses this leader
+            // still finds it here (§4 step ③ (b)) rather than taking it
+            // for one no leader here ever ordered (recovery.rs).
+            if let Some(t_here) = self.pq.get(id).map(|p| p.t) {
+                let me = ctx.me();
+                for node in ctx.topology().replicas(self.core.shard).to_vec() {
+                    if node != me {
+                        ctx.send(node, Msg::TxnFound { body: body.clone(), t: t_here });
+                    }
+                }
+            }
+        }
+        self.release(ctx);
+    }
+}
+
 impl Process<Tiga> for Server {
     /// Between events: the log's points in order (`base ≤ applied ≤
     /// commit-point ≤ sync-point ≤ length`), the queue holds only
@@ -1231,7 +1305,7 @@ impl Server {
                 }
             }
             Msg::TsNotify(m) => self.on_notify(ctx, from, m),
-            Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
+            Msg::FetchTxn { id } => agreement::on_fetch_txn(ctx, from, id, &self.pq),
             Msg::TxnFound { body, t } => self.on_txn_found(ctx, from, body, t),
             Msg::LogSync(m) if m.g_view == self.core.view.g_view => {
                 let missing = self.on_log_sync(ctx, from, m);
