@@ -17,12 +17,12 @@ use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::{ShardLog, TigaLog};
 use super::messages::{
-    Checkpoint, FastReply, LogEntry, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer, TsNotify,
-    TsVerify, TxnBody, View, ViewChange,
+    Checkpoint, FastReply, LogEntry, LogSync, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer,
+    TsNotify, TsVerify, TxnBody, View, ViewChange,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::recovery::{self, Finished};
-use super::sync::{self, SyncState};
+use super::sync::{self, SYNC_BATCH_MAX, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -243,31 +243,31 @@ impl Core {
 }
 
 pub struct Server {
-    pub(super) core: Core,
+    core: Core,
     // §3.2-3.3
-    pub(super) pq: TxnQueue,
+    pq: TxnQueue,
     /// Followers: transactions that arrived too late, awaiting the leader's
     /// order (§3.2) — which gives their timestamp too.
-    pub(super) held: BTreeMap<TxnId, Arc<TxnBody>>,
+    held: BTreeMap<TxnId, Arc<TxnBody>>,
     /// rMap and wMap (§3.2).
-    pub(super) conflicts: ConflictMaps,
+    conflicts: ConflictMaps,
     /// The armed release timer.
-    pub(super) release_armed: Option<ReleaseTimer>,
-    pub(super) hashes: KeyHashes,
+    release_armed: Option<ReleaseTimer>,
+    hashes: KeyHashes,
     /// Execution in log order, checkpoints and the at-most-once memory
     /// (checkpoint.rs).
-    pub(super) executed: Executed,
+    executed: Executed,
     /// Leader: optimistic execution in timestamp order, with revocable
     /// versions (§3.3).
-    pub(super) optimistic: Optimistic,
+    optimistic: Optimistic,
     /// Leaders: timestamp agreement (agreement.rs).
-    pub(super) announcements: super::agreement::Announcements,
+    announcements: super::agreement::Announcements,
     /// Log synchronization: followers' progress, fetched bodies (sync.rs).
-    pub(super) sync: SyncState,
+    sync: SyncState,
     // recovery (recovery.rs)
-    pub(super) rebuild: super::recovery::Rebuild,
+    rebuild: super::recovery::Rebuild,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
-    pub(super) peer_delays: meridian_mechanisms::owd::Delays,
+    peer_delays: meridian_mechanisms::owd::Delays,
 }
 
 impl Server {
@@ -1136,6 +1136,110 @@ impl Server {
             }
         }
         self.release(ctx);
+    }
+}
+
+/// Log synchronization at a follower (§3.7): placing the leader's entries
+/// changes the queue, the held transactions, the key hashes and the
+/// conflict maps, which are the server's.
+impl Server {
+    /// Follower: make the log agree with the leader's from `from_pos` on;
+    /// returns the ids whose bodies it lacks (the server executes what
+    /// became committed, then asks for them at once).
+    fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) -> Vec<TxnId> {
+        let LogSync { l_view, from_pos, entries, commit_point, .. } = m;
+        if self.core.status != Status::Normal
+            || self.core.is_leader()
+            || l_view != self.core.view.l_view(self.core.shard)
+        {
+            return Vec::new();
+        }
+        if from != self.core.leader_node(ctx, self.core.shard) {
+            return Vec::new();
+        }
+        let mut missing = Vec::new();
+        if from_pos <= self.core.log.sync_point() {
+            let skip = (self.core.log.sync_point() - from_pos) as usize;
+            let wanted: Vec<(TxnId, u64)> = entries.into_iter().skip(skip).collect();
+            missing = self.adopt(ctx, wanted);
+        }
+        let synced = self.core.log.sync_point();
+        self.core.log.commit_to(commit_point.min(synced));
+        missing
+    }
+
+    /// Makes the log agree with the leader's entries from the sync-point on
+    /// (as far as their bodies are known); returns the ids whose bodies this
+    /// follower lacks. In the common case each entry is already in place
+    /// and only the sync-point moves.
+    fn adopt(&mut self, ctx: &mut Ctx<'_, Tiga>, wanted: Vec<(TxnId, u64)>) -> Vec<TxnId> {
+        let start = self.core.log.sync_point();
+        let mut changed_from = u64::MAX;
+        let mut missing = Vec::new();
+        let mut wanted = wanted.into_iter();
+        for (id, t) in wanted.by_ref() {
+            let pos = self.core.log.sync_point();
+            if self.core.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
+                self.core.log.sync_to(pos + 1);
+                continue;
+            }
+            let Some(body) = self.find_body(id) else {
+                missing.push(id);
+                break; // later entries must wait: positions are contiguous
+            };
+            self.place(pos, LogEntry { body, t });
+            changed_from = changed_from.min(pos);
+            self.core.log.sync_to(pos + 1);
+        }
+        // Ask for every body the rest of the batch lacks at once: one
+        // round trip instead of one per missing entry (a follower that
+        // missed submissions during a view change otherwise crawls back
+        // one entry per round trip while the slow path waits on it).
+        missing.extend(wanted.map(|(id, _)| id).filter(|id| self.find_body(*id).is_none()).take(SYNC_BATCH_MAX));
+        if changed_from != u64::MAX {
+            let suffix = self.core.log.suffix(changed_from).to_vec();
+            self.core.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
+        }
+        if self.core.log.sync_point() > start {
+            self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+            ctx.count("slow_syncs", self.core.log.sync_point() - start);
+        }
+        missing
+    }
+
+    /// Puts the leader's entry at `pos`: taken from later in this log (with
+    /// the leader's timestamp) or from the queue, hashes and conflict maps
+    /// following.
+    fn place(&mut self, pos: u64, entry: LogEntry) {
+        let topo = Arc::clone(&self.core.topo);
+        let shard_of = |k| topo.shard_of(k);
+        if let Some(q) = self.core.log.position(entry.body.id) {
+            debug_assert!(q >= pos, "synced entries do not move");
+            let old = self.core.log.remove_unsynced(q);
+            self.hashes.toggle(&old, self.core.shard, shard_of);
+        }
+        self.forget_pending(entry.body.id);
+        self.hashes.toggle(&entry, self.core.shard, shard_of);
+        let (reads, writes) = self.core.keys_of(&entry.body);
+        self.conflicts.released(entry.stamp(), &reads, &writes);
+        self.core.log.insert_unsynced(pos, entry);
+    }
+
+    fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
+        if let Some(e) = self.core.log.entry_of(id) {
+            return Some(e.body.clone());
+        }
+        if let Some(p) = self.pq.get(id) {
+            return Some(p.body.clone());
+        }
+        self.held.get(&id).cloned().or_else(|| self.sync.fetched(id).cloned())
+    }
+
+    /// The transaction is placed by the leader: it no longer waits here.
+    fn forget_pending(&mut self, id: TxnId) {
+        self.dequeue(id);
+        self.held.remove(&id);
+        self.sync.placed(id);
     }
 }
 
