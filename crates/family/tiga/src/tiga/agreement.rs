@@ -21,6 +21,11 @@
 //! leader learns the maximum before its queue blocks, and the agreed order
 //! is the same everywhere.
 //!
+//! `Announcements` holds the announcements with private fields; its methods
+//! take the server's `Core` and queue and call no other concern. What an
+//! announcement asks of the queue (case 3's move, a check of cases 1 and 2)
+//! comes back as `Announced`, and the server applies it (`server.rs`).
+//!
 //! `Config::second_round` exists only so that tests can show the inversion
 //! the second round prevents; it is always on otherwise.
 
@@ -167,7 +172,7 @@ impl Announcements {
         ctx.count("timestamp_notifications", 1);
     }
 
-    /// Algorithm 2 lines 33-57: another participant leader's announcement.
+    /// §3.5-3.6 (Algorithm 2): another participant leader's announcement.
     pub(super) fn on_notify(
         &mut self,
         core: &Core,

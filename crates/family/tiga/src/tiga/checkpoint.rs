@@ -22,6 +22,12 @@
 //! `done_retention` has passed, so that every participant leader has long
 //! finished agreeing on it. `DONE_MAX` bounds the memory whatever the load.
 //!
+//! `Executed` holds all of this with private fields. The server tells it
+//! what to execute (the log and the point to execute to), what it folded,
+//! and which checkpoint to install; it calls no other concern. Folding the
+//! log, snapshots, restarts and adopting another server's checkpoint are
+//! sequenced by the server (`server.rs`).
+//!
 //! Nothing here reads a clock other than the server's own, or touches a file:
 //! snapshots go through `Env::compact`.
 

@@ -34,6 +34,13 @@
 //! servers of a shard down at a time, a shard whose servers all restarted
 //! still recovers. The view manager never makes it leader before it
 //! rejoined (Algorithm 6: the leader's log replaces its own).
+//!
+//! Here is the new leader's side (`Rebuild`, private fields, taking the
+//! server's `Core` and `Executed` state as parameters and calling no other
+//! concern): the step that completes the change returns the new log, and
+//! the server installs it. Entering a view change, installing a view's log
+//! (`StartView`) and adopting a checkpoint replace the whole server state
+//! and are the server's (`server.rs`).
 
 use super::Tiga;
 use super::checkpoint::Executed;

@@ -1,11 +1,33 @@
-//! A Tiga server (leader or follower of a shard) in normal processing:
-//! conflict detection and timestamp update (§3.2), the priority queue and
-//! release by the clock (§3.3, Algorithm 1 lines 1-31), optimistic
-//! execution at leaders with revocable multi-version writes (§3.3, §3.5),
-//! fast replies carrying the per-key log hash (§3.4, Appendix D), and the
-//! log list. Timestamp agreement is in `agreement.rs`, log synchronization
-//! and the slow path in `sync.rs`, view change and rejoin in `recovery.rs`,
-//! checkpoints and the memory of folded transactions in `checkpoint.rs`.
+//! A Tiga server (leader or follower of a shard): the role, its dispatch,
+//! and normal processing — conflict detection and timestamp update (§3.2),
+//! the priority queue and release by the clock (§3.3, Algorithm 1 lines
+//! 1-31), optimistic execution at leaders with revocable multi-version
+//! writes (§3.3, §3.5), fast replies carrying the per-key log hash (§3.4,
+//! Appendix D).
+//!
+//! The server's state is split by concern. [`Core`] is what every concern
+//! reads: identity, view and status, the log with its sync-point and
+//! commit-point (`log::ShardLog`, whose methods keep them in order), and the
+//! durable outbox. Each concern is a struct with private fields, owned by
+//! the server, whose methods take the `Core` (and anything else they read)
+//! as parameters and call no other concern:
+//!
+//! - `checkpoint::Executed`: execution in log order up to the
+//!   commit-point, checkpoints, the last replies and the at-most-once
+//!   memory (§4, Appendix B);
+//! - `sync::SyncState`: a leader's followers' progress and a follower's
+//!   fetched bodies (§3.7);
+//! - `agreement::Announcements`: timestamp agreement among leaders (§3.5-3.6);
+//! - `recovery::Rebuild`: the new leader's side of a view change
+//!   (Algorithm 5).
+//!
+//! The server's dispatch sequences them, and the transitions that change
+//! several at once are here: executing and folding, snapshots and
+//! restarts, adopting a checkpoint, a follower placing its leader's
+//! entries, entering a view change and installing a view's log (with the
+//! one reset of a view's work, `forget_view_work`). The queue, held
+//! transactions, conflict maps, key hashes and optimistic store are the
+//! role's own.
 //!
 //! Every change to the log is appended to the durable log before any reply
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
@@ -943,7 +965,8 @@ impl Server {
         }
     }
 
-    /// The checkpoint the new leader asked for arrives.
+    /// §4, checkpoints in a view change: the checkpoint the new leader
+    /// asked for arrives.
     fn on_fetched_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, cp: Arc<Checkpoint>) {
         if !self.rebuild.accept_checkpoint(from) {
             return;
@@ -953,7 +976,7 @@ impl Server {
         self.finish_view_change(ctx, finished);
     }
 
-    /// Algorithm 5 lines 64-78: another new leader's verification.
+    /// Algorithm 5 lines 64-78 (step ④): another new leader's verification.
     fn on_ts_verify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsVerify) {
         let finished = self.rebuild.on_ts_verify(&self.core, ctx, from, m, &self.executed);
         self.finish_view_change(ctx, finished);
@@ -1069,7 +1092,9 @@ impl Server {
 /// Timestamp agreement (§3.5-3.6): the server applies what
 /// `agreement::Announcements` decides to its queue and log.
 impl Server {
-    /// Another leader's announcement; case 3 moves the transaction here.
+    /// §3.5-3.6 (Algorithm 2): another participant leader's
+    /// announcement; case 3 moves the transaction here, cases 1 and 2 may
+    /// release it into the log.
     fn on_notify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsNotify) {
         let id = m.id;
         match self.announcements.on_notify(&self.core, ctx, from, m, &self.pq, self.executed.folded()) {
@@ -1103,9 +1128,9 @@ impl Server {
         }
     }
 
-    /// Another leader hands over a transaction this one was notified of but
-    /// never received; or this shard's leader passes on one it fetched so
-    /// (Appendix B).
+    /// Appendix B (coordinator failure): another leader hands over a
+    /// transaction this one was notified of but never received; or this
+    /// shard's leader passes on one it fetched so.
     fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
         let known = self.core.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);

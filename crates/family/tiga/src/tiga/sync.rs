@@ -8,6 +8,12 @@
 //! position `f + 1` servers have synced; followers execute up to it.
 //! Coordinators ask followers which transactions they have synced (the
 //! batched slow-reply inquiry of Appendix E).
+//!
+//! `SyncState` (followers' progress, fetched bodies) has private fields;
+//! its methods take the server's `Core` and call no other concern. A
+//! follower placing the leader's entries changes the queue, the key hashes
+//! and the conflict maps, so that step is the server's (`server.rs`), as is
+//! executing what became committed.
 
 use super::Tiga;
 use super::checkpoint::Folded;
