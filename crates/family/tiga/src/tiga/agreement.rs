@@ -161,12 +161,18 @@ impl Announcements {
         let p = pq.get(id).expect("announcing a queued transaction");
         let (shards, t) = (p.body.shards.clone(), p.t);
         if released {
-            self.released_here(id, core.shard, t);
+            self.released_here(id, core.shard(), t);
         }
-        for shard in shards.into_iter().filter(|s| *s != core.shard) {
+        for shard in shards.into_iter().filter(|s| *s != core.shard()) {
             let to = core.leader_node(ctx, shard);
-            let msg =
-                Msg::TsNotify(TsNotify { id, shard: core.shard, g_view: core.view.g_view, t, released, echo: false });
+            let msg = Msg::TsNotify(TsNotify {
+                id,
+                shard: core.shard(),
+                g_view: core.view().g_view,
+                t,
+                released,
+                echo: false,
+            });
             ctx.send(to, msg);
         }
         ctx.count("timestamp_notifications", 1);
@@ -183,18 +189,18 @@ impl Announcements {
         folded: &Folded,
     ) -> Announced {
         let TsNotify { id, shard, g_view, t, released, echo, .. } = m;
-        if g_view != core.view.g_view || core.status != Status::Normal || !core.is_leader() {
+        if g_view != core.view().g_view || core.status() != Status::Normal || !core.is_leader() {
             return Announced::Nothing; // another view
         }
         if from != core.leader_node(ctx, shard) {
             return Announced::Nothing; // not from that shard's leader
         }
-        let logged = core.log.entry_of(id).map(|e| e.t).or_else(|| folded.get(id).map(|d| d.t));
+        let logged = core.log().entry_of(id).map(|e| e.t).or_else(|| folded.get(id).map(|d| d.t));
         if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
             if !echo {
-                let msg = Msg::TsNotify(TsNotify { id, shard: core.shard, g_view, t, released: true, echo: true });
+                let msg = Msg::TsNotify(TsNotify { id, shard: core.shard(), g_view, t, released: true, echo: true });
                 ctx.send(from, msg);
             }
             return Announced::Nothing;
@@ -233,12 +239,12 @@ impl Announcements {
             .map(|p| (p.body.id, p.t, p.body.shards.clone(), awaiting_agreement(&p.state)))
             .collect();
         for (id, t, shards, released) in waiting {
-            for shard in shards.into_iter().filter(|s| *s != core.shard) {
+            for shard in shards.into_iter().filter(|s| *s != core.shard()) {
                 let to = core.leader_node(ctx, shard);
                 let msg = Msg::TsNotify(TsNotify {
                     id,
-                    shard: core.shard,
-                    g_view: core.view.g_view,
+                    shard: core.shard(),
+                    g_view: core.view().g_view,
                     t,
                     released,
                     echo: false,
@@ -251,7 +257,7 @@ impl Announcements {
     /// Asks the notifying leader for transactions still unknown after a
     /// while (their coordinator may have failed mid-multicast).
     pub(super) fn fetch_unknown(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>) {
-        for (id, from) in self.due_fetches(core.cfg.fetch_after_ticks) {
+        for (id, from) in self.due_fetches(core.cfg().fetch_after_ticks) {
             ctx.send(from, Msg::FetchTxn { id });
         }
     }

@@ -124,22 +124,22 @@ pub(super) struct Rebuild {
 /// this server's log and points to the new leader (Algorithm 5 line 15,
 /// and Algorithm 6's request for the log).
 pub(super) fn send_view_change(core: &mut Core, ctx: &mut Ctx<'_, Tiga>) {
-    let leader = core.leader_node(ctx, core.shard);
+    let leader = core.leader_node(ctx, core.shard());
     let msg = Msg::ViewChange(ViewChange {
-        g_view: core.view.g_view,
-        l_view: core.view.l_view(core.shard),
-        last_normal_view: core.last_normal_view,
-        sync_point: core.log.sync_point(),
-        commit_point: core.log.commit_point(),
-        base: core.log.base(),
-        log: Arc::new(core.log.all().to_vec()),
+        g_view: core.view().g_view,
+        l_view: core.view().l_view(core.shard()),
+        last_normal_view: core.last_normal_view(),
+        sync_point: core.log().sync_point(),
+        commit_point: core.log().commit_point(),
+        base: core.log().base(),
+        log: Arc::new(core.log().all().to_vec()),
     });
     // The new leader sends its own too, through persistence like any.
     core.send_durable(ctx, leader, msg);
 }
 
 fn other_shards(core: &Core) -> Vec<ShardId> {
-    (0..core.topo.shards).map(ShardId).filter(|s| *s != core.shard).collect()
+    (0..core.topo().shards).map(ShardId).filter(|s| *s != core.shard()).collect()
 }
 
 /// The largest stamp above `e` among the conflicting entries the maps
@@ -252,10 +252,10 @@ impl Rebuild {
             return None;
         }
         let (best, c) = self.best_contribution().expect("f + 1 contributions");
-        if c.base > core.log.base() && core.log.commit_point() < c.base {
+        if c.base > core.log().base() && core.log().commit_point() < c.base {
             if self.fetching.is_none_or(|f| f.from != best) {
                 self.fetching = Some(Fetching { from: best, waited_ticks: 0 });
-                ctx.send(best, Msg::FetchCheckpoint { g_view: core.view.g_view });
+                ctx.send(best, Msg::FetchCheckpoint { g_view: core.view().g_view });
             }
             return None;
         }
@@ -285,7 +285,7 @@ impl Rebuild {
             return self.try_rebuild(core, ctx, executed);
         }
         self.fetching = Some(Fetching { from: node, waited_ticks: waited_ticks + 1 });
-        ctx.send(node, Msg::FetchCheckpoint { g_view: core.view.g_view });
+        ctx.send(node, Msg::FetchCheckpoint { g_view: core.view().g_view });
         None
     }
 
@@ -299,11 +299,11 @@ impl Rebuild {
     fn rebuild_log(&mut self, core: &Core, executed: &Executed) {
         let (_, best) = self.best_contribution().expect("f + 1 contributions");
         let best = best.clone();
-        let own_base = core.log.base();
+        let own_base = core.log().base();
         let mut log: Vec<LogEntry> = Vec::new();
         if own_base < best.base {
-            debug_assert!(core.log.commit_point() >= best.base, "positions below the best base are committed here");
-            log.extend(core.log.range(own_base, best.base).iter().cloned());
+            debug_assert!(core.log().commit_point() >= best.base, "positions below the best base are committed here");
+            log.extend(core.log().range(own_base, best.base).iter().cloned());
         }
         log.extend(best.range(own_base.max(best.base), best.sync_point).iter().cloned());
         let part_a: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
@@ -385,7 +385,13 @@ impl Rebuild {
                 ctx.count("verify_messages", 1);
                 ctx.send(
                     to,
-                    Msg::TsVerify(TsVerify { g_view: core.view.g_view, round, shard: core.shard, info, echo: false }),
+                    Msg::TsVerify(TsVerify {
+                        g_view: core.view().g_view,
+                        round,
+                        shard: core.shard(),
+                        info,
+                        echo: false,
+                    }),
                 );
             }
         }
@@ -400,25 +406,25 @@ impl Rebuild {
         executed: &Executed,
     ) -> Finished {
         let TsVerify { g_view, round, shard, info, echo, .. } = m;
-        if g_view != core.view.g_view || !core.is_leader() || from != core.leader_node(ctx, shard) {
+        if g_view != core.view().g_view || !core.is_leader() || from != core.leader_node(ctx, shard) {
             return None;
         }
         if !(1..=2).contains(&round) {
             return None;
         }
-        if core.status == Status::Normal || self.round.is_some_and(|r| round < r) {
+        if core.status() == Status::Normal || self.round.is_some_and(|r| round < r) {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
             if let Some(mine) = self.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
                 ctx.count("verify_messages", 1);
-                ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: core.shard, info: mine, echo: true }));
+                ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: core.shard(), info: mine, echo: true }));
             }
-            if core.status == Status::Normal {
+            if core.status() == Status::Normal {
                 return None;
             }
         }
         self.inbox.insert((round, shard), info);
-        if core.status == Status::ViewChange {
+        if core.status() == Status::ViewChange {
             return self.try_finish_round(core, ctx, executed);
         }
         None
@@ -459,7 +465,7 @@ impl Rebuild {
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
         for e in infos.iter().flat_map(|i| i.entries.iter()) {
-            if !e.body.shards.contains(&core.shard) || executed.folded().contains(e.body.id) {
+            if !e.body.shards.contains(&core.shard()) || executed.folded().contains(e.body.id) {
                 continue; // not ours, or folded here (committed, at its agreed timestamp)
             }
             if !index.contains_key(&e.body.id) && executed.folded().stale(e.body.id) {

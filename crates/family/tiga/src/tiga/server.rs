@@ -168,19 +168,19 @@ pub(super) struct ReleaseTimer {
 /// points, and the durable outbox. Concerns (execution and checkpoints,
 /// log synchronization, agreement, view change) take it as a parameter.
 pub(super) struct Core {
-    pub topo: Arc<Topology>,
-    pub shard: ShardId,
-    pub replica: u32,
-    pub n: u32,
-    pub cfg: Config,
-    pub status: Status,
-    pub view: View,
-    pub last_normal_view: u64,
+    topo: Arc<Topology>,
+    shard: ShardId,
+    replica: u32,
+    n: u32,
+    cfg: Config,
+    status: Status,
+    view: View,
+    last_normal_view: u64,
     /// Led in its last normal view.
-    pub led: bool,
+    led: bool,
     /// The log with its sync-point and commit-point, changed only through
     /// `ShardLog`'s methods, which keep them in order.
-    pub log: ShardLog,
+    log: ShardLog,
     /// Messages that leave once everything appended before them is durable.
     outbox: AfterDurable<OnDurable>,
     /// The length of this server's log known durable (a leader counts
@@ -189,6 +189,50 @@ pub(super) struct Core {
 }
 
 impl Core {
+    pub fn topo(&self) -> &Topology {
+        &self.topo
+    }
+
+    pub fn shard(&self) -> ShardId {
+        self.shard
+    }
+
+    pub fn replica(&self) -> u32 {
+        self.replica
+    }
+
+    /// Replicas per shard.
+    pub fn n(&self) -> u32 {
+        self.n
+    }
+
+    pub fn cfg(&self) -> &Config {
+        &self.cfg
+    }
+
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    pub fn last_normal_view(&self) -> u64 {
+        self.last_normal_view
+    }
+
+    /// The log and its points; the server changes them (a leader's
+    /// commit-point also through `commit_to`).
+    pub fn log(&self) -> &ShardLog {
+        &self.log
+    }
+
+    /// The commit-point rises to `pos` (see [`ShardLog::commit_to`]).
+    pub fn commit_to(&mut self, pos: u64) {
+        self.log.commit_to(pos);
+    }
+
     /// The replica failures a shard tolerates.
     pub fn f(&self) -> usize {
         self.topo.f() as usize

@@ -131,7 +131,7 @@ pub(super) struct SyncState {
 }
 
 fn follower_index(ctx: &Ctx<'_, Tiga>, core: &Core, node: NodeId) -> Option<usize> {
-    ctx.topology().replicas(core.shard).iter().position(|n| *n == node)
+    ctx.topology().replicas(core.shard()).iter().position(|n| *n == node)
 }
 
 impl SyncState {
@@ -152,34 +152,35 @@ impl SyncState {
     ) {
         let followers: Vec<(usize, NodeId)> = ctx
             .topology()
-            .replicas(core.shard)
+            .replicas(core.shard())
             .iter()
             .copied()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != core.replica)
+            .filter(|(r, _)| *r as u32 != core.replica())
             .collect();
         for (r, node) in followers {
-            if self.progress.followers[r].sent < core.log.base() {
+            if self.progress.followers[r].sent < core.log().base() {
                 // It lacks entries this leader folded: the checkpoint
                 // stands for them (§4).
                 ctx.count("checkpoints_sent", 1);
-                let msg = Msg::CheckpointState { g_view: core.view.g_view, checkpoint: Arc::clone(checkpoint) };
+                let msg = Msg::CheckpointState { g_view: core.view().g_view, checkpoint: Arc::clone(checkpoint) };
                 core.send_durable(ctx, node, msg);
-                self.progress.followers[r].sent = core.log.base();
+                self.progress.followers[r].sent = core.log().base();
             }
             let from_pos = self.progress.followers[r].sent;
-            let upto = core.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
+            let upto = core.log().len().min(from_pos + SYNC_BATCH_MAX as u64);
             if upto == from_pos && !heartbeat {
                 continue;
             }
-            let entries: Vec<(TxnId, u64)> = core.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
+            let entries: Vec<(TxnId, u64)> =
+                core.log().range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
             self.progress.followers[r].sent = upto;
             let msg = Msg::LogSync(LogSync {
-                g_view: core.view.g_view,
-                l_view: core.view.l_view(core.shard),
+                g_view: core.view().g_view,
+                l_view: core.view().l_view(core.shard()),
                 from_pos,
                 entries,
-                commit_point: core.log.commit_point(),
+                commit_point: core.log().commit_point(),
             });
             core.send_durable(ctx, node, msg);
         }
@@ -196,7 +197,7 @@ impl SyncState {
         pq: &TxnQueue,
     ) {
         let SyncReport { l_view, sync_point, missing, .. } = m;
-        if !core.is_leader() || core.status != Status::Normal || l_view != core.view.l_view(core.shard) {
+        if !core.is_leader() || core.status() != Status::Normal || l_view != core.view().l_view(core.shard()) {
             return;
         }
         let Some(r) = follower_index(ctx, core, from) else { return };
@@ -205,7 +206,7 @@ impl SyncState {
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                core.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| pq.get(*id).map(|p| p.body.clone()))
+                core.log().entry_of(*id).map(|e| e.body.clone()).or_else(|| pq.get(*id).map(|p| p.body.clone()))
             })
             .collect();
         if !bodies.is_empty() {
@@ -217,19 +218,19 @@ impl SyncState {
     /// Leader: the commit-point is the largest position that `f + 1`
     /// servers (the leader's durable log included) have synced.
     pub(super) fn advance_commit_point(&self, core: &mut Core) {
-        let synced = self.progress.synced_descending(core.replica as usize, core.durable_len());
-        let point = synced[core.f()].min(core.log.len());
-        core.log.commit_to(point);
+        let synced = self.progress.synced_descending(core.replica() as usize, core.durable_len());
+        let point = synced[core.f()].min(core.log().len());
+        core.commit_to(point);
     }
 
     /// Leader, every tick: re-send to followers that made no progress, and
     /// carry the commit-point.
     pub(super) fn leader_tick(&mut self, core: &mut Core, ctx: &mut Ctx<'_, Tiga>, checkpoint: &Arc<Checkpoint>) {
-        for r in 0..core.n as usize {
-            if r as u32 == core.replica {
+        for r in 0..core.n() as usize {
+            if r as u32 == core.replica() {
                 continue;
             }
-            self.progress.tick(r, core.cfg.resync_after_ticks);
+            self.progress.tick(r, core.cfg().resync_after_ticks);
         }
         self.sync_followers(core, ctx, checkpoint, true);
     }
@@ -237,7 +238,7 @@ impl SyncState {
     /// Follower: bodies it asked for.
     pub(super) fn on_bodies(&mut self, core: &Core, bodies: Vec<Arc<TxnBody>>) {
         for b in bodies.into_iter().take(SYNC_BATCH_MAX) {
-            if b.shards.contains(&core.shard) && core.log.position(b.id).is_none() {
+            if b.shards.contains(&core.shard()) && core.log().position(b.id).is_none() {
                 self.fetched.insert(b.id, b);
             }
         }
@@ -285,11 +286,11 @@ impl SyncState {
 
 /// Follower: tell the leader how far this log agrees with its own.
 pub(super) fn report_sync(core: &mut Core, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
-    let leader = core.leader_node(ctx, core.shard);
+    let leader = core.leader_node(ctx, core.shard());
     let msg = Msg::SyncReport(SyncReport {
-        g_view: core.view.g_view,
-        l_view: core.view.l_view(core.shard),
-        sync_point: core.log.sync_point(),
+        g_view: core.view().g_view,
+        l_view: core.view().l_view(core.shard()),
+        sync_point: core.log().sync_point(),
         missing,
     });
     core.send_durable(ctx, leader, msg);
@@ -305,7 +306,7 @@ pub(super) fn on_sync_inquiry(
     ids: Vec<TxnId>,
     folded: &Folded,
 ) {
-    if shard != core.shard || core.status != Status::Normal || core.is_leader() {
+    if shard != core.shard() || core.status() != Status::Normal || core.is_leader() {
         return;
     }
     let synced: Vec<(TxnId, u64)> = ids
@@ -315,11 +316,11 @@ pub(super) fn on_sync_inquiry(
             if let Some(d) = folded.get(*id) {
                 return Some((*id, d.t)); // folded: synced long ago
             }
-            let pos = core.log.position(*id)?;
-            (pos < core.log.sync_point()).then(|| (*id, core.log.get(pos).expect("indexed").t))
+            let pos = core.log().position(*id)?;
+            (pos < core.log().sync_point()).then(|| (*id, core.log().get(pos).expect("indexed").t))
         })
         .collect();
-    let msg = Msg::SyncReply { shard, g_view: core.view.g_view, l_view: core.view.l_view(shard), synced };
+    let msg = Msg::SyncReply { shard, g_view: core.view().g_view, l_view: core.view().l_view(shard), synced };
     core.send_durable(ctx, from, msg);
 }
 
