@@ -414,7 +414,7 @@ impl Server {
 
     // ---- §3.2: submission, conflict detection, timestamp update ----
 
-    pub(super) fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
+    fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
         let Submit { body, g_view, t, send_clock_ns, low_watermark, .. } = m;
         if !body.shards.contains(&self.core.shard) || body.coordinator != from || body.id.node != from {
             return;
@@ -446,7 +446,7 @@ impl Server {
 
     /// Algorithm 1 lines 1-5: accept into the queue, update a late
     /// timestamp at the leader, hold a late one at a follower.
-    pub(super) fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
+    fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
         let (reads, writes) = self.core.keys_of(&body);
         let stamp = Stamp { t, id: body.id };
         let bound = self.conflicts.bound(&reads, &writes);
@@ -474,16 +474,16 @@ impl Server {
         }
     }
 
-    pub(super) fn enqueue(&mut self, p: Pending) {
+    fn enqueue(&mut self, p: Pending) {
         self.pq.insert(p);
     }
 
     /// Moves a queued transaction to a later timestamp (§3.5 case 3).
-    pub(super) fn reposition(&mut self, id: TxnId, t: u64) {
+    fn reposition(&mut self, id: TxnId, t: u64) {
         self.pq.reposition(id, t);
     }
 
-    pub(super) fn dequeue(&mut self, id: TxnId) -> Option<Pending> {
+    fn dequeue(&mut self, id: TxnId) -> Option<Pending> {
         self.pq.remove(id)
     }
 
@@ -493,7 +493,7 @@ impl Server {
     /// conflicting unreleased predecessor, in timestamp order. Those already
     /// released and awaiting agreement block their conflicting successors
     /// through the queue's key counts.
-    pub(super) fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         if self.core.status != Status::Normal {
             return;
         }
@@ -539,7 +539,7 @@ impl Server {
         self.release_armed = Some(ReleaseTimer { at_ns: next, id });
     }
 
-    pub(super) fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         self.release_armed = None;
         self.release(ctx);
     }
@@ -592,7 +592,7 @@ impl Server {
     /// fast-reply hash (the log's as if the transaction were appended at its
     /// timestamp) and the results; the caller sends the reply once its vote
     /// is durable.
-    pub(super) fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
+    fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
         let p = self.pq.get(id).expect("executing a queued transaction");
         let (body, t) = (p.body.clone(), p.t);
         let (reads, writes) = (p.reads.clone(), p.writes.clone());
@@ -611,14 +611,14 @@ impl Server {
 
     /// Executes a transaction that needs no (more) agreement, appends it to
     /// the log and replies: the reply leaves once the entry is durable.
-    pub(super) fn execute_and_finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+    fn execute_and_finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
         let (hash, result) = self.execute(ctx, id);
         self.finalize(ctx, id, hash, result);
     }
 
     /// Undoes an optimistic execution (§3.5 case 3); never visible to
     /// clients, since conflicting successors wait behind it.
-    pub(super) fn revoke(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+    fn revoke(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
         self.optimistic.revoke(id);
         ctx.count("rollbacks", 1);
     }
@@ -627,7 +627,7 @@ impl Server {
     /// into its log (Algorithm 1 lines 24-25). Unless it replied at its
     /// optimistic execution (detective mode), the fast reply goes out now,
     /// behind the log append.
-    pub(super) fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
+    fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
         let replied = matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. }));
         let p = self.dequeue(id).expect("finalizing a queued transaction");
         self.optimistic.keep(id);
@@ -656,7 +656,7 @@ impl Server {
 
     /// A fast reply (§3.4) to the transaction's coordinator, once everything
     /// it reports is durable.
-    pub(super) fn send_fast_reply(
+    fn send_fast_reply(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
         body: &TxnBody,
@@ -695,7 +695,7 @@ impl Server {
     /// execute what became committed (and checkpoint when due). The
     /// dispatchers run it once after every message, timer and persistence
     /// event, so no handler can forget it.
-    pub(super) fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         if self.core.status != Status::Normal {
             return;
         }
@@ -710,7 +710,7 @@ impl Server {
     /// A new leader rebuilds its optimistic store: the executed state, then
     /// the rest of its log; the results answer resubmissions of the
     /// recovered transactions.
-    pub(super) fn execute_log_from_state(&mut self) {
+    fn execute_log_from_state(&mut self) {
         self.optimistic.restart_from(self.executed.state(), self.executed.applied());
         let topo = Arc::clone(&self.core.topo);
         for e in self.core.log.suffix(self.executed.applied()).to_vec() {
@@ -784,7 +784,7 @@ impl Server {
 impl Server {
     /// Executes the log in order up to the commit-point, then checkpoints if
     /// enough has accumulated.
-    pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let upto = self.core.log.commit_point().min(self.core.log.sync_point()).min(self.core.log.len());
         self.executed.execute_upto(ctx, &self.core.log, upto, self.core.view.g_view, self.core.shard, &self.core.topo);
         if self.executed.checkpoint_due(self.core.log.base(), self.core.cfg.checkpoint_entries) {
@@ -809,7 +809,7 @@ impl Server {
     /// recovered must not outlive the snapshot), and another append follows
     /// it: replies sent behind that one (through `send_durable`) leave only
     /// once the snapshot is durable.
-    pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let covered = self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
         let tentative: Vec<LogEntry> = self
             .pq
@@ -833,7 +833,7 @@ impl Server {
 
     /// Restart: the snapshot's server, before the records that follow it
     /// (its log and points the caller restores with the records).
-    pub(super) fn restore_snapshot(&mut self, snap: &Snapshot) {
+    fn restore_snapshot(&mut self, snap: &Snapshot) {
         self.executed.install(Arc::clone(&snap.checkpoint));
         self.core.view = snap.view.clone();
         self.core.last_normal_view = snap.last_normal_view;
@@ -844,7 +844,7 @@ impl Server {
     /// what this one can execute. The entries this log holds beyond what it
     /// had synced stay, after the checkpoint, as unsynced votes (unless they
     /// are folded in it); everything else is covered by it.
-    pub(super) fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
+    fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
         assert!(cp.upto > self.core.log.base(), "adopting an older checkpoint");
         let synced = self.core.log.sync_point();
         let committed = self.core.log.commit_point().max(cp.upto);
@@ -869,7 +869,7 @@ impl Server {
 
     /// Key hashes and conflict maps from the checkpoint and the held log
     /// (and, at a leader, what it has released but not logged).
-    pub(super) fn rebuild_derived(&mut self) {
+    fn rebuild_derived(&mut self) {
         let cp = Arc::clone(self.executed.checkpoint());
         self.hashes = KeyHashes::from_folded(&cp.hashes);
         self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
@@ -883,13 +883,7 @@ impl Server {
 
     /// A checkpoint arrives: a follower behind its leader's base installs
     /// it; a new leader waiting for it during a view change goes on.
-    pub(super) fn on_checkpoint_state(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        g_view: u64,
-        cp: Arc<Checkpoint>,
-    ) {
+    fn on_checkpoint_state(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, g_view: u64, cp: Arc<Checkpoint>) {
         if g_view != self.core.view.g_view || cp.upto <= self.core.log.base() {
             return;
         }
@@ -914,7 +908,7 @@ impl Server {
 impl Server {
     // ---- Algorithm 5 lines 1-15: a newer view arrives ----
 
-    pub(super) fn on_current_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+    fn on_current_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
         if view.g_view < self.core.view.g_view
             || (view.g_view == self.core.view.g_view && self.core.status != Status::Recovering)
         {
@@ -968,7 +962,7 @@ impl Server {
         self.optimistic.forget_executions();
     }
 
-    pub(super) fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let record = Record::View {
             view: self.core.view.clone(),
             last_normal_view: self.core.last_normal_view,
@@ -1160,7 +1154,7 @@ impl Server {
     /// Releases `id` into the log if every participant announced the
     /// timestamp this leader holds (cases 1 and 2), executing it first in
     /// preventive mode.
-    pub(super) fn check_agreement(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+    fn check_agreement(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
         let Some(p) = self.pq.get(id) else { return };
         if p.state == PState::Waiting || !self.announcements.agreed(p, self.core.cfg.second_round) {
             return;
