@@ -21,17 +21,21 @@
 //! leader learns the maximum before its queue blocks, and the agreed order
 //! is the same everywhere.
 //!
+//! `Announcements` holds the announcements with private fields; its methods
+//! take the server's `Core` and queue and call no other concern. What an
+//! announcement asks of the queue (case 3's move, a check of cases 1 and 2)
+//! comes back as `Announced`, and the server applies it (`server.rs`).
+//!
 //! `Config::second_round` exists only so that tests can show the inversion
 //! the second round prevents; it is always on otherwise.
 
 use super::Tiga;
-use super::messages::{Msg, TsNotify, TxnBody};
-use super::server::Status;
-use super::server::{PState, Server};
+use super::checkpoint::Folded;
+use super::messages::{Msg, TsNotify};
+use super::server::{Core, PState, Pending, Status, TxnQueue};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// Most announcements repeated per tick.
 const RENOTIFY_MAX: usize = 256;
@@ -94,7 +98,7 @@ impl Announcements {
         self.unknown.entry(id).or_insert(Unknown { from, ticks: 0 });
     }
 
-    fn body_arrived(&mut self, id: TxnId) {
+    pub(super) fn body_arrived(&mut self, id: TxnId) {
         self.unknown.remove(&id);
     }
 
@@ -121,104 +125,126 @@ impl Announcements {
     }
 }
 
-impl Server {
+/// Whether a queued transaction waits for timestamp agreement.
+fn awaiting_agreement(state: &PState) -> bool {
+    matches!(state, PState::Executed { .. } | PState::Notified)
+}
+
+/// What an announcement asks of the leader that received it (§3.5).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Announced {
+    /// Nothing more: another view, a transaction already logged here (an
+    /// echo went back), or one never received from its coordinator.
+    Nothing,
+    /// Case 3: this leader used a smaller timestamp; the transaction moves
+    /// to `t` (its optimistic execution, if any, revoked).
+    MoveTo { t: u64 },
+    /// Cases 1 and 2: the timestamp held here may now be agreed.
+    Check,
+}
+
+/// Timestamp agreement at a leader (§3.5-3.6). Its methods take the
+/// server's [`Core`] and the queue (and the folded memory) as parameters
+/// and call no other concern; what an announcement asks of the queue the
+/// server does ([`Announced`]).
+impl Announcements {
     /// Announces this leader's timestamp for `id` to the other participant
     /// leaders: a proposal, or (`released`) its release at that timestamp.
-    pub(super) fn notify_leaders(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, released: bool) {
-        let p = self.pq.get(id).expect("announcing a queued transaction");
+    pub(super) fn notify_leaders(
+        &mut self,
+        core: &Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        pq: &TxnQueue,
+        id: TxnId,
+        released: bool,
+    ) {
+        let p = pq.get(id).expect("announcing a queued transaction");
         let (shards, t) = (p.body.shards.clone(), p.t);
         if released {
-            self.announcements.released_here(id, self.shard, t);
+            self.released_here(id, core.shard(), t);
         }
-        for shard in shards.into_iter().filter(|s| *s != self.shard) {
-            let to = self.leader_node(ctx, shard);
-            let msg =
-                Msg::TsNotify(TsNotify { id, shard: self.shard, g_view: self.view.g_view, t, released, echo: false });
+        for shard in shards.into_iter().filter(|s| *s != core.shard()) {
+            let to = core.leader_node(ctx, shard);
+            let msg = Msg::TsNotify(TsNotify {
+                id,
+                shard: core.shard(),
+                g_view: core.view().g_view,
+                t,
+                released,
+                echo: false,
+            });
             ctx.send(to, msg);
         }
         ctx.count("timestamp_notifications", 1);
     }
 
-    pub(super) fn on_notify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsNotify) {
+    /// §3.5-3.6 (Algorithm 2): another participant leader's announcement.
+    pub(super) fn on_notify(
+        &mut self,
+        core: &Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        m: TsNotify,
+        pq: &TxnQueue,
+        folded: &Folded,
+    ) -> Announced {
         let TsNotify { id, shard, g_view, t, released, echo, .. } = m;
-        if g_view != self.view.g_view || self.status != Status::Normal || !self.is_leader() {
-            return; // another view
+        if g_view != core.view().g_view || core.status() != Status::Normal || !core.is_leader() {
+            return Announced::Nothing; // another view
         }
-        if from != self.leader_node(ctx, shard) {
-            return; // not from that shard's leader
+        if from != core.leader_node(ctx, shard) {
+            return Announced::Nothing; // not from that shard's leader
         }
-        let logged = self.log.entry_of(id).map(|e| e.t).or_else(|| self.folded.get(id).map(|d| d.t));
+        let logged = core.log().entry_of(id).map(|e| e.t).or_else(|| folded.get(id).map(|d| d.t));
         if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).
             if !echo {
-                let msg = Msg::TsNotify(TsNotify { id, shard: self.shard, g_view, t, released: true, echo: true });
+                let msg = Msg::TsNotify(TsNotify { id, shard: core.shard(), g_view, t, released: true, echo: true });
                 ctx.send(from, msg);
             }
-            return;
+            return Announced::Nothing;
         }
-        self.announcements.record(id, shard, t, released);
-        let Some(queued_t) = self.pq.get(id).map(|p| p.t) else {
+        self.record(id, shard, t, released);
+        let Some(queued_t) = pq.get(id).map(|p| p.t) else {
             // Never received from the coordinator: fetch it later if it does
             // not arrive (Appendix B, coordinator failure).
-            self.announcements.await_body(id, from);
-            return;
+            self.await_body(id, from);
+            return Announced::Nothing;
         };
-        if t > queued_t {
-            // Case 3: this leader used a smaller timestamp.
-            if matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. })) {
-                self.revoke(ctx, id);
-            }
-            self.reposition(id, t);
-            ctx.count("timestamp_updates", 1);
-        } else {
-            self.check_agreement(ctx, id);
-        }
-        // Either way conflicting successors may now be free to go.
-        self.release(ctx);
+        if t > queued_t { Announced::MoveTo { t } } else { Announced::Check }
     }
 
-    /// Releases `id` if every participant announced the timestamp this
-    /// leader holds (cases 1 and 2), executing it first in preventive mode.
-    pub(super) fn check_agreement(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
-        let Some(p) = self.pq.get(id) else { return };
-        if p.state == PState::Waiting {
-            return;
-        }
-        let note = |s: &ShardId| self.announcements.note(id, *s);
-        let mut all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t == p.t));
-        if !self.cfg.second_round && !all {
+    /// Whether every participant announced releasing `p` at the timestamp
+    /// this leader holds (cases 1 and 2).
+    pub(super) fn agreed(&self, p: &Pending, second_round: bool) -> bool {
+        let id = p.body.id;
+        let note = |s: &ShardId| self.note(id, *s);
+        let all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t == p.t));
+        if !second_round && !all {
             // Test-only: release as soon as every leader released it at a
             // timestamp no larger than ours (the first round alone).
-            all = p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t <= p.t));
+            return p.body.shards.iter().all(|s| note(s).is_some_and(|n| n.released && n.t <= p.t));
         }
-        if !all {
-            return;
-        }
-        match p.state.clone() {
-            PState::Executed { hash, result } => self.finalize(ctx, id, hash, result),
-            PState::Notified => self.execute_and_finalize(ctx, id),
-            PState::Waiting => unreachable!("checked above"),
-        }
+        all
     }
 
     /// Re-announces the timestamps of transactions still awaiting
     /// agreement (announcements may be lost).
-    pub(super) fn renotify(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let waiting: Vec<(TxnId, u64, Vec<ShardId>, bool)> = self
-            .pq
+    pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &TxnQueue) {
+        let waiting: Vec<(TxnId, u64, Vec<ShardId>, bool)> = pq
             .values()
             .filter(|p| p.body.is_multi_shard())
             .take(RENOTIFY_MAX)
-            .map(|p| (p.body.id, p.t, p.body.shards.clone(), Server::awaiting_agreement(&p.state)))
+            .map(|p| (p.body.id, p.t, p.body.shards.clone(), awaiting_agreement(&p.state)))
             .collect();
         for (id, t, shards, released) in waiting {
-            for shard in shards.into_iter().filter(|s| *s != self.shard) {
-                let to = self.leader_node(ctx, shard);
+            for shard in shards.into_iter().filter(|s| *s != core.shard()) {
+                let to = core.leader_node(ctx, shard);
                 let msg = Msg::TsNotify(TsNotify {
                     id,
-                    shard: self.shard,
-                    g_view: self.view.g_view,
+                    shard: core.shard(),
+                    g_view: core.view().g_view,
                     t,
                     released,
                     echo: false,
@@ -228,55 +254,21 @@ impl Server {
         }
     }
 
-    /// Another leader hands over a transaction this one was notified of but
-    /// never received; or this shard's leader passes on one it fetched so.
-    pub(super) fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
-        let id = body.id;
-        let known = self.log.position(id).is_some() || self.folded.contains(id) || self.pq.contains(id);
-        if !body.shards.contains(&self.shard) || known || self.status != Status::Normal {
-            return;
-        }
-        if !self.is_leader() && from != self.leader_node(ctx, self.shard) {
-            return;
-        }
-        self.announcements.body_arrived(id);
-        self.held.remove(&id);
-        ctx.count("transactions_fetched", 1);
-        self.admit(ctx, body.clone(), t, None);
-        if self.is_leader() {
-            // Its coordinator's copies reached no server of this shard but
-            // this leader, which is about to announce it: the followers
-            // hold it too, at this leader's timestamp (at or below the
-            // agreed one), so that a view change that loses this leader
-            // still finds it here (§4 step ③ (b)) rather than taking it
-            // for one no leader here ever ordered (recovery.rs).
-            if let Some(t_here) = self.pq.get(id).map(|p| p.t) {
-                let me = ctx.me();
-                for node in ctx.topology().replicas(self.shard).to_vec() {
-                    if node != me {
-                        ctx.send(node, Msg::TxnFound { body: body.clone(), t: t_here });
-                    }
-                }
-            }
-        }
-        self.release(ctx);
-    }
-
     /// Asks the notifying leader for transactions still unknown after a
     /// while (their coordinator may have failed mid-multicast).
-    pub(super) fn fetch_unknown(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        for (id, from) in self.announcements.due_fetches(self.cfg.fetch_after_ticks) {
+    pub(super) fn fetch_unknown(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>) {
+        for (id, from) in self.due_fetches(core.cfg().fetch_after_ticks) {
             ctx.send(from, Msg::FetchTxn { id });
         }
     }
+}
 
-    /// Only a transaction still awaiting agreement here is handed over: one
-    /// this leader logged had every participant's announcement, so the
-    /// asker holds it too (or folded it) and the question is stale.
-    pub(super) fn on_fetch_txn(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, id: TxnId) {
-        if let Some(p) = self.pq.get(id) {
-            ctx.send(from, Msg::TxnFound { body: p.body.clone(), t: p.t });
-        }
+/// Only a transaction still awaiting agreement here is handed over: one
+/// this leader logged had every participant's announcement, so the asker
+/// holds it too (or folded it) and the question is stale.
+pub(super) fn on_fetch_txn(ctx: &mut Ctx<'_, Tiga>, from: NodeId, id: TxnId, pq: &TxnQueue) {
+    if let Some(p) = pq.get(id) {
+        ctx.send(from, Msg::TxnFound { body: p.body.clone(), t: p.t });
     }
 }
 

@@ -22,20 +22,39 @@
 //! `done_retention` has passed, so that every participant leader has long
 //! finished agreeing on it. `DONE_MAX` bounds the memory whatever the load.
 //!
+//! `Executed` holds all of this with private fields. The server tells it
+//! what to execute (the log and the point to execute to), what it folded,
+//! and which checkpoint to install; it calls no other concern. Folding the
+//! log, snapshots, restarts and adopting another server's checkpoint are
+//! sequenced by the server (`server.rs`).
+//!
 //! Nothing here reads a clock other than the server's own, or touches a file:
 //! snapshots go through `Env::compact`.
 
 use super::Tiga;
-use super::hash::KeyHashes;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, Done, DoneList, LogEntry, Msg, Record, Snapshot, Stamp};
-use super::server::{PState, Replied, Server, Status};
-use meridian_core::{Ctx, Key, NodeId, TxnId};
+use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Stamp};
+use meridian_core::{Ctx, Key, NodeId, OpResult, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
+use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::txnids::epoch_of;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// The last fast reply of a logged transaction, for resubmissions.
+#[derive(Clone, Debug)]
+pub(super) struct Replied {
+    pub t: u64,
+    /// The hash its fast reply carried; `None` if this server sent none
+    /// (an entry it learned from the log or a new leader's replay).
+    pub hash: Option<u128>,
+    /// The results: a leader's from its execution in this view (in log
+    /// order, so final), or else from execution up to the commit-point.
+    pub result: Option<Vec<OpResult>>,
+    /// The view whose leader executed it, if a leader did.
+    pub led_view: Option<u64>,
+}
 
 /// Most folded transactions remembered, whatever their age.
 const DONE_MAX: usize = 1 << 20;
@@ -142,21 +161,101 @@ fn raise_stamps(map: &mut CowMap<Key, Stamp>, keys: &[Key], stamp: Stamp) {
     }
 }
 
-impl Server {
-    /// Executes the log in order up to the commit-point, then checkpoints if
-    /// enough has accumulated.
-    pub(super) fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let upto = self.commit_point.min(self.sync_point).min(self.log.len());
-        let topo = Arc::clone(&self.topo);
+/// What a server executed in log order and folded (§4): the shard's data
+/// after the first `applied` log entries, the latest checkpoint, the last
+/// reply per logged transaction, and the memory of folded ones. Every server
+/// has one; the server tells it what to execute and fold — it reads the log
+/// it is given and touches nothing else.
+pub(super) struct Executed {
+    /// Log entries executed into `state`, in log order, up to the
+    /// commit-point (every server, leader included).
+    applied: u64,
+    /// The shard's data after the first `applied` log entries.
+    state: MvStore,
+    /// The latest checkpoint: `state` as of the log's base, and more.
+    checkpoint: Arc<Checkpoint>,
+    /// The last fast reply (and results) of each transaction in the log.
+    replied: FxHashMap<TxnId, Replied>,
+    /// Folded transactions remembered for at-most-once answers, and each
+    /// coordinator's low watermark (Submit and Probe carry it).
+    folded: Folded,
+}
+
+impl Executed {
+    pub(super) fn new() -> Self {
+        Executed {
+            applied: 0,
+            state: MvStore::new(),
+            checkpoint: Arc::new(Checkpoint::default()),
+            replied: FxHashMap::default(),
+            folded: Folded::default(),
+        }
+    }
+
+    /// Log entries executed into [`Executed::state`].
+    pub(super) fn applied(&self) -> u64 {
+        self.applied
+    }
+
+    /// The shard's data as executed up to [`Executed::applied`].
+    pub(super) fn state(&self) -> &MvStore {
+        &self.state
+    }
+
+    pub(super) fn checkpoint(&self) -> &Arc<Checkpoint> {
+        &self.checkpoint
+    }
+
+    /// The at-most-once memory (read only: it changes by folding, by
+    /// installing a checkpoint, and by watermarks).
+    pub(super) fn folded(&self) -> &Folded {
+        &self.folded
+    }
+
+    /// A coordinator's low watermark arrived (see [`Folded::note_watermark`]).
+    pub(super) fn note_watermark(&mut self, coordinator: NodeId, low_watermark: u64) {
+        self.folded.note_watermark(coordinator, low_watermark);
+    }
+
+    /// The last reply this server knows for a logged transaction.
+    pub(super) fn replied(&self, id: TxnId) -> Option<&Replied> {
+        self.replied.get(&id)
+    }
+
+    /// This server replied for `id` (or, as a new leader, executed it).
+    pub(super) fn note_reply(&mut self, id: TxnId, replied: Replied) {
+        self.replied.insert(id, replied);
+    }
+
+    /// The log was replaced: replies of transactions no longer in it go.
+    pub(super) fn keep_replies_in(&mut self, log: &TigaLog) {
+        self.replied.retain(|id, _| log.position(*id).is_some());
+    }
+
+    pub(super) fn replied_len(&self) -> usize {
+        self.replied.len()
+    }
+
+    /// Executes `log` in order from [`Executed::applied`] up to `upto` (at
+    /// most the commit-point) into the state, in view `g_view`.
+    pub(super) fn execute_upto(
+        &mut self,
+        ctx: &mut Ctx<'_, Tiga>,
+        log: &TigaLog,
+        upto: u64,
+        g_view: u64,
+        shard: ShardId,
+        topo: &Topology,
+    ) {
         while self.applied < upto {
-            let e = self.log.get(self.applied).expect("committed entries are held").clone();
-            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
+            let e = log.get(self.applied).expect("committed entries are held");
+            let piece = e.body.program.piece(shard, |k| topo.shard_of(k));
             let exec = piece.execute(|k| self.state.latest(k).cloned());
             for (key, value) in exec.writes {
                 self.state.put(key, self.applied + 1, value);
             }
-            let g_view = self.view.g_view;
-            let r = self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: 0, result: None, led_view: None });
+            let r =
+                self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: None, result: None, led_view: None });
             // What this view's leader executed sits at the same place in the
             // log: the results must agree. Older ones (an earlier view's
             // optimistic execution, perhaps elsewhere in its order) give way.
@@ -167,40 +266,53 @@ impl Server {
             r.result = Some(exec.results);
             self.applied += 1;
         }
-        if self.applied - self.log.base() >= self.cfg.checkpoint_entries {
-            self.take_checkpoint(ctx);
-        }
     }
 
-    /// Folds every executed entry into a new checkpoint and compacts the
-    /// durable log into a snapshot.
-    fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let upto = self.applied;
-        assert!(upto <= self.commit_point, "folding past the commit-point");
-        assert!(upto <= self.sync_point, "folding past the sync-point");
-        let folded = self.log.fold_to(upto);
-        let now = ctx.clock_ns();
+    /// Whether `every` executed entries have accumulated past the log's
+    /// `base` (the last checkpoint).
+    pub(super) fn checkpoint_due(&self, base: u64, every: u64) -> bool {
+        self.applied - base >= every
+    }
+
+    /// A new checkpoint of everything executed: `folded` are the log's
+    /// entries up to [`Executed::applied`] it has just forgotten. Their key
+    /// hashes, conflict-map stamps and replies go into the checkpoint; the
+    /// memory forgets what no one can ask about any more.
+    pub(super) fn fold(
+        &mut self,
+        now_ns: u64,
+        folded: &[LogEntry],
+        shard: ShardId,
+        topo: &Topology,
+        retention_ns: u64,
+    ) {
         // The previous checkpoint's maps, shared until written: this one
         // costs in proportion to the entries it folds.
         let prev = Arc::clone(&self.checkpoint);
         let mut hashes = prev.hashes.clone();
         let (mut rmap, mut wmap) = (prev.rmap.clone(), prev.wmap.clone());
-        let topo = Arc::clone(&self.topo);
         let mut dones = Vec::with_capacity(folded.len());
-        for e in &folded {
-            hashes.toggle(e, self.shard, |k| topo.shard_of(k));
-            let (reads, writes) = self.keys_of(&e.body);
+        for e in folded {
+            hashes.toggle(e, shard, |k| topo.shard_of(k));
+            let (reads, writes) = e.body.program.declared_keys(shard, |k| topo.shard_of(k));
             raise_stamps(&mut rmap, &reads, e.stamp());
             raise_stamps(&mut wmap, &writes, e.stamp());
             let r =
-                self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: 0, result: None, led_view: None });
+                self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: None, result: None, led_view: None });
             let body = e.body.is_multi_shard().then(|| e.body.clone());
-            dones.push(Arc::new(Done { id: e.body.id, body, t: e.t, hash: r.hash, result: r.result, folded_ns: now }));
+            dones.push(Arc::new(Done {
+                id: e.body.id,
+                body,
+                t: e.t,
+                hash: r.hash.unwrap_or(NO_HASH),
+                result: r.result,
+                folded_ns: now_ns,
+            }));
         }
         self.folded.remember(dones);
-        self.folded.forget(now, self.cfg.done_retention_ns);
+        self.folded.forget(now_ns, retention_ns);
         self.checkpoint = Arc::new(Checkpoint {
-            upto,
+            upto: self.applied,
             state: self.state.clone(),
             hashes,
             rmap,
@@ -208,130 +320,17 @@ impl Server {
             done: self.folded.list(),
             watermarks: self.folded.watermark_pairs(),
         });
-        ctx.count("checkpoints", 1);
-        self.persist_snapshot(ctx);
     }
 
-    /// Compacts the durable log into one snapshot of this server. The
-    /// snapshot stands for every record up to an append made just before
-    /// it (after a restart this server knows no earlier LSN, and records it
-    /// recovered must not outlive the snapshot), and another append follows
-    /// it: replies sent behind that one (through `send_durable`) leave only
-    /// once the snapshot is durable.
-    pub(super) fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let covered = self.persist(ctx, Record::SyncPoint(self.sync_point));
-        let tentative: Vec<LogEntry> = self
-            .pq
-            .values()
-            .filter(|p| matches!(p.state, PState::Executed { .. }))
-            .map(|p| LogEntry { body: p.body.clone(), t: p.t })
-            .collect();
-        let snap = Snapshot {
-            checkpoint: Arc::clone(&self.checkpoint),
-            log: self.log.all().to_vec(),
-            sync_point: self.sync_point,
-            commit_point: self.commit_point,
-            view: self.view.clone(),
-            last_normal_view: self.last_normal_view,
-            led: self.led,
-            tentative,
-        };
-        ctx.compact(covered, Record::Snapshot(Arc::new(snap)));
-        self.persist(ctx, Record::SyncPoint(self.sync_point));
-    }
-
-    /// Restart: the snapshot's server, before the records that follow it.
-    pub(super) fn restore_snapshot(&mut self, snap: &Snapshot) {
-        self.install_checkpoint_state(Arc::clone(&snap.checkpoint));
-        self.log = TigaLog::from_base(snap.checkpoint.upto, snap.log.clone());
-        self.sync_point = snap.sync_point;
-        self.commit_point = snap.commit_point.max(snap.checkpoint.upto);
-        self.view = snap.view.clone();
-        self.last_normal_view = snap.last_normal_view;
-        self.led = snap.led;
-    }
-
-    /// The checkpoint's state, memory and watermarks become this server's.
-    fn install_checkpoint_state(&mut self, cp: Arc<Checkpoint>) {
+    /// The checkpoint's state, memory and watermarks become this server's:
+    /// everything up to `cp.upto` is executed.
+    pub(super) fn install(&mut self, cp: Arc<Checkpoint>) {
         self.state = cp.state.clone();
         self.applied = cp.upto;
-        self.commit_point = self.commit_point.max(cp.upto);
         self.folded.remember(cp.done.iter().cloned());
         for (node, w) in &cp.watermarks {
             self.folded.note_watermark(*node, *w);
         }
         self.checkpoint = cp;
-    }
-
-    /// Takes a checkpoint from another server of the shard that folded past
-    /// what this one can execute. The entries this log holds beyond what it
-    /// had synced stay, after the checkpoint, as unsynced votes (unless they
-    /// are folded in it); everything else is covered by it.
-    pub(super) fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
-        assert!(cp.upto > self.log.base(), "adopting an older checkpoint");
-        let synced = self.sync_point;
-        let old = std::mem::take(&mut self.log);
-        self.install_checkpoint_state(Arc::clone(&cp));
-        let keep: Vec<LogEntry> = old
-            .all()
-            .iter()
-            .enumerate()
-            .filter(|(i, e)| {
-                let pos = old.base() + *i as u64;
-                (pos >= synced || pos >= cp.upto) && !self.folded.contains(e.body.id)
-            })
-            .map(|(_, e)| e.clone())
-            .collect();
-        self.log = TigaLog::from_base(cp.upto, keep);
-        self.sync_point = cp.upto;
-        let log = &self.log;
-        self.replied.retain(|id, _| log.position(*id).is_some());
-        self.rebuild_derived();
-        ctx.count("checkpoints_installed", 1);
-        self.persist_snapshot(ctx);
-    }
-
-    /// Key hashes and conflict maps from the checkpoint and the held log
-    /// (and, at a leader, what it has released but not logged).
-    pub(super) fn rebuild_derived(&mut self) {
-        let cp = Arc::clone(&self.checkpoint);
-        self.hashes = KeyHashes::from_folded(&cp.hashes);
-        self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
-        let topo = Arc::clone(&self.topo);
-        for e in self.log.all().to_vec() {
-            self.hashes.toggle(&e, self.shard, |k| topo.shard_of(k));
-            let (reads, writes) = self.keys_of(&e.body);
-            self.conflicts.released(e.stamp(), &reads, &writes);
-        }
-    }
-
-    /// A checkpoint arrives: a follower behind its leader's base installs
-    /// it; a new leader waiting for it during a view change goes on.
-    pub(super) fn on_checkpoint_state(
-        &mut self,
-        ctx: &mut Ctx<'_, Tiga>,
-        from: NodeId,
-        g_view: u64,
-        cp: Arc<Checkpoint>,
-    ) {
-        if g_view != self.view.g_view || cp.upto <= self.log.base() {
-            return;
-        }
-        if self.status == Status::ViewChange && self.is_leader() {
-            return self.on_fetched_checkpoint(ctx, from, cp);
-        }
-        let from_leader = from == self.leader_node(ctx, self.shard);
-        if self.status == Status::Normal && !self.is_leader() && from_leader && cp.upto > self.sync_point {
-            self.adopt_checkpoint(ctx, cp);
-            self.report_sync(ctx, Vec::new());
-        }
-    }
-
-    /// Leader: a follower that has synced less than this log's base gets the
-    /// checkpoint (the folded entries cannot be sent).
-    pub(super) fn send_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
-        ctx.count("checkpoints_sent", 1);
-        let msg = Msg::CheckpointState { g_view: self.view.g_view, checkpoint: Arc::clone(&self.checkpoint) };
-        self.send_durable(ctx, to, msg);
     }
 }

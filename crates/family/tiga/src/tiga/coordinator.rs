@@ -42,11 +42,25 @@ struct LeaderReply {
     result: Vec<OpResult>,
 }
 
+/// A follower's fast reply: the timestamp and log hash it released at.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct FollowerReply {
+    t: u64,
+    hash: u128,
+}
+
+impl FollowerReply {
+    /// Whether it matches the leader's reply (§3.4).
+    fn matches(&self, l: &LeaderReply) -> bool {
+        self.t == l.t && self.hash == l.hash
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 struct ShardReplies {
     leader: Option<LeaderReply>,
-    /// Followers' fast replies: replica → (timestamp, hash).
-    fast: BTreeMap<u32, (u64, u128)>,
+    /// Followers' fast replies, per replica.
+    fast: BTreeMap<u32, FollowerReply>,
     /// Followers that synced it: replica → timestamp in their log.
     synced: BTreeMap<u32, u64>,
 }
@@ -63,7 +77,7 @@ impl ShardReplies {
     /// (§3.4), or `f` followers synced at the leader's timestamp (§3.7).
     fn committed(&self, super_q: usize, f: usize) -> Option<Path> {
         let l = self.leader.as_ref()?;
-        if 1 + self.fast.values().filter(|(t, h)| *t == l.t && *h == l.hash).count() >= super_q {
+        if 1 + self.fast.values().filter(|r| r.matches(l)).count() >= super_q {
             return Some(Path::Fast);
         }
         (self.synced.values().filter(|t| **t == l.t).count() >= f).then_some(Path::Slow)
@@ -84,9 +98,17 @@ struct Pend {
     /// When the fast path should have completed (this coordinator's clock):
     /// past it, the coordinator asks for the slow path.
     fast_due_ns: u64,
-    /// The global view and timestamp of its first submission in that view,
-    /// which every resubmission in the view carries again (see `submit`).
-    t: Option<(u64, u64)>,
+    /// Its first submission in the latest view it was submitted in, whose
+    /// timestamp every resubmission in the view carries again (see
+    /// `submit`).
+    stamped: Option<Stamped>,
+}
+
+/// The view a transaction was submitted in and the timestamp it carried.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Stamped {
+    g_view: u64,
+    t: u64,
 }
 
 pub struct Coordinator {
@@ -144,7 +166,7 @@ impl Coordinator {
         // A new view may have dropped the transaction; a fresh timestamp
         // then places it after what that view recovered.
         let g_view = self.view.g_view;
-        let first_t = p.t.filter(|(v, _)| *v == g_view).map(|(_, t)| t);
+        let first_t = p.stamped.filter(|s| s.g_view == g_view).map(|s| s.t);
         let t = first_t.unwrap_or_else(|| now.saturating_add_signed(self.headroom_ns(&body.shards)));
         // Replies from the farthest super-quorum member are due about one
         // delay after t; allow a margin before concluding the fast path failed.
@@ -153,7 +175,7 @@ impl Coordinator {
         // A resubmission must not postpone the slow path: the first
         // submission's replies may be all that ever arrive.
         let p = self.pending.get_mut(&id).expect("checked");
-        p.t = Some((g_view, t));
+        p.stamped = Some(Stamped { g_view, t });
         p.fast_due_ns = if p.attempts == 1 { due } else { p.fast_due_ns.min(due) };
         let low_watermark = self.low_watermark();
         for shard in &body.shards {
@@ -235,7 +257,7 @@ impl Coordinator {
                 s.leader = Some(LeaderReply { t, hash, result });
             }
         } else {
-            s.fast.insert(r, (t, hash));
+            s.fast.insert(r, FollowerReply { t, hash });
         }
         self.try_commit(ctx, id);
     }
@@ -336,7 +358,7 @@ impl Coordinator {
                 if s.committed(super_q, f).is_some() {
                     continue; // this shard is done; others are awaited
                 }
-                let disagrees = s.fast.values().any(|(t, h)| *t != l.t || *h != l.hash);
+                let disagrees = s.fast.values().any(|r| !r.matches(l));
                 if overdue || disagrees {
                     asks.entry(*shard).or_default().push(*id);
                 }
@@ -428,7 +450,7 @@ impl Process<Tiga> for Coordinator {
         for (id, p) in self.pending.iter().take(CHECKED_MAX) {
             assert_eq!(p.body.id, *id, "a pending transaction under another's id");
             assert!(p.shards.keys().eq(p.body.shards.iter()), "{id:?} tracks replies of shards it is not on");
-            assert!(p.t.is_none_or(|(g_view, _)| g_view <= self.view.g_view), "{id:?} stamped in a future view");
+            assert!(p.stamped.is_none_or(|s| s.g_view <= self.view.g_view), "{id:?} stamped in a future view");
         }
     }
 
@@ -483,7 +505,7 @@ impl Process<Tiga> for Coordinator {
             attempts: 0,
             orphan: false,
             fast_due_ns: 0,
-            t: None,
+            stamped: None,
         };
         self.pending.insert(id, pend);
         self.submit(ctx, id);

@@ -140,6 +140,96 @@ impl TigaLog {
     }
 }
 
+/// A server's log with its two points (§3.7): the sync-point (how far the
+/// log agrees with its leader's) and the commit-point (how far it is known
+/// committed). Every change goes through a method that keeps their order,
+/// `base ≤ commit-point ≤ sync-point ≤ length`, and asserts it; entries
+/// move only past the sync-point. Reading goes through [`TigaLog`].
+#[derive(Debug, Default)]
+pub struct ShardLog {
+    log: TigaLog,
+    sync_point: u64,
+    commit_point: u64,
+}
+
+impl std::ops::Deref for ShardLog {
+    type Target = TigaLog;
+
+    fn deref(&self) -> &TigaLog {
+        &self.log
+    }
+}
+
+impl ShardLog {
+    pub fn new() -> ShardLog {
+        ShardLog::default()
+    }
+
+    pub fn entries(&self) -> &TigaLog {
+        &self.log
+    }
+
+    pub fn sync_point(&self) -> u64 {
+        self.sync_point
+    }
+
+    pub fn commit_point(&self) -> u64 {
+        self.commit_point
+    }
+
+    fn check(&self) {
+        assert!(self.log.base() <= self.commit_point, "the commit-point {} below the base", self.commit_point);
+        assert!(self.commit_point <= self.sync_point, "committed past the sync-point");
+        assert!(self.sync_point <= self.log.len(), "the sync-point past the log's end");
+    }
+
+    /// Replaces the whole log and both points (a restart, a checkpoint
+    /// adopted, a new view's log installed).
+    pub fn reset(&mut self, log: TigaLog, sync_point: u64, commit_point: u64) {
+        *self = ShardLog { log, sync_point, commit_point };
+        self.check();
+    }
+
+    /// Appends past the sync-point; returns the position.
+    pub fn push(&mut self, e: LogEntry) -> u64 {
+        self.log.push(e)
+    }
+
+    /// The log agrees with its leader's up to `pos`.
+    pub fn sync_to(&mut self, pos: u64) {
+        assert!(pos >= self.sync_point, "the sync-point moves back from {} to {pos}", self.sync_point);
+        self.sync_point = pos;
+        self.check();
+    }
+
+    /// The commit-point rises to `pos` (if below).
+    pub fn commit_to(&mut self, pos: u64) {
+        self.commit_point = self.commit_point.max(pos);
+        self.check();
+    }
+
+    /// Removes the unsynced entry at `pos`.
+    pub fn remove_unsynced(&mut self, pos: u64) -> LogEntry {
+        assert!(pos >= self.sync_point, "removing synced position {pos}");
+        self.log.remove_at(pos)
+    }
+
+    /// Inserts an entry at `pos`, at or past the sync-point.
+    pub fn insert_unsynced(&mut self, pos: u64, e: LogEntry) {
+        assert!(pos >= self.sync_point, "inserting at synced position {pos}");
+        self.log.insert_at(pos, e);
+    }
+
+    /// Folds every position below `upto` (at most the commit-point): returns
+    /// those entries, in order.
+    pub fn fold_to(&mut self, upto: u64) -> Vec<LogEntry> {
+        assert!(upto <= self.commit_point, "folding past the commit-point");
+        let folded = self.log.fold_to(upto);
+        self.check();
+        folded
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,5 +284,33 @@ mod tests {
         assert_eq!(log.push(e(5, 50)), 5);
         let rebuilt = TigaLog::from_base(2, log.all().to_vec());
         assert_eq!(rebuilt.position(id(5)), Some(5));
+    }
+
+    #[test]
+    fn the_points_keep_their_order() {
+        let mut log = ShardLog::new();
+        log.push(e(1, 10));
+        log.push(e(2, 20));
+        log.sync_to(2);
+        log.commit_to(1);
+        log.commit_to(0);
+        assert_eq!((log.commit_point(), log.sync_point()), (1, 2), "the commit-point only rises");
+        assert_eq!(log.fold_to(1).len(), 1);
+        assert_eq!(log.base(), 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "committed past the sync-point")]
+    fn committing_past_the_sync_point_is_refused() {
+        let mut log = ShardLog::new();
+        log.push(e(1, 10));
+        log.commit_to(1);
+    }
+
+    #[test]
+    #[should_panic(expected = "the sync-point past the log's end")]
+    fn syncing_past_the_end_is_refused() {
+        let mut log = ShardLog::new();
+        log.sync_to(1);
     }
 }

@@ -103,6 +103,11 @@ pub struct Checkpoint {
     pub watermarks: Vec<(NodeId, u64)>,
 }
 
+/// The hash a fast reply carries from a server that never computed one for
+/// its transaction (it took the entry from another server's log, or
+/// replayed it as a new leader): it matches no follower's.
+pub const NO_HASH: u128 = 0;
+
 /// A folded transaction: enough to answer a resubmission (Appendix B's
 /// at-most-once execution) or a late announcement.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,7 +117,8 @@ pub struct Done {
     /// lost the transaction in a view change takes it from here.
     pub body: Option<Arc<TxnBody>>,
     pub t: u64,
-    /// The hash this server's fast reply carried.
+    /// The hash this server's fast reply carried ([`NO_HASH`] if it sent
+    /// none).
     pub hash: u128,
     /// This shard's results (the leader's, or re-computed by execution).
     pub result: Option<Vec<OpResult>>,

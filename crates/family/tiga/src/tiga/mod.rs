@@ -3,13 +3,17 @@
 //! Synchronized Clocks". Promises strict serializability.
 //!
 //! Roles: `coordinator.rs` (§3.1 timestamps, §3.4/§3.7 quorum checks,
-//! Appendix E inquiries), `server.rs` (§3.2-3.4: queue, release, optimistic
-//! execution, fast replies, the log), `agreement.rs` (§3.5-3.6 timestamp
-//! agreement among leaders), `sync.rs` (§3.7 log synchronization, slow path,
-//! commit-point), `checkpoint.rs` (§4 checkpoints, at-most-once memory),
-//! `recovery.rs` (§4, Appendix B view change and rejoin), `vm.rs` (the view
-//! manager), `hash.rs` (Appendix D per-key incremental hashes), `log.rs`,
-//! `messages.rs`.
+//! Appendix E inquiries), `server.rs` (the server's core state and dispatch;
+//! §3.2-3.4: queue, release, optimistic execution, fast replies; the
+//! transitions that span concerns: restarts, checkpoints adopted, a view's
+//! log installed), `vm.rs` (the view manager). The server's concerns, each a
+//! struct with private fields taking the server's `Core` as a parameter:
+//! `agreement.rs` (§3.5-3.6 timestamp agreement among leaders), `sync.rs`
+//! (§3.7 log synchronization, slow path, commit-point), `checkpoint.rs` (§4
+//! execution, checkpoints, at-most-once memory), `recovery.rs` (§4, Appendix
+//! B: the new leader's view change). Leaf structures: `hash.rs` (Appendix D
+//! per-key incremental hashes), `log.rs` (the log and its points),
+//! `queue.rs`, `conflict.rs`, `messages.rs`.
 //!
 //! # Commit path and analytical latency
 //!

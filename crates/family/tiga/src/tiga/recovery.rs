@@ -34,13 +34,19 @@
 //! servers of a shard down at a time, a shard whose servers all restarted
 //! still recovers. The view manager never makes it leader before it
 //! rejoined (Algorithm 6: the leader's log replaces its own).
+//!
+//! Here is the new leader's side (`Rebuild`, private fields, taking the
+//! server's `Core` and `Executed` state as parameters and calling no other
+//! concern): the step that completes the change returns the new log, and
+//! the server installs it. Entering a view change, installing a view's log
+//! (`StartView`) and adopting a checkpoint replace the whole server state
+//! and are the server's (`server.rs`).
 
 use super::Tiga;
-use super::log::TigaLog;
-use super::messages::{
-    Checkpoint, LogEntry, Msg, Record, Stamp, StartView, TsVerify, TxnBody, VerifyEntry, VerifyInfo, View, ViewChange,
-};
-use super::server::{PState, Server, Status};
+use super::checkpoint::Executed;
+use super::messages::{LogEntry, Msg, Stamp, TsVerify, TxnBody, VerifyEntry, VerifyInfo, ViewChange};
+use super::server::{Core, Status};
+use super::sync::ReportedLog;
 use meridian_core::{Ctx, Key, NodeId, ShardId, TxnId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,16 +57,16 @@ const FETCH_PATIENCE_TICKS: u32 = 20;
 use std::sync::Arc;
 
 /// A server's contribution to a log rebuild: its log from `base` (what it
-/// folded lies below), how far that log agrees with its last leader's
-/// (`sync_point`), and how far it is known committed (`commit_point`, below
-/// which every server in every later view holds the same entries).
+/// folded lies below) and how far that log agrees with its last leader's
+/// (`sync_point`). How far it is known committed goes to the followers'
+/// progress (`ReportedLog`): below it every server in every later view
+/// holds the same entries.
 #[derive(Clone, Debug)]
-struct Contribution {
-    pub last_normal_view: u64,
-    pub sync_point: u64,
-    pub commit_point: u64,
-    pub base: u64,
-    pub log: Arc<Vec<LogEntry>>,
+pub(super) struct Contribution {
+    last_normal_view: u64,
+    sync_point: u64,
+    base: u64,
+    log: Arc<Vec<LogEntry>>,
 }
 
 impl Contribution {
@@ -78,6 +84,15 @@ impl Contribution {
     }
 }
 
+/// A checkpoint a new leader asked another server for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Fetching {
+    /// The server asked.
+    from: NodeId,
+    /// View-change ticks waited since.
+    waited_ticks: u32,
+}
+
 /// The new leader's progress through a view change.
 #[derive(Debug, Default)]
 pub(super) struct Rebuild {
@@ -85,9 +100,8 @@ pub(super) struct Rebuild {
     /// Servers whose checkpoint this leader asked for and did not get: not
     /// counted again in this view change.
     excluded: BTreeSet<NodeId>,
-    /// The server whose checkpoint this leader waits for, and for how many
-    /// ticks it has waited.
-    fetching: Option<(NodeId, u32)>,
+    /// The checkpoint this leader waits for, if any.
+    fetching: Option<Fetching>,
     /// The rebuilt log, from this leader's base, once `f + 1` contributions
     /// arrived.
     log: Option<Vec<LogEntry>>,
@@ -98,140 +112,132 @@ pub(super) struct Rebuild {
     /// Transactions this leader lacked and placed later in round 1, with
     /// the timestamp that puts them after what it recovered.
     raised: BTreeMap<TxnId, u64>,
-    /// The verification round this leader is in (1 or 2; 0 before).
-    round: u8,
+    /// The verification round this leader is in (1 or 2), once it started.
+    round: Option<u8>,
     /// Verification messages received: (round, shard) → their content.
     inbox: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
     /// What this leader sent in each round, per shard, for re-sends.
     sent: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
 }
 
-impl Server {
-    pub(super) fn vm_members(&self) -> Vec<NodeId> {
-        self.topo.service("viewmgr").to_vec()
-    }
+/// A view change's side that needs nothing of the server but its core:
+/// this server's log and points to the new leader (Algorithm 5 line 15,
+/// and Algorithm 6's request for the log).
+pub(super) fn send_view_change(core: &mut Core, ctx: &mut Ctx<'_, Tiga>) {
+    let leader = core.leader_node(ctx, core.shard());
+    let msg = Msg::ViewChange(ViewChange {
+        g_view: core.view().g_view,
+        l_view: core.view().l_view(core.shard()),
+        last_normal_view: core.last_normal_view(),
+        sync_point: core.log().sync_point(),
+        commit_point: core.log().commit_point(),
+        base: core.log().base(),
+        log: Arc::new(core.log().all().to_vec()),
+    });
+    // The new leader sends its own too, through persistence like any.
+    core.send_durable(ctx, leader, msg);
+}
 
-    // ---- Algorithm 5 lines 1-15: a newer view arrives ----
+fn other_shards(core: &Core) -> Vec<ShardId> {
+    (0..core.topo().shards).map(ShardId).filter(|s| *s != core.shard()).collect()
+}
 
-    pub(super) fn on_current_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
-        if view.g_view < self.view.g_view || (view.g_view == self.view.g_view && self.status != Status::Recovering) {
-            return;
-        }
-        if self.status == Status::Recovering && view.g_view == self.view.g_view {
-            // Algorithm 6: still the view it restarted in; ask its leader
-            // for the log (a restarted leader is replaced by a new view).
-            return self.send_view_change(ctx);
-        }
-        // A newer view: take part in its change like any server — its
-        // durable log holds every vote it gave — or lead it.
-        self.enter_view_change(ctx, view);
-    }
+/// The largest stamp above `e` among the conflicting entries the maps
+/// describe, if any.
+fn conflict_bound_in(
+    core: &Core,
+    e: &LogEntry,
+    reads_of: &FxHashMap<Key, Stamp>,
+    writes_of: &FxHashMap<Key, Stamp>,
+) -> Option<Stamp> {
+    let (reads, writes) = core.keys_of(&e.body);
+    let stamp = e.stamp();
+    let w = reads.iter().chain(&writes).filter_map(|k| writes_of.get(k));
+    let r = writes.iter().filter_map(|k| reads_of.get(k));
+    w.chain(r).copied().filter(|s| *s > stamp).max()
+}
 
-    fn enter_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
-        if self.status == Status::Normal {
-            self.flush_queue_into_log(ctx);
-        }
-        self.status = Status::ViewChange;
-        self.view = view;
-        self.rebuild = Rebuild::default();
-        self.persist_view(ctx);
-        self.send_view_change(ctx);
-    }
+/// Whether a conflicting entry of part (a) (or a folded one) lies above
+/// `e`.
+fn below_part_a(core: &Core, e: &LogEntry, a_reads: &FxHashMap<Key, Stamp>, a_writes: &FxHashMap<Key, Stamp>) -> bool {
+    conflict_bound_in(core, e, a_reads, a_writes).is_some()
+}
 
-    /// Algorithm 5 lines 7-9: the queue's transactions join the log in
-    /// timestamp order; optimistic executions are dropped with the store,
-    /// which the new log rebuilds.
-    fn flush_queue_into_log(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
-        self.forget_view_work();
-        if !pending.is_empty() {
-            let pos = self.log.len();
-            for e in &pending {
-                self.log.push(e.clone());
+/// The largest stamp reading and writing each key among the entries of
+/// `log` in `part` (part (a), or all this shard recovered), the folded
+/// entries (`executed`'s checkpoint) included.
+fn stamp_bounds(
+    core: &Core,
+    executed: &Executed,
+    log: &[LogEntry],
+    part: &FxHashSet<TxnId>,
+) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
+    let mut reads: FxHashMap<Key, Stamp> = executed.checkpoint().rmap.iter().map(|(k, s)| (*k, *s)).collect();
+    let mut writes: FxHashMap<Key, Stamp> = executed.checkpoint().wmap.iter().map(|(k, s)| (*k, *s)).collect();
+    for e in log.iter().filter(|e| part.contains(&e.body.id)) {
+        let (r, w) = core.keys_of(&e.body);
+        for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
+            for k in keys {
+                let s = map.entry(k).or_insert(e.stamp());
+                *s = (*s).max(e.stamp());
             }
-            self.persist(ctx, Record::Log { pos, entries: pending });
         }
     }
+    (reads, writes)
+}
 
-    /// What a view's leader and followers hold only for that view: held
-    /// and fetched transactions, announcements, optimistic executions. A
-    /// view change drops it (the one place it is reset).
-    fn forget_view_work(&mut self) {
-        self.held.clear();
-        self.fetched.clear();
-        self.announcements.clear();
-        self.optimistic.forget_executions();
+/// The new leader's log, once the view change is done: the server installs
+/// it and hands it to the followers.
+pub(super) type Finished = Option<Vec<LogEntry>>;
+
+/// The view change at the new leader (Algorithm 5 lines 16-78). Its methods
+/// take the server's [`Core`] and its [`Executed`] state (the folded
+/// memory, the checkpoint's conflict stamps) as parameters and call no
+/// other concern; the one that completes the change returns the new log
+/// ([`Finished`]) for the server to install.
+impl Rebuild {
+    /// A newer view's change begins: nothing collected yet.
+    pub(super) fn restart(&mut self) {
+        *self = Rebuild::default();
     }
 
-    pub(super) fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let record = Record::View { view: self.view.clone(), last_normal_view: self.last_normal_view, led: self.led };
-        self.persist(ctx, record);
-    }
-
-    /// Algorithm 5 line 15 (and Algorithm 6's request for the log).
     /// Every `resend_ns` during a view change: whatever this server's part
     /// of it may have lost — a new leader's verification round or its
     /// checkpoint fetch, anyone else's log to the new leader.
-    pub(super) fn resend_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.is_leader() && self.rebuild.round > 0 {
-            self.resend_verify(ctx);
-        } else if self.is_leader() && self.rebuild.fetching.is_some() {
-            self.refetch_checkpoint(ctx);
+    pub(super) fn resend(&mut self, core: &mut Core, ctx: &mut Ctx<'_, Tiga>, executed: &Executed) -> Finished {
+        if core.is_leader() && self.round.is_some() {
+            self.resend_verify(core, ctx);
+            None
+        } else if core.is_leader() && self.fetching.is_some() {
+            self.refetch_checkpoint(core, ctx, executed)
         } else {
-            self.send_view_change(ctx);
+            send_view_change(core, ctx);
+            None
         }
-    }
-
-    pub(super) fn send_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let leader = self.leader_node(ctx, self.shard);
-        let msg = Msg::ViewChange(ViewChange {
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            last_normal_view: self.last_normal_view,
-            sync_point: self.sync_point,
-            commit_point: self.commit_point,
-            base: self.log.base(),
-            log: Arc::new(self.log.all().to_vec()),
-        });
-        // The new leader sends its own too, through persistence like any.
-        self.send_durable(ctx, leader, msg);
     }
 
     // ---- Algorithm 5 lines 16-32: the new leader collects logs ----
 
-    pub(super) fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: ViewChange) {
-        let ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } = m;
-        let c = Contribution { last_normal_view, sync_point, commit_point, base, log };
-        if let Some(r) = ctx.topology().replicas(self.shard).iter().position(|n| *n == from) {
-            self.progress.reported(r, super::sync::ReportedLog { base: c.base, commit_point: c.commit_point });
+    /// A contribution `c` from `from`, at the new leader during the change.
+    pub(super) fn on_contribution(
+        &mut self,
+        core: &Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        c: Contribution,
+        executed: &Executed,
+    ) -> Finished {
+        if self.log.is_some() || self.excluded.contains(&from) {
+            return None;
         }
-        if g_view > self.view.g_view {
-            // The sender knows a newer view than this server: ask for it.
-            for vm in self.vm_members() {
-                ctx.send(vm, Msg::GetView);
-            }
-            return;
-        }
-        if g_view < self.view.g_view || !self.is_leader() {
-            return;
-        }
-        match self.status {
-            Status::Normal => self.send_start_view(ctx, from),
-            Status::Recovering => {}
-            Status::ViewChange => {
-                if self.rebuild.log.is_some() || self.rebuild.excluded.contains(&from) {
-                    return;
-                }
-                self.rebuild.quorum.insert(from, c);
-                self.try_rebuild(ctx);
-            }
-        }
+        self.quorum.insert(from, c);
+        self.try_rebuild(core, ctx, executed)
     }
 
     /// The contribution part (a) comes from: the largest sync-point among
     /// the latest normal view's (Algorithm 5 lines 46-48).
     fn best_contribution(&self) -> Option<(NodeId, &Contribution)> {
-        let q = &self.rebuild.quorum;
+        let q = &self.quorum;
         let lnv = q.values().map(|c| c.last_normal_view).max()?;
         q.iter()
             .filter(|(_, c)| c.last_normal_view == lnv)
@@ -241,45 +247,46 @@ impl Server {
 
     /// With `f + 1` contributions, rebuilds the log, first fetching the best
     /// server's checkpoint if it folded positions this leader cannot supply.
-    fn try_rebuild(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.rebuild.log.is_some() || self.rebuild.quorum.len() <= self.f() {
-            return;
+    pub(super) fn try_rebuild(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>, executed: &Executed) -> Finished {
+        if self.log.is_some() || self.quorum.len() <= core.f() {
+            return None;
         }
         let (best, c) = self.best_contribution().expect("f + 1 contributions");
-        if c.base > self.log.base() && self.commit_point < c.base {
-            if self.rebuild.fetching.is_none_or(|(n, _)| n != best) {
-                self.rebuild.fetching = Some((best, 0));
-                ctx.send(best, Msg::FetchCheckpoint { g_view: self.view.g_view });
+        if c.base > core.log().base() && core.log().commit_point() < c.base {
+            if self.fetching.is_none_or(|f| f.from != best) {
+                self.fetching = Some(Fetching { from: best, waited_ticks: 0 });
+                ctx.send(best, Msg::FetchCheckpoint { g_view: core.view().g_view });
             }
-            return;
+            return None;
         }
-        self.rebuild.fetching = None;
-        self.rebuild_log();
-        self.verify_round(ctx, 1);
+        self.fetching = None;
+        self.rebuild_log(core, executed);
+        self.verify_round(core, ctx, executed, 1)
     }
 
-    /// The checkpoint asked for arrives.
-    pub(super) fn on_fetched_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, cp: Arc<Checkpoint>) {
-        if self.rebuild.log.is_some() || self.rebuild.fetching.is_none_or(|(n, _)| n != from) {
-            return;
+    /// The checkpoint asked for arrives from `from`: whether it is the one
+    /// awaited (the server then adopts it and calls `try_rebuild`).
+    pub(super) fn accept_checkpoint(&mut self, from: NodeId) -> bool {
+        if self.log.is_some() || self.fetching.is_none_or(|f| f.from != from) {
+            return false;
         }
-        self.rebuild.fetching = None;
-        self.adopt_checkpoint(ctx, cp);
-        self.try_rebuild(ctx);
+        self.fetching = None;
+        true
     }
 
     /// Every view-change tick while waiting for a checkpoint: ask again, and
     /// after long silence rebuild without that server.
-    fn refetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let Some((node, waited)) = self.rebuild.fetching else { return };
-        if waited >= FETCH_PATIENCE_TICKS {
-            self.rebuild.fetching = None;
-            self.rebuild.quorum.remove(&node);
-            self.rebuild.excluded.insert(node);
-            return self.try_rebuild(ctx);
+    fn refetch_checkpoint(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>, executed: &Executed) -> Finished {
+        let Fetching { from: node, waited_ticks } = self.fetching?;
+        if waited_ticks >= FETCH_PATIENCE_TICKS {
+            self.fetching = None;
+            self.quorum.remove(&node);
+            self.excluded.insert(node);
+            return self.try_rebuild(core, ctx, executed);
         }
-        self.rebuild.fetching = Some((node, waited + 1));
-        ctx.send(node, Msg::FetchCheckpoint { g_view: self.view.g_view });
+        self.fetching = Some(Fetching { from: node, waited_ticks: waited_ticks + 1 });
+        ctx.send(node, Msg::FetchCheckpoint { g_view: core.view().g_view });
+        None
     }
 
     /// Algorithm 5 lines 44-63, on logs that start at their bases. Part (a)
@@ -289,21 +296,21 @@ impl Server {
     /// same timestamp, unless folded here or placed below a conflicting
     /// part (a) entry (the leader would have re-stamped a transaction that
     /// arrived behind one, so such an entry never committed).
-    fn rebuild_log(&mut self) {
+    fn rebuild_log(&mut self, core: &Core, executed: &Executed) {
         let (_, best) = self.best_contribution().expect("f + 1 contributions");
         let best = best.clone();
-        let own_base = self.log.base();
+        let own_base = core.log().base();
         let mut log: Vec<LogEntry> = Vec::new();
         if own_base < best.base {
-            debug_assert!(self.commit_point >= best.base, "positions below the best base are committed here");
-            log.extend(self.log.range(own_base, best.base).iter().cloned());
+            debug_assert!(core.log().commit_point() >= best.base, "positions below the best base are committed here");
+            log.extend(core.log().range(own_base, best.base).iter().cloned());
         }
         log.extend(best.range(own_base.max(best.base), best.sync_point).iter().cloned());
         let part_a: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
-        let (a_reads, a_writes) = self.stamp_bounds(&log, &part_a);
-        let need = self.f().div_ceil(2) + 1;
+        let (a_reads, a_writes) = stamp_bounds(core, executed, &log, &part_a);
+        let need = core.f().div_ceil(2) + 1;
         let mut holders: BTreeMap<(u64, TxnId), (usize, Arc<TxnBody>)> = BTreeMap::new();
-        for c in self.rebuild.quorum.values() {
+        for c in self.quorum.values() {
             for pos in c.sync_point.max(c.base)..c.base + c.log.len() as u64 {
                 let e = c.at(pos).expect("held");
                 holders.entry((e.t, e.body.id)).or_insert((0, e.body.clone()));
@@ -311,150 +318,132 @@ impl Server {
         }
         // Count holders among the whole logs, not only their unsynced parts.
         for ((t, id), (count, _)) in holders.iter_mut() {
-            *count =
-                self.rebuild.quorum.values().filter(|c| c.log.iter().any(|e| e.body.id == *id && e.t == *t)).count();
+            *count = self.quorum.values().filter(|c| c.log.iter().any(|e| e.body.id == *id && e.t == *t)).count();
         }
         let mut taken: FxHashSet<TxnId> = Default::default();
         for ((t, id), (count, body)) in holders {
-            if count < need || part_a.contains(&id) || taken.contains(&id) || self.folded.contains(id) {
+            if count < need || part_a.contains(&id) || taken.contains(&id) || executed.folded().contains(id) {
                 continue;
             }
             let entry = LogEntry { body, t };
-            if self.below_part_a(&entry, &a_reads, &a_writes) {
+            if below_part_a(core, &entry, &a_reads, &a_writes) {
                 continue;
             }
             taken.insert(id);
             log.push(entry);
         }
-        self.rebuild.part_a = part_a;
-        self.rebuild.log = Some(log);
-    }
-
-    /// The largest stamp above `e` among the conflicting entries the maps
-    /// describe, if any.
-    fn conflict_bound_in(
-        &self,
-        e: &LogEntry,
-        reads_of: &FxHashMap<Key, Stamp>,
-        writes_of: &FxHashMap<Key, Stamp>,
-    ) -> Option<Stamp> {
-        let (reads, writes) = self.keys_of(&e.body);
-        let stamp = e.stamp();
-        let w = reads.iter().chain(&writes).filter_map(|k| writes_of.get(k));
-        let r = writes.iter().filter_map(|k| reads_of.get(k));
-        w.chain(r).copied().filter(|s| *s > stamp).max()
-    }
-
-    /// Whether a conflicting entry of part (a) (or a folded one) lies above
-    /// `e`.
-    fn below_part_a(&self, e: &LogEntry, a_reads: &FxHashMap<Key, Stamp>, a_writes: &FxHashMap<Key, Stamp>) -> bool {
-        self.conflict_bound_in(e, a_reads, a_writes).is_some()
+        self.part_a = part_a;
+        self.log = Some(log);
     }
 
     // ---- Algorithm 5 lines 64-78: agreement across shards ----
 
-    fn other_shards(&self) -> Vec<ShardId> {
-        (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard).collect()
-    }
-
     /// Sends this leader's round-`round` verification to every other shard:
     /// its recovered entries involving that shard (round 1), or the ones it
     /// proved uncommitted (round 2).
-    fn verify_round(&mut self, ctx: &mut Ctx<'_, Tiga>, round: u8) {
+    fn verify_round(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>, executed: &Executed, round: u8) -> Finished {
         assert!(round == 1 || round == 2, "verification has two rounds");
-        self.rebuild.round = round;
-        let log = self.rebuild.log.as_ref().expect("rebuilt");
-        for ss in self.other_shards() {
+        self.round = Some(round);
+        let log = self.log.as_ref().expect("rebuilt");
+        for ss in other_shards(core) {
             let involves = |e: &&LogEntry| e.body.shards.contains(&ss);
             let info = if round == 1 {
                 let held = log.iter().filter(involves).map(|e| VerifyEntry {
                     body: e.body.clone(),
                     t: e.t,
-                    pinned: self.rebuild.part_a.contains(&e.body.id),
+                    pinned: self.part_a.contains(&e.body.id),
                 });
                 // Folded ones committed here at their agreed timestamp; a
                 // shard that lost one takes it (step ④ (1)).
-                let folded = self.folded.in_order().filter_map(|d| {
+                let folded = executed.folded().in_order().filter_map(|d| {
                     let body = d.body.as_ref().filter(|b| b.shards.contains(&ss))?;
                     Some(VerifyEntry { body: body.clone(), t: d.t, pinned: true })
                 });
                 let entries = held.chain(folded).collect();
                 VerifyInfo { entries, doomed: Vec::new(), raised: Vec::new() }
             } else {
-                let doomed = log
-                    .iter()
-                    .filter(involves)
-                    .map(|e| e.body.id)
-                    .filter(|id| self.rebuild.doomed.contains(id))
-                    .collect();
+                let doomed =
+                    log.iter().filter(involves).map(|e| e.body.id).filter(|id| self.doomed.contains(id)).collect();
                 let raised = log
                     .iter()
                     .filter(involves)
-                    .filter_map(|e| self.rebuild.raised.get(&e.body.id).map(|t| (e.body.id, *t)))
+                    .filter_map(|e| self.raised.get(&e.body.id).map(|t| (e.body.id, *t)))
                     .collect();
                 VerifyInfo { entries: Vec::new(), doomed, raised }
             };
-            self.rebuild.sent.insert((round, ss), Arc::new(info));
+            self.sent.insert((round, ss), Arc::new(info));
         }
-        self.resend_verify(ctx);
-        self.try_finish_round(ctx);
+        self.resend_verify(core, ctx);
+        self.try_finish_round(core, ctx, executed)
     }
 
-    fn resend_verify(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let round = self.rebuild.round;
-        for ss in self.other_shards() {
-            if let Some(info) = self.rebuild.sent.get(&(round, ss)).cloned() {
-                let to = self.leader_node(ctx, ss);
+    fn resend_verify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>) {
+        let Some(round) = self.round else { return };
+        for ss in other_shards(core) {
+            if let Some(info) = self.sent.get(&(round, ss)).cloned() {
+                let to = core.leader_node(ctx, ss);
                 ctx.count("verify_messages", 1);
                 ctx.send(
                     to,
-                    Msg::TsVerify(TsVerify { g_view: self.view.g_view, round, shard: self.shard, info, echo: false }),
+                    Msg::TsVerify(TsVerify {
+                        g_view: core.view().g_view,
+                        round,
+                        shard: core.shard(),
+                        info,
+                        echo: false,
+                    }),
                 );
             }
         }
     }
 
-    pub(super) fn on_ts_verify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsVerify) {
+    pub(super) fn on_ts_verify(
+        &mut self,
+        core: &Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        m: TsVerify,
+        executed: &Executed,
+    ) -> Finished {
         let TsVerify { g_view, round, shard, info, echo, .. } = m;
-        if g_view != self.view.g_view || !self.is_leader() || from != self.leader_node(ctx, shard) {
-            return;
+        if g_view != core.view().g_view || !core.is_leader() || from != core.leader_node(ctx, shard) {
+            return None;
         }
         if !(1..=2).contains(&round) {
-            return;
+            return None;
         }
-        if self.status == Status::Normal || round < self.rebuild.round {
+        if core.status() == Status::Normal || self.round.is_some_and(|r| round < r) {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
-            if let Some(mine) = self.rebuild.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
+            if let Some(mine) = self.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
                 ctx.count("verify_messages", 1);
-                ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: self.shard, info: mine, echo: true }));
+                ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: core.shard(), info: mine, echo: true }));
             }
-            if self.status == Status::Normal {
-                return;
+            if core.status() == Status::Normal {
+                return None;
             }
         }
-        self.rebuild.inbox.insert((round, shard), info);
-        if self.status == Status::ViewChange {
-            self.try_finish_round(ctx);
+        self.inbox.insert((round, shard), info);
+        if core.status() == Status::ViewChange {
+            return self.try_finish_round(core, ctx, executed);
         }
+        None
     }
 
-    fn try_finish_round(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let round = self.rebuild.round;
-        if round == 0 || self.rebuild.log.is_none() {
-            return;
+    fn try_finish_round(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>, executed: &Executed) -> Finished {
+        let round = self.round?;
+        self.log.as_ref()?;
+        let others = other_shards(core);
+        if !others.iter().all(|s| self.inbox.contains_key(&(round, *s))) {
+            return None;
         }
-        let others = self.other_shards();
-        if !others.iter().all(|s| self.rebuild.inbox.contains_key(&(round, *s))) {
-            return;
-        }
-        let infos: Vec<Arc<VerifyInfo>> = others.iter().map(|s| self.rebuild.inbox[&(round, *s)].clone()).collect();
+        let infos: Vec<Arc<VerifyInfo>> = others.iter().map(|s| self.inbox[&(round, *s)].clone()).collect();
         if round == 1 {
-            self.merge_recovered(ctx, &infos);
-            self.verify_round(ctx, 2);
+            self.merge_recovered(core, ctx, executed, &infos);
+            self.verify_round(core, ctx, executed, 2)
         } else {
             self.drop_doomed(&infos);
-            self.finish_view_change(ctx);
+            Some(self.finished_log())
         }
     }
 
@@ -462,18 +451,24 @@ impl Server {
     /// lacks and gives each transaction its pinned timestamp, or else the
     /// largest; then dooms the moved or added ones that would precede a
     /// conflicting entry of part (a) here.
-    fn merge_recovered(&mut self, ctx: &mut Ctx<'_, Tiga>, infos: &[Arc<VerifyInfo>]) {
-        let mut log = self.rebuild.log.take().expect("rebuilt");
+    fn merge_recovered(
+        &mut self,
+        core: &Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        executed: &Executed,
+        infos: &[Arc<VerifyInfo>],
+    ) {
+        let mut log = self.log.take().expect("rebuilt");
         let own: FxHashSet<TxnId> = log.iter().map(|e| e.body.id).collect();
-        let (own_reads, own_writes) = self.stamp_bounds(&log, &own);
+        let (own_reads, own_writes) = stamp_bounds(core, executed, &log, &own);
         let mut index: FxHashMap<TxnId, usize> = log.iter().enumerate().map(|(i, e)| (e.body.id, i)).collect();
         // id → (largest timestamp, pinned timestamp if any)
         let mut best: BTreeMap<TxnId, (u64, Option<u64>)> = BTreeMap::new();
         for e in infos.iter().flat_map(|i| i.entries.iter()) {
-            if !e.body.shards.contains(&self.shard) || self.folded.contains(e.body.id) {
+            if !e.body.shards.contains(&core.shard()) || executed.folded().contains(e.body.id) {
                 continue; // not ours, or folded here (committed, at its agreed timestamp)
             }
-            if !index.contains_key(&e.body.id) && self.folded.stale(e.body.id) {
+            if !index.contains_key(&e.body.id) && executed.folded().stale(e.body.id) {
                 // Its coordinator saw it commit at every shard, so this one
                 // folded it and has forgotten it since.
                 continue;
@@ -488,10 +483,10 @@ impl Server {
                 b.1 = Some(b.1.map_or(e.t, |p| p.max(e.t)));
             }
         }
-        let (a_reads, a_writes) = self.stamp_bounds(&log, &self.rebuild.part_a);
+        let (a_reads, a_writes) = stamp_bounds(core, executed, &log, &self.part_a);
         for (id, (t_max, pinned_t)) in best {
             let i = index[&id];
-            let own_pin = self.rebuild.part_a.contains(&id).then_some(log[i].t);
+            let own_pin = self.part_a.contains(&id).then_some(log[i].t);
             let t = match (own_pin, pinned_t) {
                 (Some(own), _) => own.max(pinned_t.unwrap_or(0)),
                 (None, Some(p)) => p,
@@ -506,8 +501,8 @@ impl Server {
             // seen it (its leader released it there first, and every view
             // change since carried it over). A pin can come from a log of an
             // older view than the one that dropped it here.
-            if self.below_part_a(&log[i], &a_reads, &a_writes) {
-                self.rebuild.doomed.insert(id);
+            if below_part_a(core, &log[i], &a_reads, &a_writes) {
+                self.doomed.insert(id);
                 ctx.count("recovery_dropped", 1);
                 continue;
             }
@@ -524,176 +519,56 @@ impl Server {
             // first unless another shard committed a successor of it in
             // between (docs/tiga.md, "Recovery beyond the paper").
             if !own.contains(&id) && pinned_t.is_none() {
-                if let Some(bound) = self.conflict_bound_in(&log[i], &own_reads, &own_writes) {
+                if let Some(bound) = conflict_bound_in(core, &log[i], &own_reads, &own_writes) {
                     let t = bound.t + 1;
                     log[i].t = t;
-                    self.rebuild.raised.insert(id, t);
+                    self.raised.insert(id, t);
                     ctx.count("recovery_raised", 1);
                 }
             }
         }
-        self.rebuild.log = Some(log);
-    }
-
-    /// The largest stamp reading and writing each key among the entries of
-    /// `log` in `part` (part (a), or all this shard recovered), the folded
-    /// entries included.
-    fn stamp_bounds(
-        &self,
-        log: &[LogEntry],
-        part: &FxHashSet<TxnId>,
-    ) -> (FxHashMap<Key, Stamp>, FxHashMap<Key, Stamp>) {
-        let mut reads: FxHashMap<Key, Stamp> = self.checkpoint.rmap.iter().map(|(k, s)| (*k, *s)).collect();
-        let mut writes: FxHashMap<Key, Stamp> = self.checkpoint.wmap.iter().map(|(k, s)| (*k, *s)).collect();
-        for e in log.iter().filter(|e| part.contains(&e.body.id)) {
-            let (r, w) = self.keys_of(&e.body);
-            for (keys, map) in [(r, &mut reads), (w, &mut writes)] {
-                for k in keys {
-                    let s = map.entry(k).or_insert(e.stamp());
-                    *s = (*s).max(e.stamp());
-                }
-            }
-        }
-        (reads, writes)
+        self.log = Some(log);
     }
 
     /// Round 2: every participant drops what any of them doomed.
     fn drop_doomed(&mut self, infos: &[Arc<VerifyInfo>]) {
-        let mut doomed = std::mem::take(&mut self.rebuild.doomed);
+        let mut doomed = std::mem::take(&mut self.doomed);
         doomed.extend(infos.iter().flat_map(|i| i.doomed.iter().copied()));
-        let mut raised = std::mem::take(&mut self.rebuild.raised);
+        let mut raised = std::mem::take(&mut self.raised);
         for (id, t) in infos.iter().flat_map(|i| i.raised.iter().copied()) {
             let r = raised.entry(id).or_insert(t);
             *r = (*r).max(t);
         }
-        let log = self.rebuild.log.as_mut().expect("rebuilt");
+        let log = self.log.as_mut().expect("rebuilt");
         for e in log.iter_mut() {
             if let Some(t) = raised.get(&e.body.id) {
-                debug_assert!(!self.rebuild.part_a.contains(&e.body.id), "raised only when no shard pinned it");
+                debug_assert!(!self.part_a.contains(&e.body.id), "raised only when no shard pinned it");
                 e.t = e.t.max(*t);
             }
         }
         // Dropped from part (a) too: it lies past every commit-point (it
         // never committed), so no folded position moves.
         log.retain(|e| !doomed.contains(&e.body.id));
-        let part_a = &mut self.rebuild.part_a;
-        part_a.retain(|id| !doomed.contains(id));
+        self.part_a.retain(|id| !doomed.contains(id));
     }
 
     /// Algorithm 5 line 78 and step ⑤: the rebuilt log becomes this
-    /// leader's — part (a) in place, the rest in timestamp order — and it
-    /// executes it and hands it to the followers.
-    fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let log = self.rebuild.log.take().expect("rebuilt");
-        let part_a = &self.rebuild.part_a;
+    /// leader's — part (a) in place, the rest in timestamp order.
+    fn finished_log(&mut self) -> Vec<LogEntry> {
+        let log = self.log.take().expect("rebuilt");
+        let part_a = &self.part_a;
         let kept_a = log.iter().take_while(|e| part_a.contains(&e.body.id)).count();
         debug_assert!(log[kept_a..].iter().all(|e| !part_a.contains(&e.body.id)), "part (a) comes first");
         let (a, rest) = log.split_at(kept_a);
         let mut rest = rest.to_vec();
         rest.sort_by_key(|e| e.stamp());
-        let entries: Vec<LogEntry> = a.iter().cloned().chain(rest).collect();
-        self.install_log(ctx, entries, true);
-        ctx.count("view_change_completions", 1);
-        let followers: Vec<NodeId> =
-            self.topo.replicas(self.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
-        for node in followers {
-            self.send_start_view(ctx, node);
-        }
+        a.iter().cloned().chain(rest).collect()
     }
+}
 
-    /// The log from this leader's base, with its checkpoint unless the
-    /// follower said it folded or committed as far (and so holds the same
-    /// entries below the base).
-    pub(super) fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
-        let base = self.log.base();
-        let r = ctx.topology().replicas(self.shard).iter().position(|n| *n == to);
-        let covered = r.is_some_and(|r| self.progress.covers(r, base));
-        let checkpoint = (base > 0 && !covered).then(|| Arc::clone(&self.checkpoint));
-        let msg = Msg::StartView(StartView {
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            base,
-            log: Arc::new(self.log.all().to_vec()),
-            checkpoint,
-        });
-        self.send_durable(ctx, to, msg);
-    }
-
-    /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43). Positions
-    /// below the leader's base come from this server's checkpoint and
-    /// committed log, or from the leader's checkpoint.
-    pub(super) fn on_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: StartView) {
-        let StartView { g_view, l_view, base, log, checkpoint, .. } = m;
-        if g_view != self.view.g_view || l_view != self.view.l_view(self.shard) || self.is_leader() {
-            return;
-        }
-        if from != self.leader_node(ctx, self.shard) {
-            return;
-        }
-        if self.status == Status::Normal {
-            return self.report_sync(ctx, Vec::new()); // a re-send: acknowledge
-        }
-        if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.log.base() && cp.upto == base) {
-            self.adopt_checkpoint(ctx, cp);
-        }
-        let own_base = self.log.base();
-        let entries: Vec<LogEntry> = if own_base >= base && own_base - base <= log.len() as u64 {
-            log[(own_base - base) as usize..].to_vec()
-        } else if own_base < base && self.commit_point >= base {
-            self.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
-        } else {
-            // It cannot fill the positions below the leader's base: tell the
-            // leader (which then sends its checkpoint).
-            return self.send_view_change(ctx);
-        };
-        self.install_log(ctx, entries, false);
-        self.report_sync(ctx, Vec::new());
-    }
-
-    /// Replaces the log (from this server's base) and everything derived
-    /// from it; the server is normal in the current view afterwards, and
-    /// its durable log is one snapshot of it.
-    fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
-        self.pq = Default::default();
-        self.forget_view_work();
-        self.log = TigaLog::from_base(self.log.base(), entries);
-        assert!(self.applied <= self.log.len(), "executed past the new log");
-        let log = &self.log;
-        self.replied.retain(|id, _| log.position(*id).is_some());
-        self.rebuild_derived();
-        self.sync_point = self.log.len();
-        self.status = Status::Normal;
-        self.last_normal_view = self.view.g_view;
-        self.led = leading;
-        let len = self.log.len();
-        self.progress.restart_at(len);
-        self.persist_snapshot(ctx);
-        if leading {
-            self.execute_log_from_state();
-            self.log_length_once_durable(ctx);
-        } else {
-            self.optimistic.drop_store();
-        }
-    }
-
-    /// Leader, every tick: followers that never acknowledged the current
-    /// view get its log again.
-    pub(super) fn resend_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let lagging: Vec<NodeId> = self
-            .topo
-            .replicas(self.shard)
-            .iter()
-            .enumerate()
-            .filter(|(r, _)| *r as u32 != self.replica && !self.progress.in_view(*r))
-            .map(|(_, n)| *n)
-            .collect();
-        for node in lagging {
-            self.send_start_view(ctx, node);
-        }
-    }
-
-    /// Whether a queued transaction waits for timestamp agreement.
-    pub(super) fn awaiting_agreement(state: &PState) -> bool {
-        matches!(state, PState::Executed { .. } | PState::Notified)
-    }
+/// A `ViewChange` message as a contribution to a log rebuild.
+pub(super) fn contribution(m: ViewChange) -> (u64, ReportedLog, Contribution) {
+    let ViewChange { g_view, last_normal_view, sync_point, commit_point, base, log, .. } = m;
+    let c = Contribution { last_normal_view, sync_point, base, log };
+    (g_view, ReportedLog { base, commit_point }, c)
 }

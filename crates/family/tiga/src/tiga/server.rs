@@ -1,21 +1,50 @@
-//! A Tiga server (leader or follower of a shard) in normal processing:
-//! conflict detection and timestamp update (§3.2), the priority queue and
-//! release by the clock (§3.3, Algorithm 1 lines 1-31), optimistic
-//! execution at leaders with revocable multi-version writes (§3.3, §3.5),
-//! fast replies carrying the per-key log hash (§3.4, Appendix D), and the
-//! log list. Timestamp agreement is in `agreement.rs`, log synchronization
-//! and the slow path in `sync.rs`, view change and rejoin in `recovery.rs`,
-//! checkpoints and the memory of folded transactions in `checkpoint.rs`.
+//! A Tiga server (leader or follower of a shard): the role, its dispatch,
+//! and normal processing — conflict detection and timestamp update (§3.2),
+//! the priority queue and release by the clock (§3.3, Algorithm 1 lines
+//! 1-31), optimistic execution at leaders with revocable multi-version
+//! writes (§3.3, §3.5), fast replies carrying the per-key log hash (§3.4,
+//! Appendix D).
+//!
+//! The server's state is split by concern. [`Core`] is what every concern
+//! reads: identity, view and status, the log with its sync-point and
+//! commit-point (`log::ShardLog`, whose methods keep them in order), and the
+//! durable outbox. Each concern is a struct with private fields, owned by
+//! the server, whose methods take the `Core` (and anything else they read)
+//! as parameters and call no other concern:
+//!
+//! - `checkpoint::Executed`: execution in log order up to the
+//!   commit-point, checkpoints, the last replies and the at-most-once
+//!   memory (§4, Appendix B);
+//! - `sync::SyncState`: a leader's followers' progress and a follower's
+//!   fetched bodies (§3.7);
+//! - `agreement::Announcements`: timestamp agreement among leaders (§3.5-3.6);
+//! - `recovery::Rebuild`: the new leader's side of a view change
+//!   (Algorithm 5).
+//!
+//! The server's dispatch sequences them, and the transitions that change
+//! several at once are here: executing and folding, snapshots and
+//! restarts, adopting a checkpoint, a follower placing its leader's
+//! entries, entering a view change and installing a view's log (with the
+//! one reset of a view's work, `forget_view_work`). The queue, held
+//! transactions, conflict maps, key hashes and optimistic store are the
+//! role's own.
 //!
 //! Every change to the log is appended to the durable log before any reply
 //! that reports it leaves (`send_durable`): a restarted server keeps what it
 //! told others.
 
+use super::agreement::{self, Announced};
+use super::checkpoint::{Executed, Replied};
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
-use super::log::TigaLog;
-use super::messages::{Checkpoint, FastReply, LogEntry, Mode, Msg, Record, Stamp, Submit, Timer, TxnBody, View};
+use super::log::{ShardLog, TigaLog};
+use super::messages::{
+    Checkpoint, FastReply, LogEntry, LogSync, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer,
+    TsNotify, TsVerify, TxnBody, View, ViewChange,
+};
 pub(super) use super::queue::{PState, Pending, TxnQueue};
+use super::recovery::{self, Finished};
+use super::sync::{self, SYNC_BATCH_MAX, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -31,18 +60,6 @@ pub enum Status {
     Normal,
     ViewChange,
     Recovering,
-}
-
-/// The last fast reply of a logged transaction, for resubmissions.
-#[derive(Clone, Debug)]
-pub(super) struct Replied {
-    pub t: u64,
-    pub hash: u128,
-    /// The results: a leader's from its execution in this view (in log
-    /// order, so final), or else from execution up to the commit-point.
-    pub result: Option<Vec<OpResult>>,
-    /// The view whose leader executed it, if a leader did.
-    pub led_view: Option<u64>,
 }
 
 /// What waits for the appends before it to be durable.
@@ -146,104 +163,51 @@ pub(super) struct ReleaseTimer {
     pub id: meridian_core::TimerId,
 }
 
-pub struct Server {
-    pub(super) topo: Arc<Topology>,
-    pub(super) shard: ShardId,
-    pub(super) replica: u32,
-    pub(super) n: u32,
-    pub(super) cfg: Config,
-    pub(super) status: Status,
-    pub(super) view: View,
-    pub(super) last_normal_view: u64,
-    // §3.2-3.3
-    pub(super) pq: TxnQueue,
-    /// Followers: transactions that arrived too late, awaiting the leader's
-    /// order (§3.2).
-    pub(super) held: BTreeMap<TxnId, (Arc<TxnBody>, u64)>,
-    /// Followers: bodies fetched from the leader, awaiting their place.
-    pub(super) fetched: super::sync::Fetched,
-    /// rMap and wMap (§3.2).
-    pub(super) conflicts: ConflictMaps,
-    /// The armed release timer.
-    pub(super) release_armed: Option<ReleaseTimer>,
-    // the log
-    pub(super) log: TigaLog,
-    pub(super) sync_point: u64,
-    pub(super) commit_point: u64,
-    pub(super) hashes: KeyHashes,
-    pub(super) replied: FxHashMap<TxnId, Replied>,
-    /// Log entries executed into `state`, in log order, up to the
-    /// commit-point (every server, leader included).
-    pub(super) applied: u64,
-    /// The shard's data after the first `applied` log entries.
-    pub(super) state: MvStore,
-    /// The latest checkpoint: `state` as of the log's base, and more.
-    pub(super) checkpoint: Arc<Checkpoint>,
-    /// Folded transactions remembered for at-most-once answers, and each
-    /// coordinator's low watermark (Submit and Probe carry it).
-    pub(super) folded: super::checkpoint::Folded,
-    /// Leader: optimistic execution in timestamp order, with revocable
-    /// versions (§3.3).
-    pub(super) optimistic: Optimistic,
-    // leaders: agreement (agreement.rs) and followers' progress (sync.rs)
-    pub(super) announcements: super::agreement::Announcements,
-    pub(super) progress: super::sync::LogProgress,
-    // durability
-    /// Messages that leave once everything appended before them is durable.
-    pub(super) outbox: AfterDurable<OnDurable>,
-    // recovery (recovery.rs)
-    pub(super) rebuild: super::recovery::Rebuild,
+/// What every concern of a server reads and the server alone changes
+/// between them: who it is, the view and its status, the log with its
+/// points, and the durable outbox. Concerns (execution and checkpoints,
+/// log synchronization, agreement, view change) take it as a parameter.
+pub(super) struct Core {
+    topo: Arc<Topology>,
+    shard: ShardId,
+    replica: u32,
+    n: u32,
+    cfg: Config,
+    status: Status,
+    view: View,
+    last_normal_view: u64,
     /// Led in its last normal view.
-    pub(super) led: bool,
-    /// One-way delays to the other shards' servers (§3.8's probe mesh).
-    pub(super) peer_delays: meridian_mechanisms::owd::Delays,
+    led: bool,
+    /// The log with its sync-point and commit-point, changed only through
+    /// `ShardLog`'s methods, which keep them in order.
+    log: ShardLog,
+    /// Messages that leave once everything appended before them is durable.
+    outbox: AfterDurable<OnDurable>,
+    /// The length of this server's log known durable (a leader counts
+    /// towards the commit-point only with it).
+    durable_len: u64,
 }
 
-impl Server {
-    pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
-        let n = topo.replicas_per_shard;
-        let view_leader = view.leader_index(shard, n);
-        Server {
-            topo,
-            shard,
-            replica,
-            n,
-            cfg,
-            status: Status::Normal,
-            last_normal_view: view.g_view,
-            view,
-            pq: TxnQueue::default(),
-            held: BTreeMap::new(),
-            fetched: Default::default(),
-            conflicts: ConflictMaps::default(),
-            release_armed: None,
-            log: TigaLog::new(),
-            sync_point: 0,
-            commit_point: 0,
-            hashes: KeyHashes::new(),
-            replied: FxHashMap::default(),
-            applied: 0,
-            state: MvStore::new(),
-            checkpoint: Arc::new(Checkpoint::default()),
-            folded: Default::default(),
-            optimistic: Optimistic::default(),
-            announcements: Default::default(),
-
-            progress: super::sync::LogProgress::new(n),
-            outbox: AfterDurable::new(),
-            rebuild: Default::default(),
-            led: view_leader == replica,
-            peer_delays: Default::default(),
-        }
+impl Core {
+    pub fn topo(&self) -> &Topology {
+        &self.topo
     }
 
-    /// The replica failures a shard tolerates.
-    pub(super) fn f(&self) -> usize {
-        self.topo.f() as usize
+    pub fn shard(&self) -> ShardId {
+        self.shard
     }
 
-    pub fn is_leader(&self) -> bool {
-        self.view.leader_index(self.shard, self.n) == self.replica
+    pub fn replica(&self) -> u32 {
+        self.replica
+    }
+
+    /// Replicas per shard.
+    pub fn n(&self) -> u32 {
+        self.n
+    }
+
+    pub fn cfg(&self) -> &Config {
+        &self.cfg
     }
 
     pub fn status(&self) -> Status {
@@ -254,43 +218,50 @@ impl Server {
         &self.view
     }
 
-    pub fn log(&self) -> &TigaLog {
+    pub fn last_normal_view(&self) -> u64 {
+        self.last_normal_view
+    }
+
+    /// The log and its points; the server changes them (a leader's
+    /// commit-point also through `commit_to`).
+    pub fn log(&self) -> &ShardLog {
         &self.log
     }
 
-    /// The shard's data as executed up to the commit-point.
-    pub fn state(&self) -> &MvStore {
-        &self.state
+    /// The commit-point rises to `pos` (see [`ShardLog::commit_to`]).
+    pub fn commit_to(&mut self, pos: u64) {
+        self.log.commit_to(pos);
     }
 
-    /// Entries executed into [`Server::state`].
-    pub fn applied(&self) -> u64 {
-        self.applied
+    /// The replica failures a shard tolerates.
+    pub fn f(&self) -> usize {
+        self.topo.f() as usize
     }
 
-    pub fn checkpoint(&self) -> &Checkpoint {
-        &self.checkpoint
+    pub fn is_leader(&self) -> bool {
+        self.view.leader_index(self.shard, self.n) == self.replica
     }
 
-    pub fn sync_point(&self) -> u64 {
-        self.sync_point
-    }
-
-    pub fn commit_point(&self) -> u64 {
-        self.commit_point
-    }
-
-    pub fn queued(&self) -> usize {
-        self.pq.len() + self.held.len()
-    }
-
-    pub(super) fn leader_node(&self, _ctx: &Ctx<'_, Tiga>, shard: ShardId) -> NodeId {
+    pub fn leader_node(&self, _ctx: &Ctx<'_, Tiga>, shard: ShardId) -> NodeId {
         self.topo.replicas(shard)[self.view.leader_index(shard, self.n) as usize]
+    }
+
+    pub fn vm_members(&self) -> Vec<NodeId> {
+        self.topo.service("viewmgr").to_vec()
+    }
+
+    /// The keys `T` declares on this shard, as (reads, writes): its
+    /// operations' keys and its procedure parts' footprints, which cover
+    /// every key those parts may reach through reads (§3.2 detects
+    /// conflicts on them).
+    pub fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
+        let topo = &self.topo;
+        body.program.declared_keys(self.shard, |k| topo.shard_of(k))
     }
 
     // ---- durability ----
 
-    pub(super) fn persist(&mut self, ctx: &mut Ctx<'_, Tiga>, record: Record) -> Lsn {
+    pub fn persist(&mut self, ctx: &mut Ctx<'_, Tiga>, record: Record) -> Lsn {
         let lsn = ctx.append(record);
         self.outbox.appended(lsn);
         lsn
@@ -298,54 +269,167 @@ impl Server {
 
     /// The log's current length counts towards the commit-point once
     /// everything appended so far is durable.
-    pub(super) fn log_length_once_durable(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    pub fn log_length_once_durable(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let len = self.log.len();
         if let Some(now) = self.outbox.after_last(OnDurable::LogLength(len)) {
             self.on_durable(ctx, now);
         }
     }
 
+    /// The log length known durable.
+    pub fn durable_len(&self) -> u64 {
+        self.durable_len
+    }
+
+    /// A new view's log: nothing of it is known durable yet.
+    pub fn forget_durable_len(&mut self) {
+        self.durable_len = 0;
+    }
+
     fn on_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, action: OnDurable) {
         match action {
             OnDurable::Send(to, msg) => ctx.send(to, msg),
-            OnDurable::LogLength(len) => self.progress.durable_len(len),
+            OnDurable::LogLength(len) => self.durable_len = self.durable_len.max(len),
         }
     }
 
     /// Sends `msg` once everything appended so far is durable.
-    pub(super) fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
+    pub fn send_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId, msg: Msg) {
         if let Some(now) = self.outbox.after_last(OnDurable::Send(to, msg)) {
             self.on_durable(ctx, now);
         }
     }
 
-    // ---- §3.2: submission, conflict detection, timestamp update ----
+    /// Appends up to `upto` are durable: what waited for them goes.
+    fn persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
+        while let Some(freed) = self.outbox.next_freed(upto) {
+            self.on_durable(ctx, freed);
+        }
+    }
+}
 
-    /// The keys `T` declares on this shard, as (reads, writes): its
-    /// operations' keys and its procedure parts' footprints, which cover
-    /// every key those parts may reach through reads (§3.2 detects
-    /// conflicts on them).
-    pub(super) fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
-        let topo = &self.topo;
-        body.program.declared_keys(self.shard, |k| topo.shard_of(k))
+pub struct Server {
+    core: Core,
+    // §3.2-3.3
+    pq: TxnQueue,
+    /// Followers: transactions that arrived too late, awaiting the leader's
+    /// order (§3.2) — which gives their timestamp too.
+    held: BTreeMap<TxnId, Arc<TxnBody>>,
+    /// rMap and wMap (§3.2).
+    conflicts: ConflictMaps,
+    /// The armed release timer.
+    release_armed: Option<ReleaseTimer>,
+    hashes: KeyHashes,
+    /// Execution in log order, checkpoints and the at-most-once memory
+    /// (checkpoint.rs).
+    executed: Executed,
+    /// Leader: optimistic execution in timestamp order, with revocable
+    /// versions (§3.3).
+    optimistic: Optimistic,
+    /// Leaders: timestamp agreement (agreement.rs).
+    announcements: super::agreement::Announcements,
+    /// Log synchronization: followers' progress, fetched bodies (sync.rs).
+    sync: SyncState,
+    // recovery (recovery.rs)
+    rebuild: super::recovery::Rebuild,
+    /// One-way delays to the other shards' servers (§3.8's probe mesh).
+    peer_delays: meridian_mechanisms::owd::Delays,
+}
+
+impl Server {
+    pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
+        let n = topo.replicas_per_shard;
+        let view_leader = view.leader_index(shard, n);
+        let core = Core {
+            topo,
+            shard,
+            replica,
+            n,
+            cfg,
+            status: Status::Normal,
+            last_normal_view: view.g_view,
+            view,
+            led: view_leader == replica,
+            log: ShardLog::new(),
+            outbox: AfterDurable::new(),
+            durable_len: 0,
+        };
+        Server {
+            core,
+            pq: TxnQueue::default(),
+            held: BTreeMap::new(),
+            conflicts: ConflictMaps::default(),
+            release_armed: None,
+            hashes: KeyHashes::new(),
+            executed: Executed::new(),
+            optimistic: Optimistic::default(),
+            announcements: Default::default(),
+            sync: SyncState::new(n),
+            rebuild: Default::default(),
+            peer_delays: Default::default(),
+        }
     }
 
-    pub(super) fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
+    pub fn is_leader(&self) -> bool {
+        self.core.is_leader()
+    }
+
+    pub fn status(&self) -> Status {
+        self.core.status
+    }
+
+    pub fn view(&self) -> &View {
+        &self.core.view
+    }
+
+    pub fn log(&self) -> &TigaLog {
+        self.core.log.entries()
+    }
+
+    /// The shard's data as executed up to the commit-point.
+    pub fn state(&self) -> &MvStore {
+        self.executed.state()
+    }
+
+    /// Entries executed into [`Server::state`].
+    pub fn applied(&self) -> u64 {
+        self.executed.applied()
+    }
+
+    pub fn checkpoint(&self) -> &Checkpoint {
+        self.executed.checkpoint()
+    }
+
+    pub fn sync_point(&self) -> u64 {
+        self.core.log.sync_point()
+    }
+
+    pub fn commit_point(&self) -> u64 {
+        self.core.log.commit_point()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.pq.len() + self.held.len()
+    }
+
+    // ---- §3.2: submission, conflict detection, timestamp update ----
+
+    fn on_submit(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: Submit) {
         let Submit { body, g_view, t, send_clock_ns, low_watermark, .. } = m;
-        if !body.shards.contains(&self.shard) || body.coordinator != from || body.id.node != from {
+        if !body.shards.contains(&self.core.shard) || body.coordinator != from || body.id.node != from {
             return;
         }
-        self.folded.note_watermark(from, low_watermark);
-        if self.status != Status::Normal || self.folded.stale(body.id) {
+        self.executed.note_watermark(from, low_watermark);
+        if self.core.status != Status::Normal || self.executed.folded().stale(body.id) {
             return; // a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
-        if self.log.position(id).is_some() || self.folded.contains(id) {
+        if self.core.log.position(id).is_some() || self.executed.folded().contains(id) {
             // At most once (Appendix B): answer a resubmission from the log.
             return self.resend_fast_reply(ctx, id, owd_ns);
         }
-        if self.pq.contains(id) || self.held.contains_key(&id) || g_view != self.view.g_view {
+        if self.pq.contains(id) || self.held.contains_key(&id) || g_view != self.core.view.g_view {
             // Admitted already, or a copy from another view. Within one
             // view every copy of a transaction carries the same timestamp,
             // which leaders only raise (§3.2) and agree on the largest of
@@ -362,14 +446,14 @@ impl Server {
 
     /// Algorithm 1 lines 1-5: accept into the queue, update a late
     /// timestamp at the leader, hold a late one at a follower.
-    pub(super) fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
-        let (reads, writes) = self.keys_of(&body);
+    fn admit(&mut self, ctx: &mut Ctx<'_, Tiga>, body: Arc<TxnBody>, t: u64, owd_ns: Option<u64>) {
+        let (reads, writes) = self.core.keys_of(&body);
         let stamp = Stamp { t, id: body.id };
         let bound = self.conflicts.bound(&reads, &writes);
         let mut t = t;
         if bound.is_some_and(|b| b >= stamp) {
-            if !self.is_leader() {
-                self.held.insert(body.id, (body, t));
+            if !self.core.is_leader() {
+                self.held.insert(body.id, body);
                 return;
             }
             // Only leaders update timestamps: to their clock, and past the
@@ -381,25 +465,25 @@ impl Server {
         let id = body.id;
         let pending = Pending { body, t, state: PState::Waiting, reads, writes, owd_ns };
         self.enqueue(pending);
-        if multi && self.is_leader() {
+        if multi && self.core.is_leader() {
             // Announced on arrival, not on release: a leader learns every
             // participant's timestamp before its queue blocks on it, so two
             // shards can never each wait for the other's announcement of a
             // transaction the other queues behind its own.
-            self.notify_leaders(ctx, id, false);
+            self.announcements.notify_leaders(&self.core, ctx, &self.pq, id, false);
         }
     }
 
-    pub(super) fn enqueue(&mut self, p: Pending) {
+    fn enqueue(&mut self, p: Pending) {
         self.pq.insert(p);
     }
 
     /// Moves a queued transaction to a later timestamp (§3.5 case 3).
-    pub(super) fn reposition(&mut self, id: TxnId, t: u64) {
+    fn reposition(&mut self, id: TxnId, t: u64) {
         self.pq.reposition(id, t);
     }
 
-    pub(super) fn dequeue(&mut self, id: TxnId) -> Option<Pending> {
+    fn dequeue(&mut self, id: TxnId) -> Option<Pending> {
         self.pq.remove(id)
     }
 
@@ -409,8 +493,8 @@ impl Server {
     /// conflicting unreleased predecessor, in timestamp order. Those already
     /// released and awaiting agreement block their conflicting successors
     /// through the queue's key counts.
-    pub(super) fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.status != Status::Normal {
+    fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.core.status != Status::Normal {
             return;
         }
         let now = ctx.clock_ns();
@@ -422,7 +506,7 @@ impl Server {
                 || p.writes.iter().any(|k| blocked_w.contains(k) || blocked_r.contains(k))
                 || self.pq.blocked_by_agreeing(&p.reads, &p.writes);
             if !conflict {
-                if self.is_leader() {
+                if self.core.is_leader() {
                     // How long after its timestamp a transaction is released
                     // (conflicting predecessors, agreement): an observation.
                     ctx.observe("leader_release_lag_us", now.saturating_sub(p.t) / 1_000);
@@ -455,7 +539,7 @@ impl Server {
         self.release_armed = Some(ReleaseTimer { at_ns: next, id });
     }
 
-    pub(super) fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+    fn on_release_timer(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         self.release_armed = None;
         self.release(ctx);
     }
@@ -465,7 +549,7 @@ impl Server {
         self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.replied.insert(id, Replied { t: p.t, hash, result: None, led_view: None });
+        self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
@@ -478,14 +562,14 @@ impl Server {
         if !p.body.is_multi_shard() {
             return self.execute_and_finalize(ctx, id);
         }
-        match self.view.mode {
+        match self.core.view.mode {
             Mode::Detective => {
                 let (hash, result) = self.execute(ctx, id);
                 // The optimistic reply is a vote: durable before it leaves,
                 // so that a restarted leader still counts in recovery.
                 let p = self.pq.get(id).expect("still queued");
                 let (body, t, owd_ns) = (p.body.clone(), p.t, p.owd_ns);
-                self.persist(ctx, Record::Tentative(LogEntry { body: body.clone(), t }));
+                self.core.persist(ctx, Record::Tentative(LogEntry { body: body.clone(), t }));
                 self.send_fast_reply(ctx, &body, t, hash, Some(result.clone()), owd_ns);
                 self.pq.set_state(id, PState::Executed { hash, result });
             }
@@ -499,7 +583,7 @@ impl Server {
                 self.pq.set_state(id, PState::Notified);
             }
         }
-        self.notify_leaders(ctx, id, true);
+        self.announcements.notify_leaders(&self.core, ctx, &self.pq, id, true);
         self.check_agreement(ctx, id);
     }
 
@@ -508,16 +592,16 @@ impl Server {
     /// fast-reply hash (the log's as if the transaction were appended at its
     /// timestamp) and the results; the caller sends the reply once its vote
     /// is durable.
-    pub(super) fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
+    fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
         let p = self.pq.get(id).expect("executing a queued transaction");
         let (body, t) = (p.body.clone(), p.t);
         let (reads, writes) = (p.reads.clone(), p.writes.clone());
-        let topo = Arc::clone(&self.topo);
-        let piece = body.program.piece(self.shard, |k| topo.shard_of(k));
+        let topo = Arc::clone(&self.core.topo);
+        let piece = body.program.piece(self.core.shard, |k| topo.shard_of(k));
         let results = self.optimistic.execute(id, &piece);
         self.conflicts.released(Stamp { t, id }, &reads, &writes);
         let entry = LogEntry { body: body.clone(), t };
-        let shard = self.shard;
+        let shard = self.core.shard;
         let shard_of = |k| topo.shard_of(k);
         self.hashes.toggle(&entry, shard, shard_of);
         let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
@@ -527,14 +611,14 @@ impl Server {
 
     /// Executes a transaction that needs no (more) agreement, appends it to
     /// the log and replies: the reply leaves once the entry is durable.
-    pub(super) fn execute_and_finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+    fn execute_and_finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
         let (hash, result) = self.execute(ctx, id);
         self.finalize(ctx, id, hash, result);
     }
 
     /// Undoes an optimistic execution (§3.5 case 3); never visible to
     /// clients, since conflicting successors wait behind it.
-    pub(super) fn revoke(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+    fn revoke(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
         self.optimistic.revoke(id);
         ctx.count("rollbacks", 1);
     }
@@ -543,7 +627,7 @@ impl Server {
     /// into its log (Algorithm 1 lines 24-25). Unless it replied at its
     /// optimistic execution (detective mode), the fast reply goes out now,
     /// behind the log append.
-    pub(super) fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
+    fn finalize(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, hash: u128, result: Vec<OpResult>) {
         let replied = matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. }));
         let p = self.dequeue(id).expect("finalizing a queued transaction");
         self.optimistic.keep(id);
@@ -553,26 +637,26 @@ impl Server {
         if !replied {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
-        let led_view = Some(self.view.g_view);
-        self.replied.insert(id, Replied { t: p.t, hash, result: Some(result), led_view });
-        self.sync_point = self.log.len();
-        self.log_length_once_durable(ctx);
+        let led_view = Some(self.core.view.g_view);
+        self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
+        self.core.log.sync_to(self.core.log.len());
+        self.core.log_length_once_durable(ctx);
     }
 
     /// Appends to the log durably and folds the entry into the key hashes;
     /// returns the fast-reply hash for it.
     fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
-        let topo = Arc::clone(&self.topo);
-        self.hashes.toggle(&entry, self.shard, |k| topo.shard_of(k));
+        let topo = Arc::clone(&self.core.topo);
+        self.hashes.toggle(&entry, self.core.shard, |k| topo.shard_of(k));
         let hash = self.hashes.digest(reads.iter().chain(writes).copied());
-        let pos = self.log.push(entry.clone());
-        self.persist(ctx, Record::Log { pos, entries: vec![entry] });
+        let pos = self.core.log.push(entry.clone());
+        self.core.persist(ctx, Record::Log { pos, entries: vec![entry] });
         hash
     }
 
     /// A fast reply (§3.4) to the transaction's coordinator, once everything
     /// it reports is durable.
-    pub(super) fn send_fast_reply(
+    fn send_fast_reply(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
         body: &TxnBody,
@@ -581,42 +665,42 @@ impl Server {
         result: Option<Vec<OpResult>>,
         owd_ns: Option<u64>,
     ) {
-        ctx.count(if self.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
+        ctx.count(if self.core.is_leader() { "fast_replies_leader" } else { "fast_replies_follower" }, 1);
         let msg = self.fast_reply(body.id, t, hash, result, owd_ns);
-        self.send_durable(ctx, body.coordinator, msg);
+        self.core.send_durable(ctx, body.coordinator, msg);
     }
 
     /// This server's fast reply (§3.4) for `id` released at `t`.
     fn fast_reply(&self, id: TxnId, t: u64, hash: u128, result: Option<Vec<OpResult>>, owd_ns: Option<u64>) -> Msg {
-        let (shard, g_view, l_view) = (self.shard, self.view.g_view, self.view.l_view(self.shard));
+        let (shard, g_view, l_view) = (self.core.shard, self.core.view.g_view, self.core.view.l_view(self.core.shard));
         Msg::FastReply(FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns })
     }
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {
-        let leader = self.is_leader();
-        let (t, hash, result, coordinator) = if let Some(d) = self.folded.get(id) {
+        let leader = self.core.is_leader();
+        let (t, hash, result, coordinator) = if let Some(d) = self.executed.folded().get(id) {
             (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
         } else {
-            let (Some(r), Some(e)) = (self.replied.get(&id), self.log.entry_of(id)) else { return };
-            (r.t, r.hash, r.result.clone().filter(|_| leader), e.body.coordinator)
+            let (Some(r), Some(e)) = (self.executed.replied(id), self.core.log.entry_of(id)) else { return };
+            (r.t, r.hash.unwrap_or(NO_HASH), r.result.clone().filter(|_| leader), e.body.coordinator)
         };
         if leader && result.is_none() {
             return; // not executed yet: the reply comes with the execution
         }
         let msg = self.fast_reply(id, t, hash, result, owd_ns);
-        self.send_durable(ctx, coordinator, msg);
+        self.core.send_durable(ctx, coordinator, msg);
     }
 
     /// Work every event ends with: push new log entries to followers,
     /// execute what became committed (and checkpoint when due). The
     /// dispatchers run it once after every message, timer and persistence
     /// event, so no handler can forget it.
-    pub(super) fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.status != Status::Normal {
+    fn after_event(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.core.status != Status::Normal {
             return;
         }
-        if self.is_leader() {
-            self.sync_followers(ctx, false);
+        if self.core.is_leader() {
+            self.sync.sync_followers(&mut self.core, ctx, self.executed.checkpoint(), false);
         }
         self.execute_committed(ctx);
     }
@@ -626,14 +710,14 @@ impl Server {
     /// A new leader rebuilds its optimistic store: the executed state, then
     /// the rest of its log; the results answer resubmissions of the
     /// recovered transactions.
-    pub(super) fn execute_log_from_state(&mut self) {
-        self.optimistic.restart_from(&self.state, self.applied);
-        let topo = Arc::clone(&self.topo);
-        for e in self.log.suffix(self.applied).to_vec() {
-            let piece = e.body.program.piece(self.shard, |k| topo.shard_of(k));
+    fn execute_log_from_state(&mut self) {
+        self.optimistic.restart_from(self.executed.state(), self.executed.applied());
+        let topo = Arc::clone(&self.core.topo);
+        for e in self.core.log.suffix(self.executed.applied()).to_vec() {
+            let piece = e.body.program.piece(self.core.shard, |k| topo.shard_of(k));
             let results = self.optimistic.execute_logged(&piece);
-            let led_view = Some(self.view.g_view);
-            self.replied.insert(e.body.id, Replied { t: e.t, hash: 0, result: Some(results), led_view });
+            let led_view = Some(self.core.view.g_view);
+            self.executed.note_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
     }
 
@@ -641,12 +725,12 @@ impl Server {
     /// was told of but lacks (§3.7, Appendix B); a follower reports its
     /// sync-point.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        match self.status {
-            Status::Normal if self.is_leader() => {
-                self.leader_tick(ctx);
-                self.fetch_unknown(ctx);
+        match self.core.status {
+            Status::Normal if self.core.is_leader() => {
+                self.sync.leader_tick(&mut self.core, ctx, self.executed.checkpoint());
+                self.announcements.fetch_unknown(&self.core, ctx);
             }
-            Status::Normal => self.report_sync(ctx, Vec::new()),
+            Status::Normal => sync::report_sync(&mut self.core, ctx, Vec::new()),
             Status::ViewChange | Status::Recovering => {}
         }
     }
@@ -655,11 +739,11 @@ impl Server {
     /// §3.8).
     fn on_heartbeat(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let msg = Msg::Heartbeat {
-            g_view: self.view.g_view,
-            recovering: self.status == Status::Recovering,
+            g_view: self.core.view.g_view,
+            recovering: self.core.status == Status::Recovering,
             delays: self.peer_delays.estimates(50.0),
         };
-        for vm in self.vm_members() {
+        for vm in self.core.vm_members() {
             ctx.send(vm, msg.clone());
         }
     }
@@ -668,15 +752,15 @@ impl Server {
     /// announcements and the new view's log at a leader, the view change's
     /// messages, a restarted server's question for the view.
     fn on_resend(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        match self.status {
-            Status::Normal if self.is_leader() => {
-                self.renotify(ctx);
+        match self.core.status {
+            Status::Normal if self.core.is_leader() => {
+                self.announcements.renotify(&self.core, ctx, &self.pq);
                 self.resend_start_view(ctx);
             }
             Status::Normal => {}
             Status::ViewChange => self.resend_view_change(ctx),
             Status::Recovering => {
-                for vm in self.vm_members() {
+                for vm in self.core.vm_members() {
                     ctx.send(vm, Msg::GetView);
                 }
             }
@@ -687,11 +771,538 @@ impl Server {
     /// round trip), which the view manager learns from heartbeats.
     fn probe_other_shards(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let send_clock_ns = ctx.clock_ns();
-        for s in (0..self.topo.shards).map(ShardId).filter(|s| *s != self.shard) {
-            for peer in self.topo.replicas(s).to_vec() {
+        for s in (0..self.core.topo.shards).map(ShardId).filter(|s| *s != self.core.shard) {
+            for peer in self.core.topo.replicas(s).to_vec() {
                 ctx.send(peer, Msg::Probe { send_clock_ns, low_watermark: 0 });
             }
         }
+    }
+}
+
+/// Execution, checkpoints and snapshots (§4): the server sequences its
+/// `Executed` state, its log and what is derived from the log.
+impl Server {
+    /// Executes the log in order up to the commit-point, then checkpoints if
+    /// enough has accumulated.
+    fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let upto = self.core.log.commit_point().min(self.core.log.sync_point()).min(self.core.log.len());
+        self.executed.execute_upto(ctx, &self.core.log, upto, self.core.view.g_view, self.core.shard, &self.core.topo);
+        if self.executed.checkpoint_due(self.core.log.base(), self.core.cfg.checkpoint_entries) {
+            self.take_checkpoint(ctx);
+        }
+    }
+
+    /// Folds every executed entry into a new checkpoint and compacts the
+    /// durable log into a snapshot.
+    fn take_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let upto = self.executed.applied();
+        let folded = self.core.log.fold_to(upto);
+        let now = ctx.clock_ns();
+        self.executed.fold(now, &folded, self.core.shard, &self.core.topo, self.core.cfg.done_retention_ns);
+        ctx.count("checkpoints", 1);
+        self.persist_snapshot(ctx);
+    }
+
+    /// Compacts the durable log into one snapshot of this server. The
+    /// snapshot stands for every record up to an append made just before
+    /// it (after a restart this server knows no earlier LSN, and records it
+    /// recovered must not outlive the snapshot), and another append follows
+    /// it: replies sent behind that one (through `send_durable`) leave only
+    /// once the snapshot is durable.
+    fn persist_snapshot(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let covered = self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+        let tentative: Vec<LogEntry> = self
+            .pq
+            .values()
+            .filter(|p| matches!(p.state, PState::Executed { .. }))
+            .map(|p| LogEntry { body: p.body.clone(), t: p.t })
+            .collect();
+        let snap = Snapshot {
+            checkpoint: Arc::clone(self.executed.checkpoint()),
+            log: self.core.log.all().to_vec(),
+            sync_point: self.core.log.sync_point(),
+            commit_point: self.core.log.commit_point(),
+            view: self.core.view.clone(),
+            last_normal_view: self.core.last_normal_view,
+            led: self.core.led,
+            tentative,
+        };
+        ctx.compact(covered, Record::Snapshot(Arc::new(snap)));
+        self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+    }
+
+    /// Restart: the snapshot's server, before the records that follow it
+    /// (its log and points the caller restores with the records).
+    fn restore_snapshot(&mut self, snap: &Snapshot) {
+        self.executed.install(Arc::clone(&snap.checkpoint));
+        self.core.view = snap.view.clone();
+        self.core.last_normal_view = snap.last_normal_view;
+        self.core.led = snap.led;
+    }
+
+    /// Takes a checkpoint from another server of the shard that folded past
+    /// what this one can execute. The entries this log holds beyond what it
+    /// had synced stay, after the checkpoint, as unsynced votes (unless they
+    /// are folded in it); everything else is covered by it.
+    fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
+        assert!(cp.upto > self.core.log.base(), "adopting an older checkpoint");
+        let synced = self.core.log.sync_point();
+        let committed = self.core.log.commit_point().max(cp.upto);
+        self.executed.install(Arc::clone(&cp));
+        let old = &self.core.log;
+        let keep: Vec<LogEntry> = old
+            .all()
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| {
+                let pos = old.base() + *i as u64;
+                (pos >= synced || pos >= cp.upto) && !self.executed.folded().contains(e.body.id)
+            })
+            .map(|(_, e)| e.clone())
+            .collect();
+        self.core.log.reset(TigaLog::from_base(cp.upto, keep), cp.upto, committed);
+        self.executed.keep_replies_in(&self.core.log);
+        self.rebuild_derived();
+        ctx.count("checkpoints_installed", 1);
+        self.persist_snapshot(ctx);
+    }
+
+    /// Key hashes and conflict maps from the checkpoint and the held log
+    /// (and, at a leader, what it has released but not logged).
+    fn rebuild_derived(&mut self) {
+        let cp = Arc::clone(self.executed.checkpoint());
+        self.hashes = KeyHashes::from_folded(&cp.hashes);
+        self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
+        let topo = Arc::clone(&self.core.topo);
+        for e in self.core.log.all().to_vec() {
+            self.hashes.toggle(&e, self.core.shard, |k| topo.shard_of(k));
+            let (reads, writes) = self.core.keys_of(&e.body);
+            self.conflicts.released(e.stamp(), &reads, &writes);
+        }
+    }
+
+    /// A checkpoint arrives: a follower behind its leader's base installs
+    /// it; a new leader waiting for it during a view change goes on.
+    fn on_checkpoint_state(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, g_view: u64, cp: Arc<Checkpoint>) {
+        if g_view != self.core.view.g_view || cp.upto <= self.core.log.base() {
+            return;
+        }
+        if self.core.status == Status::ViewChange && self.core.is_leader() {
+            return self.on_fetched_checkpoint(ctx, from, cp);
+        }
+        let from_leader = from == self.core.leader_node(ctx, self.core.shard);
+        if self.core.status == Status::Normal
+            && !self.core.is_leader()
+            && from_leader
+            && cp.upto > self.core.log.sync_point()
+        {
+            self.adopt_checkpoint(ctx, cp);
+            super::sync::report_sync(&mut self.core, ctx, Vec::new());
+        }
+    }
+}
+
+/// View change and rejoin (§4; Algorithms 5 and 6): the transitions that
+/// replace the server's state. The new leader's rebuild is
+/// `recovery::Rebuild`'s; the server sequences it with the other concerns.
+impl Server {
+    // ---- Algorithm 5 lines 1-15: a newer view arrives ----
+
+    fn on_current_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+        if view.g_view < self.core.view.g_view
+            || (view.g_view == self.core.view.g_view && self.core.status != Status::Recovering)
+        {
+            return;
+        }
+        if self.core.status == Status::Recovering && view.g_view == self.core.view.g_view {
+            // Algorithm 6: still the view it restarted in; ask its leader
+            // for the log (a restarted leader is replaced by a new view).
+            return recovery::send_view_change(&mut self.core, ctx);
+        }
+        // A newer view: take part in its change like any server — its
+        // durable log holds every vote it gave — or lead it.
+        self.enter_view_change(ctx, view);
+    }
+
+    fn enter_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+        if self.core.status == Status::Normal {
+            self.flush_queue_into_log(ctx);
+        }
+        self.core.status = Status::ViewChange;
+        self.core.view = view;
+        self.rebuild.restart();
+        self.persist_view(ctx);
+        recovery::send_view_change(&mut self.core, ctx);
+    }
+
+    /// Algorithm 5 lines 7-9: the queue's transactions join the log in
+    /// timestamp order; optimistic executions are dropped with the store,
+    /// which the new log rebuilds.
+    fn flush_queue_into_log(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
+        self.forget_view_work();
+        if !pending.is_empty() {
+            let pos = self.core.log.len();
+            for e in &pending {
+                self.core.log.push(e.clone());
+            }
+            self.core.persist(ctx, Record::Log { pos, entries: pending });
+        }
+    }
+
+    /// What a view's leader and followers hold only for that view: the
+    /// queue, held and fetched transactions, announcements, optimistic
+    /// executions. A view change drops it when it starts and again when
+    /// the new view's log is installed: this is the one place it is reset.
+    fn forget_view_work(&mut self) {
+        self.pq = TxnQueue::default();
+        self.held.clear();
+        self.sync.forget_fetched();
+        self.announcements.clear();
+        self.optimistic.forget_executions();
+    }
+
+    fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let record = Record::View {
+            view: self.core.view.clone(),
+            last_normal_view: self.core.last_normal_view,
+            led: self.core.led,
+        };
+        self.core.persist(ctx, record);
+    }
+
+    /// Every `resend_ns` during a view change (see `Rebuild::resend`).
+    fn resend_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let finished = self.rebuild.resend(&mut self.core, ctx, &self.executed);
+        self.finish_view_change(ctx, finished);
+    }
+
+    /// Algorithm 5 lines 16-32: a server's log for the new leader.
+    fn on_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: ViewChange) {
+        let (g_view, reported, c) = recovery::contribution(m);
+        if let Some(r) = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == from) {
+            self.sync.reported(r, reported);
+        }
+        if g_view > self.core.view.g_view {
+            // The sender knows a newer view than this server: ask for it.
+            for vm in self.core.vm_members() {
+                ctx.send(vm, Msg::GetView);
+            }
+            return;
+        }
+        if g_view < self.core.view.g_view || !self.core.is_leader() {
+            return;
+        }
+        match self.core.status {
+            Status::Normal => self.send_start_view(ctx, from),
+            Status::Recovering => {}
+            Status::ViewChange => {
+                let finished = self.rebuild.on_contribution(&self.core, ctx, from, c, &self.executed);
+                self.finish_view_change(ctx, finished);
+            }
+        }
+    }
+
+    /// §4, checkpoints in a view change: the checkpoint the new leader
+    /// asked for arrives.
+    fn on_fetched_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, cp: Arc<Checkpoint>) {
+        if !self.rebuild.accept_checkpoint(from) {
+            return;
+        }
+        self.adopt_checkpoint(ctx, cp);
+        let finished = self.rebuild.try_rebuild(&self.core, ctx, &self.executed);
+        self.finish_view_change(ctx, finished);
+    }
+
+    /// Algorithm 5 lines 64-78 (step ④): another new leader's verification.
+    fn on_ts_verify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsVerify) {
+        let finished = self.rebuild.on_ts_verify(&self.core, ctx, from, m, &self.executed);
+        self.finish_view_change(ctx, finished);
+    }
+
+    /// Step ⑤: the rebuilt log, if the change is done, becomes this
+    /// leader's; it executes it and hands it to the followers.
+    fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, finished: Finished) {
+        let Some(entries) = finished else { return };
+        self.install_log(ctx, entries, true);
+        ctx.count("view_change_completions", 1);
+        let followers: Vec<NodeId> =
+            self.core.topo.replicas(self.core.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
+        for node in followers {
+            self.send_start_view(ctx, node);
+        }
+    }
+
+    /// The log from this leader's base, with its checkpoint unless the
+    /// follower said it folded or committed as far (and so holds the same
+    /// entries below the base).
+    fn send_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, to: NodeId) {
+        let base = self.core.log.base();
+        let r = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == to);
+        let covered = r.is_some_and(|r| self.sync.covers(r, base));
+        let checkpoint = (base > 0 && !covered).then(|| Arc::clone(self.executed.checkpoint()));
+        let msg = Msg::StartView(StartView {
+            g_view: self.core.view.g_view,
+            l_view: self.core.view.l_view(self.core.shard),
+            base,
+            log: Arc::new(self.core.log.all().to_vec()),
+            checkpoint,
+        });
+        self.core.send_durable(ctx, to, msg);
+    }
+
+    /// Algorithm 5 lines 37-43 (and Algorithm 6 lines 36-43). Positions
+    /// below the leader's base come from this server's checkpoint and
+    /// committed log, or from the leader's checkpoint.
+    fn on_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: StartView) {
+        let StartView { g_view, l_view, base, log, checkpoint, .. } = m;
+        if g_view != self.core.view.g_view || l_view != self.core.view.l_view(self.core.shard) || self.core.is_leader()
+        {
+            return;
+        }
+        if from != self.core.leader_node(ctx, self.core.shard) {
+            return;
+        }
+        if self.core.status == Status::Normal {
+            return sync::report_sync(&mut self.core, ctx, Vec::new()); // a re-send: acknowledge
+        }
+        if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.core.log.base() && cp.upto == base) {
+            self.adopt_checkpoint(ctx, cp);
+        }
+        let own_base = self.core.log.base();
+        let entries: Vec<LogEntry> = if own_base >= base && own_base - base <= log.len() as u64 {
+            log[(own_base - base) as usize..].to_vec()
+        } else if own_base < base && self.core.log.commit_point() >= base {
+            self.core.log.range(own_base, base).iter().chain(log.iter()).cloned().collect()
+        } else {
+            // It cannot fill the positions below the leader's base: tell the
+            // leader (which then sends its checkpoint).
+            return recovery::send_view_change(&mut self.core, ctx);
+        };
+        self.install_log(ctx, entries, false);
+        sync::report_sync(&mut self.core, ctx, Vec::new());
+    }
+
+    /// Replaces the log (from this server's base) and everything derived
+    /// from it; the server is normal in the current view afterwards, and
+    /// its durable log is one snapshot of it.
+    fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
+        self.forget_view_work();
+        let log = TigaLog::from_base(self.core.log.base(), entries);
+        assert!(self.executed.applied() <= log.len(), "executed past the new log");
+        let (len, committed) = (log.len(), self.core.log.commit_point());
+        self.core.log.reset(log, len, committed);
+        self.executed.keep_replies_in(&self.core.log);
+        self.rebuild_derived();
+        self.core.status = Status::Normal;
+        self.core.last_normal_view = self.core.view.g_view;
+        self.core.led = leading;
+        let len = self.core.log.len();
+        self.sync.restart_at(len);
+        self.core.forget_durable_len();
+        self.persist_snapshot(ctx);
+        if leading {
+            self.execute_log_from_state();
+            self.core.log_length_once_durable(ctx);
+        } else {
+            self.optimistic.drop_store();
+        }
+    }
+
+    /// Leader, every tick: followers that never acknowledged the current
+    /// view get its log again.
+    fn resend_start_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let lagging: Vec<NodeId> = self
+            .core
+            .topo
+            .replicas(self.core.shard)
+            .iter()
+            .enumerate()
+            .filter(|(r, _)| *r as u32 != self.core.replica && !self.sync.in_view(*r))
+            .map(|(_, n)| *n)
+            .collect();
+        for node in lagging {
+            self.send_start_view(ctx, node);
+        }
+    }
+}
+
+/// Timestamp agreement (§3.5-3.6): the server applies what
+/// `agreement::Announcements` decides to its queue and log.
+impl Server {
+    /// §3.5-3.6 (Algorithm 2): another participant leader's
+    /// announcement; case 3 moves the transaction here, cases 1 and 2 may
+    /// release it into the log.
+    fn on_notify(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: TsNotify) {
+        let id = m.id;
+        match self.announcements.on_notify(&self.core, ctx, from, m, &self.pq, self.executed.folded()) {
+            Announced::Nothing => return,
+            Announced::MoveTo { t } => {
+                // Case 3: this leader used a smaller timestamp.
+                if matches!(self.pq.get(id).map(|p| &p.state), Some(PState::Executed { .. })) {
+                    self.revoke(ctx, id);
+                }
+                self.reposition(id, t);
+                ctx.count("timestamp_updates", 1);
+            }
+            Announced::Check => self.check_agreement(ctx, id),
+        }
+        // Either way conflicting successors may now be free to go.
+        self.release(ctx);
+    }
+
+    /// Releases `id` into the log if every participant announced the
+    /// timestamp this leader holds (cases 1 and 2), executing it first in
+    /// preventive mode.
+    fn check_agreement(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId) {
+        let Some(p) = self.pq.get(id) else { return };
+        if p.state == PState::Waiting || !self.announcements.agreed(p, self.core.cfg.second_round) {
+            return;
+        }
+        match p.state.clone() {
+            PState::Executed { hash, result } => self.finalize(ctx, id, hash, result),
+            PState::Notified => self.execute_and_finalize(ctx, id),
+            PState::Waiting => unreachable!("checked above"),
+        }
+    }
+
+    /// Appendix B (coordinator failure): another leader hands over a
+    /// transaction this one was notified of but never received; or this
+    /// shard's leader passes on one it fetched so.
+    fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
+        let id = body.id;
+        let known = self.core.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
+        if !body.shards.contains(&self.core.shard) || known || self.core.status != Status::Normal {
+            return;
+        }
+        if !self.core.is_leader() && from != self.core.leader_node(ctx, self.core.shard) {
+            return;
+        }
+        self.announcements.body_arrived(id);
+        self.held.remove(&id);
+        ctx.count("transactions_fetched", 1);
+        self.admit(ctx, body.clone(), t, None);
+        if self.core.is_leader() {
+            // Its coordinator's copies reached no server of this shard but
+            // this leader, which is about to announce it: the followers
+            // hold it too, at this leader's timestamp (at or below the
+            // agreed one), so that a view change that loses this leader
+            // still finds it here (§4 step ③ (b)) rather than taking it
+            // for one no leader here ever ordered (recovery.rs).
+            if let Some(t_here) = self.pq.get(id).map(|p| p.t) {
+                let me = ctx.me();
+                for node in ctx.topology().replicas(self.core.shard).to_vec() {
+                    if node != me {
+                        ctx.send(node, Msg::TxnFound { body: body.clone(), t: t_here });
+                    }
+                }
+            }
+        }
+        self.release(ctx);
+    }
+}
+
+/// Log synchronization at a follower (§3.7): placing the leader's entries
+/// changes the queue, the held transactions, the key hashes and the
+/// conflict maps, which are the server's.
+impl Server {
+    /// Follower: make the log agree with the leader's from `from_pos` on;
+    /// returns the ids whose bodies it lacks (the server executes what
+    /// became committed, then asks for them at once).
+    fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) -> Vec<TxnId> {
+        let LogSync { l_view, from_pos, entries, commit_point, .. } = m;
+        if self.core.status != Status::Normal
+            || self.core.is_leader()
+            || l_view != self.core.view.l_view(self.core.shard)
+        {
+            return Vec::new();
+        }
+        if from != self.core.leader_node(ctx, self.core.shard) {
+            return Vec::new();
+        }
+        let mut missing = Vec::new();
+        if from_pos <= self.core.log.sync_point() {
+            let skip = (self.core.log.sync_point() - from_pos) as usize;
+            let wanted: Vec<(TxnId, u64)> = entries.into_iter().skip(skip).collect();
+            missing = self.adopt(ctx, wanted);
+        }
+        let synced = self.core.log.sync_point();
+        self.core.log.commit_to(commit_point.min(synced));
+        missing
+    }
+
+    /// Makes the log agree with the leader's entries from the sync-point on
+    /// (as far as their bodies are known); returns the ids whose bodies this
+    /// follower lacks. In the common case each entry is already in place
+    /// and only the sync-point moves.
+    fn adopt(&mut self, ctx: &mut Ctx<'_, Tiga>, wanted: Vec<(TxnId, u64)>) -> Vec<TxnId> {
+        let start = self.core.log.sync_point();
+        let mut changed_from = u64::MAX;
+        let mut missing = Vec::new();
+        let mut wanted = wanted.into_iter();
+        for (id, t) in wanted.by_ref() {
+            let pos = self.core.log.sync_point();
+            if self.core.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
+                self.core.log.sync_to(pos + 1);
+                continue;
+            }
+            let Some(body) = self.find_body(id) else {
+                missing.push(id);
+                break; // later entries must wait: positions are contiguous
+            };
+            self.place(pos, LogEntry { body, t });
+            changed_from = changed_from.min(pos);
+            self.core.log.sync_to(pos + 1);
+        }
+        // Ask for every body the rest of the batch lacks at once: one
+        // round trip instead of one per missing entry (a follower that
+        // missed submissions during a view change otherwise crawls back
+        // one entry per round trip while the slow path waits on it).
+        missing.extend(wanted.map(|(id, _)| id).filter(|id| self.find_body(*id).is_none()).take(SYNC_BATCH_MAX));
+        if changed_from != u64::MAX {
+            let suffix = self.core.log.suffix(changed_from).to_vec();
+            self.core.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
+        }
+        if self.core.log.sync_point() > start {
+            self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+            ctx.count("slow_syncs", self.core.log.sync_point() - start);
+        }
+        missing
+    }
+
+    /// Puts the leader's entry at `pos`: taken from later in this log (with
+    /// the leader's timestamp) or from the queue, hashes and conflict maps
+    /// following.
+    fn place(&mut self, pos: u64, entry: LogEntry) {
+        let topo = Arc::clone(&self.core.topo);
+        let shard_of = |k| topo.shard_of(k);
+        if let Some(q) = self.core.log.position(entry.body.id) {
+            debug_assert!(q >= pos, "synced entries do not move");
+            let old = self.core.log.remove_unsynced(q);
+            self.hashes.toggle(&old, self.core.shard, shard_of);
+        }
+        self.forget_pending(entry.body.id);
+        self.hashes.toggle(&entry, self.core.shard, shard_of);
+        let (reads, writes) = self.core.keys_of(&entry.body);
+        self.conflicts.released(entry.stamp(), &reads, &writes);
+        self.core.log.insert_unsynced(pos, entry);
+    }
+
+    fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
+        if let Some(e) = self.core.log.entry_of(id) {
+            return Some(e.body.clone());
+        }
+        if let Some(p) = self.pq.get(id) {
+            return Some(p.body.clone());
+        }
+        self.held.get(&id).cloned().or_else(|| self.sync.fetched(id).cloned())
+    }
+
+    /// The transaction is placed by the leader: it no longer waits here.
+    fn forget_pending(&mut self, id: TxnId) {
+        self.dequeue(id);
+        self.held.remove(&id);
+        self.sync.placed(id);
     }
 }
 
@@ -702,44 +1313,43 @@ impl Process<Tiga> for Server {
     /// executions or agreement in progress, and messages wait only for
     /// appends not yet durable.
     fn check_invariants(&self) {
-        assert!(self.log.base() <= self.applied, "entries folded before they were applied");
-        assert!(self.applied <= self.commit_point, "applied past the commit-point");
-        assert!(self.commit_point <= self.sync_point, "committed past the sync-point");
-        assert!(self.sync_point <= self.log.len(), "the sync-point past the log's end");
+        let applied = self.executed.applied();
+        assert!(self.core.log.base() <= applied, "entries folded before they were applied");
+        assert!(applied <= self.core.log.commit_point(), "applied past the commit-point");
+        assert!(self.core.log.commit_point() <= self.core.log.sync_point(), "committed past the sync-point");
+        assert!(self.core.log.sync_point() <= self.core.log.len(), "the sync-point past the log's end");
         for p in self.pq.values().take(CHECKED_MAX) {
-            assert!(self.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
+            assert!(self.core.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
-        if self.status == Status::Normal && !self.is_leader() {
+        if self.core.status == Status::Normal && !self.core.is_leader() {
             assert_eq!(self.optimistic.executions(), 0, "a follower holds optimistic executions");
             assert!(self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting), "a follower released one");
         }
-        self.outbox.check_invariants();
+        self.core.outbox.check_invariants();
     }
 
     /// See `Process::state_sizes`.
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("store_keys", self.optimistic.keys());
-        out("executed_keys", self.state.keys());
+        out("executed_keys", self.executed.state().keys());
         out("queue", self.pq.len());
         out("held", self.held.len());
-        out("fetched", self.fetched.len());
+        out("fetched", self.sync.fetched_len());
         out("conflict_keys", self.conflicts.len());
-        out("log_entries", self.log.held());
+        out("log_entries", self.core.log.held());
         out("key_hashes", self.hashes.len());
-        out("replied", self.replied.len());
-        out("done", self.folded.len());
-        out("watermarks", self.folded.watermarks_len());
+        out("replied", self.executed.replied_len());
+        out("done", self.executed.folded().len());
+        out("watermarks", self.executed.folded().watermarks_len());
         out("undo", self.optimistic.executions());
         out("notes", self.announcements.len());
-        out("outbox", self.outbox.len());
+        out("outbox", self.core.outbox.len());
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
-        while let Some(freed) = self.outbox.next_freed(upto) {
-            self.on_durable(ctx, freed);
-        }
-        if self.is_leader() {
-            self.advance_commit_point();
+        self.core.persisted(ctx, upto);
+        if self.core.is_leader() {
+            self.sync.advance_commit_point(&mut self.core);
         }
         self.after_event(ctx);
     }
@@ -749,14 +1359,15 @@ impl Process<Tiga> for Server {
     /// the view manager told it the current view and that view's leader
     /// gave it the log (Algorithm 6).
     fn on_start(&mut self, ctx: &mut Ctx<'_, Tiga>, durable: Vec<Record>) {
-        ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
-        ctx.set_timer(self.cfg.heartbeat_ns, Timer::Heartbeat);
-        ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
-        ctx.set_timer(self.cfg.resend_ns, Timer::Resend);
+        ctx.set_timer(self.core.cfg.server_tick_ns, Timer::ServerTick);
+        ctx.set_timer(self.core.cfg.heartbeat_ns, Timer::Heartbeat);
+        ctx.set_timer(self.core.cfg.probe_interval_ns, Timer::Probe);
+        ctx.set_timer(self.core.cfg.resend_ns, Timer::Resend);
         if durable.is_empty() {
             return;
         }
-        let mut synced = 0;
+        let mut log = TigaLog::new();
+        let (mut synced, mut committed) = (0, 0);
         // Optimistic executions this server replied to as a leader, since
         // the last view change (which moved its queue into the log).
         let mut tentative: BTreeMap<TxnId, LogEntry> = BTreeMap::new();
@@ -764,22 +1375,24 @@ impl Process<Tiga> for Server {
             match record {
                 Record::Snapshot(snap) => {
                     self.restore_snapshot(&snap);
+                    log = TigaLog::from_base(snap.checkpoint.upto, snap.log.clone());
                     synced = snap.sync_point;
+                    committed = snap.commit_point.max(snap.checkpoint.upto);
                     tentative = snap.tentative.iter().map(|e| (e.body.id, e.clone())).collect();
                 }
                 Record::Log { pos, entries } => {
-                    if pos <= self.log.len() {
+                    if pos <= log.len() {
                         // Positions below the base are folded already.
-                        let skip = self.log.base().saturating_sub(pos) as usize;
+                        let skip = log.base().saturating_sub(pos) as usize;
                         let entries = entries.into_iter().skip(skip).collect();
-                        self.log.replace_suffix(pos.max(self.log.base()), entries);
+                        log.replace_suffix(pos.max(log.base()), entries);
                     }
                 }
                 Record::SyncPoint(p) => synced = p,
                 Record::View { view, last_normal_view, led } => {
-                    self.view = view;
-                    self.last_normal_view = last_normal_view;
-                    self.led = led;
+                    self.core.view = view;
+                    self.core.last_normal_view = last_normal_view;
+                    self.core.led = led;
                     tentative.clear();
                 }
                 Record::Tentative(e) => {
@@ -788,22 +1401,21 @@ impl Process<Tiga> for Server {
                 Record::Vm(_) | Record::Epoch(_) => {}
             }
         }
+        // A leader's log is its own.
+        let synced = if self.core.led { log.len() } else { synced.clamp(log.base(), log.len()) };
+        self.core.log.reset(log, synced, committed);
         self.rebuild_derived();
-        self.sync_point = synced.clamp(self.log.base(), self.log.len());
-        if self.led {
-            self.sync_point = self.log.len(); // a leader's log is its own
-        }
         // Its votes for them count in the next view change, as if its queue
         // had been moved into the log (Algorithm 5 lines 7-9), past the
         // sync-point.
         let mut votes: Vec<LogEntry> =
-            tentative.into_values().filter(|e| self.log.position(e.body.id).is_none()).collect();
+            tentative.into_values().filter(|e| self.core.log.position(e.body.id).is_none()).collect();
         votes.sort_by_key(|e| e.stamp());
         for e in votes {
-            self.log.push(e);
+            self.core.log.push(e);
         }
-        self.status = Status::Recovering;
-        for vm in self.vm_members() {
+        self.core.status = Status::Recovering;
+        for vm in self.core.vm_members() {
             ctx.send(vm, Msg::GetView);
         }
     }
@@ -824,19 +1436,19 @@ impl Server {
         match timer {
             Timer::Release => self.on_release_timer(ctx),
             Timer::ServerTick => {
-                ctx.set_timer(self.cfg.server_tick_ns, Timer::ServerTick);
+                ctx.set_timer(self.core.cfg.server_tick_ns, Timer::ServerTick);
                 self.on_tick(ctx);
             }
             Timer::Heartbeat => {
-                ctx.set_timer(self.cfg.heartbeat_ns, Timer::Heartbeat);
+                ctx.set_timer(self.core.cfg.heartbeat_ns, Timer::Heartbeat);
                 self.on_heartbeat(ctx);
             }
             Timer::Probe => {
-                ctx.set_timer(self.cfg.probe_interval_ns, Timer::Probe);
+                ctx.set_timer(self.core.cfg.probe_interval_ns, Timer::Probe);
                 self.probe_other_shards(ctx);
             }
             Timer::Resend => {
-                ctx.set_timer(self.cfg.resend_ns, Timer::Resend);
+                ctx.set_timer(self.core.cfg.resend_ns, Timer::Resend);
                 self.on_resend(ctx);
             }
             Timer::CoordinatorTick | Timer::VmTick | Timer::Vm(_) => {} // other roles' timers
@@ -847,8 +1459,8 @@ impl Server {
         match msg {
             Msg::Submit(m) => self.on_submit(ctx, from, m),
             Msg::Probe { send_clock_ns, low_watermark } => {
-                if self.topo.is_client(from) {
-                    self.folded.note_watermark(from, low_watermark);
+                if self.core.topo.is_client(from) {
+                    self.executed.note_watermark(from, low_watermark);
                 }
                 ctx.send(from, Msg::ProbeReply { send_clock_ns, recv_clock_ns: ctx.clock_ns() });
             }
@@ -860,16 +1472,32 @@ impl Server {
                 }
             }
             Msg::TsNotify(m) => self.on_notify(ctx, from, m),
-            Msg::FetchTxn { id } => self.on_fetch_txn(ctx, from, id),
+            Msg::FetchTxn { id } => agreement::on_fetch_txn(ctx, from, id, &self.pq),
             Msg::TxnFound { body, t } => self.on_txn_found(ctx, from, body, t),
-            Msg::LogSync(m) if m.g_view == self.view.g_view => self.on_log_sync(ctx, from, m),
-            Msg::SyncReport(m) if m.g_view == self.view.g_view => self.on_sync_report(ctx, from, m),
-            Msg::Bodies { bodies } => self.on_bodies(bodies),
-            Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
-            Msg::FetchCheckpoint { .. } => {
-                ctx.send(from, Msg::CheckpointState { g_view: self.view.g_view, checkpoint: self.checkpoint.clone() })
+            Msg::LogSync(m) if m.g_view == self.core.view.g_view => {
+                let missing = self.on_log_sync(ctx, from, m);
+                if !missing.is_empty() {
+                    // Progress is reported every tick; bodies are asked for
+                    // at once, after executing what became committed.
+                    self.execute_committed(ctx);
+                    sync::report_sync(&mut self.core, ctx, missing);
+                }
             }
-            Msg::SyncInquiry { shard, ids } => self.on_sync_inquiry(ctx, from, shard, ids),
+            Msg::SyncReport(m) if m.g_view == self.core.view.g_view => {
+                self.sync.on_sync_report(&mut self.core, ctx, from, m, &self.pq)
+            }
+            Msg::Bodies { bodies } => self.sync.on_bodies(&self.core, bodies),
+            Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),
+            Msg::FetchCheckpoint { .. } => ctx.send(
+                from,
+                Msg::CheckpointState {
+                    g_view: self.core.view.g_view,
+                    checkpoint: Arc::clone(self.executed.checkpoint()),
+                },
+            ),
+            Msg::SyncInquiry { shard, ids } => {
+                sync::on_sync_inquiry(&mut self.core, ctx, from, shard, ids, self.executed.folded())
+            }
             Msg::CurrentView(view) => self.on_current_view(ctx, view),
             Msg::ViewChange(m) => self.on_view_change(ctx, from, m),
             Msg::TsVerify(m) => self.on_ts_verify(ctx, from, m),

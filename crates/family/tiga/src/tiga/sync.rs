@@ -8,16 +8,24 @@
 //! position `f + 1` servers have synced; followers execute up to it.
 //! Coordinators ask followers which transactions they have synced (the
 //! batched slow-reply inquiry of Appendix E).
+//!
+//! `SyncState` (followers' progress, fetched bodies) has private fields;
+//! its methods take the server's `Core` and call no other concern. A
+//! follower placing the leader's entries changes the queue, the key hashes
+//! and the conflict maps, so that step is the server's (`server.rs`), as is
+//! executing what became committed.
 
 use super::Tiga;
-use super::messages::{LogEntry, LogSync, Msg, Record, SyncReply, SyncReport, TxnBody};
-use super::server::{Server, Status};
+use super::checkpoint::Folded;
+use super::messages::Checkpoint;
+use super::messages::{LogSync, Msg, SyncReply, SyncReport, TxnBody};
+use super::server::{Core, Status, TxnQueue};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// Most entries in one log-sync message.
-const SYNC_BATCH_MAX: usize = 512;
+pub(super) const SYNC_BATCH_MAX: usize = 512;
 
 /// What a leader knows of one follower's log (§3.7).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -43,38 +51,24 @@ pub(super) struct ReportedLog {
     pub commit_point: u64,
 }
 
-/// A leader's log synchronization state: each replica's progress, and how
-/// much of its own log is durable (the leader counts towards `f + 1` only
-/// with what it persisted; the server's durable outbox tells it). Indexed
+/// A leader's log synchronization state: each replica's progress. Indexed
 /// by replica.
 #[derive(Debug)]
 pub(super) struct LogProgress {
     followers: Vec<Follower>,
-    /// The length of this leader's log known durable.
-    own_durable_len: u64,
 }
 
 impl LogProgress {
     pub(super) fn new(replicas: u32) -> Self {
-        LogProgress {
-            followers: vec![Follower { in_view: true, ..Follower::default() }; replicas as usize],
-            own_durable_len: 0,
-        }
+        LogProgress { followers: vec![Follower { in_view: true, ..Follower::default() }; replicas as usize] }
     }
 
     /// A new view's log of `len` entries: every follower has it (the view
-    /// change sent it), none acknowledged yet; nothing of it is durable
-    /// here yet.
+    /// change sent it), none acknowledged yet.
     pub(super) fn restart_at(&mut self, len: u64) {
         for f in &mut self.followers {
             *f = Follower { acked: 0, sent: len, stalled_ticks: 0, in_view: false, reported: f.reported };
         }
-        self.own_durable_len = 0;
-    }
-
-    /// This leader's log is `len` entries long durably.
-    pub(super) fn durable_len(&mut self, len: u64) {
-        self.own_durable_len = self.own_durable_len.max(len);
     }
 
     fn acknowledged(&mut self, r: usize, sync_point: u64) {
@@ -99,15 +93,11 @@ impl LogProgress {
         }
     }
 
-    /// The position each replica has synced (`me`'s: its durable log),
-    /// largest first.
-    fn synced_descending(&self, me: usize) -> Vec<u64> {
-        let mut synced: Vec<u64> = self
-            .followers
-            .iter()
-            .enumerate()
-            .map(|(r, f)| if r == me { self.own_durable_len } else { f.acked })
-            .collect();
+    /// The position each replica has synced (`me`'s: the length of its log
+    /// known durable, `durable_len`), largest first.
+    fn synced_descending(&self, me: usize, durable_len: u64) -> Vec<u64> {
+        let mut synced: Vec<u64> =
+            self.followers.iter().enumerate().map(|(r, f)| if r == me { durable_len } else { f.acked }).collect();
         synced.sort_unstable_by(|a, b| b.cmp(a));
         synced
     }
@@ -129,227 +119,210 @@ impl LogProgress {
     }
 }
 
-impl Server {
-    fn follower_index(&self, ctx: &Ctx<'_, Tiga>, node: NodeId) -> Option<usize> {
-        ctx.topology().replicas(self.shard).iter().position(|n| *n == node)
+/// Log synchronization (§3.7): a leader's view of its followers' logs, and
+/// a follower's bodies fetched from its leader awaiting their place. Owned
+/// by the server; its methods take the server's [`Core`] (view, status, log
+/// and points, outbox) and whatever else they read as parameters, and call
+/// no other concern.
+pub(super) struct SyncState {
+    progress: LogProgress,
+    /// Follower: bodies fetched from the leader, awaiting their place.
+    fetched: Fetched,
+}
+
+fn follower_index(ctx: &Ctx<'_, Tiga>, core: &Core, node: NodeId) -> Option<usize> {
+    ctx.topology().replicas(core.shard()).iter().position(|n| *n == node)
+}
+
+impl SyncState {
+    pub(super) fn new(replicas: u32) -> Self {
+        SyncState { progress: LogProgress::new(replicas), fetched: Fetched::default() }
     }
 
     /// Leader: sends every follower the log entries it has not been sent
-    /// (only once durable here). `heartbeat` sends even an empty batch, to
+    /// (only once durable here); one that lacks entries this leader folded
+    /// gets `checkpoint` first. `heartbeat` sends even an empty batch, to
     /// carry the commit-point.
-    pub(super) fn sync_followers(&mut self, ctx: &mut Ctx<'_, Tiga>, heartbeat: bool) {
+    pub(super) fn sync_followers(
+        &mut self,
+        core: &mut Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        checkpoint: &Arc<Checkpoint>,
+        heartbeat: bool,
+    ) {
         let followers: Vec<(usize, NodeId)> = ctx
             .topology()
-            .replicas(self.shard)
+            .replicas(core.shard())
             .iter()
             .copied()
             .enumerate()
-            .filter(|(r, _)| *r as u32 != self.replica)
+            .filter(|(r, _)| *r as u32 != core.replica())
             .collect();
         for (r, node) in followers {
-            if self.progress.followers[r].sent < self.log.base() {
+            if self.progress.followers[r].sent < core.log().base() {
                 // It lacks entries this leader folded: the checkpoint
                 // stands for them (§4).
-                self.send_checkpoint(ctx, node);
-                self.progress.followers[r].sent = self.log.base();
+                ctx.count("checkpoints_sent", 1);
+                let msg = Msg::CheckpointState { g_view: core.view().g_view, checkpoint: Arc::clone(checkpoint) };
+                core.send_durable(ctx, node, msg);
+                self.progress.followers[r].sent = core.log().base();
             }
             let from_pos = self.progress.followers[r].sent;
-            let upto = self.log.len().min(from_pos + SYNC_BATCH_MAX as u64);
+            let upto = core.log().len().min(from_pos + SYNC_BATCH_MAX as u64);
             if upto == from_pos && !heartbeat {
                 continue;
             }
-            let entries: Vec<(TxnId, u64)> = self.log.range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
+            let entries: Vec<(TxnId, u64)> =
+                core.log().range(from_pos, upto).iter().map(|e| (e.body.id, e.t)).collect();
             self.progress.followers[r].sent = upto;
             let msg = Msg::LogSync(LogSync {
-                g_view: self.view.g_view,
-                l_view: self.view.l_view(self.shard),
+                g_view: core.view().g_view,
+                l_view: core.view().l_view(core.shard()),
                 from_pos,
                 entries,
-                commit_point: self.commit_point,
+                commit_point: core.log().commit_point(),
             });
-            self.send_durable(ctx, node, msg);
+            core.send_durable(ctx, node, msg);
         }
     }
 
-    /// Leader: a follower's progress; send what it misses.
-    pub(super) fn on_sync_report(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: SyncReport) {
+    /// Leader: a follower's progress; send what it misses (from the log or
+    /// the queue `pq`).
+    pub(super) fn on_sync_report(
+        &mut self,
+        core: &mut Core,
+        ctx: &mut Ctx<'_, Tiga>,
+        from: NodeId,
+        m: SyncReport,
+        pq: &TxnQueue,
+    ) {
         let SyncReport { l_view, sync_point, missing, .. } = m;
-        if !self.is_leader() || self.status != Status::Normal || l_view != self.view.l_view(self.shard) {
+        if !core.is_leader() || core.status() != Status::Normal || l_view != core.view().l_view(core.shard()) {
             return;
         }
-        let Some(r) = self.follower_index(ctx, from) else { return };
+        let Some(r) = follower_index(ctx, core, from) else { return };
         self.progress.acknowledged(r, sync_point);
         let bodies: Vec<Arc<TxnBody>> = missing
             .iter()
             .take(SYNC_BATCH_MAX)
             .filter_map(|id| {
-                self.log.entry_of(*id).map(|e| e.body.clone()).or_else(|| self.pq.get(*id).map(|p| p.body.clone()))
+                core.log().entry_of(*id).map(|e| e.body.clone()).or_else(|| pq.get(*id).map(|p| p.body.clone()))
             })
             .collect();
         if !bodies.is_empty() {
             ctx.send(from, Msg::Bodies { bodies });
         }
-        self.advance_commit_point();
+        self.advance_commit_point(core);
     }
 
     /// Leader: the commit-point is the largest position that `f + 1`
     /// servers (the leader's durable log included) have synced.
-    pub(super) fn advance_commit_point(&mut self) {
-        let synced = self.progress.synced_descending(self.replica as usize);
-        let point = synced[self.f()].min(self.log.len());
-        self.commit_point = self.commit_point.max(point);
+    pub(super) fn advance_commit_point(&self, core: &mut Core) {
+        let synced = self.progress.synced_descending(core.replica() as usize, core.durable_len());
+        let point = synced[core.f()].min(core.log().len());
+        core.commit_to(point);
     }
 
     /// Leader, every tick: re-send to followers that made no progress, and
     /// carry the commit-point.
-    pub(super) fn leader_tick(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        for r in 0..self.n as usize {
-            if r as u32 == self.replica {
+    pub(super) fn leader_tick(&mut self, core: &mut Core, ctx: &mut Ctx<'_, Tiga>, checkpoint: &Arc<Checkpoint>) {
+        for r in 0..core.n() as usize {
+            if r as u32 == core.replica() {
                 continue;
             }
-            self.progress.tick(r, self.cfg.resync_after_ticks);
+            self.progress.tick(r, core.cfg().resync_after_ticks);
         }
-        self.sync_followers(ctx, true);
-    }
-
-    /// Follower: make the log agree with the leader's from `from_pos` on.
-    pub(super) fn on_log_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: LogSync) {
-        let LogSync { l_view, from_pos, entries, commit_point, .. } = m;
-        if self.status != Status::Normal || self.is_leader() || l_view != self.view.l_view(self.shard) {
-            return;
-        }
-        if from != self.leader_node(ctx, self.shard) {
-            return;
-        }
-        let mut missing = Vec::new();
-        if from_pos <= self.sync_point {
-            let skip = (self.sync_point - from_pos) as usize;
-            let wanted: Vec<(TxnId, u64)> = entries.into_iter().skip(skip).collect();
-            missing = self.adopt(ctx, wanted);
-        }
-        self.commit_point = self.commit_point.max(commit_point.min(self.sync_point));
-        self.execute_committed(ctx);
-        // Progress is reported every tick; bodies are asked for at once.
-        if !missing.is_empty() {
-            self.report_sync(ctx, missing);
-        }
-    }
-
-    /// Follower: tell the leader how far this log agrees with its own.
-    pub(super) fn report_sync(&mut self, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
-        let leader = self.leader_node(ctx, self.shard);
-        let msg = Msg::SyncReport(SyncReport {
-            g_view: self.view.g_view,
-            l_view: self.view.l_view(self.shard),
-            sync_point: self.sync_point,
-            missing,
-        });
-        self.send_durable(ctx, leader, msg);
-    }
-
-    /// Makes the log agree with the leader's entries from the sync-point on
-    /// (as far as their bodies are known); returns the ids whose bodies this
-    /// follower lacks. In the common case each entry is already in place
-    /// and only the sync-point moves.
-    fn adopt(&mut self, ctx: &mut Ctx<'_, Tiga>, wanted: Vec<(TxnId, u64)>) -> Vec<TxnId> {
-        let start = self.sync_point;
-        let mut changed_from = u64::MAX;
-        let mut missing = Vec::new();
-        let mut wanted = wanted.into_iter();
-        for (id, t) in wanted.by_ref() {
-            let pos = self.sync_point;
-            if self.log.get(pos).is_some_and(|e| e.body.id == id && e.t == t) {
-                self.sync_point += 1;
-                continue;
-            }
-            let Some(body) = self.find_body(id) else {
-                missing.push(id);
-                break; // later entries must wait: positions are contiguous
-            };
-            self.place(pos, LogEntry { body, t });
-            changed_from = changed_from.min(pos);
-            self.sync_point += 1;
-        }
-        // Ask for every body the rest of the batch lacks at once: one
-        // round trip instead of one per missing entry (a follower that
-        // missed submissions during a view change otherwise crawls back
-        // one entry per round trip while the slow path waits on it).
-        missing.extend(wanted.map(|(id, _)| id).filter(|id| self.find_body(*id).is_none()).take(SYNC_BATCH_MAX));
-        if changed_from != u64::MAX {
-            let suffix = self.log.suffix(changed_from).to_vec();
-            self.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
-        }
-        if self.sync_point > start {
-            self.persist(ctx, Record::SyncPoint(self.sync_point));
-            ctx.count("slow_syncs", self.sync_point - start);
-        }
-        missing
-    }
-
-    /// Puts the leader's entry at `pos`: taken from later in this log (with
-    /// the leader's timestamp) or from the queue, hashes and conflict maps
-    /// following.
-    fn place(&mut self, pos: u64, entry: LogEntry) {
-        let topo = Arc::clone(&self.topo);
-        let shard_of = |k| topo.shard_of(k);
-        if let Some(q) = self.log.position(entry.body.id) {
-            debug_assert!(q >= pos, "synced entries do not move");
-            let old = self.log.remove_at(q);
-            self.hashes.toggle(&old, self.shard, shard_of);
-        }
-        self.forget_pending(entry.body.id);
-        self.hashes.toggle(&entry, self.shard, shard_of);
-        let (reads, writes) = self.keys_of(&entry.body);
-        self.conflicts.released(entry.stamp(), &reads, &writes);
-        self.log.insert_at(pos, entry);
-    }
-
-    fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
-        if let Some(e) = self.log.entry_of(id) {
-            return Some(e.body.clone());
-        }
-        if let Some(p) = self.pq.get(id) {
-            return Some(p.body.clone());
-        }
-        self.held.get(&id).map(|(b, _)| b.clone()).or_else(|| self.fetched.get(&id).cloned())
-    }
-
-    /// The transaction is placed by the leader: it no longer waits here.
-    fn forget_pending(&mut self, id: TxnId) {
-        self.dequeue(id);
-        self.held.remove(&id);
-        self.fetched.remove(&id);
+        self.sync_followers(core, ctx, checkpoint, true);
     }
 
     /// Follower: bodies it asked for.
-    pub(super) fn on_bodies(&mut self, bodies: Vec<Arc<TxnBody>>) {
+    pub(super) fn on_bodies(&mut self, core: &Core, bodies: Vec<Arc<TxnBody>>) {
         for b in bodies.into_iter().take(SYNC_BATCH_MAX) {
-            if b.shards.contains(&self.shard) && self.log.position(b.id).is_none() {
+            if b.shards.contains(&core.shard()) && core.log().position(b.id).is_none() {
                 self.fetched.insert(b.id, b);
             }
         }
     }
 
-    /// Follower: answer a coordinator's slow-path inquiry (Appendix E).
-    pub(super) fn on_sync_inquiry(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, shard: ShardId, ids: Vec<TxnId>) {
-        if shard != self.shard || self.status != Status::Normal || self.is_leader() {
-            return;
-        }
-        let synced: Vec<(TxnId, u64)> = ids
-            .iter()
-            .take(SYNC_BATCH_MAX)
-            .filter_map(|id| {
-                if let Some(d) = self.folded.get(*id) {
-                    return Some((*id, d.t)); // folded: synced long ago
-                }
-                let pos = self.log.position(*id)?;
-                (pos < self.sync_point).then(|| (*id, self.log.get(pos).expect("indexed").t))
-            })
-            .collect();
-        let msg =
-            Msg::SyncReply(SyncReply { shard, g_view: self.view.g_view, l_view: self.view.l_view(shard), synced });
-        self.send_durable(ctx, from, msg);
+    /// Follower: a body fetched from the leader.
+    pub(super) fn fetched(&self, id: TxnId) -> Option<&Arc<TxnBody>> {
+        self.fetched.get(&id)
     }
+
+    /// Follower: the transaction has its place in the log.
+    pub(super) fn placed(&mut self, id: TxnId) {
+        self.fetched.remove(&id);
+    }
+
+    /// A view change: fetched bodies belong to the old view's leader.
+    pub(super) fn forget_fetched(&mut self) {
+        self.fetched.clear();
+    }
+
+    pub(super) fn fetched_len(&self) -> usize {
+        self.fetched.len()
+    }
+
+    /// A new view's log of `len` entries (see [`LogProgress::restart_at`]).
+    pub(super) fn restart_at(&mut self, len: u64) {
+        self.progress.restart_at(len);
+    }
+
+    /// Replica `r` described its log in a view change.
+    pub(super) fn reported(&mut self, r: usize, log: ReportedLog) {
+        self.progress.reported(r, log);
+    }
+
+    /// See [`LogProgress::covers`].
+    pub(super) fn covers(&self, r: usize, base: u64) -> bool {
+        self.progress.covers(r, base)
+    }
+
+    /// See [`LogProgress::in_view`].
+    pub(super) fn in_view(&self, r: usize) -> bool {
+        self.progress.in_view(r)
+    }
+}
+
+/// Follower: tell the leader how far this log agrees with its own.
+pub(super) fn report_sync(core: &mut Core, ctx: &mut Ctx<'_, Tiga>, missing: Vec<TxnId>) {
+    let leader = core.leader_node(ctx, core.shard());
+    let msg = Msg::SyncReport(SyncReport {
+        g_view: core.view().g_view,
+        l_view: core.view().l_view(core.shard()),
+        sync_point: core.log().sync_point(),
+        missing,
+    });
+    core.send_durable(ctx, leader, msg);
+}
+
+/// Follower: answer a coordinator's slow-path inquiry (Appendix E) from the
+/// log and the memory of folded transactions.
+pub(super) fn on_sync_inquiry(
+    core: &mut Core,
+    ctx: &mut Ctx<'_, Tiga>,
+    from: NodeId,
+    shard: ShardId,
+    ids: Vec<TxnId>,
+    folded: &Folded,
+) {
+    if shard != core.shard() || core.status() != Status::Normal || core.is_leader() {
+        return;
+    }
+    let synced: Vec<(TxnId, u64)> = ids
+        .iter()
+        .take(SYNC_BATCH_MAX)
+        .filter_map(|id| {
+            if let Some(d) = folded.get(*id) {
+                return Some((*id, d.t)); // folded: synced long ago
+            }
+            let pos = core.log().position(*id)?;
+            (pos < core.log().sync_point()).then(|| (*id, core.log().get(pos).expect("indexed").t))
+        })
+        .collect();
+    let msg =
+        Msg::SyncReply(SyncReply { shard, g_view: core.view().g_view, l_view: core.view().l_view(shard), synced });
+    core.send_durable(ctx, from, msg);
 }
 
 /// Bodies received for transactions a follower has not placed yet.
@@ -360,15 +333,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_leader_counts_towards_the_commit_point_only_with_its_durable_log() {
+    fn the_leader_counts_towards_the_commit_point_with_its_durable_log() {
         let mut p = LogProgress::new(3);
         p.restart_at(0);
         p.acknowledged(1, 8);
-        assert_eq!(p.synced_descending(0), [8, 0, 0], "nothing durable at the leader yet");
-        p.durable_len(10);
-        assert_eq!(p.synced_descending(0), [10, 8, 0]);
-        p.durable_len(9);
-        assert_eq!(p.synced_descending(0), [10, 8, 0], "durable lengths only grow");
+        assert_eq!(p.synced_descending(0, 0), [8, 0, 0], "nothing durable at the leader yet");
+        assert_eq!(p.synced_descending(0, 10), [10, 8, 0]);
     }
 
     #[test]

@@ -41,14 +41,22 @@ struct Liveness {
     delays: Vec<(NodeId, u64)>,
 }
 
+/// A view this member proposed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Proposal {
+    g_view: u64,
+    /// This member's clock when it proposed.
+    at_ns: u64,
+}
+
 pub struct ViewManager {
     topo: Arc<Topology>,
     cfg: Config,
     paxos: MultiPaxos<VmCmd, VmState>,
     view: View,
     servers: BTreeMap<NodeId, Liveness>,
-    /// A proposed view not yet committed, and when it was proposed.
-    proposing: Option<(u64, u64)>,
+    /// A proposed view not yet committed.
+    proposing: Option<Proposal>,
     /// When this member last became the Paxos leader: failures are judged
     /// only after a full timeout of listening.
     leading_since_ns: Option<u64>,
@@ -108,7 +116,7 @@ impl ViewManager {
             return; // a duplicate proposal for a view already installed
         }
         self.view = v;
-        if self.proposing.is_some_and(|(g, _)| g <= self.view.g_view) {
+        if self.proposing.is_some_and(|p| p.g_view <= self.view.g_view) {
             self.proposing = None;
         }
         if self.paxos.is_leader() {
@@ -144,8 +152,8 @@ impl ViewManager {
         if now.saturating_sub(since) < self.cfg.leader_timeout_ns {
             return;
         }
-        if let Some((_, at)) = self.proposing {
-            if now.saturating_sub(at) < self.cfg.leader_timeout_ns {
+        if let Some(p) = self.proposing {
+            if now.saturating_sub(p.at_ns) < self.cfg.leader_timeout_ns {
                 return; // still being decided
             }
         }
@@ -158,7 +166,7 @@ impl ViewManager {
         let Some(next) = next else { return };
         let g = next.g_view;
         if self.paxos.propose(&mut Mapped::new(ctx), VmCmd::NewView(next)).is_ok() {
-            self.proposing = Some((g, now));
+            self.proposing = Some(Proposal { g_view: g, at_ns: now });
         }
     }
 
@@ -251,7 +259,7 @@ impl Process<Tiga> for ViewManager {
     /// flight is for a later view than the current one.
     fn check_invariants(&self) {
         self.paxos.check_invariants();
-        if let Some((g_view, _)) = self.proposing {
+        if let Some(Proposal { g_view, .. }) = self.proposing {
             assert!(g_view > self.view.g_view, "proposing view {g_view} at or below the current one");
         }
     }
