@@ -163,18 +163,7 @@ impl Announcements {
         if released {
             self.released_here(id, core.shard(), t);
         }
-        for shard in shards.into_iter().filter(|s| *s != core.shard()) {
-            let to = core.leader_node(ctx, shard);
-            let msg = Msg::TsNotify(TsNotify {
-                id,
-                shard: core.shard(),
-                g_view: core.view().g_view,
-                t,
-                released,
-                echo: false,
-            });
-            ctx.send(to, msg);
-        }
+        notify_other_leaders(core, ctx, id, t, shards, released);
         ctx.count("timestamp_notifications", 1);
     }
 
@@ -239,18 +228,7 @@ impl Announcements {
             .map(|p| (p.body.id, p.t, p.body.shards.clone(), awaiting_agreement(&p.state)))
             .collect();
         for (id, t, shards, released) in waiting {
-            for shard in shards.into_iter().filter(|s| *s != core.shard()) {
-                let to = core.leader_node(ctx, shard);
-                let msg = Msg::TsNotify(TsNotify {
-                    id,
-                    shard: core.shard(),
-                    g_view: core.view().g_view,
-                    t,
-                    released,
-                    echo: false,
-                });
-                ctx.send(to, msg);
-            }
+            notify_other_leaders(core, ctx, id, t, shards, released);
         }
     }
 
@@ -269,6 +247,16 @@ impl Announcements {
 pub(super) fn on_fetch_txn(ctx: &mut Ctx<'_, Tiga>, from: NodeId, id: TxnId, pq: &TxnQueue) {
     if let Some(p) = pq.get(id) {
         ctx.send(from, Msg::TxnFound { body: p.body.clone(), t: p.t });
+    }
+}
+
+/// §3.6: tells the leaders of a transaction's other shards the timestamp
+/// this leader holds for it (and whether it has released it).
+fn notify_other_leaders(core: &Core, ctx: &mut Ctx<'_, Tiga>, id: TxnId, t: u64, shards: Vec<ShardId>, released: bool) {
+    for shard in shards.into_iter().filter(|s| *s != core.shard()) {
+        let to = core.leader_node(ctx, shard);
+        let note = TsNotify { id, shard: core.shard(), g_view: core.view().g_view, t, released, echo: false };
+        ctx.send(to, Msg::TsNotify(note));
     }
 }
 
