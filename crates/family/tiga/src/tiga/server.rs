@@ -847,7 +847,11 @@ impl Server {
     fn adopt_checkpoint(&mut self, ctx: &mut Ctx<'_, Tiga>, cp: Arc<Checkpoint>) {
         assert!(cp.upto > self.core.log.base(), "adopting an older checkpoint");
         let synced = self.core.log.sync_point();
-        let committed = self.core.log.commit_point().max(cp.upto);
+        // The adopted log is synced up to the checkpoint only, and nothing
+        // is committed past what is synced: a commit-point this server had
+        // learned beyond it comes back with its leader's next log sync
+        // (execution never passed the sync-point anyway).
+        let committed = cp.upto;
         self.executed.install(Arc::clone(&cp));
         let old = &self.core.log;
         let keep: Vec<LogEntry> = old
@@ -1403,7 +1407,9 @@ impl Process<Tiga> for Server {
         }
         // A leader's log is its own.
         let synced = if self.core.led { log.len() } else { synced.clamp(log.base(), log.len()) };
-        self.core.log.reset(log, synced, committed);
+        // Nothing is committed past the sync-point; a commit-point recorded
+        // beyond it is learned again from the leader.
+        self.core.log.reset(log, synced, committed.min(synced));
         self.rebuild_derived();
         // Its votes for them count in the next view change, as if its queue
         // had been moved into the log (Algorithm 5 lines 7-9), past the
