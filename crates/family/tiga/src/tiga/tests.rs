@@ -931,3 +931,27 @@ fn a_transaction_one_new_leader_recovered_joins_the_other_shards_log_at_its_pinn
         assert_eq!(started, followers, "the new log goes to both followers once durable");
     }
 }
+
+#[test]
+fn a_deposed_leader_keeps_no_leader_state_once_it_follows_the_new_view() {
+    // A view change drops the optimistic store, executions and
+    // announcements with the old view; a follower in the new view holds
+    // none of them (the invariants `Hand` checks after every step).
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut old = server_hand(&topo, &cfg, 0, 1_000_000);
+    let t = 2_000_000;
+    old.message(client, submit(client, 1, 7, t));
+    old.set_time_ns(t);
+    old.timer(Timer::Release);
+    assert_eq!(fast_reply_t(&old.persist_all(), 1), Some(t), "executed as leader");
+    old.message(NodeId(0), Msg::CurrentView(next_view(&topo, &cfg)));
+    old.persist_all();
+    let log = vec![entry(client, 1, 7, t)];
+    let start = StartView { g_view: 2, l_view: 1, base: 0, log: Arc::new(log.clone()), checkpoint: None };
+    old.message(replicas[1], Msg::StartView(start));
+    assert_eq!(old.node.status(), super::server::Status::Normal);
+    assert!(!old.node.is_leader());
+    assert_eq!(old.node.log().all(), log.as_slice());
+}
