@@ -443,14 +443,32 @@ impl Coordinator {
 
 impl Process<Tiga> for Coordinator {
     /// Between events: requests wait only until the epoch is durable
-    /// (`EpochGate`); a pending transaction was submitted to exactly its shards,
-    /// within its attempts, at one timestamp per view.
+    /// (`EpochGate`); a pending transaction was submitted to exactly its
+    /// shards, at one timestamp per view, and is not committed (a commit
+    /// completes it at once); follower replies never come from the leader's
+    /// replica.
     fn check_invariants(&self) {
         self.ids.check_invariants();
+        let n = self.topo.replicas_per_shard;
+        let (super_q, f) = self.quorums();
         for (id, p) in self.pending.iter().take(CHECKED_MAX) {
             assert_eq!(p.body.id, *id, "a pending transaction under another's id");
             assert!(p.shards.keys().eq(p.body.shards.iter()), "{id:?} tracks replies of shards it is not on");
-            assert!(p.stamped.is_none_or(|s| s.g_view <= self.view.g_view), "{id:?} stamped in a future view");
+            assert!(p.attempts >= 1, "{id:?} was never submitted");
+            assert!(
+                p.stamped.is_some_and(|s| s.g_view <= self.view.g_view),
+                "{id:?} unstamped or stamped in a future view"
+            );
+            let mut leader_ts = p.shards.values().map(|s| s.leader.as_ref().map(|l| l.t));
+            let first = leader_ts.next().flatten();
+            let agreed = first.is_some() && leader_ts.all(|t| t == first);
+            let all_committed = p.shards.values().all(|s| s.committed(super_q, f).is_some());
+            assert!(!(agreed && all_committed), "{id:?} committed at every shard but still pending");
+            for (shard, s) in &p.shards {
+                let leader = self.view.leader_index(*shard, n);
+                assert!(!s.fast.contains_key(&leader), "{id:?}: a follower reply from {shard:?}'s leader");
+                assert!(s.fast.keys().chain(s.synced.keys()).all(|r| *r < n), "{id:?}: a reply from no replica");
+            }
         }
     }
 

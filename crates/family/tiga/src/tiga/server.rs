@@ -1313,9 +1313,10 @@ impl Server {
 impl Process<Tiga> for Server {
     /// Between events: the log's points in order (`base ≤ applied ≤
     /// commit-point ≤ sync-point ≤ length`), the queue holds only
-    /// transactions not yet in the log, only a leader has optimistic
-    /// executions or agreement in progress, and messages wait only for
-    /// appends not yet durable.
+    /// transactions not yet in the log, only a leader has an optimistic
+    /// store, optimistic executions or agreement in progress, only a
+    /// follower holds late arrivals, and messages wait only for appends not
+    /// yet durable. Each check is bounded (`CHECKED_MAX` entries) or O(1).
     fn check_invariants(&self) {
         let applied = self.executed.applied();
         assert!(self.core.log.base() <= applied, "entries folded before they were applied");
@@ -1326,8 +1327,16 @@ impl Process<Tiga> for Server {
             assert!(self.core.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
         if self.core.status == Status::Normal && !self.core.is_leader() {
+            // Leader-only state: a view change clears it, and a follower
+            // never builds it.
             assert_eq!(self.optimistic.executions(), 0, "a follower holds optimistic executions");
+            assert_eq!(self.optimistic.keys(), 0, "a follower holds an optimistic store");
+            assert_eq!(self.announcements.len(), 0, "a follower takes part in timestamp agreement");
             assert!(self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting), "a follower released one");
+        }
+        if self.core.status == Status::Normal && self.core.is_leader() {
+            // Only followers hold late arrivals for their leader's order.
+            assert!(self.held.is_empty(), "a leader holds transactions for another's order");
         }
         self.core.outbox.check_invariants();
     }

@@ -495,3 +495,463 @@ fn deadlines_in_ticks_round_up_so_nothing_is_given_up_early() {
     let defaults = Config::from_params(&Params::new()).expect("defaults");
     assert_eq!((defaults.inquiry_after_ticks, defaults.retry_ticks, defaults.fetch_after_ticks), (1, 200, 25));
 }
+
+// ---- exact effects ----
+
+type Fx = meridian_core::Effect<Msg, super::messages::Record, Timer>;
+
+/// Asserts that `fx` is exactly `expected`, effect by effect, in order.
+/// Effects are compared through their `Debug` rendering: messages carry
+/// transaction bodies and checkpoints, which have no equality.
+#[track_caller]
+fn assert_effects(fx: &EffectsOf<Tiga>, expected: &[Fx]) {
+    assert_eq!(format!("{:#?}", fx.all()), format!("{expected:#?}"));
+}
+
+fn send(to: NodeId, msg: Msg) -> Fx {
+    Fx::Send { to, msg }
+}
+
+fn count(counter: &'static str) -> Fx {
+    Fx::Count { counter, delta: 1 }
+}
+
+/// A one-shard deployment with the view manager's three members.
+fn deployment_with_vm() -> (Arc<Topology>, Config) {
+    let services = [meridian_core::ServiceSpec::round_robin("viewmgr", 3)];
+    (Arc::new(Topology::build(&spec(1), &services)), Config::from_params(&Params::new()).expect("defaults"))
+}
+
+fn body(client: NodeId, seq: u64, key: u64) -> Arc<TxnBody> {
+    Arc::new(TxnBody {
+        id: TxnId { node: client, seq },
+        coordinator: client,
+        program: Program::new(vec![Op::Append { key: Key(key), element: seq }]),
+        shards: vec![ShardId(0)],
+    })
+}
+
+fn entry(client: NodeId, seq: u64, key: u64, t: u64) -> super::messages::LogEntry {
+    super::messages::LogEntry { body: body(client, seq, key), t }
+}
+
+// ---- the coordinator: fast and slow paths (§3.4, §3.7, Appendix E) ----
+
+type CoordinatorHand = Hand<Tiga, super::coordinator::Coordinator>;
+
+/// A started coordinator whose epoch is durable, and the id and timestamp
+/// of the one-shard read it submitted as request 1.
+fn coordinator_with_a_read(topo: &Arc<Topology>, cfg: &Config) -> (CoordinatorHand, TxnId, u64) {
+    let client = client_of(topo);
+    let coordinator = super::coordinator::Coordinator::new(client, topo.clone(), initial_view(topo, cfg), *cfg);
+    let mut hand: CoordinatorHand = Hand::new(coordinator, topo.clone(), client, Now::at(1_000_000));
+    hand.start(Vec::new());
+    hand.persist_all();
+    let fx = hand.request(meridian_core::RequestId(1), Program::new(vec![Op::Read { key: Key(3) }]));
+    let submitted: Vec<(NodeId, TxnId, u64)> = fx
+        .sends()
+        .filter_map(|(to, m)| if let Msg::Submit(Submit { body, t, .. }) = m { Some((to, body.id, *t)) } else { None })
+        .collect();
+    let replicas = topo.replicas(ShardId(0));
+    assert_eq!(submitted.iter().map(|(to, _, _)| *to).collect::<Vec<_>>(), replicas, "to every replica");
+    let (_, id, t) = submitted[0];
+    assert!(submitted.iter().all(|(_, i, ts)| (*i, *ts) == (id, t)), "one id, one timestamp");
+    (hand, id, t)
+}
+
+fn fast(id: TxnId, t: u64, hash: u128, result: Option<Vec<meridian_core::OpResult>>) -> Msg {
+    Msg::FastReply(FastReply { id, shard: ShardId(0), g_view: 1, l_view: 0, t, hash, result, owd_ns: None })
+}
+
+fn synced(id: TxnId, t: u64) -> Msg {
+    Msg::SyncReply(super::messages::SyncReply { shard: ShardId(0), g_view: 1, l_view: 0, synced: vec![(id, t)] })
+}
+
+fn committed(results: Vec<meridian_core::OpResult>) -> Fx {
+    Fx::Complete { request: meridian_core::RequestId(1), outcome: meridian_core::Outcome::Committed { results } }
+}
+
+#[test]
+fn a_coordinator_commits_on_a_super_quorum_of_matching_fast_replies() {
+    // §3.4: with f = 1 the super quorum is all three replicas, the leader
+    // included; the client gets the leader's results, the followers' hash
+    // and timestamp only have to match it.
+    let (topo, cfg) = deployment();
+    let (mut c, id, t) = coordinator_with_a_read(&topo, &cfg);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let read = vec![Some(meridian_core::Value::int(9, 42))];
+    assert_effects(&c.message(replicas[1], fast(id, t, 0xA, None)), &[]);
+    assert_effects(&c.message(replicas[0], fast(id, t, 0xA, Some(read.clone()))), &[]);
+    let fx = c.message(replicas[2], fast(id, t, 0xA, None));
+    assert_effects(&fx, &[count("fast_path"), committed(read)]);
+    assert_eq!(c.node.in_flight(), 0);
+}
+
+#[test]
+fn a_mismatched_hash_keeps_a_coordinator_off_the_fast_path_and_asks_the_followers() {
+    // §3.4: a follower whose log hash differs from the leader's may have
+    // released a different history: no fast commit, and (Appendix E) the
+    // next tick asks the followers which they have synced.
+    let (topo, cfg) = deployment();
+    let (mut c, id, t) = coordinator_with_a_read(&topo, &cfg);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    c.message(replicas[0], fast(id, t, 0xA, Some(vec![None])));
+    c.message(replicas[1], fast(id, t, 0xA, None));
+    assert_effects(&c.message(replicas[2], fast(id, t, 0xB, None)), &[]);
+    assert_eq!(c.node.in_flight(), 1, "not committed");
+    c.advance_ns(cfg.coordinator_tick_ns);
+    let tick = c.next_timer_id();
+    let ask = Msg::SyncInquiry { shard: ShardId(0), ids: vec![id] };
+    assert_effects(
+        &c.timer(Timer::CoordinatorTick),
+        &[
+            Fx::SetTimer { id: tick, after_ns: cfg.coordinator_tick_ns, timer: Timer::CoordinatorTick },
+            send(replicas[1], ask.clone()),
+            send(replicas[2], ask),
+        ],
+    );
+}
+
+#[test]
+fn a_coordinator_commits_on_the_slow_path_with_the_leaders_reply_and_f_synced_followers() {
+    // §3.7: the leader's reply and f followers that synced the transaction
+    // at the leader's timestamp; a follower synced at another timestamp
+    // does not count.
+    let (topo, cfg) = deployment();
+    let (mut c, id, t) = coordinator_with_a_read(&topo, &cfg);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let read = vec![Some(meridian_core::Value::int(9, 42))];
+    assert_effects(&c.message(replicas[1], synced(id, t)), &[]);
+    assert_eq!(c.node.in_flight(), 1, "no commit without the leader's reply");
+    let (mut other, other_id, other_t) = coordinator_with_a_read(&topo, &cfg);
+    other.message(replicas[0], fast(other_id, other_t + 5, 0xA, Some(read.clone())));
+    assert_effects(&other.message(replicas[2], synced(other_id, other_t)), &[]);
+    assert_eq!(other.node.in_flight(), 1, "synced at another timestamp than the leader's");
+    let fx = c.message(replicas[0], fast(id, t, 0xA, Some(read.clone())));
+    assert_effects(&fx, &[count("slow_path"), committed(read)]);
+}
+
+// ---- the view manager: failure detection (Algorithm 4) ----
+
+type VmHand = Hand<Tiga, super::vm::ViewManager>;
+
+/// Delivers the members' messages to each other (each step made durable
+/// before its messages leave) until none is left; returns what they sent
+/// to anyone else, in order, with the sender.
+fn pump(vms: &mut [VmHand], first: Vec<(usize, EffectsOf<Tiga>)>) -> Vec<(usize, NodeId, Msg)> {
+    let members: Vec<NodeId> = vms.iter().map(|h| h.me()).collect();
+    let mut queue: std::collections::VecDeque<(usize, NodeId, Msg)> = Default::default();
+    let mut out = Vec::new();
+    let mut collect = |from: usize, fx: &EffectsOf<Tiga>, queue: &mut std::collections::VecDeque<_>| {
+        for (to, m) in fx.sends() {
+            if members.contains(&to) {
+                queue.push_back((from, to, m.clone()));
+            } else {
+                out.push((from, to, m.clone()));
+            }
+        }
+    };
+    for (from, fx) in first {
+        collect(from, &fx, &mut queue);
+        let durable = vms[from].persist_all();
+        collect(from, &durable, &mut queue);
+    }
+    let mut steps = 0;
+    while let Some((from, to, m)) = queue.pop_front() {
+        steps += 1;
+        assert!(steps < 1_000, "the view manager's members keep talking");
+        let i = members.iter().position(|n| *n == to).expect("a member");
+        let fx = vms[i].message(members[from], m);
+        collect(i, &fx, &mut queue);
+        let durable = vms[i].persist_all();
+        collect(i, &durable, &mut queue);
+    }
+    out
+}
+
+fn set_all_ns(vms: &mut [VmHand], t: u64) {
+    for vm in vms.iter_mut() {
+        vm.set_time_ns(t);
+    }
+}
+
+fn heartbeat() -> Msg {
+    Msg::Heartbeat { g_view: 1, recovering: false, delays: Vec::new() }
+}
+
+#[test]
+fn the_view_manager_replaces_a_leader_silent_past_the_timeout_and_tells_everyone() {
+    // Algorithm 4 lines 1-8 and 24-36: the Paxos leader among the members
+    // proposes a view whose shard leader is a live replica once the old
+    // leader was silent for `leader_timeout_ms`; once a majority accepted
+    // it, it installs it and tells every server and client.
+    let (topo, cfg) = deployment_with_vm();
+    let members = topo.service("viewmgr").to_vec();
+    let view = initial_view(&topo, &cfg);
+    let t0 = 1_000_000;
+    let mut vms: Vec<VmHand> = members
+        .iter()
+        .map(|m| {
+            Hand::new(super::vm::ViewManager::new(topo.clone(), *m, view.clone(), cfg), topo.clone(), *m, Now::at(t0))
+        })
+        .collect();
+    let started: Vec<(usize, EffectsOf<Tiga>)> = (0..3).map(|i| (i, vms[i].start(Vec::new()))).collect();
+    assert!(pump(&mut vms, started).is_empty(), "nothing to tell before any view changes");
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let timeout = cfg.leader_timeout_ns;
+    // Everyone is heard at t0; only the followers later on.
+    for r in &replicas {
+        vms[0].message(*r, heartbeat());
+    }
+    set_all_ns(&mut vms, t0 + timeout / 2);
+    for r in &replicas[1..] {
+        vms[0].message(*r, heartbeat());
+    }
+    set_all_ns(&mut vms, t0 + timeout - 1);
+    let tick = vms[0].timer(Timer::VmTick);
+    assert!(pump(&mut vms, vec![(0, tick)]).is_empty(), "the leader was heard within the timeout");
+    set_all_ns(&mut vms, t0 + timeout);
+    let tick = vms[0].timer(Timer::VmTick);
+    let told = pump(&mut vms, vec![(0, tick)]);
+    let next = super::messages::View { g_view: 2, g_vec: vec![1], mode: view.mode };
+    let everyone: Vec<NodeId> = topo.all_replicas().chain(topo.clients().iter().copied()).collect();
+    let expected: Vec<(usize, NodeId, Msg)> =
+        everyone.iter().map(|n| (0, *n, Msg::CurrentView(next.clone()))).collect();
+    assert_eq!(format!("{told:?}"), format!("{expected:?}"), "replica 1 leads view 2; everyone is told");
+    assert_eq!(*vms[0].node.view(), next, "the member that proposed it installed it");
+}
+
+// ---- a follower joins the new view (Algorithm 5 lines 37-43) ----
+
+#[test]
+fn a_follower_installs_the_new_leaders_log_from_start_view_and_reports_it_synced() {
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut follower = server_hand(&topo, &cfg, 2, 1_000_000);
+    // Its own log holds a transaction the new view did not keep.
+    follower.message(client, submit(client, 3, 9, 1_500_000));
+    let view = next_view(&topo, &cfg);
+    follower.message(NodeId(0), Msg::CurrentView(view.clone()));
+    follower.persist_all();
+    let log = vec![entry(client, 1, 7, 2_000_000), entry(client, 2, 8, 2_001_000)];
+    let start = |from_log: Vec<super::messages::LogEntry>| {
+        Msg::StartView(StartView { g_view: 2, l_view: 1, base: 0, log: Arc::new(from_log), checkpoint: None })
+    };
+    assert_effects(&follower.message(replicas[0], start(log.clone())), &[]);
+    assert_eq!(follower.node.status(), super::server::Status::ViewChange, "only the new leader's StartView counts");
+    let fx = follower.message(replicas[1], start(log.clone()));
+    assert_eq!(follower.node.status(), super::server::Status::Normal);
+    assert_eq!(follower.node.log().all(), log.as_slice(), "the new leader's log replaced its own");
+    assert_eq!(follower.node.sync_point(), 2);
+    assert_eq!(fx.sends().count(), 0, "the report waits for the installed log to be durable");
+    let report = Msg::SyncReport(SyncReport { g_view: 2, l_view: 1, sync_point: 2, missing: Vec::new() });
+    assert_effects(&follower.persist_all(), &[send(replicas[1], report)]);
+}
+
+// ---- a restarted server rejoins (Algorithm 6) ----
+
+#[test]
+fn a_restarted_server_stays_recovering_until_its_leader_gives_it_the_log() {
+    let (topo, cfg) = deployment_with_vm();
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let view = initial_view(&topo, &cfg);
+    let mut server = server_hand(&topo, &cfg, 2, 1_000_000);
+    let first = entry(client, 1, 7, 900_000);
+    let durable = vec![
+        super::messages::Record::Log { pos: 0, entries: vec![first.clone()] },
+        super::messages::Record::SyncPoint(1),
+    ];
+    let fx = server.start(durable);
+    assert_eq!(server.node.status(), super::server::Status::Recovering);
+    let timer = |id: u64, after_ns: u64, timer: Timer| Fx::SetTimer { id: meridian_core::TimerId(id), after_ns, timer };
+    let mut expected = vec![
+        timer(1, cfg.server_tick_ns, Timer::ServerTick),
+        timer(2, cfg.heartbeat_ns, Timer::Heartbeat),
+        timer(3, cfg.probe_interval_ns, Timer::Probe),
+        timer(4, cfg.resend_ns, Timer::Resend),
+    ];
+    expected.extend(topo.service("viewmgr").iter().map(|vm| send(*vm, Msg::GetView)));
+    assert_effects(&fx, &expected);
+    assert_eq!(server.node.log().all(), std::slice::from_ref(&first), "its durable log is back");
+    assert!(fast_reply_t(&server.message(client, submit(client, 2, 8, 1_100_000)), 2).is_none());
+    server.set_time_ns(1_200_000);
+    server.timer(Timer::Release);
+    assert_eq!(server.persist_all().sends().count(), 0, "a recovering server admits nothing");
+    // Still view 1: it asks the view's leader for the log.
+    let fx = server.message(topo.service("viewmgr")[0], Msg::CurrentView(view.clone()));
+    let asked = ViewChange {
+        g_view: 1,
+        l_view: 0,
+        last_normal_view: 1,
+        sync_point: 1,
+        commit_point: 0,
+        base: 0,
+        log: Arc::new(vec![first.clone()]),
+    };
+    assert_effects(&fx, &[send(replicas[0], Msg::ViewChange(asked))]);
+    assert_eq!(server.node.status(), super::server::Status::Recovering);
+    let log = vec![first, entry(client, 3, 9, 1_000_000)];
+    let start = StartView { g_view: 1, l_view: 0, base: 0, log: Arc::new(log.clone()), checkpoint: None };
+    server.message(replicas[0], Msg::StartView(start));
+    assert_eq!(server.node.status(), super::server::Status::Normal, "rejoined");
+    assert_eq!(server.node.log().all(), log.as_slice());
+    let report = Msg::SyncReport(SyncReport { g_view: 1, l_view: 0, sync_point: 2, missing: Vec::new() });
+    assert_effects(&server.persist_all(), &[send(replicas[0], report)]);
+}
+
+// ---- checkpoints (§4) ----
+
+#[test]
+fn a_leader_checkpoints_after_checkpoint_entries_and_sends_it_to_a_follower_that_lags_behind_it() {
+    let topo = Arc::new(Topology::build(&spec(1), &[]));
+    let params = Params::new().with("checkpoint_entries", meridian_core::ParamValue::Int(2));
+    let cfg = Config::from_params(&params).expect("valid");
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut leader = server_hand(&topo, &cfg, 0, 1_000_000);
+    let t = 2_000_000;
+    leader.message(client, submit(client, 1, 7, t));
+    leader.message(client, submit(client, 2, 8, t + 1_000));
+    leader.set_time_ns(t + 1_000);
+    leader.timer(Timer::Release);
+    leader.persist_all();
+    assert_eq!(leader.node.log().len(), 2);
+    // Replica 1 synced both: with the leader's durable log, f + 1 = 2.
+    let report = |sync_point| Msg::SyncReport(SyncReport { g_view: 1, l_view: 0, sync_point, missing: Vec::new() });
+    let fx = leader.message(replicas[1], report(2));
+    assert_eq!(leader.node.commit_point(), 2);
+    assert_eq!(fx.counted("checkpoints"), 1, "two executed entries: a checkpoint");
+    assert_eq!(fx.compactions().count(), 1, "the durable log is compacted into a snapshot");
+    assert_eq!((leader.node.checkpoint().upto, leader.node.log().base()), (2, 2));
+    leader.persist_all();
+    // Replica 2 never acknowledged: after `resync_after_ticks` ticks it is
+    // sent again from 0, which the leader folded, so it gets the checkpoint.
+    let mut sent = Vec::new();
+    for _ in 0..cfg.resync_after_ticks {
+        let fx = leader.timer(Timer::ServerTick);
+        sent.extend(fx.sends().filter_map(|(to, m)| match m {
+            Msg::CheckpointState { g_view, checkpoint } => Some((to, *g_view, checkpoint.clone())),
+            _ => None,
+        }));
+    }
+    assert_eq!(sent.len(), 1, "once: {sent:?}");
+    let (to, g_view, checkpoint) = sent.pop().expect("one");
+    assert_eq!((to, g_view, checkpoint.upto), (replicas[2], 1, 2));
+    let mut follower = server_hand(&topo, &cfg, 2, t + 2_000);
+    let fx = follower.message(replicas[0], Msg::CheckpointState { g_view, checkpoint });
+    assert_eq!(fx.counted("checkpoints_installed"), 1);
+    assert_eq!((follower.node.sync_point(), follower.node.commit_point(), follower.node.applied()), (2, 2, 2));
+    assert_eq!(format!("{:?}", follower.node.state()), format!("{:?}", leader.node.state()), "the leader's data");
+    assert_effects(&follower.persist_all(), &[send(replicas[0], report(2))]);
+}
+
+// ---- step ④: verification across shards (Algorithm 5 lines 64-78) ----
+
+/// Replica 1 of `shard`, which leads it in view 2 of a two-shard
+/// deployment, after the view manager told it view 2 and its own log went
+/// to itself.
+fn new_leader_of(topo: &Arc<Topology>, cfg: &Config, shard: ShardId, view: &super::messages::View) -> ServerHand {
+    let me = topo.replicas(shard)[1];
+    let server = Server::new(topo.clone(), shard, 1, initial_view(topo, cfg), *cfg);
+    let mut hand = Hand::new(server, topo.clone(), me, Now::at(3_000_000));
+    hand.message(NodeId(0), Msg::CurrentView(view.clone()));
+    let own: Vec<Msg> = hand.persist_all().sends().filter(|(to, _)| *to == me).map(|(_, m)| m.clone()).collect();
+    assert_eq!(own.len(), 1, "its own log, to itself");
+    hand.message(me, own[0].clone());
+    assert!(hand.node.is_leader());
+    hand
+}
+
+fn verifies(fx: &EffectsOf<Tiga>) -> Vec<(NodeId, Msg)> {
+    fx.sends().filter(|(_, m)| matches!(m, Msg::TsVerify(_))).map(|(to, m)| (to, m.clone())).collect()
+}
+
+#[test]
+fn a_transaction_one_new_leader_recovered_joins_the_other_shards_log_at_its_pinned_timestamp() {
+    // Step ④ (1): shard 0's new leader recovered T in part (a) (synced, so
+    // perhaps committed at t); shard 1's lost it. After the two rounds of
+    // verification both new logs hold T at t, and each leader starts its
+    // view once its log is durable.
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let mut view = initial_view(&topo, &cfg);
+    view.g_view = 2;
+    view.g_vec = vec![1, 1];
+    let mut s0 = new_leader_of(&topo, &cfg, ShardId(0), &view);
+    let mut s1 = new_leader_of(&topo, &cfg, ShardId(1), &view);
+    let (l0, l1) = (s0.me(), s1.me());
+    let Msg::Submit(Submit { body, .. }) = two_shard_submit(client, 1, 2_000_000) else { unreachable!() };
+    let t = 2_000_000;
+    let contribution = |log: Vec<super::messages::LogEntry>| {
+        let sync_point = log.len() as u64;
+        Msg::ViewChange(ViewChange {
+            g_view: 2,
+            l_view: 1,
+            last_normal_view: 1,
+            sync_point,
+            commit_point: 0,
+            base: 0,
+            log: Arc::new(log),
+        })
+    };
+    let t_entry = super::messages::LogEntry { body: body.clone(), t };
+    let round1_from_0 = verifies(&s0.message(topo.replicas(ShardId(0))[2], contribution(vec![t_entry.clone()])));
+    let round1_from_1 = verifies(&s1.message(topo.replicas(ShardId(1))[2], contribution(Vec::new())));
+    let info = |entries: Vec<super::messages::VerifyEntry>| {
+        Arc::new(super::messages::VerifyInfo { entries, doomed: Vec::new(), raised: Vec::new() })
+    };
+    let verify = |round: u8, shard: u32, info: Arc<super::messages::VerifyInfo>| {
+        Msg::TsVerify(super::messages::TsVerify { g_view: 2, round, shard: ShardId(shard), info, echo: false })
+    };
+    let pinned = super::messages::VerifyEntry { body: body.clone(), t, pinned: true };
+    assert_eq!(format!("{round1_from_0:?}"), format!("{:?}", [(l1, verify(1, 0, info(vec![pinned])))]));
+    assert_eq!(format!("{round1_from_1:?}"), format!("{:?}", [(l0, verify(1, 1, info(Vec::new())))]));
+    // Round 1 crosses: each goes on to round 2, nothing doomed or raised.
+    let round2_from_0 = verifies(&s0.message(l1, round1_from_1[0].1.clone()));
+    let round2_from_1 = verifies(&s1.message(l0, round1_from_0[0].1.clone()));
+    assert_eq!(format!("{round2_from_0:?}"), format!("{:?}", [(l1, verify(2, 0, info(Vec::new())))]));
+    assert_eq!(format!("{round2_from_1:?}"), format!("{:?}", [(l0, verify(2, 1, info(Vec::new())))]));
+    assert_eq!(s0.node.status(), super::server::Status::ViewChange, "not before round 2");
+    // Round 2 crosses: both are done.
+    for (hand, from, msg) in [(&mut s0, l1, &round2_from_1[0].1), (&mut s1, l0, &round2_from_0[0].1)] {
+        let fx = hand.message(from, msg.clone());
+        assert_eq!(fx.counted("view_change_completions"), 1);
+        assert_eq!(hand.node.status(), super::server::Status::Normal);
+        assert_eq!(hand.node.log().all(), std::slice::from_ref(&t_entry), "T at its pinned timestamp");
+        let shard = hand.node.log().all()[0].body.shards[if from == l1 { 0 } else { 1 }];
+        let followers: Vec<NodeId> = [0, 2].iter().map(|r| topo.replicas(shard)[*r]).collect();
+        let started: Vec<NodeId> = hand
+            .persist_all()
+            .sends()
+            .filter(|(_, m)| matches!(m, Msg::StartView(StartView { g_view: 2, base: 0, .. })))
+            .map(|(to, _)| to)
+            .collect();
+        assert_eq!(started, followers, "the new log goes to both followers once durable");
+    }
+}
+
+#[test]
+fn a_deposed_leader_keeps_no_leader_state_once_it_follows_the_new_view() {
+    // A view change drops the optimistic store, executions and
+    // announcements with the old view; a follower in the new view holds
+    // none of them (the invariants `Hand` checks after every step).
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut old = server_hand(&topo, &cfg, 0, 1_000_000);
+    let t = 2_000_000;
+    old.message(client, submit(client, 1, 7, t));
+    old.set_time_ns(t);
+    old.timer(Timer::Release);
+    assert_eq!(fast_reply_t(&old.persist_all(), 1), Some(t), "executed as leader");
+    old.message(NodeId(0), Msg::CurrentView(next_view(&topo, &cfg)));
+    old.persist_all();
+    let log = vec![entry(client, 1, 7, t)];
+    let start = StartView { g_view: 2, l_view: 1, base: 0, log: Arc::new(log.clone()), checkpoint: None };
+    old.message(replicas[1], Msg::StartView(start));
+    assert_eq!(old.node.status(), super::server::Status::Normal);
+    assert!(!old.node.is_leader());
+    assert_eq!(old.node.log().all(), log.as_slice());
+}

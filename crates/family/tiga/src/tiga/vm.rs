@@ -255,12 +255,19 @@ impl ViewManager {
 }
 
 impl Process<Tiga> for ViewManager {
-    /// Between events: its Paxos log's invariants, and a proposal in
-    /// flight is for a later view than the current one.
+    /// Between events: its Paxos log's invariants; a proposal in flight is
+    /// for a later view than the current one; the view names a local view
+    /// for every shard; only servers are tracked, each with at most one
+    /// delay per node.
     fn check_invariants(&self) {
         self.paxos.check_invariants();
         if let Some(Proposal { g_view, .. }) = self.proposing {
             assert!(g_view > self.view.g_view, "proposing view {g_view} at or below the current one");
+        }
+        assert_eq!(self.view.g_vec.len(), self.topo.shards as usize, "a view without every shard's local view");
+        for (node, l) in self.servers.iter().take(meridian_core::process::CHECKED_MAX) {
+            assert!(self.topo.replica_of(*node).is_some(), "{node:?} is not a server");
+            assert!(l.delays.len() <= self.topo.nodes.len(), "{node:?} reported more delays than nodes");
         }
     }
 
