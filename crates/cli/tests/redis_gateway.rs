@@ -256,7 +256,7 @@ fn check_and_set_increment(c: &mut Resp, key: &str) -> usize {
 }
 
 #[test]
-fn watch_check_and_set_loops_from_concurrent_clients_lose_no_increment() {
+fn watch_check_and_set_loops_from_concurrent_clients_lose_no_increment_and_msetnx_is_all_or_nothing() {
     for protocol in ["2pl-paxos", "tiga"] {
         let shape = Shape { protocol, shards: 2, replicas: 3, wan_scale: None, params: Vec::new() };
         let cluster = TestCluster::start(&format!("redis-watch-{protocol}"), shape);
@@ -310,5 +310,25 @@ fn watch_check_and_set_loops_from_concurrent_clients_lose_no_increment() {
             }
             (_, other) => panic!("{protocol}: a multi-shard WATCH answered {other:?}"),
         }
+
+        // MSETNX: all or nothing; on a one-shot protocol only within a shard.
+        assert_eq!(c.call(&["MSETNX", "nx1", "a"]), R::Int(1));
+        assert_eq!(c.call(&["MSETNX", "nx1", "b"]), R::Int(0));
+        assert_eq!(c.call(&["GET", "nx1"]), bulk("a"));
+        let spread = ["m0", "1", "m1", "1", "m2", "1", "m3", "1", "m4", "1", "m5", "1"];
+        let mut cmd = vec!["MSETNX"];
+        cmd.extend(spread);
+        match (protocol, c.call(&cmd)) {
+            ("2pl-paxos", reply) => {
+                assert_eq!(reply, R::Int(1));
+                assert_eq!(c.call(&["MSETNX", "m5", "2", "m6", "2"]), R::Int(0));
+                assert_eq!(c.call(&["EXISTS", "m6"]), R::Int(0), "none written when one exists");
+            }
+            (_, R::Error(e)) => assert!(e.contains("one shard"), "{e}"),
+            (_, other) => panic!("{protocol}: a multi-shard MSETNX answered {other:?}"),
+        }
+        assert_eq!(c.call(&["MULTI"]), R::Simple("OK".into()));
+        assert!(matches!(c.call(&["MSETNX", "q", "1"]), R::Error(_)));
+        assert!(matches!(c.call(&["EXEC"]), R::Error(e) if e.starts_with("EXECABORT")));
     }
 }

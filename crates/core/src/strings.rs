@@ -101,9 +101,10 @@ pub struct KeyScript {
 }
 
 /// A transaction of string commands: one part per key — or, under a
-/// guard (Redis's `WATCH`), one part that reads the guarded keys and every
-/// scripted key and writes only if every guarded key still holds the
-/// version it was watched at.
+/// condition across keys (Redis's `WATCH`, `MSETNX`), one part that reads
+/// the guarded keys and every scripted key and writes only if every guarded
+/// key still holds the version it was watched at (and, for `MSETNX`, every
+/// scripted key is absent).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct StringTxn {
     /// Distinct keys.
@@ -114,22 +115,31 @@ pub struct StringTxn {
     /// Keys and the version (write tag, 0 for never written) each must
     /// still hold for the transaction to write anything.
     pub guard: Vec<(Key, u64)>,
-    /// Under a guard: whether every key lives on the first guarded key's
-    /// shard (the client knows the layout), so the one part is anchored
-    /// there and one-shot protocols can run it.
+    /// Write only if every scripted key is absent (Redis's `MSETNX`).
+    pub only_if_absent: bool,
+    /// Under a guard: whether every key lives on one shard (the client
+    /// knows the layout), so the one part is anchored at its first key and
+    /// one-shot protocols can run it.
     pub one_shard: bool,
 }
 
 impl StringTxn {
+    /// Whether a condition spans keys: then the transaction is one part
+    /// reading every key.
+    fn guarded(&self) -> bool {
+        !self.guard.is_empty() || self.only_if_absent
+    }
+
     pub fn parts(&self) -> u32 {
-        if self.guard.is_empty() { self.scripts.len() as u32 } else { 1 }
+        if self.guarded() { 1 } else { self.scripts.len() as u32 }
     }
 
     pub fn anchor(&self, part: u32) -> Option<Key> {
-        match self.guard.first() {
-            None => Some(self.scripts[part as usize].key),
-            Some((key, _)) => self.one_shard.then_some(*key),
+        if !self.guarded() {
+            return Some(self.scripts[part as usize].key);
         }
+        let first = self.guard.first().map(|(k, _)| *k).or_else(|| self.scripts.first().map(|s| s.key));
+        first.filter(|_| self.one_shard)
     }
 
     fn need_of(s: &KeyScript) -> Need {
@@ -154,17 +164,18 @@ impl StringTxn {
         needs
     }
 
-    /// Whether every guarded key still holds its watched version, given
-    /// the value each key read.
+    /// Whether every guarded key still holds its watched version (and,
+    /// for `only_if_absent`, every scripted key is absent), given the value
+    /// each key read.
     pub fn guard_holds<'v>(&self, mut value_of: impl FnMut(Key) -> Option<&'v Value>) -> bool {
         self.guard.iter().all(|(key, tag)| value_of(*key).map_or(0, |v| v.tag) == *tag)
+            && (!self.only_if_absent || self.scripts.iter().all(|s| current(value_of(s.key)) == Cur::Absent))
     }
 
     /// Part `part`'s next step: read its key (or, guarded, every key),
     /// then write what the commands left on each key they changed.
     pub fn step(&self, part: u32, reads: &ReadMap) -> Step {
-        let needs =
-            if self.guard.is_empty() { vec![Self::need_of(&self.scripts[part as usize])] } else { self.read_order() };
+        let needs = if self.guarded() { self.read_order() } else { vec![Self::need_of(&self.scripts[part as usize])] };
         if needs.iter().any(|n| !reads.contains_key(&n.key)) {
             return Step::Read(needs);
         }
@@ -172,10 +183,10 @@ impl StringTxn {
         if !self.guard_holds(value_of) {
             return Step::Done(Vec::new());
         }
-        let scripts: Vec<(usize, &KeyScript)> = if self.guard.is_empty() {
-            vec![(part as usize, &self.scripts[part as usize])]
-        } else {
+        let scripts: Vec<(usize, &KeyScript)> = if self.guarded() {
             self.scripts.iter().enumerate().collect()
+        } else {
+            vec![(part as usize, &self.scripts[part as usize])]
         };
         let writes = scripts
             .into_iter()
@@ -188,7 +199,7 @@ impl StringTxn {
     }
 
     pub fn footprint(&self, part: u32) -> Vec<Need> {
-        if self.guard.is_empty() { vec![Self::need_of(&self.scripts[part as usize])] } else { self.read_order() }
+        if self.guarded() { self.read_order() } else { vec![Self::need_of(&self.scripts[part as usize])] }
     }
 
     /// How many tags the transaction may write.
@@ -517,6 +528,7 @@ mod tests {
             ],
             tag: 100,
             guard: Vec::new(),
+            only_if_absent: false,
             one_shard: false,
         };
         assert_eq!((txn.parts(), txn.anchor(1)), (2, Some(Key(2))));
@@ -543,6 +555,7 @@ mod tests {
             ],
             tag: 500,
             guard: vec![(Key(2), 7), (Key(1), 9)],
+            only_if_absent: false,
             one_shard: false,
         };
         assert_eq!((txn.parts(), txn.anchor(0)), (1, None), "one part, unanchored across shards");
@@ -560,5 +573,31 @@ mod tests {
         assert_eq!(txn.step(0, &reads), Step::Done(Vec::new()), "a watched key changed: nothing is written");
         let anchored = StringTxn { one_shard: true, ..txn };
         assert_eq!(anchored.anchor(0), Some(Key(2)));
+    }
+
+    #[test]
+    fn msetnx_writes_every_key_or_none_of_them() {
+        let set = |v: &str| StrOp::Set { value: v.as_bytes().to_vec(), only: SetIf::Always, reply: SetReply::Ok };
+        let txn = StringTxn {
+            scripts: vec![
+                KeyScript { key: Key(1), ops: vec![set("a")] },
+                KeyScript { key: Key(2), ops: vec![set("b")] },
+            ],
+            tag: 10,
+            guard: Vec::new(),
+            only_if_absent: true,
+            one_shard: false,
+        };
+        assert_eq!((txn.parts(), txn.anchor(0)), (1, None));
+        let mut reads = ReadMap::new();
+        reads.insert(Key(1), None);
+        reads.insert(Key(2), None);
+        let Step::Done(w) = txn.step(0, &reads) else { panic!("done") };
+        assert_eq!(w.len(), 2, "both absent: both written");
+        reads.insert(Key(2), s("taken"));
+        assert_eq!(txn.step(0, &reads), Step::Done(Vec::new()), "one exists: nothing written");
+        let deleted_key = Some(Value { tag: 3, data: deleted() });
+        reads.insert(Key(2), deleted_key);
+        assert!(matches!(txn.step(0, &reads), Step::Done(w) if w.len() == 2), "a deleted key is absent");
     }
 }

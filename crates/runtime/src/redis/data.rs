@@ -84,8 +84,10 @@ pub fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
         "DEL" => Planned::each(args, || StrOp::Del, Shape::Sum),
         "EXISTS" => Planned::each(args, || StrOp::Exists, Shape::Sum),
         "MGET" => Planned::each(args, || StrOp::Get, Shape::Array),
-        "MSET" if args.len() % 2 != 0 => return Err(super::table::wrong_args("mset")),
-        "MSET" => Planned {
+        "MSET" | "MSETNX" if args.len() % 2 != 0 => {
+            return Err(super::table::wrong_args(&name.to_ascii_lowercase()));
+        }
+        "MSET" | "MSETNX" => Planned {
             ops: args
                 .chunks(2)
                 .map(|kv| {
@@ -147,7 +149,8 @@ impl Batch {
             }
             slots.push((c.shape, at));
         }
-        Batch { txn: StringTxn { scripts, tag, guard: Vec::new(), one_shard: false }, slots }
+        let txn = StringTxn { scripts, tag, guard: Vec::new(), only_if_absent: false, one_shard: false };
+        Batch { txn, slots }
     }
 
     /// Makes the transaction write only if every `(key, version)` of
@@ -155,6 +158,13 @@ impl Batch {
     /// every key it touches lives on one shard.
     pub fn guard(&mut self, watched: &[(Key, u64)], one_shard: bool) {
         self.txn.guard = watched.to_vec();
+        self.txn.one_shard = one_shard;
+    }
+
+    /// Makes the transaction write only if every key it sets is absent
+    /// (`MSETNX`); `one_shard` as for [`Batch::guard`].
+    pub fn only_if_absent(&mut self, one_shard: bool) {
+        self.txn.only_if_absent = true;
         self.txn.one_shard = one_shard;
     }
 

@@ -11,7 +11,7 @@
 //!   `AUTH`, `CLIENT`, `SELECT`, `PING`, `ECHO`, `RESET`, `COMMAND`,
 //!   `CONFIG`);
 //! - `data.rs`: data commands (GET, SET with NX/XX/GET, SETNX, GETSET,
-//!   GETDEL, DEL, EXISTS, MGET, MSET, APPEND, STRLEN, GETRANGE, SUBSTR,
+//!   GETDEL, DEL, EXISTS, MGET, MSET, MSETNX, APPEND, STRLEN, GETRANGE, SUBSTR,
 //!   SETRANGE, INCR, INCRBY, DECR, DECRBY, INCRBYFLOAT, TYPE) as string
 //!   operations on keys (`meridian_core::strings`);
 //! - here: the connection loop, MULTI/EXEC/DISCARD, WATCH/UNWATCH, INFO
@@ -24,8 +24,10 @@
 //! WATCH reads each key's version; EXEC's transaction then carries them as
 //! a guard (one part reading every key, anchored when they all live on one
 //! shard) and writes nothing if any changed. Differences from Redis
-//! (docs/runtime.md has the table): no MSETNX yet, no expiry, and a
-//! one-shot protocol refuses a watched EXEC spanning shards. The parser bounds every length it is given
+//! (docs/runtime.md has the table): no expiry, MSETNX is not queued in
+//! MULTI, and a one-shot protocol refuses a watched EXEC or an MSETNX
+//! spanning shards. MSETNX is the same kind of guard: every key it sets
+//! must be absent. The parser bounds every length it is given
 //! and answers malformed input with `-ERR Protocol error` before closing; it
 //! must never panic or allocate what a length field claims before checking
 //! it.
@@ -70,6 +72,16 @@ struct Gateway {
     multi: Option<(Vec<Planned>, bool)>,
 }
 
+/// A condition a transaction's writes depend on, across its keys.
+#[derive(Clone, Copy, Debug)]
+enum Condition {
+    None,
+    /// The connection's WATCH.
+    Watched,
+    /// Every key it sets is absent (MSETNX).
+    AllAbsent,
+}
+
 /// What the connection does after a command.
 enum Next {
     Continue,
@@ -81,16 +93,23 @@ impl Gateway {
     /// `watch`), retrying aborts with fresh write tags (an aborted attempt
     /// certainly did not commit): each command's reply, `None` when a
     /// watched key had changed, or the error to answer for all of them.
-    async fn run(&self, commands: &[Planned], watch: bool) -> Result<Option<Vec<Reply>>, Reply> {
+    async fn run(&self, commands: &[Planned], condition: Condition) -> Result<Option<Vec<Reply>>, Reply> {
         for attempt in 0..MAX_ATTEMPTS {
             if attempt > 0 {
                 tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt.min(10)))).await;
             }
             let mut batch = Batch::new(commands, fresh_tag());
-            if watch && !self.watched.is_empty() {
-                batch.guard(&self.watched, false);
-                let shards: std::collections::BTreeSet<_> = batch.keys().map(|k| self.topology.shard_of(k)).collect();
-                batch.guard(&self.watched, shards.len() == 1);
+            match condition {
+                Condition::Watched if !self.watched.is_empty() => {
+                    batch.guard(&self.watched, false);
+                    let one = self.one_shard(&batch);
+                    batch.guard(&self.watched, one);
+                }
+                Condition::AllAbsent => {
+                    let one = self.one_shard(&batch);
+                    batch.only_if_absent(one);
+                }
+                Condition::Watched | Condition::None => {}
             }
             let program = Program::procedure(Procedure::Strings(batch.txn.clone()));
             if let Some(results) = self.submit(program).await? {
@@ -98,6 +117,12 @@ impl Gateway {
             }
         }
         Err(Reply::err(format!("ERR transaction aborted {MAX_ATTEMPTS} times")))
+    }
+
+    /// Whether every key the batch touches lives on one shard.
+    fn one_shard(&self, batch: &Batch) -> bool {
+        let shards: std::collections::BTreeSet<_> = batch.keys().map(|k| self.topology.shard_of(k)).collect();
+        shards.len() == 1
     }
 
     /// One attempt: the results, `None` when it aborted, or the error.
@@ -109,8 +134,8 @@ impl Gateway {
         match outcome.await {
             Ok(Outcome::Committed { results }) => Ok(Some(results)),
             Ok(Outcome::Aborted { reason: AbortReason::Rejected }) => Err(Reply::err(
-                "ERR the cluster's protocol cannot run this transaction: a one-shot protocol runs WATCH only when \
-                 every key lives on one shard",
+                "ERR the cluster's protocol cannot run this transaction: a one-shot protocol runs WATCH and MSETNX \
+                 only when every key lives on one shard",
             )),
             Ok(Outcome::Aborted { .. }) => Ok(None),
             Ok(Outcome::Unknown) => Err(Reply::err("ERR transaction outcome unknown")),
@@ -119,9 +144,18 @@ impl Gateway {
     }
 
     async fn execute(&self, planned: Planned) -> Reply {
-        match self.run(std::slice::from_ref(&planned), false).await {
+        match self.run(std::slice::from_ref(&planned), Condition::None).await {
             Ok(Some(mut replies)) => replies.pop().unwrap_or(Reply::Bulk(None)),
-            Ok(None) => unreachable!("only a watched transaction answers nothing"),
+            Ok(None) => unreachable!("only a guarded transaction answers nothing"),
+            Err(e) => e,
+        }
+    }
+
+    /// `MSETNX`: every key set, or none if any exists; 1 or 0.
+    async fn msetnx(&self, planned: Planned) -> Reply {
+        match self.run(std::slice::from_ref(&planned), Condition::AllAbsent).await {
+            Ok(Some(_)) => Reply::Int(1),
+            Ok(None) => Reply::Int(0),
             Err(e) => e,
         }
     }
@@ -134,7 +168,7 @@ impl Gateway {
         } else if queued.is_empty() && !watched {
             Reply::Array(Vec::new())
         } else {
-            match self.run(&queued, true).await {
+            match self.run(&queued, Condition::Watched).await {
                 Ok(Some(replies)) => Reply::Array(replies),
                 Ok(None) => Reply::NullArray,
                 Err(e) => e,
@@ -156,7 +190,7 @@ impl Gateway {
                 scripts.push(KeyScript { key: k, ops: vec![StrOp::Get] });
             }
         }
-        let txn = StringTxn { scripts, tag: fresh_tag(), guard: Vec::new(), one_shard: false };
+        let txn = StringTxn { scripts, tag: fresh_tag(), guard: Vec::new(), only_if_absent: false, one_shard: false };
         let keys: Vec<Key> = txn.scripts.iter().map(|s| s.key).collect();
         for _ in 0..MAX_ATTEMPTS {
             match self.submit(Program::procedure(Procedure::Strings(txn.clone()))).await {
@@ -228,6 +262,12 @@ impl Gateway {
             "HELLO" | "AUTH" if self.multi.is_some() => {
                 Reply::err(format!("ERR Command not allowed inside a transaction: {}", spec.name))
             }
+            "MSETNX" if self.multi.is_some() => {
+                if let Some((_, refused)) = self.multi.as_mut() {
+                    *refused = true;
+                }
+                Reply::err("ERR MSETNX cannot be queued in MULTI by Meridian's gateway (run it on its own)")
+            }
             _ if self.multi.is_some() => self.queue(&name, rest),
             "HELLO" => self.conn.hello(rest),
             "AUTH" => self.conn.auth(rest),
@@ -238,6 +278,10 @@ impl Gateway {
             "COMMAND" => connection::command(rest),
             "CONFIG" => connection::config(rest),
             "INFO" => self.info(),
+            "MSETNX" => match plan(&name, rest) {
+                Ok(p) => self.msetnx(p).await,
+                Err(e) => e,
+            },
             _ => match plan(&name, rest) {
                 Ok(p) => self.execute(p).await,
                 Err(e) => e,

@@ -56,6 +56,7 @@ pub const COMMANDS: &[Spec] = &[
     spec("info", -1, &["loading", "stale"], NO_KEYS),
     spec("mget", -2, READ, ALL_KEYS),
     spec("mset", -3, WRITE, (1, -1, 2)),
+    spec("msetnx", -3, WRITE, (1, -1, 2)),
     spec("multi", 1, TRANSACTION, NO_KEYS),
     spec("ping", -1, &["fast"], NO_KEYS),
     spec("quit", -1, &["noscript", "loading", "stale", "fast", "no_auth", "allow_busy"], NO_KEYS),
