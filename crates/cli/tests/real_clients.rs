@@ -89,3 +89,63 @@ fn redis_py_redis_cli_and_redis_benchmark_work_with_their_defaults() {
         assert!(!out.to_ascii_lowercase().contains("error"), "{out}");
     }
 }
+
+/// The `redis` crate (redis-rs), with its defaults: strings and counters,
+/// an atomic pipeline, Redis's errors, and its `transaction` helper
+/// (WATCH check-and-set) from 8 threads losing no increment.
+#[test]
+fn the_redis_crate_runs_commands_transactions_and_watch_loops() {
+    let shape = Shape { protocol: "tiga", shards: 2, replicas: 3, wan_scale: None, params: Vec::new() };
+    let cluster = TestCluster::start("redis-rs", shape);
+    let url = format!("redis://{}/", cluster.redis_addr());
+    let client = redis::Client::open(url.as_str()).expect("a valid URL");
+    let mut con = client.get_connection().expect("connect");
+
+    let set: String = redis::cmd("SET").arg("rs:a").arg("1").query(&mut con).expect("SET");
+    assert_eq!(set, "OK");
+    let n: i64 = redis::cmd("INCRBY").arg("rs:a").arg(41).query(&mut con).expect("INCRBY");
+    assert_eq!(n, 42);
+    let got: Vec<Option<String>> = redis::cmd("MGET").arg("rs:a").arg("rs:missing").query(&mut con).expect("MGET");
+    assert_eq!(got, vec![Some("42".to_string()), None]);
+    let first: bool = redis::cmd("SETNX").arg("rs:nx").arg("x").query(&mut con).expect("SETNX");
+    let second: bool = redis::cmd("SETNX").arg("rs:nx").arg("y").query(&mut con).expect("SETNX");
+    assert_eq!((first, second), (true, false));
+
+    let (from, to): (i64, i64) = redis::pipe()
+        .atomic()
+        .cmd("DECRBY")
+        .arg("rs:from")
+        .arg(10)
+        .cmd("INCRBY")
+        .arg("rs:to")
+        .arg(10)
+        .query(&mut con)
+        .expect("MULTI/EXEC");
+    assert_eq!((from, to), (-10, 10));
+
+    let err = redis::cmd("INCR").arg("rs:nx").query::<i64>(&mut con).expect_err("INCR on a string");
+    assert!(err.to_string().contains("not an integer"), "{err}");
+
+    let (threads, each) = (8, 10);
+    let workers: Vec<_> = (0..threads)
+        .map(|_| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                let mut con = client.get_connection().expect("connect");
+                for _ in 0..each {
+                    let key = "rs:cas";
+                    let _: () = redis::transaction(&mut con, &[key], |con, pipe| {
+                        let now: Option<i64> = redis::cmd("GET").arg(key).query(con)?;
+                        pipe.set(key, now.unwrap_or(0) + 1).ignore().query(con)
+                    })
+                    .expect("check-and-set");
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("a worker");
+    }
+    let total: i64 = redis::cmd("GET").arg("rs:cas").query(&mut con).expect("GET");
+    assert_eq!(total, threads * each);
+}
