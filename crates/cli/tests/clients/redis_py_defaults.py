@@ -17,6 +17,15 @@ def check(what, got, want):
     print(f"ok {what}")
 
 
+def run_threads(target, n):
+    """Runs `target` on `n` threads and waits for them all."""
+    ts = [threading.Thread(target=target) for _ in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+
+
 def main():
     port = int(sys.argv[1])
     r = redis.Redis(port=port, socket_timeout=30)
@@ -71,11 +80,7 @@ def main():
         for _ in range(each):
             c.incr("py:hot")
 
-    ts = [threading.Thread(target=bump) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(bump, threads)
     check("concurrent incr", r.get("py:hot"), str(threads * each).encode())
 
     # redis-py's check-and-set helper: WATCH, read, MULTI, write, EXEC,
@@ -91,11 +96,7 @@ def main():
         for _ in range(each):
             c.transaction(step, "py:cas")
 
-    ts = [threading.Thread(target=cas_loop) for _ in range(threads)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
+    run_threads(cas_loop, threads)
     check("WATCH check-and-set", r.get("py:cas"), str(threads * each).encode())
     print("redis-py: all checks passed")
 
