@@ -385,15 +385,7 @@ mod tests {
     type Fx = Effects<u32, String, u8>;
 
     fn topology() -> Topology {
-        let spec = crate::topology::ClusterSpec {
-            regions: vec!["a".into()],
-            server_regions: vec![crate::ids::RegionId(0)],
-            shards: 1,
-            replicas_per_shard: 1,
-            leaders: crate::topology::LeaderPlacement::Colocated,
-            client_regions: vec![crate::ids::RegionId(0)],
-            clients_per_region: 1,
-        };
+        let spec = crate::topology::ClusterSpec::one_region(1, 1);
         Topology::build(&spec, &[])
     }
 

@@ -122,6 +122,22 @@ pub struct ClusterSpec {
     pub clients_per_region: u32,
 }
 
+impl ClusterSpec {
+    /// Every server and one client in a single region named `a`: the
+    /// deployment handler tests and small models build.
+    pub fn one_region(shards: u32, replicas_per_shard: u32) -> ClusterSpec {
+        ClusterSpec {
+            regions: vec!["a".into()],
+            server_regions: vec![RegionId(0)],
+            shards,
+            replicas_per_shard,
+            leaders: LeaderPlacement::Colocated,
+            client_regions: vec![RegionId(0)],
+            clients_per_region: 1,
+        }
+    }
+}
+
 /// Where keys live: key `k` is on shard `k % shards`, and its home region
 /// (the region that masters it, in protocols with home regions, and the one
 /// workloads place single-home transactions in) is

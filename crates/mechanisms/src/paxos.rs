@@ -983,8 +983,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
 mod handler_tests {
     use super::*;
     use meridian_core::{
-        ClusterSpec, Effect, Effects, LeaderPlacement, NextIds, Now, Recorder, RegionId, Rng, ShardId, Stream, TimerId,
-        Topology,
+        ClusterSpec, Effect, Effects, NextIds, Now, Recorder, Rng, ShardId, Stream, TimerId, Topology,
     };
 
     type V = u64;
@@ -1006,15 +1005,7 @@ mod handler_tests {
 
     /// One shard of three replicas: the group's members.
     fn topology() -> Arc<Topology> {
-        let spec = ClusterSpec {
-            regions: vec!["a".into()],
-            server_regions: vec![RegionId(0)],
-            shards: 1,
-            replicas_per_shard: 3,
-            leaders: LeaderPlacement::Colocated,
-            client_regions: vec![RegionId(0)],
-            clients_per_region: 1,
-        };
+        let spec = ClusterSpec::one_region(1, 3);
         Arc::new(Topology::build(&spec, &[]))
     }
 

@@ -656,7 +656,7 @@ impl Clients for Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_core::{ClusterSpec, Key, LeaderPlacement, RegionId};
+    use meridian_core::{ClusterSpec, Key};
 
     /// Records what the driver asks of its host.
     struct Host {
@@ -685,15 +685,7 @@ mod tests {
     }
 
     fn one_client_driver(pacing: Pacing, end_ns: u64) -> (Driver, NodeId) {
-        let spec = ClusterSpec {
-            regions: vec!["a".into()],
-            server_regions: vec![RegionId(0)],
-            shards: 1,
-            replicas_per_shard: 1,
-            leaders: LeaderPlacement::Colocated,
-            client_regions: vec![RegionId(0)],
-            clients_per_region: 1,
-        };
+        let spec = ClusterSpec::one_region(1, 1);
         let topology = Topology::build(&spec, &[]);
         let cfg = DriverConfig {
             pacing,

@@ -14,8 +14,8 @@ use super::messages::{
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
-    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, LeaderPlacement, Lsn, NodeId, Now, Op, Outcome, Params, Program,
-    RegionId, RequestId, ShardId, Stream, Topology, TxnId, Value,
+    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, Lsn, NodeId, Now, Op, Outcome, Params, Program, RequestId,
+    ShardId, Stream, Topology, TxnId, Value,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::paxos::{Ballot, MultiPaxos, PaxosBody, PaxosMsg, PaxosRecord, PaxosRecordBody, PaxosTimer};
@@ -36,15 +36,7 @@ fn assert_effects(fx: &EffectsOf<TwoPlPaxos>, expected: &[Fx]) {
 
 /// Two shards of `replicas` replicas each; one client region.
 fn topology(replicas: u32) -> Arc<Topology> {
-    let spec = ClusterSpec {
-        regions: vec!["a".into()],
-        server_regions: vec![RegionId(0)],
-        shards: 2,
-        replicas_per_shard: replicas,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
+    let spec = ClusterSpec::one_region(2, replicas);
     Arc::new(Topology::build(&spec, &[]))
 }
 
