@@ -147,6 +147,39 @@ fn the_redis_gateway_runs_commands_as_transactions() {
     }
     assert_eq!(c.call(&["MGET", "x", "y"]), R::Array(vec![bulk("220"), bulk("780")]));
 
+    // Keys are byte strings: these two names have one 64-bit FNV-1a hash
+    // (found by a cycle search) and still hold different values.
+    let (k1, k2) = ("k10a5707cdf7dfdc@", "k1d0bda4a88ca5d7i");
+    assert_eq!(meridian_core::ids::fnv1a(k1.as_bytes()), meridian_core::ids::fnv1a(k2.as_bytes()));
+    assert_eq!(c.call(&["SET", k1, "first"]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["GET", k2]), R::Bulk(None), "a colliding name is not set");
+    assert_eq!(c.call(&["MSET", k2, "second", "plain", "p"]), R::Simple("OK".into()));
+    assert_eq!(c.call(&["MGET", k1, k2]), R::Array(vec![bulk("first"), bulk("second")]));
+    assert_eq!(c.call(&["INCR", k1]), R::Error("ERR value is not an integer or out of range".into()));
+    assert_eq!(c.call(&["DEL", k1]), R::Int(1));
+    assert_eq!(c.call(&["MGET", k1, k2]), R::Array(vec![R::Bulk(None), bulk("second")]), "DEL of one leaves the other");
+    // The same names through the Rust client and `meridian client` are the same data.
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let client = rt.block_on(meridian_runtime::client::Client::connect(cluster.client_addr())).expect("connect");
+    assert_eq!(rt.block_on(client.get(k2.as_bytes())).unwrap(), Ok(Some(b"second".to_vec())));
+    assert_eq!(rt.block_on(client.get(k1.as_bytes())).unwrap(), Ok(None));
+    assert!(matches!(
+        rt.block_on(client.put(k1.as_bytes(), b"from rust")).unwrap(),
+        meridian_core::Outcome::Committed { .. }
+    ));
+    assert_eq!(c.call(&["GET", k1]), bulk("from rust"));
+    let cli = std::process::Command::new(env!("CARGO_BIN_EXE_meridian"))
+        .args(["client", "--cluster"])
+        .arg(&cluster.file)
+        .args(["txn", &format!("get {k2}; \"{k1}\" = cli; plain += 1")])
+        .output()
+        .expect("meridian client runs");
+    let out = String::from_utf8_lossy(&cli.stdout);
+    assert!(cli.status.success(), "{out}{}", String::from_utf8_lossy(&cli.stderr));
+    assert!(out.contains(&format!("get {k2} -> second")), "{out}");
+    assert!(out.contains("plain += 1 -> ERR value is not an integer or out of range"), "{out}");
+    assert_eq!(c.call(&["GET", k1]), bulk("cli"));
+
     // Malformed RESP: an error, then the connection closes.
     let mut bad = Resp::connect(addr);
     bad.r.get_mut().write_all(b"*2\r\n$3\r\nGET\r\n:5\r\n").unwrap();

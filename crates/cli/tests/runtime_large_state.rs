@@ -89,10 +89,7 @@ fn a_follower_catches_up_from_a_checkpoint_larger_than_a_client_frame() {
                     }
                 }
             };
-            let bytes = match value.map(|v| v.data) {
-                Some(meridian_core::Data::Bytes(b)) => b,
-                other => panic!("big-{i} reads {other:?}"),
-            };
+            let bytes = value.unwrap_or_else(|| panic!("big-{i} is absent"));
             assert_eq!(bytes.len(), VALUE_BYTES);
             assert!(bytes.iter().all(|b| *b == b'a' + (i % 26) as u8));
         }

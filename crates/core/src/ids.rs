@@ -21,7 +21,8 @@ pub struct ShardId(pub u32);
 
 /// A key. The key space is 64-bit; [`crate::Topology::shard_of`] maps a key to
 /// its shard by `key % shards`, so generators that want a key on shard `s`
-/// build it as `rank * shards + s`.
+/// build it as `rank * shards + s`. Keys named by byte strings (Redis keys)
+/// live in the top half ([`Key::named`]).
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct Key(pub u64);
 
@@ -85,16 +86,34 @@ impl fmt::Display for TxnId {
 }
 
 impl Key {
-    /// Maps an arbitrary byte string (a Redis key, say) into the key space
-    /// with 64-bit FNV-1a.
-    pub fn from_bytes(bytes: &[u8]) -> Key {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for b in bytes {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        Key(h)
+    /// Keys of the named key space have this bit set; workload keys (and
+    /// any key a program names by number) stay below it, so the two spaces
+    /// never meet.
+    pub const NAMED_BIT: u64 = 1 << 63;
+
+    /// Where a key named by a byte string (a Redis key, a `meridian client`
+    /// key) lives: its name's 64-bit FNV-1a hash with [`Key::NAMED_BIT`]
+    /// set. Only placement: distinct names may share a key, and the value
+    /// stored there holds each name's entry apart
+    /// ([`crate::program::Data::Named`]), so a name is never identified by
+    /// its hash alone.
+    pub fn named(name: &[u8]) -> Key {
+        Key(fnv1a(name) | Key::NAMED_BIT)
     }
+
+    pub fn is_named(self) -> bool {
+        self.0 & Key::NAMED_BIT != 0
+    }
+}
+
+/// 64-bit FNV-1a: a cheap, stable hash of bytes (placement, identities).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
 }
 
 impl ShardId {

@@ -30,6 +30,20 @@ pub enum Data {
     /// A row of integers (TPC-C's tables); the empty row marks a deleted
     /// value (a TPC-C row, a Redis key: `strings::deleted`).
     Row(Arc<Vec<i64>>),
+    /// The keys named by byte strings whose names share this key
+    /// ([`Key::named`]): one entry per name present, sorted by name —
+    /// almost always one. A name absent here is absent.
+    Named(Arc<Vec<Named>>),
+}
+
+/// A named key's value inside [`Data::Named`]: the tag of the write that
+/// last changed this name (a `WATCH` version), and what it holds (never
+/// itself `Named`).
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Named {
+    pub name: Vec<u8>,
+    pub tag: u64,
+    pub data: Data,
 }
 
 /// A stored value: the payload and the unique tag of the write that made it.

@@ -14,18 +14,31 @@
 //! depend on each other, so a MULTI's commands grouped per key keep Redis's
 //! order semantics.
 //!
-//! Values: bytes are strings; a counter written by other clients
-//! ([`Data::Int`]) is the string of its decimal digits; lists and rows are
-//! other types (`WRONGTYPE`); the empty row marks a deleted key (absent).
+//! Keys are byte strings. A name lives at [`Key::named`] (its hash, for
+//! placement only): the value there is [`Data::Named`], one entry per name
+//! that hashes to the key, so two names never share a value; scripts of
+//! names that share a key run as one part. Entries: bytes are strings; a
+//! counter ([`Data::Int`]) is the string of its decimal digits; lists and
+//! rows are other types (`WRONGTYPE`); a deleted name has no entry.
 
 use crate::ids::Key;
 use crate::procedure::{Need, ReadMap, Step};
-use crate::program::{Data, Value};
+use crate::program::{Data, Named, OpResult, Value};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Largest string a command may build (Redis's `proto-max-bulk-len`).
-pub const STRING_BYTES_MAX: usize = 512 << 20;
+/// Largest string a command may build: Redis allows 512 MiB
+/// (`proto-max-bulk-len`); Meridian 16 MiB, the gateway's largest
+/// argument, so a value always fits one argument, one client frame and,
+/// with [`TXN_GROWTH_BYTES_MAX`], one write-ahead log record.
+pub const STRING_BYTES_MAX: usize = 16 << 20;
+
+/// What `APPEND` and `SETRANGE` may build in one transaction, shared by its
+/// keys: each of `n` scripts may grow its string to `1/n` of this (at most
+/// [`STRING_BYTES_MAX`]). Deterministic, so every replica and the gateway
+/// agree on which command failed.
+pub const TXN_GROWTH_BYTES_MAX: usize = 64 << 20;
 
 /// When a `SET` writes.
 #[derive(Copy, Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
@@ -93,29 +106,42 @@ pub enum StrReply {
     Error(String),
 }
 
-/// One key's commands, in order.
+/// One named key's commands, in order. `key` is where the name lives
+/// ([`Key::named`]); distinct names may share it, and then the scripts of
+/// that key are adjacent in their transaction and run as one part on the
+/// key's [`Data::Named`] value, each on its own entry.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct KeyScript {
     pub key: Key,
+    pub name: Vec<u8>,
     pub ops: Vec<StrOp>,
+}
+
+impl KeyScript {
+    pub fn new(name: Vec<u8>, ops: Vec<StrOp>) -> KeyScript {
+        KeyScript { key: Key::named(&name), name, ops }
+    }
 }
 
 /// A transaction of string commands: one part per key — or, under a
 /// condition across keys (Redis's `WATCH`, `MSETNX`), one part that reads
 /// the guarded keys and every scripted key and writes only if every guarded
-/// key still holds the version it was watched at (and, for `MSETNX`, every
-/// scripted key is absent).
+/// name still holds the version it was watched at (and, for `MSETNX`,
+/// every scripted name is absent).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct StringTxn {
-    /// Distinct keys.
+    /// Distinct names; scripts of one key adjacent ([`StringTxn::script`]
+    /// keeps it so).
     pub scripts: Vec<KeyScript>,
     /// The first tag of the transaction's block; script `i` writes tag
-    /// `tag + i * TAGS_PER_PART`.
+    /// `tag + i * TAGS_PER_PART` (its entry's, and its key's when it is the
+    /// first script of the key).
     pub tag: u64,
-    /// Keys and the version (write tag, 0 for never written) each must
-    /// still hold for the transaction to write anything.
-    pub guard: Vec<(Key, u64)>,
-    /// Write only if every scripted key is absent (Redis's `MSETNX`).
+    /// Names and the version (the tag of the write that last changed the
+    /// name, 0 for absent) each must still hold for the transaction to
+    /// write anything.
+    pub guard: Vec<(Vec<u8>, u64)>,
+    /// Write only if every scripted name is absent (Redis's `MSETNX`).
     pub only_if_absent: bool,
     /// Under a guard: whether every key lives on one shard (the client
     /// knows the layout), so the one part is anchored at its first key and
@@ -124,58 +150,102 @@ pub struct StringTxn {
 }
 
 impl StringTxn {
+    pub fn new(tag: u64) -> StringTxn {
+        StringTxn { scripts: Vec::new(), tag, guard: Vec::new(), only_if_absent: false, one_shard: false }
+    }
+
+    /// The index of `name`'s script, added (next to its key's other names)
+    /// if it has none yet.
+    pub fn script(&mut self, name: &[u8]) -> usize {
+        if let Some(i) = self.scripts.iter().position(|s| s.name == name) {
+            return i;
+        }
+        let fresh = KeyScript::new(name.to_vec(), Vec::new());
+        let at = match self.scripts.iter().rposition(|s| s.key == fresh.key) {
+            Some(last) => last + 1,
+            None => self.scripts.len(),
+        };
+        self.scripts.insert(at, fresh);
+        at
+    }
+
+    /// Adds `op` to `name`'s script: its (script, position).
+    pub fn push(&mut self, name: &[u8], op: StrOp) -> (usize, usize) {
+        let s = self.script(name);
+        self.scripts[s].ops.push(op);
+        (s, self.scripts[s].ops.len() - 1)
+    }
+
     /// Whether a condition spans keys: then the transaction is one part
     /// reading every key.
     fn guarded(&self) -> bool {
         !self.guard.is_empty() || self.only_if_absent
     }
 
+    /// The scripts of each key, in order: runs of adjacent equal keys.
+    fn runs(&self) -> impl Iterator<Item = std::ops::Range<usize>> + '_ {
+        let mut start = 0;
+        std::iter::from_fn(move || {
+            let first = self.scripts.get(start)?;
+            let len = self.scripts[start..].iter().take_while(|s| s.key == first.key).count();
+            start += len;
+            Some(start - len..start)
+        })
+    }
+
+    fn run(&self, part: u32) -> std::ops::Range<usize> {
+        self.runs().nth(part as usize).expect("a part of the transaction")
+    }
+
     pub fn parts(&self) -> u32 {
-        if self.guarded() { 1 } else { self.scripts.len() as u32 }
+        if self.guarded() { 1 } else { self.runs().count() as u32 }
     }
 
     pub fn anchor(&self, part: u32) -> Option<Key> {
         if !self.guarded() {
-            return Some(self.scripts[part as usize].key);
+            return Some(self.scripts[self.run(part).start].key);
         }
-        let first = self.guard.first().map(|(k, _)| *k).or_else(|| self.scripts.first().map(|s| s.key));
+        let first = self.guard.first().map(|(n, _)| Key::named(n)).or_else(|| self.scripts.first().map(|s| s.key));
         first.filter(|_| self.one_shard)
     }
 
-    fn need_of(s: &KeyScript) -> Need {
-        Need { key: s.key, write: s.ops.iter().any(StrOp::writes) }
+    fn need_of(&self, run: std::ops::Range<usize>) -> Need {
+        let key = self.scripts[run.start].key;
+        Need { key, write: self.scripts[run].iter().any(|s| s.ops.iter().any(StrOp::writes)) }
     }
 
     /// The keys a guarded transaction reads, in the order it reads them:
     /// the guarded ones, then the other scripted ones.
     pub fn read_order(&self) -> Vec<Need> {
         let mut needs: Vec<Need> = Vec::with_capacity(self.guard.len() + self.scripts.len());
-        for (key, _) in &self.guard {
-            let write = self.scripts.iter().any(|s| s.key == *key && Self::need_of(s).write);
-            if !needs.iter().any(|n| n.key == *key) {
-                needs.push(Need { key: *key, write });
+        let scripted: Vec<Need> = self.runs().map(|r| self.need_of(r)).collect();
+        for key in self.guard.iter().map(|(n, _)| Key::named(n)) {
+            if !needs.iter().any(|n| n.key == key) {
+                let write = scripted.iter().any(|n| n.key == key && n.write);
+                needs.push(Need { key, write });
             }
         }
-        for s in &self.scripts {
-            if !needs.iter().any(|n| n.key == s.key) {
-                needs.push(Self::need_of(s));
+        for n in scripted {
+            if !needs.iter().any(|m| m.key == n.key) {
+                needs.push(n);
             }
         }
         needs
     }
 
-    /// Whether every guarded key still holds its watched version (and,
-    /// for `only_if_absent`, every scripted key is absent), given the value
-    /// each key read.
+    /// Whether every guarded name still holds its watched version (and,
+    /// for `only_if_absent`, every scripted name is absent), given the
+    /// value each key read.
     pub fn guard_holds<'v>(&self, mut value_of: impl FnMut(Key) -> Option<&'v Value>) -> bool {
-        self.guard.iter().all(|(key, tag)| value_of(*key).map_or(0, |v| v.tag) == *tag)
-            && (!self.only_if_absent || self.scripts.iter().all(|s| current(value_of(s.key)) == Cur::Absent))
+        self.guard.iter().all(|(name, tag)| entry(value_of(Key::named(name)), name).map_or(0, |v| v.tag) == *tag)
+            && (!self.only_if_absent
+                || self.scripts.iter().all(|s| current(entry(value_of(s.key), &s.name).as_ref()) == Cur::Absent))
     }
 
     /// Part `part`'s next step: read its key (or, guarded, every key),
     /// then write what the commands left on each key they changed.
     pub fn step(&self, part: u32, reads: &ReadMap) -> Step {
-        let needs = if self.guarded() { self.read_order() } else { vec![Self::need_of(&self.scripts[part as usize])] };
+        let needs = self.footprint(part);
         if needs.iter().any(|n| !reads.contains_key(&n.key)) {
             return Step::Read(needs);
         }
@@ -183,23 +253,59 @@ impl StringTxn {
         if !self.guard_holds(value_of) {
             return Step::Done(Vec::new());
         }
-        let scripts: Vec<(usize, &KeyScript)> = if self.guarded() {
-            self.scripts.iter().enumerate().collect()
-        } else {
-            vec![(part as usize, &self.scripts[part as usize])]
-        };
-        let writes = scripts
+        let runs: Vec<std::ops::Range<usize>> =
+            if self.guarded() { self.runs().collect() } else { vec![self.run(part)] };
+        let writes = runs
             .into_iter()
-            .filter_map(|(i, s)| {
-                let tag = self.tag + i as u64 * crate::procedure::TAGS_PER_PART;
-                fold(value_of(s.key), &s.ops).0.map(|data| (s.key, Value { tag, data }))
+            .filter_map(|run| {
+                let key = self.scripts[run.start].key;
+                self.write_run(run, value_of(key)).map(|v| (key, v))
             })
             .collect();
         Step::Done(writes)
     }
 
+    /// The value one key's scripts leave on it, if they change it.
+    fn write_run(&self, run: std::ops::Range<usize>, before: Option<&Value>) -> Option<Value> {
+        let tag_of = |i: usize| self.tag + i as u64 * crate::procedure::TAGS_PER_PART;
+        let mut bucket: Option<Value> = None;
+        for i in run.clone() {
+            let s = &self.scripts[i];
+            if let Some(data) = fold_within(entry(before, &s.name).as_ref(), &s.ops, self.grow_max()).0 {
+                let base = bucket.as_ref().or(before);
+                bucket = Some(Value { tag: tag_of(run.start), data: with_entry(base, &s.name, tag_of(i), data) });
+            }
+        }
+        bucket
+    }
+
     pub fn footprint(&self, part: u32) -> Vec<Need> {
-        if self.guarded() { self.read_order() } else { vec![Self::need_of(&self.scripts[part as usize])] }
+        if self.guarded() { self.read_order() } else { vec![self.need_of(self.run(part))] }
+    }
+
+    /// Each script's replies, given the values the transaction read (one
+    /// per part in part order; a guarded one's in its read order), or
+    /// `None` when a watched name had changed and nothing ran.
+    pub fn replies(&self, results: &[OpResult]) -> Option<Vec<Vec<StrReply>>> {
+        let keys: Vec<Key> = if self.guarded() {
+            self.read_order().iter().map(|n| n.key).collect()
+        } else {
+            self.runs().map(|r| self.scripts[r.start].key).collect()
+        };
+        let read: BTreeMap<Key, Option<&Value>> = keys.iter().zip(results).map(|(k, v)| (*k, v.as_ref())).collect();
+        let value_of = |k: Key| read.get(&k).copied().flatten();
+        if !self.guard_holds(value_of) {
+            return None;
+        }
+        let max = self.grow_max();
+        Some(
+            self.scripts.iter().map(|s| fold_within(entry(value_of(s.key), &s.name).as_ref(), &s.ops, max).1).collect(),
+        )
+    }
+
+    /// How long `APPEND` and `SETRANGE` may make each string.
+    fn grow_max(&self) -> usize {
+        (TXN_GROWTH_BYTES_MAX / self.scripts.len().max(1)).min(STRING_BYTES_MAX)
     }
 
     /// How many tags the transaction may write.
@@ -210,6 +316,40 @@ impl StringTxn {
     pub fn is_read_only(&self) -> bool {
         self.scripts.iter().all(|s| !s.ops.iter().any(StrOp::writes))
     }
+}
+
+/// `name`'s value in what its key holds: its entry's data under the tag
+/// that last changed it, or `None` when absent. A key of the named space
+/// holds nothing but [`Data::Named`]; anything else there reads as absent.
+pub fn entry(held: Option<&Value>, name: &[u8]) -> Option<Value> {
+    match held.map(|v| &v.data) {
+        Some(Data::Named(entries)) => entries
+            .binary_search_by(|e| e.name.as_slice().cmp(name))
+            .ok()
+            .map(|i| Value { tag: entries[i].tag, data: entries[i].data.clone() }),
+        _ => None,
+    }
+}
+
+/// What the key holds after `name`'s entry becomes `data` under `tag` (or
+/// goes, when `data` is [`deleted`]).
+pub fn with_entry(held: Option<&Value>, name: &[u8], tag: u64, data: Data) -> Data {
+    let mut entries = match held.map(|v| &v.data) {
+        Some(Data::Named(entries)) => Vec::clone(entries),
+        _ => Vec::new(),
+    };
+    let at = entries.binary_search_by(|e| e.name.as_slice().cmp(name));
+    let gone = matches!(&data, Data::Row(r) if r.is_empty());
+    debug_assert!(!matches!(data, Data::Named(_)), "an entry is never itself named");
+    match (at, gone) {
+        (Ok(i), true) => {
+            entries.remove(i);
+        }
+        (Ok(i), false) => entries[i] = Named { name: name.to_vec(), tag, data },
+        (Err(_), true) => {}
+        (Err(i), false) => entries.insert(i, Named { name: name.to_vec(), tag, data }),
+    }
+    Data::Named(Arc::new(entries))
 }
 
 /// A key's value as the string commands see it.
@@ -229,10 +369,11 @@ fn current(v: Option<&Value>) -> Cur {
         Some(Data::Int(i)) => Cur::Str(i.to_string().into_bytes()),
         Some(Data::List(_)) => Cur::Other("list"),
         Some(Data::Row(_)) => Cur::Other("hash"),
+        Some(Data::Named(_)) => Cur::Other("hash"),
     }
 }
 
-/// The value a deleted key holds.
+/// What [`fold`] leaves for a deleted name: its entry goes ([`with_entry`]).
 pub fn deleted() -> Data {
     Data::Row(Arc::new(Vec::new()))
 }
@@ -293,11 +434,16 @@ pub fn substring(bytes: &[u8], start: i64, end: i64) -> Vec<u8> {
 /// Runs one key's commands in order on the value it held: what to write
 /// (`None`: unchanged) and each command's reply.
 pub fn fold(before: Option<&Value>, ops: &[StrOp]) -> (Option<Data>, Vec<StrReply>) {
+    fold_within(before, ops, STRING_BYTES_MAX)
+}
+
+/// [`fold`] with strings that may grow to `max_bytes` at most.
+pub fn fold_within(before: Option<&Value>, ops: &[StrOp], max_bytes: usize) -> (Option<Data>, Vec<StrReply>) {
     let mut cur = current(before);
     let mut changed = false;
     let mut replies = Vec::with_capacity(ops.len());
     for op in ops {
-        let (reply, next) = apply(&cur, op);
+        let (reply, next) = apply(&cur, op, max_bytes);
         if let Some(next) = next {
             cur = next;
             changed = true;
@@ -313,7 +459,7 @@ pub fn fold(before: Option<&Value>, ops: &[StrOp]) -> (Option<Data>, Vec<StrRepl
 }
 
 /// One command: its reply and the key's new value, if it changed it.
-fn apply(cur: &Cur, op: &StrOp) -> (StrReply, Option<Cur>) {
+fn apply(cur: &Cur, op: &StrOp, max_bytes: usize) -> (StrReply, Option<Cur>) {
     let as_bulk = |c: &Cur| match c {
         Cur::Str(b) => StrReply::Bulk(b.clone()),
         _ => StrReply::Nil,
@@ -371,7 +517,7 @@ fn apply(cur: &Cur, op: &StrOp) -> (StrReply, Option<Cur>) {
             None,
         ),
         StrOp::Append(more) => {
-            if bytes.len() + more.len() > STRING_BYTES_MAX {
+            if bytes.len() + more.len() > max_bytes {
                 return (too_large(), None);
             }
             let joined = [bytes, more.as_slice()].concat();
@@ -384,7 +530,8 @@ fn apply(cur: &Cur, op: &StrOp) -> (StrReply, Option<Cur>) {
             if value.is_empty() {
                 return (StrReply::Int(bytes.len() as i64), None); // creates nothing
             }
-            if offset.saturating_add(value.len()) > STRING_BYTES_MAX {
+            let end = offset.saturating_add(value.len());
+            if end > bytes.len() && end > max_bytes {
                 return (too_large(), None);
             }
             let mut b = bytes.to_vec();
@@ -511,6 +658,25 @@ mod tests {
     }
 
     #[test]
+    fn strings_grow_within_the_transaction_s_budget() {
+        let big = "x".repeat(1000);
+        let grow = [StrOp::Append(b"yz".to_vec())];
+        assert_eq!(fold_within(s(&big).as_ref(), &grow, 1002).1, vec![StrReply::Int(1002)]);
+        assert_eq!(fold_within(s(&big).as_ref(), &grow, 1001), (None, vec![too_large()]));
+        let inside = [StrOp::SetRange { offset: 10, value: b"ab".to_vec() }];
+        assert_eq!(fold_within(s(&big).as_ref(), &inside, 100).1, vec![StrReply::Int(1000)], "no growth");
+        let past = [StrOp::SetRange { offset: 999, value: b"ab".to_vec() }];
+        assert_eq!(fold_within(s(&big).as_ref(), &past, 1000), (None, vec![too_large()]));
+        // The budget is shared by a transaction's keys.
+        let one = txn_of(&[("a", StrOp::Get)], 1);
+        let many = txn_of(&(0..64).map(|_| ("a", StrOp::Get)).collect::<Vec<_>>(), 1);
+        let names: Vec<String> = (0..64).map(|i| format!("k{i}")).collect();
+        let wide = txn_of(&names.iter().map(|n| (n.as_str(), StrOp::Get)).collect::<Vec<_>>(), 1);
+        assert_eq!((one.grow_max(), many.grow_max()), (STRING_BYTES_MAX, STRING_BYTES_MAX));
+        assert_eq!(wide.grow_max(), TXN_GROWTH_BYTES_MAX / 64);
+    }
+
+    #[test]
     fn incrbyfloat_answers_plain_decimals() {
         let (w, r) = fold(s("10.50").as_ref(), &[StrOp::IncrByFloat(b"0.1".to_vec())]);
         assert_eq!((written(w), r), (Some(b"10.6".to_vec()), vec![bulk("10.6")]));
@@ -519,85 +685,127 @@ mod tests {
         assert!(matches!(&fold(None, &[StrOp::IncrByFloat(b"inf".to_vec())]).1[0], StrReply::Error(_)));
     }
 
+    fn k(name: &str) -> Key {
+        Key::named(name.as_bytes())
+    }
+
+    /// What a key holds when `name` alone is there, set to `text` by `tag`.
+    fn held(name: &str, tag: u64, text: &str) -> Option<Value> {
+        let data = with_entry(None, name.as_bytes(), tag, Data::Bytes(Arc::new(text.as_bytes().to_vec())));
+        Some(Value { tag, data })
+    }
+
+    fn txn_of(scripts: &[(&str, StrOp)], tag: u64) -> StringTxn {
+        let mut txn = StringTxn::new(tag);
+        for (name, op) in scripts {
+            txn.push(name.as_bytes(), op.clone());
+        }
+        txn
+    }
+
+    fn set_always(v: &str) -> StrOp {
+        set(v, SetIf::Always, SetReply::Ok)
+    }
+
     #[test]
     fn a_part_reads_its_key_then_writes_what_its_commands_left() {
-        let txn = StringTxn {
-            scripts: vec![
-                KeyScript { key: Key(1), ops: vec![StrOp::IncrBy(2)] },
-                KeyScript { key: Key(2), ops: vec![StrOp::Get] },
-            ],
-            tag: 100,
-            guard: Vec::new(),
-            only_if_absent: false,
-            one_shard: false,
-        };
-        assert_eq!((txn.parts(), txn.anchor(1)), (2, Some(Key(2))));
-        assert_eq!(txn.step(0, &ReadMap::new()), Step::Read(vec![Need::write(Key(1))]));
-        assert_eq!(txn.footprint(1), vec![Need::read(Key(2))]);
+        let txn = txn_of(&[("a", StrOp::IncrBy(2)), ("b", StrOp::Get)], 100);
+        assert_eq!((txn.parts(), txn.anchor(1)), (2, Some(k("b"))));
+        assert_eq!(txn.step(0, &ReadMap::new()), Step::Read(vec![Need::write(k("a"))]));
+        assert_eq!(txn.footprint(1), vec![Need::read(k("b"))]);
         let mut reads = ReadMap::new();
-        reads.insert(Key(1), s("40"));
+        reads.insert(k("a"), held("a", 7, "40"));
         let Step::Done(w) = txn.step(0, &reads) else { panic!("done after its read") };
-        assert_eq!(w, vec![(Key(1), Value { tag: 100, data: Data::Bytes(Arc::new(b"42".to_vec())) })]);
-        reads.insert(Key(2), None);
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].0, w[0].1.tag), (k("a"), 100));
+        let after = entry(Some(&w[0].1), b"a").expect("a is there");
+        assert_eq!((after.tag, after.data), (100, Data::Bytes(Arc::new(b"42".to_vec()))));
+        reads.insert(k("b"), None);
         assert_eq!(txn.step(1, &reads), Step::Done(Vec::new()), "a read-only part writes nothing");
         assert!(!txn.is_read_only());
     }
 
     #[test]
+    fn names_whose_hashes_collide_keep_their_own_values_and_versions() {
+        // One 64-bit FNV-1a hash (found by a cycle search), so one key.
+        let (x, y) = ("k10a5707cdf7dfdc@", "k1d0bda4a88ca5d7i");
+        assert_eq!(crate::ids::fnv1a(x.as_bytes()), crate::ids::fnv1a(y.as_bytes()));
+        assert_eq!(k(x), k(y));
+        let txn = txn_of(&[(x, set_always("1")), ("other", StrOp::Get), (y, StrOp::IncrBy(5))], 100);
+        let names: Vec<&[u8]> = txn.scripts.iter().map(|s| s.name.as_slice()).collect();
+        assert_eq!(names, [x.as_bytes(), y.as_bytes(), b"other"], "a key's names adjacent");
+        assert_eq!(txn.parts(), 2, "one part per key, not per name");
+        let mut reads = ReadMap::new();
+        reads.insert(k(x), held(y, 3, "10"));
+        let Step::Done(w) = txn.step(0, &reads) else { panic!("done") };
+        assert_eq!(w.len(), 1, "one write of the key");
+        let (x, y) = (entry(Some(&w[0].1), x.as_bytes()).unwrap(), entry(Some(&w[0].1), y.as_bytes()).unwrap());
+        assert_eq!((x.tag, y.tag), (100, 100 + crate::procedure::TAGS_PER_PART), "each name its own version");
+        assert_eq!((x.data, y.data), (Data::Bytes(Arc::new(b"1".to_vec())), Data::Bytes(Arc::new(b"15".to_vec()))));
+        assert_eq!(entry(Some(&w[0].1), b"z"), None, "a third name is absent");
+        let replies = txn.replies(&[held("k1d0bda4a88ca5d7i", 3, "10"), None]).expect("no guard");
+        assert_eq!(replies, vec![vec![StrReply::Ok], vec![StrReply::Int(15)], vec![StrReply::Nil]]);
+        // Deleting one name leaves the other.
+        let del = with_entry(Some(&w[0].1), b"k10a5707cdf7dfdc@", 300, deleted());
+        let del = Value { tag: 300, data: del };
+        assert_eq!(entry(Some(&del), b"k10a5707cdf7dfdc@"), None);
+        assert_eq!(entry(Some(&del), b"k1d0bda4a88ca5d7i").map(|v| v.tag), Some(y.tag));
+    }
+
+    #[test]
+    fn push_keeps_the_scripts_of_one_key_adjacent() {
+        let mut txn = StringTxn::new(1);
+        txn.push(b"a", StrOp::Get);
+        txn.push(b"b", StrOp::Get);
+        // A name that shares a's key goes right after a.
+        let fresh = KeyScript { key: k("a"), name: b"a2".to_vec(), ops: Vec::new() };
+        txn.scripts.insert(1, fresh);
+        assert_eq!(txn.push(b"a2", StrOp::Exists), (1, 0), "found, not added again");
+        assert_eq!(txn.parts(), 2);
+        assert_eq!(txn.anchor(1), Some(k("b")));
+    }
+
+    #[test]
     fn a_guarded_transaction_writes_only_if_every_watched_key_kept_its_version() {
-        let txn = StringTxn {
-            scripts: vec![
-                KeyScript { key: Key(1), ops: vec![StrOp::IncrBy(1)] },
-                KeyScript {
-                    key: Key(3),
-                    ops: vec![StrOp::Set { value: b"x".to_vec(), only: SetIf::Always, reply: SetReply::Ok }],
-                },
-            ],
-            tag: 500,
-            guard: vec![(Key(2), 7), (Key(1), 9)],
-            only_if_absent: false,
-            one_shard: false,
-        };
+        let mut txn = txn_of(&[("a", StrOp::IncrBy(1)), ("c", set_always("x"))], 500);
+        txn.guard = vec![(b"b".to_vec(), 7), (b"a".to_vec(), 9)];
         assert_eq!((txn.parts(), txn.anchor(0)), (1, None), "one part, unanchored across shards");
         let order = txn.read_order();
-        assert_eq!(order, vec![Need::read(Key(2)), Need::write(Key(1)), Need::write(Key(3))]);
+        assert_eq!(order, vec![Need::read(k("b")), Need::write(k("a")), Need::write(k("c"))]);
         assert_eq!(txn.step(0, &ReadMap::new()), Step::Read(order));
-        let version = |tag: u64, v: &str| Some(Value { tag, data: Data::Bytes(Arc::new(v.as_bytes().to_vec())) });
         let mut reads = ReadMap::new();
-        reads.insert(Key(2), version(7, "w"));
-        reads.insert(Key(1), version(9, "1"));
-        reads.insert(Key(3), None);
+        reads.insert(k("b"), held("b", 7, "w"));
+        reads.insert(k("a"), held("a", 9, "1"));
+        reads.insert(k("c"), None);
         let Step::Done(w) = txn.step(0, &reads) else { panic!("done") };
-        assert_eq!(w.iter().map(|(k, v)| (*k, v.tag)).collect::<Vec<_>>(), vec![(Key(1), 500), (Key(3), 756)]);
-        reads.insert(Key(2), version(8, "changed"));
+        assert_eq!(w.iter().map(|(k, v)| (*k, v.tag)).collect::<Vec<_>>(), vec![(k("a"), 500), (k("c"), 756)]);
+        reads.insert(k("b"), held("b", 8, "changed"));
         assert_eq!(txn.step(0, &reads), Step::Done(Vec::new()), "a watched key changed: nothing is written");
+        // Another name's write to the watched name's key is no change.
+        let other =
+            Value { tag: 9, data: with_entry(reads[&k("b")].as_ref(), b"b", 7, Data::Bytes(Arc::new(b"w".to_vec()))) };
+        let other =
+            Value { tag: 12, data: with_entry(Some(&other), b"b-neighbour", 12, Data::Bytes(Arc::new(b"n".to_vec()))) };
+        reads.insert(k("b"), Some(other));
+        assert!(matches!(txn.step(0, &reads), Step::Done(w) if w.len() == 2), "b kept its version");
         let anchored = StringTxn { one_shard: true, ..txn };
-        assert_eq!(anchored.anchor(0), Some(Key(2)));
+        assert_eq!(anchored.anchor(0), Some(k("b")));
     }
 
     #[test]
     fn msetnx_writes_every_key_or_none_of_them() {
-        let set = |v: &str| StrOp::Set { value: v.as_bytes().to_vec(), only: SetIf::Always, reply: SetReply::Ok };
-        let txn = StringTxn {
-            scripts: vec![
-                KeyScript { key: Key(1), ops: vec![set("a")] },
-                KeyScript { key: Key(2), ops: vec![set("b")] },
-            ],
-            tag: 10,
-            guard: Vec::new(),
-            only_if_absent: true,
-            one_shard: false,
-        };
+        let mut txn = txn_of(&[("a", set_always("a")), ("b", set_always("b"))], 10);
+        txn.only_if_absent = true;
         assert_eq!((txn.parts(), txn.anchor(0)), (1, None));
         let mut reads = ReadMap::new();
-        reads.insert(Key(1), None);
-        reads.insert(Key(2), None);
+        reads.insert(k("a"), None);
+        reads.insert(k("b"), None);
         let Step::Done(w) = txn.step(0, &reads) else { panic!("done") };
         assert_eq!(w.len(), 2, "both absent: both written");
-        reads.insert(Key(2), s("taken"));
+        reads.insert(k("b"), held("b", 2, "taken"));
         assert_eq!(txn.step(0, &reads), Step::Done(Vec::new()), "one exists: nothing written");
-        let deleted_key = Some(Value { tag: 3, data: deleted() });
-        reads.insert(Key(2), deleted_key);
+        let gone = Value { tag: 3, data: with_entry(held("b", 2, "taken").as_ref(), b"b", 3, deleted()) };
+        reads.insert(k("b"), Some(gone));
         assert!(matches!(txn.step(0, &reads), Step::Done(w) if w.len() == 2), "a deleted key is absent");
     }
 }

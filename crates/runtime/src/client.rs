@@ -3,13 +3,15 @@
 //!
 //! [`Client`] multiplexes any number of concurrent calls over one
 //! connection; [`Connection`] is the low-level form the benchmark uses
-//! (submit now, outcomes arrive on a channel). Helpers build the programs
-//! of `get` and `put` with the same key mapping as the Redis gateway, so
-//! the two see the same data. This module must never retry on its own: an
+//! (submit now, outcomes arrive on a channel). `get` and `put` take keys
+//! as byte strings and run the Redis gateway's `GET` and `SET`
+//! (`meridian_core::strings`), so the two see the same data; programs of
+//! [`meridian_core::Op`]s name keys by number, a space apart from named keys. This module must never retry on its own: an
 //! aborted outcome is the caller's to handle.
 
 use crate::frame::{self, ClientFrame, ServerFrame};
-use meridian_core::{Data, Key, Op, Outcome, Program, Value};
+use meridian_core::strings::{SetIf, SetReply, StrOp, StrReply, StringTxn};
+use meridian_core::{Data, Outcome, Procedure, Program, Value};
 use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
@@ -105,46 +107,29 @@ impl Client {
         rx.await.map_err(|_| closed())
     }
 
-    /// Reads one key: `None` when absent (or deleted).
-    pub async fn get(&self, key: &[u8]) -> io::Result<Result<Option<Value>, Outcome>> {
-        let outcome = self.run(Program::new(vec![Op::Read { key: key_of(key) }])).await?;
-        Ok(match outcome {
-            Outcome::Committed { mut results } => Ok(results.pop().flatten().filter(|v| !is_tombstone(v))),
+    /// Reads one named key (Redis's `GET`): `None` when absent.
+    pub async fn get(&self, key: &[u8]) -> io::Result<Result<Option<Vec<u8>>, Outcome>> {
+        let mut txn = StringTxn::new(fresh_tag());
+        txn.push(key, StrOp::Get);
+        Ok(match self.run(Program::procedure(Procedure::Strings(txn.clone()))).await? {
+            Outcome::Committed { results } => match txn.replies(&results).and_then(|mut r| r[0].pop()) {
+                Some(StrReply::Bulk(b)) => Ok(Some(b)),
+                _ => Ok(None),
+            },
             other => Err(other),
         })
     }
 
-    /// Writes one key.
+    /// Writes one named key (Redis's `SET`).
     pub async fn put(&self, key: &[u8], value: &[u8]) -> io::Result<Outcome> {
-        let op = Op::Write { key: key_of(key), value: bytes_value(fresh_tag(), value) };
-        self.run(Program::new(vec![op])).await
+        let mut txn = StringTxn::new(fresh_tag());
+        txn.push(key, StrOp::Set { value: value.to_vec(), only: SetIf::Always, reply: SetReply::Ok });
+        self.run(Program::procedure(Procedure::Strings(txn))).await
     }
 }
 
 fn closed() -> io::Error {
     io::Error::new(io::ErrorKind::ConnectionAborted, "the front-end node closed the connection")
-}
-
-/// A user key (any bytes) as a Meridian key: the same mapping everywhere
-/// (client, Redis gateway), 64-bit FNV-1a.
-pub fn key_of(bytes: &[u8]) -> Key {
-    Key::from_bytes(bytes)
-}
-
-/// A byte-string value.
-pub fn bytes_value(tag: u64, bytes: &[u8]) -> Value {
-    Value { tag, data: Data::Bytes(Arc::new(bytes.to_vec())) }
-}
-
-/// A deleted key holds this: the empty row (`strings::deleted`), which the
-/// Redis gateway, this library and `meridian client` all read as absent —
-/// an empty string is a value like any other.
-pub fn tombstone(tag: u64) -> Value {
-    Value { tag, data: meridian_core::strings::deleted() }
-}
-
-pub fn is_tombstone(v: &Value) -> bool {
-    matches!(&v.data, Data::Row(r) if r.is_empty())
 }
 
 /// A value as text for people: integers in decimal, bytes as UTF-8 (lossy),
@@ -155,6 +140,19 @@ pub fn render(v: &Value) -> String {
         Data::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
         Data::List(l) => format!("{:?}", l.as_slice()),
         Data::Row(r) => format!("{:?}", r.as_slice()),
+        Data::Named(entries) => {
+            let shown: Vec<String> = entries
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        String::from_utf8_lossy(&e.name),
+                        render(&Value { tag: e.tag, data: e.data.clone() })
+                    )
+                })
+                .collect();
+            format!("{{{}}}", shown.join(", "))
+        }
     }
 }
 

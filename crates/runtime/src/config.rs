@@ -202,7 +202,7 @@ impl ClusterConfig {
             text.push('|');
             text.push_str(&n.name);
         }
-        meridian_core::Key::from_bytes(text.as_bytes()).0
+        meridian_core::ids::fnv1a(text.as_bytes())
     }
 
     /// One-way delay injected from `a` to `b` before jitter, in ns.

@@ -6,15 +6,18 @@
 //! ```
 //!
 //! `get K` (or `read K`), `K = V` (or `put K V`, `set K V`), `K += N` /
-//! `K -= N` (or `incr K [N]`), `del K`, `append K N` (a number appended to
-//! the key's list). Keys and values are bare words (`[A-Za-z0-9_:./-]`) or
-//! double-quoted strings with `\"` and `\\` escapes. Keys map to Meridian
-//! keys as everywhere else ([`crate::client::key_of`]). Errors name the
-//! statement and what was expected; this module must never panic on any
-//! text.
+//! `K -= N` (or `incr K [N]`), `del K`, `append K V` (bytes appended to
+//! the string). Keys and values are bare words (`[A-Za-z0-9_:./-]`) or
+//! double-quoted strings with `\"` and `\\` escapes. Each statement is
+//! the Redis gateway's command of that name (`GET`, `SET`, `INCRBY`,
+//! `DEL`, `APPEND`) on the same named keys, run as one transaction of
+//! string commands (`meridian_core::strings`), so the two see the same data
+//! with the same semantics. Errors name the statement and what was
+//! expected; this module must never panic on any text.
 
-use crate::client::{bytes_value, fresh_tag, key_of, tombstone};
-use meridian_core::{Op, OpResult, Program};
+use crate::client::fresh_tag;
+use meridian_core::strings::{SetIf, SetReply, StrOp, StrReply, StringTxn};
+use meridian_core::{OpResult, Procedure, Program};
 
 /// Longest expression accepted.
 pub const MAX_EXPR_BYTES: usize = 1 << 20;
@@ -25,14 +28,16 @@ pub const MAX_STATEMENTS: usize = 10_000;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Statement {
     pub text: String,
-    /// Operations it contributed to the program.
-    pub ops: usize,
+    /// Its command's (script, position) in the transaction.
+    pub slot: (usize, usize),
+    /// Whether its reply is shown (reads, increments).
     pub reads: bool,
 }
 
 /// A parsed transaction.
 #[derive(Clone, Debug)]
 pub struct Parsed {
+    pub txn: StringTxn,
     pub program: Program,
     pub statements: Vec<Statement>,
 }
@@ -92,40 +97,32 @@ fn number(text: &str, what: &str) -> Result<i64, String> {
     text.parse().map_err(|_| format!("{what}: `{text}` is not an integer"))
 }
 
-fn statement(toks: &[String]) -> Result<(Vec<Op>, bool), String> {
+/// A statement as (key, command, whether its reply is shown).
+fn statement(toks: &[String]) -> Result<(&str, StrOp, bool), String> {
     let word = |i: usize| toks.get(i).map(String::as_str);
-    let key = |i: usize| toks.get(i).map(|k| key_of(k.as_bytes())).ok_or("a key is missing");
+    let key = |i: usize| word(i).ok_or("a key is missing");
+    let set = |v: &str| StrOp::Set { value: v.as_bytes().to_vec(), only: SetIf::Always, reply: SetReply::Ok };
     let verb = word(0).unwrap_or("").to_ascii_lowercase();
-    let ops = match (verb.as_str(), toks.len()) {
-        ("get" | "read", 2) => return Ok((vec![Op::Read { key: key(1)? }], true)),
-        ("put" | "set", 3) => vec![Op::Write { key: key(1)?, value: bytes_value(fresh_tag(), toks[2].as_bytes()) }],
-        ("del", 2) => vec![Op::Write { key: key(1)?, value: tombstone(fresh_tag()) }],
-        ("incr", 2) => return Ok((vec![Op::Increment { key: key(1)?, delta: 1, tag: fresh_tag() }], true)),
-        ("incr", 3) => {
-            let delta = number(&toks[2], "incr")?;
-            return Ok((vec![Op::Increment { key: key(1)?, delta, tag: fresh_tag() }], true));
-        }
-        ("append", 3) => {
-            let element =
-                toks[2].parse().map_err(|_| format!("append: `{}` is not a list element (a number)", toks[2]))?;
-            vec![Op::Append { key: key(1)?, element }]
-        }
-        _ if word(1) == Some("=") && toks.len() == 3 => {
-            vec![Op::Write { key: key(0)?, value: bytes_value(fresh_tag(), toks[2].as_bytes()) }]
-        }
+    Ok(match (verb.as_str(), toks.len()) {
+        ("get" | "read", 2) => (key(1)?, StrOp::Get, true),
+        ("put" | "set", 3) => (key(1)?, set(&toks[2]), false),
+        ("del", 2) => (key(1)?, StrOp::Del, false),
+        ("incr", 2) => (key(1)?, StrOp::IncrBy(1), true),
+        ("incr", 3) => (key(1)?, StrOp::IncrBy(number(&toks[2], "incr")?), true),
+        ("append", 3) => (key(1)?, StrOp::Append(toks[2].as_bytes().to_vec()), false),
+        _ if word(1) == Some("=") && toks.len() == 3 => (key(0)?, set(&toks[2]), false),
         _ if matches!(word(1), Some("+=") | Some("-=")) && toks.len() == 3 => {
             let n = number(&toks[2], "increment")?;
             let delta = if word(1) == Some("-=") { n.checked_neg().ok_or("increment out of range")? } else { n };
-            return Ok((vec![Op::Increment { key: key(0)?, delta, tag: fresh_tag() }], true));
+            (key(0)?, StrOp::IncrBy(delta), true)
         }
         _ => {
             return Err(
-                "expected `get K`, `K = V`, `put K V`, `K += N`, `K -= N`, `incr K [N]`, `del K` or `append K N`"
+                "expected `get K`, `K = V`, `put K V`, `K += N`, `K -= N`, `incr K [N]`, `del K` or `append K V`"
                     .into(),
             );
         }
-    };
-    Ok((ops, false))
+    })
 }
 
 /// Parses a transaction expression.
@@ -133,7 +130,7 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
     if text.len() > MAX_EXPR_BYTES {
         return Err(format!("expression longer than {MAX_EXPR_BYTES} bytes"));
     }
-    let mut ops = Vec::new();
+    let mut txn = StringTxn::new(fresh_tag());
     let mut statements = Vec::new();
     for (i, stmt) in text.split([';', '\n']).enumerate() {
         let stmt = stmt.trim();
@@ -144,26 +141,35 @@ pub fn parse(text: &str) -> Result<Parsed, String> {
             return Err(format!("more than {MAX_STATEMENTS} statements"));
         }
         let toks = tokens(stmt).map_err(|e| format!("statement {} `{stmt}`: {e}", i + 1))?;
-        let (mut more, reads) = statement(&toks).map_err(|e| format!("statement {} `{stmt}`: {e}", i + 1))?;
-        statements.push(Statement { text: stmt.to_string(), ops: more.len(), reads });
-        ops.append(&mut more);
+        let (key, op, reads) = statement(&toks).map_err(|e| format!("statement {} `{stmt}`: {e}", i + 1))?;
+        let slot = txn.push(key.as_bytes(), op);
+        statements.push(Statement { text: stmt.to_string(), slot, reads });
     }
     if statements.is_empty() {
         return Err("the transaction has no statement".into());
     }
-    Ok(Parsed { program: Program::new(ops), statements })
+    let program = Program::procedure(Procedure::Strings(txn.clone()));
+    Ok(Parsed { txn, program, statements })
 }
 
-/// One line per reading statement: `statement -> value`.
+/// One line per statement with something to say — a read's value, an
+/// increment's result, any command's error: `statement -> reply`.
 pub fn render_results(parsed: &Parsed, results: &[OpResult]) -> Vec<String> {
-    let mut at = 0;
+    let Some(replies) = parsed.txn.replies(results) else { return Vec::new() };
     let mut lines = Vec::new();
     for s in &parsed.statements {
-        if s.reads {
-            let v = results.get(at).and_then(Option::as_ref).filter(|v| !crate::client::is_tombstone(v));
-            lines.push(format!("{} -> {}", s.text, v.map_or("(nil)".into(), crate::client::render)));
+        let shown = match &replies[s.slot.0][s.slot.1] {
+            StrReply::Error(e) => Some(e.clone()),
+            _ if !s.reads => None,
+            StrReply::Nil => Some("(nil)".into()),
+            StrReply::Bulk(b) => Some(String::from_utf8_lossy(b).into_owned()),
+            StrReply::Int(n) => Some(n.to_string()),
+            StrReply::Ok => Some("OK".into()),
+            StrReply::Status(st) => Some((*st).to_string()),
+        };
+        if let Some(text) = shown {
+            lines.push(format!("{} -> {text}", s.text));
         }
-        at += s.ops;
     }
     lines
 }
@@ -173,13 +179,18 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    fn ops(p: &Parsed) -> Vec<StrOp> {
+        p.statements.iter().map(|s| p.txn.scripts[s.slot.0].ops[s.slot.1].clone()).collect()
+    }
+
     #[test]
     fn every_statement_form_parses() {
         let p = parse("get a; b = \"x y\"; c += 5; c -= 2; incr d; incr d 3; del e\nput f g; append l 7").unwrap();
         assert_eq!(p.statements.len(), 9);
-        assert_eq!(p.program.ops.len(), 9);
-        assert!(matches!(p.program.ops[3], Op::Increment { delta: -2, .. }));
-        assert!(matches!(p.program.ops[8], Op::Append { element: 7, .. }));
+        let ops = ops(&p);
+        assert_eq!(ops[3], StrOp::IncrBy(-2));
+        assert_eq!(ops[8], StrOp::Append(b"7".to_vec()));
+        assert_eq!(p.txn.scripts.len(), 7, "one script per key, its commands in order");
         let reads: Vec<bool> = p.statements.iter().map(|s| s.reads).collect();
         assert_eq!(reads, vec![true, false, true, true, true, true, false, false, false]);
     }
@@ -187,8 +198,24 @@ mod tests {
     #[test]
     fn compact_operators_parse_too() {
         let p = parse("a=1;b+=2;c-=3").unwrap();
-        assert!(matches!(p.program.ops[1], Op::Increment { delta: 2, .. }));
-        assert!(matches!(p.program.ops[2], Op::Increment { delta: -3, .. }));
+        assert_eq!(ops(&p)[1..], [StrOp::IncrBy(2), StrOp::IncrBy(-3)]);
+    }
+
+    #[test]
+    fn results_render_as_the_gateway_answers() {
+        let p = parse("get a; a = 5; a += 2; get a; incr b; b = x; incr b").unwrap();
+        // Two parts (a, b), each read as absent.
+        let lines = render_results(&p, &[None, None]);
+        assert_eq!(
+            lines,
+            [
+                "get a -> (nil)",
+                "a += 2 -> 7",
+                "get a -> 7",
+                "incr b -> 1",
+                "incr b -> ERR value is not an integer or out of range"
+            ]
+        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ fn read_value(v: Option<&meridian_core::Value>) -> ReadValue {
         None => ReadValue::Nil,
         Some(v) => match &v.data {
             Data::List(elements) => ReadValue::List(elements.to_vec()),
-            Data::Int(_) | Data::Bytes(_) | Data::Row(_) => ReadValue::Register(v.tag),
+            Data::Int(_) | Data::Bytes(_) | Data::Row(_) | Data::Named(_) => ReadValue::Register(v.tag),
         },
     }
 }

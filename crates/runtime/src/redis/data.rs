@@ -6,10 +6,8 @@
 //! the servers ran.
 
 use super::resp::Reply;
-use crate::client::key_of;
-use meridian_core::strings::{KeyScript, SetIf, SetReply, StrOp, StrReply, StringTxn, fold};
-use meridian_core::{Key, OpResult, Value};
-use std::collections::BTreeMap;
+use meridian_core::strings::{SetIf, SetReply, StrOp, StrReply, StringTxn};
+use meridian_core::{Key, OpResult};
 
 /// How a command's reply is made from its operations' replies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,17 +25,17 @@ enum Shape {
 /// A data command: its operations, in order, and its reply's shape.
 #[derive(Clone, Debug)]
 pub struct Planned {
-    ops: Vec<(Key, StrOp)>,
+    ops: Vec<(Vec<u8>, StrOp)>,
     shape: Shape,
 }
 
 impl Planned {
     fn one(key: &[u8], op: StrOp) -> Planned {
-        Planned { ops: vec![(key_of(key), op)], shape: Shape::One }
+        Planned { ops: vec![(key.to_vec(), op)], shape: Shape::One }
     }
 
     fn each(keys: &[Vec<u8>], op: impl Fn() -> StrOp, shape: Shape) -> Planned {
-        Planned { ops: keys.iter().map(|k| (key_of(k), op())).collect(), shape }
+        Planned { ops: keys.iter().map(|k| (k.clone(), op())).collect(), shape }
     }
 }
 
@@ -91,7 +89,7 @@ pub fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
             ops: args
                 .chunks(2)
                 .map(|kv| {
-                    (key_of(&kv[0]), StrOp::Set { value: kv[1].clone(), only: SetIf::Always, reply: SetReply::Ok })
+                    (kv[0].clone(), StrOp::Set { value: kv[1].clone(), only: SetIf::Always, reply: SetReply::Ok })
                 })
                 .collect(),
             shape: Shape::Ok,
@@ -134,29 +132,18 @@ pub struct Batch {
 impl Batch {
     /// `commands` in order; operations on one key keep their order.
     pub fn new(commands: &[Planned], tag: u64) -> Batch {
-        let mut index: BTreeMap<Key, usize> = BTreeMap::new();
-        let mut scripts: Vec<KeyScript> = Vec::new();
-        let mut slots = Vec::with_capacity(commands.len());
-        for c in commands {
-            let mut at = Vec::with_capacity(c.ops.len());
-            for (key, op) in &c.ops {
-                let s = *index.entry(*key).or_insert_with(|| {
-                    scripts.push(KeyScript { key: *key, ops: Vec::new() });
-                    scripts.len() - 1
-                });
-                scripts[s].ops.push(op.clone());
-                at.push((s, scripts[s].ops.len() - 1));
-            }
-            slots.push((c.shape, at));
-        }
-        let txn = StringTxn { scripts, tag, guard: Vec::new(), only_if_absent: false, one_shard: false };
+        let mut txn = StringTxn::new(tag);
+        let slots = commands
+            .iter()
+            .map(|c| (c.shape, c.ops.iter().map(|(name, op)| txn.push(name, op.clone())).collect()))
+            .collect();
         Batch { txn, slots }
     }
 
-    /// Makes the transaction write only if every `(key, version)` of
+    /// Makes the transaction write only if every `(name, version)` of
     /// `watched` still holds (Redis's WATCH); `one_shard` says whether
     /// every key it touches lives on one shard.
-    pub fn guard(&mut self, watched: &[(Key, u64)], one_shard: bool) {
+    pub fn guard(&mut self, watched: &[(Vec<u8>, u64)], one_shard: bool) {
         self.txn.guard = watched.to_vec();
         self.txn.one_shard = one_shard;
     }
@@ -170,29 +157,19 @@ impl Batch {
 
     /// Every key the transaction touches.
     pub fn keys(&self) -> impl Iterator<Item = Key> + '_ {
-        self.txn.guard.iter().map(|(k, _)| *k).chain(self.txn.scripts.iter().map(|s| s.key))
+        self.txn.guard.iter().map(|(n, _)| Key::named(n)).chain(self.txn.scripts.iter().map(|s| s.key))
     }
 
     /// Each command's reply from the values the transaction read (one per
     /// part in part order; a guarded one's in its read order), or `None`
     /// when a watched key had changed and nothing ran.
     pub fn replies(&self, results: &[OpResult]) -> Option<Vec<Reply>> {
-        let keys: Vec<Key> = if self.txn.guard.is_empty() {
-            self.txn.scripts.iter().map(|s| s.key).collect()
-        } else {
-            self.txn.read_order().iter().map(|n| n.key).collect()
-        };
-        let read: BTreeMap<Key, Option<&Value>> = keys.iter().zip(results).map(|(k, v)| (*k, v.as_ref())).collect();
-        let value_of = |k: Key| read.get(&k).copied().flatten();
-        if !self.txn.guard_holds(value_of) {
-            return None;
-        }
-        let per_key: Vec<Vec<StrReply>> = self.txn.scripts.iter().map(|s| fold(value_of(s.key), &s.ops).1).collect();
+        let per_script = self.txn.replies(results)?;
         let replies = self
             .slots
             .iter()
             .map(|(shape, at)| {
-                let mut replies = at.iter().map(|(s, i)| reply(&per_key[*s][*i]));
+                let mut replies = at.iter().map(|(s, i)| reply(&per_script[*s][*i]));
                 match shape {
                     Shape::One => replies.next().unwrap_or(Reply::Bulk(None)),
                     Shape::Array => Reply::Array(replies.collect()),
@@ -219,7 +196,15 @@ fn reply(r: &StrReply) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::bytes_value;
+    use meridian_core::strings::with_entry;
+    use meridian_core::{Data, Value};
+    use std::sync::Arc;
+
+    /// What a key holds when `name` alone is there, set to `text` by `tag`.
+    fn held(name: &str, tag: u64, text: &str) -> Option<Value> {
+        let data = with_entry(None, name.as_bytes(), tag, Data::Bytes(Arc::new(text.as_bytes().to_vec())));
+        Some(Value { tag, data })
+    }
 
     fn a(v: &[&str]) -> Vec<Vec<u8>> {
         v.iter().map(|s| s.as_bytes().to_vec()).collect()
@@ -236,7 +221,7 @@ mod tests {
         ];
         let batch = Batch::new(&cmds, 7);
         assert_eq!(batch.txn.scripts.len(), 3, "x, y and z once each");
-        let results = vec![None, Some(bytes_value(1, b"old")), None];
+        let results = vec![None, held("y", 1, "old"), None];
         assert_eq!(
             batch.replies(&results).expect("no guard"),
             vec![
@@ -253,11 +238,11 @@ mod tests {
     fn a_watched_key_that_changed_makes_the_batch_answer_nothing() {
         let cmds = vec![plan("INCR", &a(&["n"])).unwrap()];
         let mut batch = Batch::new(&cmds, 7);
-        batch.guard(&[(key_of(b"w"), 5)], false);
+        batch.guard(&[(b"w".to_vec(), 5)], false);
         // Read order: the watched key, then n.
-        let held = vec![Some(bytes_value(5, b"x")), Some(bytes_value(2, b"41"))];
-        assert_eq!(batch.replies(&held), Some(vec![Reply::Int(42)]));
-        let changed = vec![Some(bytes_value(6, b"y")), Some(bytes_value(2, b"41"))];
+        let same = vec![held("w", 5, "x"), held("n", 2, "41")];
+        assert_eq!(batch.replies(&same), Some(vec![Reply::Int(42)]));
+        let changed = vec![held("w", 6, "y"), held("n", 2, "41")];
         assert_eq!(batch.replies(&changed), None);
     }
 

@@ -37,11 +37,11 @@ mod data;
 pub mod resp;
 mod table;
 
-use crate::client::{fresh_tag, key_of};
+use crate::client::fresh_tag;
 use crate::node::Request;
 use connection::Connection;
 use data::{Batch, Planned, plan};
-use meridian_core::strings::{KeyScript, StrOp, StringTxn};
+use meridian_core::strings::{self, StrOp, StringTxn};
 use meridian_core::{AbortReason, Key, OpResult, Outcome, Procedure, Program, Topology};
 pub use resp::{Parsed, Proto, Reply, parse_command};
 use std::sync::Arc;
@@ -55,6 +55,10 @@ pub const MAX_ARGS: usize = 65_536;
 pub const MAX_BULK_BYTES: usize = 16 << 20;
 /// Longest inline command line.
 pub const MAX_INLINE_BYTES: usize = 64 << 10;
+/// Largest command, all its arguments together; a MULTI's queue likewise
+/// (so one transaction's input, and with `strings::TXN_GROWTH_BYTES_MAX`
+/// what it writes, fits the write-ahead log's records and peers' frames).
+pub const MAX_COMMAND_BYTES: usize = 64 << 20;
 /// Commands one MULTI may queue.
 pub const MAX_QUEUED: usize = 4096;
 /// Attempts of an aborted command before it fails.
@@ -67,9 +71,11 @@ struct Gateway {
     topology: Arc<Topology>,
     conn: Connection,
     /// Keys under WATCH and the version each held when watched.
-    watched: Vec<(Key, u64)>,
+    watched: Vec<(Vec<u8>, u64)>,
     /// Commands queued since MULTI, and whether one was refused.
     multi: Option<(Vec<Planned>, bool)>,
+    /// Bytes of the arguments queued in the open MULTI.
+    queued_bytes: usize,
 }
 
 /// A condition a transaction's writes depend on, across its keys.
@@ -184,20 +190,22 @@ impl Gateway {
         if self.watched.len() + keys.len() > MAX_QUEUED {
             return Reply::err(format!("ERR at most {MAX_QUEUED} watched keys"));
         }
-        let mut scripts: Vec<KeyScript> = Vec::new();
-        for k in keys.iter().map(|k| key_of(k)) {
-            if !scripts.iter().any(|s| s.key == k) {
-                scripts.push(KeyScript { key: k, ops: vec![StrOp::Get] });
-            }
+        let mut txn = StringTxn::new(fresh_tag());
+        for k in keys {
+            txn.push(k, StrOp::Exists);
         }
-        let txn = StringTxn { scripts, tag: fresh_tag(), guard: Vec::new(), only_if_absent: false, one_shard: false };
-        let keys: Vec<Key> = txn.scripts.iter().map(|s| s.key).collect();
         for _ in 0..MAX_ATTEMPTS {
             match self.submit(Program::procedure(Procedure::Strings(txn.clone()))).await {
                 Ok(Some(results)) => {
-                    for (key, value) in keys.iter().zip(&results) {
-                        if !self.watched.iter().any(|(k, _)| k == key) {
-                            self.watched.push((*key, value.as_ref().map_or(0, |v| v.tag)));
+                    // One result per part: the value of each key, in key order.
+                    let mut held = txn.scripts.iter().map(|s| s.key).collect::<Vec<Key>>();
+                    held.dedup();
+                    for s in &txn.scripts {
+                        let at = held.iter().position(|k| *k == s.key).expect("a part per key");
+                        let version =
+                            strings::entry(results.get(at).and_then(Option::as_ref), &s.name).map_or(0, |v| v.tag);
+                        if !self.watched.iter().any(|(n, _)| *n == s.name) {
+                            self.watched.push((s.name.clone(), version));
                         }
                     }
                     return Reply::ok();
@@ -243,6 +251,7 @@ impl Gateway {
             "MULTI" if self.multi.is_some() => Reply::err("ERR MULTI calls can not be nested"),
             "MULTI" => {
                 self.multi = Some((Vec::new(), false));
+                self.queued_bytes = 0;
                 Reply::ok()
             }
             "EXEC" => self.exec().await,
@@ -296,6 +305,11 @@ impl Gateway {
             *refused = true;
             return Reply::err(format!("ERR at most {MAX_QUEUED} commands in one MULTI"));
         }
+        self.queued_bytes += args.iter().map(Vec::len).sum::<usize>();
+        if self.queued_bytes > MAX_COMMAND_BYTES {
+            *refused = true;
+            return Reply::err(format!("ERR a MULTI's commands may hold at most {MAX_COMMAND_BYTES} bytes"));
+        }
         match plan(name, args) {
             Ok(p) => {
                 queued.push(p);
@@ -322,6 +336,7 @@ pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node:
             conn,
             watched: Vec::new(),
             multi: None,
+            queued_bytes: 0,
         };
         tokio::spawn(async move {
             if let Err(e) = connection(stream, gateway).await {
@@ -399,6 +414,21 @@ mod tests {
         assert!(parse(b"*1\r\n$999999999999\r\n").is_err(), "bulk too large");
         assert!(parse(b"*0\r\n").is_err());
         assert!(parse(b"*1\r\n$-1\r\n").is_err());
+    }
+
+    #[test]
+    fn a_command_larger_than_its_bound_is_refused_before_it_is_buffered() {
+        let arg = |len: usize| [format!("${len}\r\n").into_bytes(), vec![b'v'; len], b"\r\n".to_vec()].concat();
+        let mut whole = b"*5\r\n".to_vec();
+        for _ in 0..4 {
+            whole.extend(arg(MAX_BULK_BYTES));
+        }
+        // The fifth argument's length line alone is enough to refuse it.
+        whole.extend(b"$1\r\n");
+        assert!(matches!(parse(&whole), Err(e) if e.contains("exceed")), "over {MAX_COMMAND_BYTES} bytes");
+        whole.truncate(whole.len() - 4);
+        whole[1] = b'4';
+        assert!(matches!(parse(&whole), Ok(Some((args, _))) if args.len() == 4), "exactly at the bound");
     }
 
     #[test]

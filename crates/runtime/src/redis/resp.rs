@@ -3,7 +3,7 @@
 //! replies, encoded in RESP2 or RESP3 as the connection negotiated with
 //! `HELLO`.
 
-use super::{MAX_ARGS, MAX_BULK_BYTES, MAX_INLINE_BYTES};
+use super::{MAX_ARGS, MAX_BULK_BYTES, MAX_COMMAND_BYTES, MAX_INLINE_BYTES};
 
 /// The protocol a connection speaks: RESP2 until `HELLO 3`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -123,6 +123,7 @@ fn parse_array(buf: &[u8]) -> Parsed {
         return Err("expected a non-empty array of bulk strings".into());
     }
     let mut args = Vec::with_capacity((n as usize).min(64));
+    let mut total: usize = 0;
     for _ in 0..n {
         match buf.get(at) {
             None => return Ok(None),
@@ -132,6 +133,10 @@ fn parse_array(buf: &[u8]) -> Parsed {
         let Some((len, start)) = number_line(buf, at + 1, MAX_BULK_BYTES)? else { return Ok(None) };
         if len < 0 {
             return Err("a command argument cannot be null".into());
+        }
+        total += len as usize;
+        if total > MAX_COMMAND_BYTES {
+            return Err(format!("a command's arguments exceed {MAX_COMMAND_BYTES} bytes"));
         }
         let end = start + len as usize;
         if buf.len() < end + 2 {
