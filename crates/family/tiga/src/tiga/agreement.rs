@@ -184,7 +184,7 @@ impl Announcements {
         if from != core.leader_node(ctx, shard) {
             return Announced::Nothing; // not from that shard's leader
         }
-        let logged = core.log().entry_of(id).map(|e| e.t).or_else(|| folded.get(id).map(|d| d.t));
+        let logged = core.log().entry_of(id).map(|e| e.t).or_else(|| folded.t_of(id));
         if let Some(t) = logged {
             // Already released here: the sender may have missed this
             // leader's announcement (lost, or sent before it restarted).

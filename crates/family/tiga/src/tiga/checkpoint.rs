@@ -14,13 +14,17 @@
 //! the server. A new leader restores from a checkpoint and replays the rest;
 //! a follower that lags behind what its leader folded installs the leader's.
 //!
-//! A folded transaction is remembered (its timestamp, hash and results) to
-//! answer its coordinator's resubmissions and late announcements from other
-//! leaders without executing it twice. It is forgotten once its coordinator's
-//! low watermark has passed it — the coordinator will never submit it again,
-//! and a stale copy of the submission is recognized by the watermark — and
-//! `done_retention` has passed, so that every participant leader has long
-//! finished agreeing on it. `DONE_MAX` bounds the memory whatever the load.
+//! A folded transaction is remembered in full (its timestamp, hash, results
+//! and, multi-shard, its body) to answer its coordinator's resubmissions
+//! without executing it twice, until its coordinator's low watermark has
+//! passed it: the coordinator will never submit it again (a stale copy of
+//! the submission is recognized by the watermark), and it committed at
+//! every shard. It then settles: only its timestamp is kept, for late
+//! announcements from other leaders and sync inquiries, until
+//! `settled_retention` has passed, so that every participant leader has long
+//! finished agreeing on it. Memory is thus what is in flight plus a
+//! timestamp per transaction of the retention, whatever the run's length;
+//! `DONE_MAX` bounds it whatever the load.
 //!
 //! `Executed` holds all of this with private fields. The server tells it
 //! what to execute (the log and the point to execute to), what it folded,
@@ -33,7 +37,7 @@
 
 use super::Tiga;
 use super::log::TigaLog;
-use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Stamp};
+use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Settled, SettledList, Stamp};
 use meridian_core::{Ctx, Key, NodeId, OpResult, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::mvstore::MvStore;
@@ -60,15 +64,22 @@ pub(super) struct Replied {
 const DONE_MAX: usize = 1 << 20;
 
 /// A server's at-most-once memory (§4): the transactions folded into
-/// checkpoints, remembered so that a resubmission is answered rather than
-/// executed again, until its coordinator's low watermark passes it and a
-/// retention has gone by; and each coordinator's watermark per epoch.
+/// checkpoints, remembered in full (results, hash, body) so that a
+/// resubmission is answered rather than executed again, until their
+/// coordinator's low watermark passes them; then settled — the coordinator
+/// never submits them again — and remembered by timestamp alone, for other
+/// leaders' late announcements and sync inquiries, until a retention has
+/// gone by; and each coordinator's watermark per epoch.
 #[derive(Default)]
 pub(super) struct Folded {
     done: FxHashMap<TxnId, Arc<Done>>,
-    /// The order they were folded in (oldest first), shared with the
-    /// checkpoints.
+    /// The order they were folded in (oldest first, but for ones carried
+    /// past a settling), shared with the checkpoints.
     order: DoneList,
+    /// Settled transactions' timestamps.
+    settled: FxHashMap<TxnId, u64>,
+    /// The order they settled in, shared with the checkpoints.
+    settled_order: SettledList,
     watermarks: BTreeMap<(NodeId, u64), u64>,
 }
 
@@ -88,21 +99,32 @@ impl Folded {
         self.watermarks.get(&(id.node, epoch_of(id.seq))).is_some_and(|w| id.seq < *w)
     }
 
+    /// A folded transaction not yet settled, in full.
     pub(super) fn get(&self, id: TxnId) -> Option<&Arc<Done>> {
         self.done.get(&id)
     }
 
-    pub(super) fn contains(&self, id: TxnId) -> bool {
-        self.done.contains_key(&id)
+    /// The timestamp a remembered transaction committed at.
+    pub(super) fn t_of(&self, id: TxnId) -> Option<u64> {
+        self.done.get(&id).map(|d| d.t).or_else(|| self.settled.get(&id).copied())
     }
 
-    /// Every remembered transaction, oldest first, as a checkpoint keeps
-    /// them (chunks shared, not copied).
+    pub(super) fn contains(&self, id: TxnId) -> bool {
+        self.done.contains_key(&id) || self.settled.contains_key(&id)
+    }
+
+    /// Every folded transaction not yet settled, as a checkpoint keeps them
+    /// (chunks shared, not copied).
     pub(super) fn list(&self) -> DoneList {
         self.order.clone()
     }
 
-    /// Every remembered transaction, oldest first.
+    /// Every settled one, likewise.
+    pub(super) fn settled_list(&self) -> SettledList {
+        self.settled_order.clone()
+    }
+
+    /// Every folded transaction not yet settled, oldest first.
     pub(super) fn in_order(&self) -> impl Iterator<Item = &Arc<Done>> {
         self.order.iter()
     }
@@ -118,6 +140,9 @@ impl Folded {
     fn remember(&mut self, folded: impl IntoIterator<Item = Arc<Done>>) {
         let mut chunk = Vec::new();
         for d in folded {
+            if self.settled.contains_key(&d.id) {
+                continue;
+            }
             if let std::collections::hash_map::Entry::Vacant(v) = self.done.entry(d.id) {
                 v.insert(Arc::clone(&d));
                 chunk.push(d);
@@ -126,24 +151,62 @@ impl Folded {
         self.order.push_chunk(chunk);
     }
 
-    /// Forgets folded transactions no one can ask about any more (oldest
-    /// first): past `retention_ns` and below their coordinator's
-    /// watermark, or beyond `DONE_MAX`.
+    /// Remembers settled transactions (an installed checkpoint's).
+    fn remember_settled(&mut self, settled: impl IntoIterator<Item = Settled>) {
+        let mut chunk = Vec::new();
+        for s in settled {
+            if self.done.contains_key(&s.id) {
+                continue; // settles here in its turn
+            }
+            if let std::collections::hash_map::Entry::Vacant(v) = self.settled.entry(s.id) {
+                v.insert(s.t);
+                chunk.push(s);
+            }
+        }
+        self.settled_order.push_chunk(chunk);
+    }
+
+    /// Settles every remembered transaction its coordinator's watermark has
+    /// passed; the others are carried, in order, into one chunk. Each
+    /// stays in full only while its coordinator may still resubmit it:
+    /// seconds, or for one whose coordinator crashed, until `DONE_MAX`.
+    fn settle(&mut self, now_ns: u64) {
+        let (mut settled, mut carried) = (Vec::new(), Vec::new());
+        while let Some(d) = self.order.pop_front() {
+            if self.stale(d.id) {
+                self.done.remove(&d.id);
+                self.settled.insert(d.id, d.t);
+                settled.push(Settled { id: d.id, t: d.t, settled_ns: now_ns });
+            } else {
+                carried.push(d);
+            }
+        }
+        self.order.push_chunk(carried);
+        self.settled_order.push_chunk(settled);
+    }
+
+    /// Forgets settled transactions once `retention_ns` has passed since
+    /// they settled (oldest first), and the oldest of any kind beyond
+    /// `DONE_MAX`.
     fn forget(&mut self, now_ns: u64, retention_ns: u64) {
-        while let Some(d) = self.order.front() {
-            let old = now_ns.saturating_sub(d.folded_ns) >= retention_ns;
-            if !(self.order.len() > DONE_MAX || (old && self.stale(d.id))) {
+        while let Some(s) = self.settled_order.front() {
+            let old = now_ns.saturating_sub(s.settled_ns) >= retention_ns;
+            if !(old || self.len() > DONE_MAX) {
                 break;
             }
-            let id = d.id;
-            self.done.remove(&id);
-            self.order.pop_front();
+            self.settled.remove(&s.id);
+            self.settled_order.pop_front();
+        }
+        while self.len() > DONE_MAX {
+            let d = self.order.pop_front().expect("more remembered than settled");
+            self.done.remove(&d.id);
         }
         debug_assert_eq!(self.done.len(), self.order.len(), "every remembered transaction is in the order");
+        debug_assert_eq!(self.settled.len(), self.settled_order.len(), "every settled one is in its order");
     }
 
     pub(super) fn len(&self) -> usize {
-        self.done.len()
+        self.done.len() + self.settled.len()
     }
 
     pub(super) fn watermarks_len(&self) -> usize {
@@ -309,6 +372,7 @@ impl Executed {
                 folded_ns: now_ns,
             }));
         }
+        self.folded.settle(now_ns);
         self.folded.remember(dones);
         self.folded.forget(now_ns, retention_ns);
         self.checkpoint = Arc::new(Checkpoint {
@@ -318,6 +382,7 @@ impl Executed {
             rmap,
             wmap,
             done: self.folded.list(),
+            settled: self.folded.settled_list(),
             watermarks: self.folded.watermark_pairs(),
         });
     }
@@ -328,9 +393,61 @@ impl Executed {
         self.state = cp.state.clone();
         self.applied = cp.upto;
         self.folded.remember(cp.done.iter().cloned());
+        self.folded.remember_settled(cp.settled.iter().copied());
         for (node, w) in &cp.watermarks {
             self.folded.note_watermark(*node, *w);
         }
         self.checkpoint = cp;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(seq: u64) -> TxnId {
+        TxnId { node: NodeId(7), seq }
+    }
+
+    fn done(seq: u64, t: u64) -> Arc<Done> {
+        Arc::new(Done { id: id(seq), body: None, t, hash: 42, result: Some(Vec::new()), folded_ns: 0 })
+    }
+
+    #[test]
+    fn a_folded_transaction_settles_to_its_timestamp_once_its_coordinator_is_past_it() {
+        let mut f = Folded::default();
+        f.remember([done(1, 10), done(2, 20)]);
+        f.note_watermark(NodeId(7), 2); // past 1, not 2
+        f.settle(1_000);
+        assert!(f.get(id(1)).is_none(), "settled: results and hash dropped");
+        assert_eq!((f.t_of(id(1)), f.contains(id(1))), (Some(10), true), "its timestamp still answers");
+        assert_eq!(f.get(id(2)).map(|d| d.hash), Some(42), "not settled: kept in full");
+        assert_eq!(f.list().iter().map(|d| d.id).collect::<Vec<_>>(), [id(2)]);
+        assert_eq!(f.settled_list().iter().map(|s| (s.id, s.t)).collect::<Vec<_>>(), [(id(1), 10)]);
+        // A checkpoint remembering it in full does not bring it back.
+        f.remember([done(1, 10)]);
+        assert!(f.get(id(1)).is_none());
+
+        // Forgotten once the retention has passed since it settled.
+        f.forget(1_000 + 499, 500);
+        assert!(f.contains(id(1)));
+        f.forget(1_000 + 500, 500);
+        assert!(!f.contains(id(1)));
+        assert!(f.get(id(2)).is_some(), "one its coordinator may resubmit stays");
+        assert_eq!(f.len(), 1);
+    }
+
+    #[test]
+    fn a_server_installing_a_checkpoint_takes_its_settled_transactions() {
+        let mut leader = Folded::default();
+        leader.remember([done(1, 10), done(2, 20)]);
+        leader.note_watermark(NodeId(7), 2);
+        leader.settle(5);
+        let mut follower = Folded::default();
+        follower.remember(leader.list().iter().cloned());
+        follower.remember_settled(leader.settled_list().iter().copied());
+        assert_eq!((follower.t_of(id(1)), follower.t_of(id(2))), (Some(10), Some(20)));
+        assert!(follower.get(id(1)).is_none() && follower.get(id(2)).is_some());
+        assert_eq!(follower.len(), 2);
     }
 }

@@ -98,6 +98,9 @@ pub struct Checkpoint {
     /// Shared with the server's memory: a checkpoint copies a pointer per
     /// chunk.
     pub done: DoneList,
+    /// Folded transactions past their coordinator's watermark, still
+    /// remembered by timestamp (shared likewise).
+    pub settled: SettledList,
     /// Coordinators' low watermarks (one per epoch of their identifiers):
     /// a coordinator never submits an id below it.
     pub watermarks: Vec<(NodeId, u64)>,
@@ -126,22 +129,27 @@ pub struct Done {
     pub folded_ns: u64,
 }
 
-/// Folded transactions in the order they were folded, in chunks (one per
-/// checkpoint) shared between a server's memory and its checkpoints, so a
-/// checkpoint costs a pointer per chunk rather than one per transaction
-/// remembered. Serialized as the flat sequence.
-#[derive(Clone, Debug, Default)]
-pub struct DoneList {
-    chunks: VecDeque<Arc<[Arc<Done>]>>,
-    /// Entries at the front of the first chunk already forgotten.
+/// Items in the order they were added, in chunks (one per checkpoint)
+/// shared between a server's memory and its checkpoints, so a checkpoint
+/// costs a pointer per chunk rather than one per item. Serialized as the
+/// flat sequence.
+#[derive(Clone, Debug)]
+pub struct ChunkList<T> {
+    chunks: VecDeque<Arc<[T]>>,
+    /// Items at the front of the first chunk already dropped.
     skip: usize,
     len: usize,
 }
 
-impl DoneList {
-    /// Appends the transactions one checkpoint folded (an empty chunk is
-    /// not kept).
-    pub fn push_chunk(&mut self, chunk: Vec<Arc<Done>>) {
+impl<T> Default for ChunkList<T> {
+    fn default() -> Self {
+        ChunkList { chunks: VecDeque::new(), skip: 0, len: 0 }
+    }
+}
+
+impl<T: Clone> ChunkList<T> {
+    /// Appends one chunk (an empty one is not kept).
+    pub fn push_chunk(&mut self, chunk: Vec<T>) {
         if chunk.is_empty() {
             return;
         }
@@ -149,13 +157,13 @@ impl DoneList {
         self.chunks.push_back(chunk.into());
     }
 
-    pub fn front(&self) -> Option<&Arc<Done>> {
+    pub fn front(&self) -> Option<&T> {
         self.chunks.front().map(|c| &c[self.skip])
     }
 
-    pub fn pop_front(&mut self) -> Option<Arc<Done>> {
+    pub fn pop_front(&mut self) -> Option<T> {
         let chunk = self.chunks.front()?;
-        let d = Arc::clone(&chunk[self.skip]);
+        let d = chunk[self.skip].clone();
         self.skip += 1;
         if self.skip == chunk.len() {
             self.chunks.pop_front();
@@ -166,7 +174,7 @@ impl DoneList {
     }
 
     /// Oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &Arc<Done>> {
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
         let skip = self.skip;
         self.chunks.iter().enumerate().flat_map(move |(i, c)| c[if i == 0 { skip } else { 0 }..].iter())
     }
@@ -180,7 +188,7 @@ impl DoneList {
     }
 }
 
-impl Serialize for DoneList {
+impl<T: Serialize + Clone> Serialize for ChunkList<T> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         // The length up front: postcard (the wire and the log) needs it.
         let mut seq = serializer.serialize_seq(Some(self.len))?;
@@ -191,13 +199,31 @@ impl Serialize for DoneList {
     }
 }
 
-impl<'de> Deserialize<'de> for DoneList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<DoneList, D::Error> {
-        let mut list = DoneList::default();
+impl<'de, T: Deserialize<'de> + Clone> Deserialize<'de> for ChunkList<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<ChunkList<T>, D::Error> {
+        let mut list = ChunkList::default();
         list.push_chunk(Vec::deserialize(deserializer)?);
         Ok(list)
     }
 }
+
+/// Folded transactions, in the order they were folded.
+pub type DoneList = ChunkList<Arc<Done>>;
+
+/// A folded transaction its coordinator's watermark has passed: it is never
+/// submitted again, so its results, hash and body are dropped; its
+/// timestamp still answers other leaders' late announcements and sync
+/// inquiries for a while (`checkpoint.rs`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settled {
+    pub id: TxnId,
+    pub t: u64,
+    /// The server's clock when the watermark was seen past it.
+    pub settled_ns: u64,
+}
+
+/// Settled transactions, in the order they settled.
+pub type SettledList = ChunkList<Settled>;
 
 /// Everything a server keeps durable, as of a compaction of its durable log.
 #[derive(Clone, Debug, Serialize, Deserialize)]

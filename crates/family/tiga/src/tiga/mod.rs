@@ -112,8 +112,9 @@ pub struct Config {
     pub vm_tick_ns: u64,
     /// Executed entries past the last checkpoint that trigger the next.
     pub checkpoint_entries: u64,
-    /// How long a folded transaction is remembered at least.
-    pub done_retention_ns: u64,
+    /// How long a settled transaction's timestamp is remembered
+    /// (`checkpoint.rs`).
+    pub settled_retention_ns: u64,
 }
 
 pub const PARAMS: &[ParamDoc] = &[
@@ -250,7 +251,6 @@ impl Config {
         let max_attempts = p.count("max_attempts", 1..=1_000_000)?;
         let checkpoint_entries = p.count("checkpoint_entries", 1..=1 << 30)?;
         let server_tick_ns = ms("server_tick_ms")?;
-        let retry_ns = ms("retry_ms")?;
         let coordinator_tick_ns = ms("coordinator_tick_ms")?;
         // Ticks enough to cover the duration: nothing is given up early.
         let ticks = |name: &str, tick_ns: u64| p.ms_ticks(name, tick_ns, Rounding::Up, 1..=1 << 30);
@@ -276,9 +276,10 @@ impl Config {
             leader_timeout_ns: ms("leader_timeout_ms")?,
             vm_tick_ns: 50_000_000,
             checkpoint_entries,
-            // Past every resubmission of its coordinator, and then some for
-            // announcements still in flight between leaders.
-            done_retention_ns: retry_ns.saturating_mul(max_attempts).saturating_add(10_000_000_000),
+            // Its coordinator resubmits no more (its watermark passed it):
+            // this is the margin for announcements still in flight between
+            // leaders.
+            settled_retention_ns: 10_000_000_000,
         })
     }
 }

@@ -798,7 +798,7 @@ impl Server {
         let upto = self.executed.applied();
         let folded = self.core.log.fold_to(upto);
         let now = ctx.clock_ns();
-        self.executed.fold(now, &folded, self.core.shard, &self.core.topo, self.core.cfg.done_retention_ns);
+        self.executed.fold(now, &folded, self.core.shard, &self.core.topo, self.core.cfg.settled_retention_ns);
         ctx.count("checkpoints", 1);
         self.persist_snapshot(ctx);
     }

@@ -313,8 +313,8 @@ pub(super) fn on_sync_inquiry(
         .iter()
         .take(SYNC_BATCH_MAX)
         .filter_map(|id| {
-            if let Some(d) = folded.get(*id) {
-                return Some((*id, d.t)); // folded: synced long ago
+            if let Some(t) = folded.t_of(*id) {
+                return Some((*id, t)); // folded: synced long ago
             }
             let pos = core.log().position(*id)?;
             (pos < core.log().sync_point()).then(|| (*id, core.log().get(pos).expect("indexed").t))
