@@ -9,28 +9,9 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::process::Command;
+use support::clients::{available, python, redis_py_available, script};
 use support::cluster::{Shape, TestCluster};
-
-/// The tool at `path` if it runs, else `None` (and a failure under CI).
-fn available(what: &str, mut probe: Command) -> bool {
-    let ok = probe.output().is_ok_and(|o| o.status.success());
-    if !ok {
-        let msg = format!("{what} is not installed here (.ci/run installs it)");
-        assert!(std::env::var_os("CI").is_none(), "{msg}");
-        eprintln!("skipped: {msg}");
-    }
-    ok
-}
-
-fn python() -> String {
-    std::env::var("MERIDIAN_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn script(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients").join(name)
-}
 
 /// Runs `cmd`, returning stdout; panics with its output if it fails.
 fn run(mut cmd: Command) -> String {
@@ -52,9 +33,7 @@ fn redis_py_redis_cli_and_redis_benchmark_work_with_their_defaults() {
     let cluster = TestCluster::start("real-clients", shape);
     let port = cluster.redis_addr().port();
 
-    let mut probe = Command::new(python());
-    probe.args(["-c", "import redis"]);
-    if available("redis-py", probe) {
+    if redis_py_available() {
         let mut cmd = Command::new(python());
         cmd.arg(script("redis_py_defaults.py")).arg(port.to_string());
         let out = run(cmd);

@@ -18,28 +18,7 @@ use meridian_protocols::registry;
 use meridian_runtime::Client;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-use support::cluster::{Shape, TestCluster};
-
-/// Knobs that make failover quick at the test's scale (and checkpoints
-/// frequent, so that the run restarts a node from a snapshot), applied to
-/// each protocol that documents them.
-const FAST_FAILOVER: &[(&str, &str)] = &[
-    ("heartbeat_ms", "20"),
-    ("election_timeout_ms", "200"),
-    ("execute_timeout_ms", "800"),
-    ("prepare_retry_ms", "300"),
-    ("decide_retry_ms", "300"),
-    ("decision_timeout_ms", "4000"),
-    ("in_doubt_ms", "500"),
-    ("termination_tick_ms", "100"),
-    ("lock_lease_ms", "3000"),
-    ("leader_timeout_ms", "400"),
-    ("retry_ms", "500"),
-    ("default_owd_ms", "5"),
-    ("probe_interval_ms", "100"),
-    ("checkpoint_entries", "64"),
-    ("checkpoint_every_slots", "64"),
-];
+use support::cluster::{Shape, TestCluster, fast_failover};
 
 const WORKLOAD: &str = r#"
 [cluster]
@@ -72,15 +51,6 @@ seed = 7
 [protocol]
 name = "2pl-paxos"
 "#;
-
-fn params_for(protocol: &str) -> Vec<String> {
-    let docs = registry::find(protocol).expect("registered").params;
-    FAST_FAILOVER
-        .iter()
-        .filter(|(name, _)| docs.iter().any(|d| d.name == *name))
-        .map(|(name, value)| format!("{name} = {value}"))
-        .collect()
-}
 
 /// Elements of committed and of failed appends, by key, from the history.
 fn appends(history: &[meridian_checker::HistoryOp]) -> (BTreeMap<u64, BTreeSet<u64>>, BTreeSet<u64>) {
@@ -121,7 +91,7 @@ async fn commit(client: &Client, program: &Program, within: Duration) -> Vec<Opt
 fn run_protocol(protocol: &str) {
     let mut cluster = TestCluster::start(
         protocol,
-        Shape { protocol, shards: 3, replicas: 3, wan_scale: Some(0.02), params: params_for(protocol) },
+        Shape { protocol, shards: 3, replicas: 3, wan_scale: Some(0.02), params: fast_failover(protocol) },
     );
     let mut exp = Experiment::from_str(WORKLOAD, "e2e.toml").unwrap_or_else(|e| panic!("{e}"));
     exp.set_protocol(protocol);

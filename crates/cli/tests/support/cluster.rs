@@ -11,6 +11,37 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Knobs that make failover quick at the test's scale (and checkpoints
+/// frequent, so that the run restarts a node from a snapshot), applied to
+/// each protocol that documents them.
+const FAST_FAILOVER: &[(&str, &str)] = &[
+    ("heartbeat_ms", "20"),
+    ("election_timeout_ms", "200"),
+    ("execute_timeout_ms", "800"),
+    ("prepare_retry_ms", "300"),
+    ("decide_retry_ms", "300"),
+    ("decision_timeout_ms", "4000"),
+    ("in_doubt_ms", "500"),
+    ("termination_tick_ms", "100"),
+    ("lock_lease_ms", "3000"),
+    ("leader_timeout_ms", "400"),
+    ("retry_ms", "500"),
+    ("default_owd_ms", "5"),
+    ("probe_interval_ms", "100"),
+    ("checkpoint_entries", "64"),
+    ("checkpoint_every_slots", "64"),
+];
+
+/// [`FAST_FAILOVER`] as `[protocol.params]` lines for `protocol`.
+pub fn fast_failover(protocol: &str) -> Vec<String> {
+    let docs = meridian_protocols::registry::find(protocol).expect("registered").params;
+    FAST_FAILOVER
+        .iter()
+        .filter(|(name, _)| docs.iter().any(|d| d.name == *name))
+        .map(|(name, value)| format!("{name} = {value}"))
+        .collect()
+}
+
 /// How the test cluster is shaped.
 pub struct Shape<'a> {
     pub protocol: &'a str,

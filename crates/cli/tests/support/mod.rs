@@ -1,1 +1,2 @@
+pub mod clients;
 pub mod cluster;
