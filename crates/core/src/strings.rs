@@ -87,6 +87,12 @@ pub enum StrOp {
     IncrBy(i64),
     /// The increment as the client wrote it (parsed when applied).
     IncrByFloat(Vec<u8>),
+    /// One key of an `MSETNX`: set only if every key of its group — the
+    /// command's keys — was absent just before the command; answers 1 or 0.
+    SetIfAllAbsent {
+        value: Vec<u8>,
+        group: u32,
+    },
 }
 
 impl StrOp {
@@ -141,8 +147,10 @@ pub struct StringTxn {
     /// name, 0 for absent) each must still hold for the transaction to
     /// write anything.
     pub guard: Vec<(Vec<u8>, u64)>,
-    /// Write only if every scripted name is absent (Redis's `MSETNX`).
-    pub only_if_absent: bool,
+    /// How many `MSETNX` commands ([`StrOp::SetIfAllAbsent`] groups
+    /// `0..groups`, in command order) the transaction holds: each depends
+    /// on several keys, so the transaction reads them all in one part.
+    pub groups: u32,
     /// Under a guard: whether every key lives on one shard (the client
     /// knows the layout), so the one part is anchored at its first key and
     /// one-shot protocols can run it.
@@ -151,7 +159,7 @@ pub struct StringTxn {
 
 impl StringTxn {
     pub fn new(tag: u64) -> StringTxn {
-        StringTxn { scripts: Vec::new(), tag, guard: Vec::new(), only_if_absent: false, one_shard: false }
+        StringTxn { scripts: Vec::new(), tag, guard: Vec::new(), groups: 0, one_shard: false }
     }
 
     /// The index of `name`'s script, added (next to its key's other names)
@@ -179,7 +187,7 @@ impl StringTxn {
     /// Whether a condition spans keys: then the transaction is one part
     /// reading every key.
     fn guarded(&self) -> bool {
-        !self.guard.is_empty() || self.only_if_absent
+        !self.guard.is_empty() || self.groups > 0
     }
 
     /// The scripts of each key, in order: runs of adjacent equal keys.
@@ -233,13 +241,31 @@ impl StringTxn {
         needs
     }
 
-    /// Whether every guarded name still holds its watched version (and,
-    /// for `only_if_absent`, every scripted name is absent), given the
-    /// value each key read.
+    /// Whether every guarded name still holds its watched version, given
+    /// the value each key read.
     pub fn guard_holds<'v>(&self, mut value_of: impl FnMut(Key) -> Option<&'v Value>) -> bool {
         self.guard.iter().all(|(name, tag)| entry(value_of(Key::named(name)), name).map_or(0, |v| v.tag) == *tag)
-            && (!self.only_if_absent
-                || self.scripts.iter().all(|s| current(entry(value_of(s.key), &s.name).as_ref()) == Cur::Absent))
+    }
+
+    /// Whether each `MSETNX` group sets its keys: every one of them absent
+    /// just before the command, given the earlier commands (earlier groups
+    /// decided first — on every key they come in command order).
+    fn decide<'v>(&self, value_of: impl Fn(Key) -> Option<&'v Value>) -> Vec<bool> {
+        let max = self.grow_max();
+        let mut decided: Vec<bool> = Vec::with_capacity(self.groups as usize);
+        for g in 0..self.groups {
+            let absent = self.scripts.iter().all(|s| {
+                let Some(at) =
+                    s.ops.iter().position(|op| matches!(op, StrOp::SetIfAllAbsent { group, .. } if *group == g))
+                else {
+                    return true;
+                };
+                let before = entry(value_of(s.key), &s.name);
+                fold_state(before.as_ref(), &s.ops[..at], max, &decided) == Cur::Absent
+            });
+            decided.push(absent);
+        }
+        decided
     }
 
     /// Part `part`'s next step: read its key (or, guarded, every key),
@@ -255,23 +281,24 @@ impl StringTxn {
         }
         let runs: Vec<std::ops::Range<usize>> =
             if self.guarded() { self.runs().collect() } else { vec![self.run(part)] };
+        let decided = self.decide(value_of);
         let writes = runs
             .into_iter()
             .filter_map(|run| {
                 let key = self.scripts[run.start].key;
-                self.write_run(run, value_of(key)).map(|v| (key, v))
+                self.write_run(run, value_of(key), &decided).map(|v| (key, v))
             })
             .collect();
         Step::Done(writes)
     }
 
     /// The value one key's scripts leave on it, if they change it.
-    fn write_run(&self, run: std::ops::Range<usize>, before: Option<&Value>) -> Option<Value> {
+    fn write_run(&self, run: std::ops::Range<usize>, before: Option<&Value>, decided: &[bool]) -> Option<Value> {
         let tag_of = |i: usize| self.tag + i as u64 * crate::procedure::TAGS_PER_PART;
         let mut bucket: Option<Value> = None;
         for i in run.clone() {
             let s = &self.scripts[i];
-            if let Some(data) = fold_within(entry(before, &s.name).as_ref(), &s.ops, self.grow_max()).0 {
+            if let Some(data) = fold_in(entry(before, &s.name).as_ref(), &s.ops, self.grow_max(), decided).0 {
                 let base = bucket.as_ref().or(before);
                 bucket = Some(Value { tag: tag_of(run.start), data: with_entry(base, &s.name, tag_of(i), data) });
             }
@@ -297,10 +324,9 @@ impl StringTxn {
         if !self.guard_holds(value_of) {
             return None;
         }
-        let max = self.grow_max();
-        Some(
-            self.scripts.iter().map(|s| fold_within(entry(value_of(s.key), &s.name).as_ref(), &s.ops, max).1).collect(),
-        )
+        let (max, decided) = (self.grow_max(), self.decide(value_of));
+        let replies = |s: &KeyScript| fold_in(entry(value_of(s.key), &s.name).as_ref(), &s.ops, max, &decided).1;
+        Some(self.scripts.iter().map(replies).collect())
     }
 
     /// How long `APPEND` and `SETRANGE` may make each string.
@@ -434,16 +460,22 @@ pub fn substring(bytes: &[u8], start: i64, end: i64) -> Vec<u8> {
 /// Runs one key's commands in order on the value it held: what to write
 /// (`None`: unchanged) and each command's reply.
 pub fn fold(before: Option<&Value>, ops: &[StrOp]) -> (Option<Data>, Vec<StrReply>) {
-    fold_within(before, ops, STRING_BYTES_MAX)
+    fold_in(before, ops, STRING_BYTES_MAX, &[])
 }
 
-/// [`fold`] with strings that may grow to `max_bytes` at most.
-pub fn fold_within(before: Option<&Value>, ops: &[StrOp], max_bytes: usize) -> (Option<Data>, Vec<StrReply>) {
+/// [`fold`] with strings that may grow to `max_bytes` at most, and
+/// `decided[g]` saying whether `MSETNX` group `g` sets its keys.
+pub fn fold_in(
+    before: Option<&Value>,
+    ops: &[StrOp],
+    max_bytes: usize,
+    decided: &[bool],
+) -> (Option<Data>, Vec<StrReply>) {
     let mut cur = current(before);
     let mut changed = false;
     let mut replies = Vec::with_capacity(ops.len());
     for op in ops {
-        let (reply, next) = apply(&cur, op, max_bytes);
+        let (reply, next) = apply(&cur, op, max_bytes, decided);
         if let Some(next) = next {
             cur = next;
             changed = true;
@@ -458,8 +490,13 @@ pub fn fold_within(before: Option<&Value>, ops: &[StrOp], max_bytes: usize) -> (
     (write, replies)
 }
 
+/// The key's value after `ops`.
+fn fold_state(before: Option<&Value>, ops: &[StrOp], max_bytes: usize, decided: &[bool]) -> Cur {
+    ops.iter().fold(current(before), |cur, op| apply(&cur, op, max_bytes, decided).1.unwrap_or(cur))
+}
+
 /// One command: its reply and the key's new value, if it changed it.
-fn apply(cur: &Cur, op: &StrOp, max_bytes: usize) -> (StrReply, Option<Cur>) {
+fn apply(cur: &Cur, op: &StrOp, max_bytes: usize, decided: &[bool]) -> (StrReply, Option<Cur>) {
     let as_bulk = |c: &Cur| match c {
         Cur::Str(b) => StrReply::Bulk(b.clone()),
         _ => StrReply::Nil,
@@ -508,6 +545,10 @@ fn apply(cur: &Cur, op: &StrOp, max_bytes: usize) -> (StrReply, Option<Cur>) {
             _ => (StrReply::Int(1), Some(Cur::Absent)),
         },
         StrOp::Exists => (StrReply::Int(i64::from(*cur != Cur::Absent)), None),
+        StrOp::SetIfAllAbsent { value, group } => {
+            let set = decided.get(*group as usize).copied().unwrap_or(false);
+            (StrReply::Int(i64::from(set)), set.then(|| Cur::Str(value.clone())))
+        }
         StrOp::Type => (
             StrReply::Status(match cur {
                 Cur::Absent => "none",
@@ -661,12 +702,12 @@ mod tests {
     fn strings_grow_within_the_transaction_s_budget() {
         let big = "x".repeat(1000);
         let grow = [StrOp::Append(b"yz".to_vec())];
-        assert_eq!(fold_within(s(&big).as_ref(), &grow, 1002).1, vec![StrReply::Int(1002)]);
-        assert_eq!(fold_within(s(&big).as_ref(), &grow, 1001), (None, vec![too_large()]));
+        assert_eq!(fold_in(s(&big).as_ref(), &grow, 1002, &[]).1, vec![StrReply::Int(1002)]);
+        assert_eq!(fold_in(s(&big).as_ref(), &grow, 1001, &[]), (None, vec![too_large()]));
         let inside = [StrOp::SetRange { offset: 10, value: b"ab".to_vec() }];
-        assert_eq!(fold_within(s(&big).as_ref(), &inside, 100).1, vec![StrReply::Int(1000)], "no growth");
+        assert_eq!(fold_in(s(&big).as_ref(), &inside, 100, &[]).1, vec![StrReply::Int(1000)], "no growth");
         let past = [StrOp::SetRange { offset: 999, value: b"ab".to_vec() }];
-        assert_eq!(fold_within(s(&big).as_ref(), &past, 1000), (None, vec![too_large()]));
+        assert_eq!(fold_in(s(&big).as_ref(), &past, 1000, &[]), (None, vec![too_large()]));
         // The budget is shared by a transaction's keys.
         let one = txn_of(&[("a", StrOp::Get)], 1);
         let many = txn_of(&(0..64).map(|_| ("a", StrOp::Get)).collect::<Vec<_>>(), 1);
@@ -794,8 +835,9 @@ mod tests {
 
     #[test]
     fn msetnx_writes_every_key_or_none_of_them() {
-        let mut txn = txn_of(&[("a", set_always("a")), ("b", set_always("b"))], 10);
-        txn.only_if_absent = true;
+        let nx = |v: &str| StrOp::SetIfAllAbsent { value: v.as_bytes().to_vec(), group: 0 };
+        let mut txn = txn_of(&[("a", nx("a")), ("b", nx("b"))], 10);
+        txn.groups = 1;
         assert_eq!((txn.parts(), txn.anchor(0)), (1, None));
         let mut reads = ReadMap::new();
         reads.insert(k("a"), None);
@@ -804,8 +846,42 @@ mod tests {
         assert_eq!(w.len(), 2, "both absent: both written");
         reads.insert(k("b"), held("b", 2, "taken"));
         assert_eq!(txn.step(0, &reads), Step::Done(Vec::new()), "one exists: nothing written");
+        let replies = txn.replies(&[None, held("b", 2, "taken")]).expect("no watch");
+        assert_eq!(replies, vec![vec![StrReply::Int(0)], vec![StrReply::Int(0)]]);
         let gone = Value { tag: 3, data: with_entry(held("b", 2, "taken").as_ref(), b"b", 3, deleted()) };
         reads.insert(k("b"), Some(gone));
         assert!(matches!(txn.step(0, &reads), Step::Done(w) if w.len() == 2), "a deleted key is absent");
+    }
+
+    #[test]
+    fn msetnx_inside_a_transaction_sees_the_commands_before_it() {
+        // MULTI; SET a 1; MSETNX a 2 b 3; DEL a; MSETNX a 4 b 5; MSETNX c 6 c 7; GET b; EXEC
+        let nx = |v: &str, group: u32| StrOp::SetIfAllAbsent { value: v.as_bytes().to_vec(), group };
+        let mut txn = StringTxn::new(1);
+        txn.push(b"a", set_always("1"));
+        txn.push(b"a", nx("2", 0));
+        txn.push(b"b", nx("3", 0));
+        txn.push(b"a", StrOp::Del);
+        txn.push(b"a", nx("4", 1));
+        txn.push(b"b", nx("5", 1));
+        txn.push(b"c", nx("6", 2));
+        txn.push(b"c", nx("7", 2));
+        txn.push(b"b", StrOp::Get);
+        txn.groups = 3;
+        let replies = txn.replies(&[None, None, None]).expect("no watch");
+        assert_eq!(replies[0], [StrReply::Ok, StrReply::Int(0), StrReply::Int(1), StrReply::Int(1)], "a");
+        assert_eq!(replies[1], [StrReply::Int(0), StrReply::Int(1), bulk("5")], "b: the first MSETNX set nothing");
+        assert_eq!(replies[2], [StrReply::Int(1), StrReply::Int(1)], "c named twice: the last value wins");
+        let mut reads = ReadMap::new();
+        for key in ["a", "b", "c"] {
+            reads.insert(k(key), None);
+        }
+        let Step::Done(w) = txn.step(0, &reads) else { panic!("done") };
+        let value = |key: &str| {
+            let (_, v) = w.iter().find(|(kk, _)| *kk == k(key)).expect("written");
+            entry(Some(v), key.as_bytes()).map(|e| e.data)
+        };
+        let bytes = |t: &str| Some(Data::Bytes(Arc::new(t.as_bytes().to_vec())));
+        assert_eq!((value("a"), value("b"), value("c")), (bytes("4"), bytes("5"), bytes("7")));
     }
 }

@@ -85,7 +85,7 @@ pub fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
         "MSET" | "MSETNX" if args.len() % 2 != 0 => {
             return Err(super::table::wrong_args(&name.to_ascii_lowercase()));
         }
-        "MSET" | "MSETNX" => Planned {
+        "MSET" => Planned {
             ops: args
                 .chunks(2)
                 .map(|kv| {
@@ -93,6 +93,14 @@ pub fn plan(name: &str, args: &[Vec<u8>]) -> Result<Planned, Reply> {
                 })
                 .collect(),
             shape: Shape::Ok,
+        },
+        // The group is numbered when the command joins its transaction.
+        "MSETNX" => Planned {
+            ops: args
+                .chunks(2)
+                .map(|kv| (kv[0].clone(), StrOp::SetIfAllAbsent { value: kv[1].clone(), group: 0 }))
+                .collect(),
+            shape: Shape::One,
         },
         "APPEND" => Planned::one(&args[0], StrOp::Append(value(1))),
         "STRLEN" => Planned::one(&args[0], StrOp::Strlen),
@@ -133,26 +141,33 @@ impl Batch {
     /// `commands` in order; operations on one key keep their order.
     pub fn new(commands: &[Planned], tag: u64) -> Batch {
         let mut txn = StringTxn::new(tag);
-        let slots = commands
-            .iter()
-            .map(|c| (c.shape, c.ops.iter().map(|(name, op)| txn.push(name, op.clone())).collect()))
-            .collect();
+        let slots = commands.iter().map(|c| (c.shape, Self::push(&mut txn, c))).collect();
         Batch { txn, slots }
     }
 
-    /// Makes the transaction write only if every `(name, version)` of
-    /// `watched` still holds (Redis's WATCH); `one_shard` says whether
-    /// every key it touches lives on one shard.
-    pub fn guard(&mut self, watched: &[(Vec<u8>, u64)], one_shard: bool) {
-        self.txn.guard = watched.to_vec();
-        self.txn.one_shard = one_shard;
+    /// Adds one command's operations; an `MSETNX` gets the next group.
+    fn push(txn: &mut StringTxn, c: &Planned) -> Vec<(usize, usize)> {
+        let group = txn.groups;
+        let mut grouped = false;
+        let at = c
+            .ops
+            .iter()
+            .map(|(name, op)| match op {
+                StrOp::SetIfAllAbsent { value, .. } => {
+                    grouped = true;
+                    txn.push(name, StrOp::SetIfAllAbsent { value: value.clone(), group })
+                }
+                _ => txn.push(name, op.clone()),
+            })
+            .collect();
+        txn.groups += u32::from(grouped);
+        at
     }
 
-    /// Makes the transaction write only if every key it sets is absent
-    /// (`MSETNX`); `one_shard` as for [`Batch::guard`].
-    pub fn only_if_absent(&mut self, one_shard: bool) {
-        self.txn.only_if_absent = true;
-        self.txn.one_shard = one_shard;
+    /// Makes the transaction write only if every `(name, version)` of
+    /// `watched` still holds (Redis's WATCH).
+    pub fn guard(&mut self, watched: &[(Vec<u8>, u64)]) {
+        self.txn.guard = watched.to_vec();
     }
 
     /// Every key the transaction touches.
@@ -238,7 +253,7 @@ mod tests {
     fn a_watched_key_that_changed_makes_the_batch_answer_nothing() {
         let cmds = vec![plan("INCR", &a(&["n"])).unwrap()];
         let mut batch = Batch::new(&cmds, 7);
-        batch.guard(&[(b"w".to_vec(), 5)], false);
+        batch.guard(&[(b"w".to_vec(), 5)]);
         // Read order: the watched key, then n.
         let same = vec![held("w", 5, "x"), held("n", 2, "41")];
         assert_eq!(batch.replies(&same), Some(vec![Reply::Int(42)]));

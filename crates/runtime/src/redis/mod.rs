@@ -24,10 +24,11 @@
 //! WATCH reads each key's version; EXEC's transaction then carries them as
 //! a guard (one part reading every key, anchored when they all live on one
 //! shard) and writes nothing if any changed. Differences from Redis
-//! (docs/runtime.md has the table): no expiry, MSETNX is not queued in
-//! MULTI, and a one-shot protocol refuses a watched EXEC or an MSETNX
-//! spanning shards. MSETNX is the same kind of guard: every key it sets
-//! must be absent. The parser bounds every length it is given
+//! (docs/runtime.md has the table): no expiry, and a one-shot protocol
+//! refuses a watched EXEC or an MSETNX spanning shards. MSETNX is the same
+//! kind of condition across keys (every key it sets must be absent at its
+//! turn in the transaction), so a transaction holding one is one part
+//! too. The parser bounds every length it is given
 //! and answers malformed input with `-ERR Protocol error` before closing; it
 //! must never panic or allocate what a length field claims before checking
 //! it.
@@ -78,14 +79,11 @@ struct Gateway {
     queued_bytes: usize,
 }
 
-/// A condition a transaction's writes depend on, across its keys.
-#[derive(Clone, Copy, Debug)]
+/// Whether a transaction runs under the connection's WATCH.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Condition {
     None,
-    /// The connection's WATCH.
     Watched,
-    /// Every key it sets is absent (MSETNX).
-    AllAbsent,
 }
 
 /// What the connection does after a command.
@@ -105,18 +103,14 @@ impl Gateway {
                 tokio::time::sleep(std::time::Duration::from_millis(u64::from(attempt.min(10)))).await;
             }
             let mut batch = Batch::new(commands, fresh_tag());
-            match condition {
-                Condition::Watched if !self.watched.is_empty() => {
-                    batch.guard(&self.watched, false);
-                    let one = self.one_shard(&batch);
-                    batch.guard(&self.watched, one);
-                }
-                Condition::AllAbsent => {
-                    let one = self.one_shard(&batch);
-                    batch.only_if_absent(one);
-                }
-                Condition::Watched | Condition::None => {}
+            if condition == Condition::Watched && !self.watched.is_empty() {
+                batch.guard(&self.watched);
             }
+            // A condition across keys (WATCH, MSETNX) is one part reading
+            // them all: anchored, so one-shot protocols run it, when they
+            // live on one shard.
+            let one = self.one_shard(&batch);
+            batch.txn.one_shard = one;
             let program = Program::procedure(Procedure::Strings(batch.txn.clone()));
             if let Some(results) = self.submit(program).await? {
                 return Ok(batch.replies(&results));
@@ -153,15 +147,6 @@ impl Gateway {
         match self.run(std::slice::from_ref(&planned), Condition::None).await {
             Ok(Some(mut replies)) => replies.pop().unwrap_or(Reply::Bulk(None)),
             Ok(None) => unreachable!("only a guarded transaction answers nothing"),
-            Err(e) => e,
-        }
-    }
-
-    /// `MSETNX`: every key set, or none if any exists; 1 or 0.
-    async fn msetnx(&self, planned: Planned) -> Reply {
-        match self.run(std::slice::from_ref(&planned), Condition::AllAbsent).await {
-            Ok(Some(_)) => Reply::Int(1),
-            Ok(None) => Reply::Int(0),
             Err(e) => e,
         }
     }
@@ -271,12 +256,6 @@ impl Gateway {
             "HELLO" | "AUTH" if self.multi.is_some() => {
                 Reply::err(format!("ERR Command not allowed inside a transaction: {}", spec.name))
             }
-            "MSETNX" if self.multi.is_some() => {
-                if let Some((_, refused)) = self.multi.as_mut() {
-                    *refused = true;
-                }
-                Reply::err("ERR MSETNX cannot be queued in MULTI by Meridian's gateway (run it on its own)")
-            }
             _ if self.multi.is_some() => self.queue(&name, rest),
             "HELLO" => self.conn.hello(rest),
             "AUTH" => self.conn.auth(rest),
@@ -287,10 +266,6 @@ impl Gateway {
             "COMMAND" => connection::command(rest),
             "CONFIG" => connection::config(rest),
             "INFO" => self.info(),
-            "MSETNX" => match plan(&name, rest) {
-                Ok(p) => self.msetnx(p).await,
-                Err(e) => e,
-            },
             _ => match plan(&name, rest) {
                 Ok(p) => self.execute(p).await,
                 Err(e) => e,
