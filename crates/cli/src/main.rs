@@ -94,12 +94,20 @@ enum Command {
         #[arg(long)]
         node: String,
     },
-    /// Start, stop or inspect every node of a cluster file as local processes.
+    /// Start, stop or inspect every node of a cluster file as local processes,
+    /// or make its TLS certificates (`certs`).
     Cluster {
         #[arg(value_enum)]
         action: ClusterAction,
         #[arg(long)]
         config: PathBuf,
+        /// certs: where to write them (default: the file's `security.certs_dir`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// certs: another name or address the front-ends' certificates carry
+        /// (clients reaching them by a DNS name); repeatable.
+        #[arg(long)]
+        san: Vec<String>,
     },
     /// Run one transaction against a real cluster.
     Client {
@@ -137,9 +145,15 @@ enum Command {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum ClusterAction {
+    /// Start every node not running; wait until each is healthy.
     Up,
+    /// Stop every node.
     Down,
+    /// One line per node.
     Status,
+    /// Write a CA, one certificate and key per node and (when the file names
+    /// a `password_file` that does not exist) a random password.
+    Certs,
 }
 
 #[derive(Subcommand)]
@@ -177,7 +191,7 @@ fn main() -> ExitCode {
         }
         Command::Demo => run_demo(),
         Command::Server { config, node } => server(&config, &node),
-        Command::Cluster { action, config } => cluster(action, &config),
+        Command::Cluster { action, config, out, san } => cluster(action, &config, out.as_deref(), &san),
         Command::Client { cluster, node, op } => client(&cluster, node.as_deref(), op),
         Command::Bench { cluster, config, target, endpoints, seed, report, history } => {
             bench(BenchArgs { cluster, config, target, endpoints, seed, report, history })
@@ -407,20 +421,43 @@ fn init_logs() {
 
 fn server(config: &Path, node: &str) -> Result<(), Failure> {
     let cfg = load_cluster(config)?;
-    cfg.node(node).map_err(bad)?;
+    let id = cfg.node(node).map_err(bad)?;
+    meridian_runtime::security::node_security(&cfg, id).map_err(|e| bad(e.to_string()))?;
     init_logs();
     let entry = registry::entry(&cfg.protocol).expect("a loaded cluster file names a runnable protocol");
     (entry.serve)(cfg, node).map_err(|e| Failure(1, e))
 }
 
-fn cluster(action: ClusterAction, config: &Path) -> Result<(), Failure> {
+fn cluster(action: ClusterAction, config: &Path, out: Option<&Path>, san: &[String]) -> Result<(), Failure> {
     use meridian_runtime::cluster as c;
     let cfg = load_cluster(config)?;
     let failed = |e: String| Failure(1, e);
+    if !matches!(action, ClusterAction::Certs) && (out.is_some() || !san.is_empty()) {
+        return Err(bad("--out and --san go with `cluster certs` only"));
+    }
     match action {
         ClusterAction::Up => {
+            // Every node's password and certificates, before any starts.
+            for i in 0..cfg.topology.nodes.len() {
+                let node = meridian_core::NodeId(i as u32);
+                meridian_runtime::security::node_security(&cfg, node).map_err(|e| bad(e.to_string()))?;
+            }
             let exe = std::env::current_exe().map_err(|e| failed(format!("cannot find the meridian binary: {e}")))?;
             c::up(&cfg, config, &exe).map_err(failed)
+        }
+        ClusterAction::Certs => {
+            let dir = out.unwrap_or(&cfg.security.certs_dir);
+            let issued = meridian_runtime::security::generate(&cfg, dir, san).map_err(failed)?;
+            for path in &issued.written {
+                println!("wrote {}", path.display());
+            }
+            if !issued.kept.is_empty() {
+                println!("kept {} existing files (remove them to issue new ones)", issued.kept.len());
+            }
+            if !cfg.security.needs_certs() && out.is_none() {
+                println!("note: {} has no `[security] tls = true`; its nodes will not use these", config.display());
+            }
+            Ok(())
         }
         ClusterAction::Down => c::down(&cfg).map_err(failed),
         ClusterAction::Status => match c::status(&cfg).map_err(failed)? {
@@ -455,9 +492,10 @@ fn client(cluster: &Path, node: Option<&str>, op: ClientOp) -> Result<(), Failur
     .map_err(|e| bad(format!("txn: {e}")))?;
     let rt =
         tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| Failure(1, e.to_string()))?;
+    let creds = meridian_runtime::security::Credentials::for_frontend(&cfg, front).map_err(|e| bad(e.to_string()))?;
     let outcome = rt
         .block_on(async {
-            let c = rc::Client::connect(addr).await?;
+            let c = rc::Client::connect_with(addr, &creds).await?;
             c.run(parsed.program.clone()).await
         })
         .map_err(|e| Failure(1, format!("{} at {addr}: {e}", cfg.topology.name(front))))?;

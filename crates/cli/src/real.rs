@@ -15,6 +15,7 @@ use meridian_experiment::{ConfigError, Experiment};
 use meridian_runtime::ClusterConfig;
 use meridian_runtime::bench::{self, Backend, Completion, MeridianBackend, Span};
 use meridian_runtime::etcd::EtcdBackend;
+use meridian_runtime::security::Credentials;
 use std::net::SocketAddr;
 use std::time::Instant;
 use tokio::sync::mpsc;
@@ -75,9 +76,8 @@ fn bench_topology(exp: &Experiment, cluster: &ClusterConfig) -> Result<Topology,
 
 /// Each bench client's front-end: one in its region (round robin), else
 /// any.
-fn assign_frontends(bench: &Topology, cluster: &ClusterConfig) -> Vec<(NodeId, SocketAddr)> {
+fn assign_frontends(bench: &Topology, cluster: &ClusterConfig) -> Vec<(NodeId, NodeId)> {
     let fronts = cluster.frontends();
-    let addr = |n: NodeId| cluster.addrs[n.index()].client.expect("front-ends serve clients");
     let mut by_region: std::collections::BTreeMap<RegionId, usize> = Default::default();
     bench
         .clients()
@@ -94,9 +94,32 @@ fn assign_frontends(bench: &Topology, cluster: &ClusterConfig) -> Vec<(NodeId, S
                 *k += 1;
                 local[(*k - 1) % local.len()]
             };
-            (*c, addr(pick))
+            (*c, pick)
         })
         .collect()
+}
+
+/// Each bench client's front-end address and the credentials it needs
+/// (the cluster's password and CA, `meridian_runtime::security`).
+fn frontend_links(
+    bench: &Topology,
+    cluster: &ClusterConfig,
+) -> Result<Vec<(NodeId, SocketAddr, Credentials)>, BenchError> {
+    let mut creds: std::collections::BTreeMap<NodeId, Credentials> = Default::default();
+    let mut links = Vec::new();
+    for (client, front) in assign_frontends(bench, cluster) {
+        let addr = cluster.addrs[front.index()].client.expect("front-ends serve clients");
+        let c = match creds.get(&front) {
+            Some(c) => c.clone(),
+            None => {
+                let c = Credentials::for_frontend(cluster, front)?;
+                creds.insert(front, c.clone());
+                c
+            }
+        };
+        links.push((client, addr, c));
+    }
+    Ok(links)
 }
 
 /// Runs the experiment's workload against `target`.
@@ -136,7 +159,7 @@ pub fn run_bench(
     let end_ns = rt.block_on(async {
         let mut backend: Box<dyn Backend> = match &target {
             Target::Meridian(c) => {
-                let clients = assign_frontends(&topology, c);
+                let clients = frontend_links(&topology, c)?;
                 let b = MeridianBackend::connect(&clients, tx).await.map_err(|e| {
                     BenchError::Failed(format!(
                         "cannot reach the cluster's front-ends ({e}); is it up? (meridian cluster status)"

@@ -10,6 +10,7 @@
 //! outcomes back.
 
 use crate::client::Connection;
+use crate::security::Credentials;
 use meridian_core::{ClientIo, Clients, NodeId, Op, Outcome, Program, RequestId};
 use meridian_workload::Driver;
 use std::cmp::Reverse;
@@ -168,16 +169,17 @@ pub struct MeridianBackend {
 }
 
 impl MeridianBackend {
-    /// Connects bench client `i` (node id `clients[i].0`) to `clients[i].1`.
+    /// Connects bench client `i` (node id `clients[i].0`) to `clients[i].1`
+    /// with credentials `clients[i].2`.
     pub async fn connect(
-        clients: &[(NodeId, SocketAddr)],
+        clients: &[(NodeId, SocketAddr, Credentials)],
         completions: mpsc::UnboundedSender<Completion>,
     ) -> std::io::Result<MeridianBackend> {
-        let size = clients.iter().map(|(n, _)| n.index() + 1).max().unwrap_or(0);
+        let size = clients.iter().map(|(n, _, _)| n.index() + 1).max().unwrap_or(0);
         let mut conns = vec![None; size];
-        for (node, addr) in clients {
+        for (node, addr, creds) in clients {
             let (tx, mut rx) = mpsc::unbounded_channel::<(u64, Outcome)>();
-            let conn = Connection::open(*addr, tx).await?;
+            let conn = Connection::open_with(*addr, creds, tx).await?;
             let (client, out) = (*node, completions.clone());
             tokio::spawn(async move {
                 while let Some((id, outcome)) = rx.recv().await {

@@ -10,6 +10,7 @@
 //! aborted outcome is the caller's to handle.
 
 use crate::frame::{self, ClientFrame, ServerFrame};
+use crate::security::{Credentials, Stream, WriteHalf};
 use meridian_core::strings::{SetIf, SetReply, StrOp, StrReply, StringTxn};
 use meridian_core::{Data, Outcome, Procedure, Program, Value};
 use std::collections::HashMap;
@@ -24,27 +25,70 @@ use tokio::sync::{mpsc, oneshot};
 #[derive(Clone)]
 pub struct Connection {
     out: mpsc::UnboundedSender<ClientFrame>,
+    /// Why the node refused the connection, if it did.
+    refused: Arc<std::sync::OnceLock<String>>,
 }
 
 impl Connection {
     /// Connects; every answer `(id, outcome)` goes to `answers`, and the
     /// channel closes when the connection does.
     pub async fn open(addr: SocketAddr, answers: mpsc::UnboundedSender<(u64, Outcome)>) -> io::Result<Connection> {
-        let stream = TcpStream::connect(addr).await?;
-        stream.set_nodelay(true)?;
+        Connection::open_with(addr, &Credentials::default(), answers).await
+    }
+
+    /// Connects with the cluster's credentials: TLS when they hold a CA,
+    /// then the password, refused (`PermissionDenied`, with the node's
+    /// reason) when it is wrong.
+    pub async fn open_with(
+        addr: SocketAddr,
+        creds: &Credentials,
+        answers: mpsc::UnboundedSender<(u64, Outcome)>,
+    ) -> io::Result<Connection> {
+        let tcp = TcpStream::connect(addr).await?;
+        let stream = Stream::connect(tcp, creds.tls.as_ref().map(|(c, n)| (c, n))).await?;
         let (r, w) = stream.into_split();
+        let mut r = BufReader::new(r);
+        let mut w = BufWriter::new(w);
+        let mut buf = Vec::new();
+        if let Some(password) = &creds.password {
+            frame::write_value(&mut w, &ClientFrame::Auth { password: password.as_bytes().to_vec() }).await?;
+            w.flush().await?;
+            match frame::read_value::<_, ServerFrame>(&mut r, &mut buf).await? {
+                Some(ServerFrame::Authenticated) => {}
+                Some(ServerFrame::Refused { reason }) => {
+                    return Err(io::Error::new(io::ErrorKind::PermissionDenied, reason));
+                }
+                _ => return Err(closed()),
+            }
+        }
         let (out, out_rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_requests(BufWriter::new(w), out_rx));
+        tokio::spawn(write_requests(w, out_rx));
+        let refused: Arc<std::sync::OnceLock<String>> = Arc::default();
+        let why = Arc::clone(&refused);
         tokio::spawn(async move {
-            let mut r = BufReader::new(r);
-            let mut buf = Vec::new();
-            while let Ok(Some(ServerFrame::Response { id, outcome })) = frame::read_value(&mut r, &mut buf).await {
-                if answers.send((id, outcome)).is_err() {
-                    return;
+            loop {
+                match frame::read_value(&mut r, &mut buf).await {
+                    Ok(Some(ServerFrame::Response { id, outcome })) => {
+                        if answers.send((id, outcome)).is_err() {
+                            return;
+                        }
+                    }
+                    Ok(Some(ServerFrame::Refused { reason })) => {
+                        let _ = why.set(reason);
+                        return;
+                    }
+                    Ok(Some(ServerFrame::Authenticated)) => {}
+                    Ok(None) | Err(_) => return,
                 }
             }
         });
-        Ok(Connection { out })
+        Ok(Connection { out, refused })
+    }
+
+    /// Why the node refused this connection (`NOAUTH ...` when it needs a
+    /// password that was not given), once it has.
+    pub fn refusal(&self) -> Option<&str> {
+        self.refused.get().map(String::as_str)
     }
 
     /// Sends a request; false when the connection is gone.
@@ -53,10 +97,7 @@ impl Connection {
     }
 }
 
-async fn write_requests(
-    mut w: BufWriter<tokio::net::tcp::OwnedWriteHalf>,
-    mut rx: mpsc::UnboundedReceiver<ClientFrame>,
-) -> io::Result<()> {
+async fn write_requests(mut w: BufWriter<WriteHalf>, mut rx: mpsc::UnboundedReceiver<ClientFrame>) -> io::Result<()> {
     while let Some(first) = rx.recv().await {
         frame::write_value(&mut w, &first).await?;
         while let Ok(more) = rx.try_recv() {
@@ -79,8 +120,14 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(addr: SocketAddr) -> io::Result<Client> {
+        Client::connect_with(addr, &Credentials::default()).await
+    }
+
+    /// Connects with the cluster's credentials (see
+    /// [`Credentials::for_frontend`]).
+    pub async fn connect_with(addr: SocketAddr, creds: &Credentials) -> io::Result<Client> {
         let (tx, mut rx) = mpsc::unbounded_channel::<(u64, Outcome)>();
-        let conn = Connection::open(addr, tx).await?;
+        let conn = Connection::open_with(addr, creds, tx).await?;
         let waiters: Waiters = Arc::default();
         let w = waiters.clone();
         tokio::spawn(async move {
@@ -102,9 +149,16 @@ impl Client {
         self.waiters.lock().expect("waiters lock").insert(id, tx);
         if !self.conn.submit(id, program) {
             self.waiters.lock().expect("waiters lock").remove(&id);
-            return Err(closed());
+            return Err(self.closed());
         }
-        rx.await.map_err(|_| closed())
+        rx.await.map_err(|_| self.closed())
+    }
+
+    fn closed(&self) -> io::Error {
+        match self.conn.refusal() {
+            Some(why) => io::Error::new(io::ErrorKind::PermissionDenied, why.to_string()),
+            None => closed(),
+        }
     }
 
     /// Reads one named key (Redis's `GET`): `None` when absent.

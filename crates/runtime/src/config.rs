@@ -33,6 +33,7 @@ struct RawFile {
     clock: Option<RawClock>,
     listen: Option<RawListen>,
     storage: Option<RawStorage>,
+    security: Option<RawSecurity>,
     protocol: RawProtocol,
     #[serde(default)]
     nodes: Vec<RawNode>,
@@ -90,6 +91,16 @@ struct RawStorage {
     fsync: Option<bool>,
 }
 
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawSecurity {
+    password: Option<String>,
+    password_file: Option<String>,
+    tls: Option<bool>,
+    client_tls: Option<bool>,
+    certs_dir: Option<String>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProtocol {
@@ -131,6 +142,52 @@ pub struct Wan {
     pub jitter_ms: f64,
 }
 
+/// Where the cluster's password comes from.
+#[derive(Clone, PartialEq)]
+pub enum PasswordSource {
+    /// Written in the cluster file.
+    Inline(String),
+    /// The first line of this file, read when a node starts or a client
+    /// connects (it may exist only on the machines that need it).
+    File(PathBuf),
+}
+
+impl std::fmt::Debug for PasswordSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            // Never printed, even in debug output.
+            PasswordSource::Inline(_) => f.write_str("Inline(<redacted>)"),
+            PasswordSource::File(p) => f.debug_tuple("File").field(p).finish(),
+        }
+    }
+}
+
+/// Who may connect: the file's `[security]`. Material (password file,
+/// certificates) is read by `crate::security`, never here.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Security {
+    /// Clients of the Redis gateway and the client API must give it.
+    pub password: Option<PasswordSource>,
+    /// Peers talk mutual TLS, each certificate signed by the cluster's CA
+    /// and naming its node.
+    pub tls: bool,
+    /// Front-ends serve the client API and the Redis gateway over TLS.
+    pub client_tls: bool,
+    /// `ca.pem`, and `<node>.pem` / `<node>.key` for each node.
+    pub certs_dir: PathBuf,
+    /// Lines of `password_file` and `certs_dir`, for errors found when
+    /// their files are read.
+    pub password_file_line: Option<usize>,
+    pub certs_dir_line: Option<usize>,
+}
+
+impl Security {
+    /// Whether any TLS material is needed.
+    pub fn needs_certs(&self) -> bool {
+        self.tls || self.client_tls
+    }
+}
+
 /// A parsed, validated cluster file.
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -153,6 +210,7 @@ pub struct ClusterConfig {
     pub seed: u64,
     /// Bound of each node's outgoing queue per peer, in messages.
     pub queue_messages: usize,
+    pub security: Security,
 }
 
 impl ClusterConfig {
@@ -262,11 +320,15 @@ fn resolve(ctx: &Ctx<'_>, raw: RawFile) -> Result<ClusterConfig, ConfigError> {
     }
     let clock = raw.clock.unwrap_or_default();
     let storage = raw.storage.unwrap_or_default();
+    let addrs = addresses(ctx, raw.listen.unwrap_or_default(), &raw.nodes, &topology)?;
+    let security = security(ctx, raw.security.unwrap_or_default())?;
+    check_exposure(ctx, &addrs, &raw.nodes, &security)?;
     Ok(ClusterConfig {
         file: ctx.file.to_string(),
         name: raw.cluster.name.clone().unwrap_or_else(|| "meridian".into()),
         offset_ns: offsets(ctx, &clock, &topology)?,
-        addrs: addresses(ctx, raw.listen.unwrap_or_default(), &raw.nodes, &topology)?,
+        addrs,
+        security,
         wan: wan(ctx, &network)?,
         epsilon_us: ctx.number("clock.epsilon_us", clock.epsilon_us.unwrap_or(100.0), 0.0, 1e9)? as u64,
         queue_messages: ctx.number(
@@ -444,6 +506,65 @@ fn addresses(
     Ok(out)
 }
 
+fn security(ctx: &Ctx<'_>, raw: RawSecurity) -> Result<Security, ConfigError> {
+    let password = match (raw.password, raw.password_file) {
+        (Some(_), Some(_)) => {
+            return Err(ctx.err("security.password_file", "give password or password_file, not both"));
+        }
+        (Some(p), None) if p.is_empty() => return Err(ctx.err("security.password", "is empty")),
+        (Some(p), None) => Some(PasswordSource::Inline(p)),
+        (None, Some(f)) if f.is_empty() => return Err(ctx.err("security.password_file", "is empty")),
+        (None, Some(f)) => Some(PasswordSource::File(PathBuf::from(f))),
+        (None, None) => None,
+    };
+    let tls = raw.tls.unwrap_or(false);
+    Ok(Security {
+        password,
+        tls,
+        client_tls: raw.client_tls.unwrap_or(tls),
+        certs_dir: PathBuf::from(raw.certs_dir.unwrap_or_else(|| "meridian-certs".into())),
+        password_file_line: ctx.loc.line_of("security.password_file"),
+        certs_dir_line: ctx.loc.line_of("security.certs_dir").or_else(|| ctx.loc.line_of("security.tls")),
+    })
+}
+
+/// A node reachable from the network must require the password of its
+/// clients and authenticate its peers; only loopback may go without.
+fn check_exposure(
+    ctx: &Ctx<'_>,
+    addrs: &[NodeAddrs],
+    overrides: &[RawNode],
+    security: &Security,
+) -> Result<(), ConfigError> {
+    let all = addrs.iter().flat_map(|a| [Some(a.peer), a.client, a.redis, Some(a.metrics)]).flatten();
+    let Some(exposed) = all.into_iter().find(|a| !a.ip().is_loopback()) else { return Ok(()) };
+    let missing = match (security.password.is_some(), security.tls) {
+        (true, true) => return Ok(()),
+        (false, true) => "a password (security.password or security.password_file)",
+        (true, false) => "mutual TLS between peers (security.tls = true)",
+        (false, false) => "[security] with a password and tls = true",
+    };
+    // Name the field the exposed address came from.
+    let field = overrides
+        .iter()
+        .enumerate()
+        .find_map(|(j, n)| {
+            [("peer", &n.peer), ("client", &n.client), ("redis", &n.redis), ("metrics", &n.metrics)]
+                .into_iter()
+                .find(|(_, v)| v.as_deref().and_then(|t| t.parse::<SocketAddr>().ok()) == Some(exposed))
+                .map(|(f, _)| format!("nodes[{j}].{f}"))
+        })
+        .unwrap_or_else(|| "listen.host".into());
+    Err(ctx.err(
+        &field,
+        format!(
+            "{} is not loopback: a cluster reachable from the network needs {missing} \
+             (`meridian cluster certs` makes the certificates)",
+            exposed.ip()
+        ),
+    ))
+}
+
 fn check_unique(ctx: &Ctx<'_>, addrs: &[NodeAddrs], topology: &Topology) -> Result<(), ConfigError> {
     let mut seen: BTreeMap<SocketAddr, &str> = BTreeMap::new();
     for (i, a) in addrs.iter().enumerate() {
@@ -529,5 +650,36 @@ peer = "127.0.0.1:9999"
         assert!(e.starts_with("c.toml:1:"), "{e}");
         let e = error(&GOOD.replace("9999", "9000"));
         assert!(e.contains("used twice"), "{e}");
+    }
+
+    #[test]
+    fn a_node_reachable_from_the_network_needs_a_password_and_peer_tls() {
+        let open = GOOD.replace("base_port = 9000", "host = \"0.0.0.0\"\nbase_port = 9000");
+        let e = error(&open);
+        assert!(e.starts_with("c.toml:12: listen.host: 0.0.0.0 is not loopback"), "{e}");
+        assert!(e.contains("needs [security] with a password and tls = true"), "{e}");
+        let e = error(&format!("{open}\n[security]\npassword = \"pw\"\n"));
+        assert!(e.contains("needs mutual TLS between peers"), "{e}");
+        let e = error(&format!("{open}\n[security]\ntls = true\n"));
+        assert!(e.contains("needs a password"), "{e}");
+        let e = error(&GOOD.replace("127.0.0.1:9999", "[2001:db8::1]:9999"));
+        assert!(e.starts_with("c.toml:22: nodes[0].peer: 2001:db8::1 is not loopback"), "{e}");
+        let secured = format!("{open}\n[security]\npassword_file = \"pw.txt\"\ntls = true\n");
+        let c = ClusterConfig::from_str(&secured, "c.toml", &PROTOCOLS).unwrap();
+        assert_eq!(c.security.password, Some(PasswordSource::File("pw.txt".into())));
+        assert!(c.security.tls && c.security.client_tls, "clients get TLS with the peers unless told otherwise");
+        assert_eq!(c.security.certs_dir, PathBuf::from("meridian-certs"));
+        let c = ClusterConfig::from_str(&format!("{secured}client_tls = false\n"), "c.toml", &PROTOCOLS).unwrap();
+        assert!(c.security.tls && !c.security.client_tls);
+        // Loopback needs nothing, and may have a password all the same.
+        let c = ClusterConfig::from_str(GOOD, "c.toml", &PROTOCOLS).unwrap();
+        assert_eq!(c.security.password, None);
+        assert!(!c.security.needs_certs());
+        let c = ClusterConfig::from_str(&format!("{GOOD}\n[security]\npassword = \"pw\"\n"), "c.toml", &PROTOCOLS);
+        assert!(format!("{:?}", c.unwrap().security).contains("<redacted>"), "the password is never printed");
+        let e = error(&format!("{GOOD}\n[security]\npassword = \"\"\n"));
+        assert!(e.contains("security.password: is empty"), "{e}");
+        let e = error(&format!("{GOOD}\n[security]\npasword = \"x\"\n"));
+        assert!(e.contains("security.pasword: unknown field"), "{e}");
     }
 }

@@ -32,12 +32,25 @@ pub struct Hello {
 pub enum ClientFrame {
     /// Run a transaction; the answer carries the same `id`.
     Request { id: u64, program: Program },
+    /// The cluster's password: the first frame on a front-end that has
+    /// one (answered `Authenticated`, or `Refused` and closed).
+    Auth { password: Vec<u8> },
 }
 
 /// What a front-end node answers.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum ServerFrame {
-    Response { id: u64, outcome: Outcome },
+    Response {
+        id: u64,
+        outcome: Outcome,
+    },
+    /// The password was right (or none is needed).
+    Authenticated,
+    /// The connection may not go on: `NOAUTH ...` (a request before the
+    /// password) or `WRONGPASS ...`; the node closes it.
+    Refused {
+        reason: String,
+    },
 }
 
 /// Why a frame was rejected.

@@ -20,6 +20,7 @@ pub mod frame;
 pub mod http;
 pub mod node;
 pub mod redis;
+pub mod security;
 pub mod server;
 pub mod transport;
 pub mod wal;

@@ -70,6 +70,9 @@ fn install_metrics() -> Result<PrometheusHandle, String> {
 async fn serve_as<P: Protocol>(cfg: Arc<ClusterConfig>, me: NodeId) -> Result<(), String> {
     let addrs = cfg.addrs[me.index()].clone();
     let name = cfg.topology.name(me).to_string();
+    // The password and certificates first: a node that cannot prove who it
+    // is must not start.
+    let security = crate::security::node_security(&cfg, me).map_err(|e| e.to_string())?;
     let peer_listener = bind("peers", addrs.peer).await?;
     let metrics_listener = bind("metrics", addrs.metrics).await?;
     let client_listener = match addrs.client {
@@ -113,19 +116,31 @@ async fn serve_as<P: Protocol>(cfg: Arc<ClusterConfig>, me: NodeId) -> Result<()
         jitter_mean_ns: cfg.wan.as_ref().map_or(0.0, |w| w.jitter_ms * 1e6 * w.scale),
         queue_messages: cfg.queue_messages,
         seed: cfg.seed,
+        tls: security.peers.clone(),
     });
     let (peers_tx, peers_rx) = mpsc::channel::<(NodeId, P::Msg)>(INBOX_MESSAGES);
     let (requests_tx, requests_rx) = mpsc::channel::<Request>(REQUEST_QUEUE);
-    tokio::spawn(transport::accept_peers::<P::Msg>(peer_listener, cfg.cluster_id(), n, peers_tx));
+    tokio::spawn(transport::accept_peers::<P::Msg>(peer_listener, cfg.cluster_id(), n, peers_tx, security.peers));
     if let Some(l) = client_listener {
-        tokio::spawn(api::serve_clients(l, requests_tx.clone()));
+        tokio::spawn(api::serve_clients(l, requests_tx.clone(), security.clients.clone()));
     }
     if let Some(l) = redis_listener {
-        tokio::spawn(redis::serve(l, requests_tx.clone(), name.clone(), Arc::clone(&cfg.topology)));
+        let topology = Arc::clone(&cfg.topology);
+        tokio::spawn(redis::serve(l, requests_tx.clone(), name.clone(), topology, security.clients.clone()));
     }
     drop(requests_tx);
     spawn_metrics(metrics_listener, handle, &cfg, me);
-    tracing::info!(node = %name, peer = %addrs.peer, client = ?addrs.client, redis = ?addrs.redis, metrics = %addrs.metrics, "serving");
+    tracing::info!(
+        node = %name,
+        peer = %addrs.peer,
+        client = ?addrs.client,
+        redis = ?addrs.redis,
+        metrics = %addrs.metrics,
+        peer_tls = cfg.security.tls,
+        client_tls = cfg.security.client_tls,
+        password = cfg.security.password.is_some(),
+        "serving"
+    );
 
     let parts = NodeParts { cfg: cfg.clone(), me, transport, wal: writer, next_lsn: recovered.next_lsn.0 };
     let inputs = NodeInputs { peers: peers_rx, requests: requests_rx, durable: durable_rx };

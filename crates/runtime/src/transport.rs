@@ -12,13 +12,19 @@
 //! message and what every protocol already tolerates. This module must
 //! never block the node loop, and never deliver a message of another
 //! cluster (the first frame of a connection names both).
+//!
+//! With the cluster's TLS on, every connection is mutual TLS: the dialler
+//! checks that the certificate it is shown names the peer it dialled, and
+//! the acceptor that the one it is shown (signed by the cluster's CA, or
+//! the handshake fails) names the node the first frame claims to be.
 
 use crate::frame::{self, Hello};
+use crate::security::{PeerTls, Stream, names_node};
 use meridian_core::{NodeId, Rng};
 use serde::de::DeserializeOwned;
 use std::net::SocketAddr;
 use std::time::Duration;
-use tokio::io::{AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -60,6 +66,8 @@ pub struct Peers {
     pub jitter_mean_ns: f64,
     pub queue_messages: usize,
     pub seed: u64,
+    /// Mutual TLS with the cluster's CA; `None`: plain TCP.
+    pub tls: Option<PeerTls>,
 }
 
 impl Transport {
@@ -76,7 +84,8 @@ impl Transport {
                 }
                 let (tx, rx) = mpsc::channel(peers.queue_messages);
                 let name = format!("n{i}");
-                tokio::spawn(peer_writer(*addr, hello.clone(), rx, name));
+                let tls = peers.tls.as_ref().map(|t| Dial { tls: t.clone(), node: i });
+                tokio::spawn(peer_writer(*addr, hello.clone(), rx, name, tls));
                 Some(tx)
             })
             .collect();
@@ -116,9 +125,22 @@ impl Transport {
     }
 }
 
+/// How to reach one peer over TLS: its node index names the certificate it
+/// must show.
+struct Dial {
+    tls: PeerTls,
+    node: usize,
+}
+
 /// Writes one peer's queue, in order, each message no earlier than its due
 /// time; reconnects with backoff, dropping what it cannot deliver.
-async fn peer_writer(addr: SocketAddr, hello: Vec<u8>, mut rx: mpsc::Receiver<Outgoing>, name: String) {
+async fn peer_writer(
+    addr: SocketAddr,
+    hello: Vec<u8>,
+    mut rx: mpsc::Receiver<Outgoing>,
+    name: String,
+    tls: Option<Dial>,
+) {
     let mut backoff = BACKOFF_MIN;
     let mut next_attempt = Instant::now();
     while let Some(first) = rx.recv().await {
@@ -126,10 +148,16 @@ async fn peer_writer(addr: SocketAddr, hello: Vec<u8>, mut rx: mpsc::Receiver<Ou
             drop_unreachable(&mut rx, 1);
             continue;
         }
-        let stream = match connect(addr, &hello).await {
+        let stream = match connect(addr, &hello, tls.as_ref()).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::debug!(peer = %name, %addr, error = %e, "peer unreachable");
+                if is_refusal(&e) {
+                    // Not the cluster's node (or not a node at all): worth
+                    // telling, unlike a peer that is merely down.
+                    tracing::warn!(peer = %name, %addr, error = %e, "refused a peer: TLS handshake failed");
+                } else {
+                    tracing::debug!(peer = %name, %addr, error = %e, "peer unreachable");
+                }
                 next_attempt = Instant::now() + backoff;
                 backoff = (backoff * 2).min(BACKOFF_MAX);
                 drop_unreachable(&mut rx, 1);
@@ -153,15 +181,26 @@ fn drop_unreachable(rx: &mut mpsc::Receiver<Outgoing>, already: u64) {
     metrics::counter!("meridian_net_dropped_total", "reason" => "unreachable").increment(n);
 }
 
-async fn connect(addr: SocketAddr, hello: &[u8]) -> std::io::Result<TcpStream> {
-    let stream = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await??;
-    stream.set_nodelay(true)?;
-    let mut stream = stream;
+/// A failed TLS handshake (rustls reports it as invalid data), as opposed
+/// to a peer that is not there.
+fn is_refusal(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::InvalidData
+        || e.get_ref().is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+}
+
+async fn connect(addr: SocketAddr, hello: &[u8], tls: Option<&Dial>) -> std::io::Result<Stream> {
+    let tcp = tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await??;
+    let tls = tls.map(|d| (&d.tls.connector, &d.tls.names[d.node]));
+    let mut stream = Stream::connect(tcp, tls).await?;
     stream.write_all(hello).await?;
     Ok(stream)
 }
 
-async fn write_loop(stream: TcpStream, first: Outgoing, rx: &mut mpsc::Receiver<Outgoing>) -> std::io::Result<()> {
+async fn write_loop<S: AsyncWrite + Unpin>(
+    stream: S,
+    first: Outgoing,
+    rx: &mut mpsc::Receiver<Outgoing>,
+) -> std::io::Result<()> {
     let mut w = BufWriter::with_capacity(64 << 10, stream);
     let mut next = Some(first);
     loop {
@@ -190,12 +229,14 @@ async fn write_loop(stream: TcpStream, first: Outgoing, rx: &mut mpsc::Receiver<
 
 /// Accepts peer connections and forwards each decoded message, with its
 /// sender, to `inbox` (awaiting room: backpressure). A frame that does not
-/// decode closes its connection.
+/// decode closes its connection; with `tls`, so does a peer that is not
+/// the cluster's node it claims to be.
 pub async fn accept_peers<M: DeserializeOwned + Send + 'static>(
     listener: TcpListener,
     cluster: u64,
     nodes: usize,
     inbox: mpsc::Sender<(NodeId, M)>,
+    tls: Option<PeerTls>,
 ) {
     loop {
         let (stream, from_addr) = match listener.accept().await {
@@ -206,21 +247,33 @@ pub async fn accept_peers<M: DeserializeOwned + Send + 'static>(
                 continue;
             }
         };
-        let _ = stream.set_nodelay(true);
         let inbox = inbox.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            if let Err(e) = read_peer(stream, cluster, nodes, inbox).await {
-                tracing::debug!(%from_addr, error = %e, "peer connection closed");
+            let stream = match Stream::accept(stream, tls.as_ref().map(|t| &t.acceptor)).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(%from_addr, error = %e, "refused a peer: TLS handshake failed");
+                    return;
+                }
+            };
+            if let Err(e) = read_peer(stream, cluster, nodes, inbox, tls.as_ref()).await {
+                if e.kind() == std::io::ErrorKind::PermissionDenied {
+                    tracing::warn!(%from_addr, error = %e, "refused a peer");
+                } else {
+                    tracing::debug!(%from_addr, error = %e, "peer connection closed");
+                }
             }
         });
     }
 }
 
 async fn read_peer<M: DeserializeOwned>(
-    stream: TcpStream,
+    stream: Stream,
     cluster: u64,
     nodes: usize,
     inbox: mpsc::Sender<(NodeId, M)>,
+    tls: Option<&PeerTls>,
 ) -> std::io::Result<()> {
     let mut r = BufReader::with_capacity(64 << 10, stream);
     let mut buf = Vec::new();
@@ -228,6 +281,15 @@ async fn read_peer<M: DeserializeOwned>(
     if hello.cluster != cluster || hello.from as usize >= nodes {
         tracing::warn!(?hello, "rejecting a connection from another cluster");
         return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, "wrong cluster"));
+    }
+    if let Some(tls) = tls {
+        // The handshake proved the CA signed the certificate; it must
+        // also name the node the peer claims to be.
+        let name = &tls.names[hello.from as usize];
+        if !r.get_ref().peer_certificate().is_some_and(|cert| names_node(cert, name)) {
+            let why = format!("its certificate does not name {}, the node it claims to be", name.to_str());
+            return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, why));
+        }
     }
     let from = NodeId(hello.from);
     while frame::read_frame(&mut r, &mut buf, frame::MAX_PEER_FRAME_BYTES).await? {

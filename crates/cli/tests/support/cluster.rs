@@ -77,9 +77,31 @@ impl TestCluster {
     /// Writes the cluster file and starts every node; waits until each
     /// answers `/health`.
     pub fn start(tag: &str, shape: Shape<'_>) -> TestCluster {
+        TestCluster::start_as(tag, shape, false)
+    }
+
+    /// The same with `[security]` on, as a cluster reachable from the
+    /// network must run (still on loopback): a password file, mutual TLS
+    /// between peers and TLS for clients, the material made by `meridian
+    /// cluster certs` in `dir/certs`.
+    pub fn start_secured(tag: &str, shape: Shape<'_>) -> TestCluster {
+        TestCluster::start_as(tag, shape, true)
+    }
+
+    fn start_as(tag: &str, shape: Shape<'_>, secured: bool) -> TestCluster {
         let dir = temp_dir(tag);
+        let security = |dir: &Path| -> String {
+            if !secured {
+                return String::new();
+            }
+            let certs = dir.join("certs").display().to_string();
+            format!(
+                "\n[security]\npassword_file = {:?}\ntls = true\ncerts_dir = {certs:?}\n",
+                format!("{certs}/password")
+            )
+        };
         // Names first, from a cluster file without addresses.
-        let text = cluster_text(&shape, &dir, &[]);
+        let text = cluster_text(&shape, &dir, &[]) + &security(&dir);
         let probe = ClusterConfig::from_str(&text, "probe.toml", meridian_cli::registry::runnable())
             .unwrap_or_else(|e| panic!("{e}"));
         let names: Vec<String> = probe.topology.nodes.iter().map(|n| n.name.clone()).collect();
@@ -91,9 +113,17 @@ impl TestCluster {
                 (n.clone(), probe.topology.is_client(meridian_core::NodeId(i as u32)), &ports[4 * i..4 * i + 4])
             })
             .collect();
-        let text = cluster_text(&shape, &dir, &nodes);
+        let text = cluster_text(&shape, &dir, &nodes) + &security(&dir);
         let file = dir.join("cluster.toml");
         std::fs::write(&file, &text).expect("write the cluster file");
+        if secured {
+            let out = Command::new(env!("CARGO_BIN_EXE_meridian"))
+                .args(["cluster", "certs", "--config"])
+                .arg(&file)
+                .output()
+                .expect("run meridian cluster certs");
+            assert!(out.status.success(), "cluster certs: {}", String::from_utf8_lossy(&out.stderr));
+        }
         let cfg = ClusterConfig::load(&file, meridian_cli::registry::runnable()).unwrap_or_else(|e| panic!("{e}"));
         let mut cluster = TestCluster { dir, file, cfg, children: Vec::new() };
         for name in names {
@@ -105,15 +135,21 @@ impl TestCluster {
     }
 
     fn spawn(&self, name: &str) -> Child {
+        self.spawn_from(name, &self.file, name)
+    }
+
+    /// Starts `meridian server --config file --node node`, logging to
+    /// `dir/<label>.log`.
+    fn spawn_from(&self, label: &str, file: &Path, node: &str) -> Child {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.dir.join(format!("{name}.log")))
+            .open(self.dir.join(format!("{label}.log")))
             .expect("node log");
         Command::new(env!("CARGO_BIN_EXE_meridian"))
             .args(["server", "--config"])
-            .arg(&self.file)
-            .args(["--node", name])
+            .arg(file)
+            .args(["--node", node])
             .env("MERIDIAN_LOG", "info")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
@@ -141,6 +177,30 @@ impl TestCluster {
         assert!(self.children[i].1.is_none(), "{name} is running");
         let child = self.spawn(name);
         self.children[i].1 = Some(child);
+    }
+
+    /// Starts another process as node `node` of cluster file `file` (an
+    /// impostor, a node of another cluster), known as `label` to
+    /// [`TestCluster::kill`] and [`TestCluster::log`], killed with the
+    /// cluster.
+    pub fn start_process(&mut self, label: &str, file: &Path, node: &str) {
+        let child = self.spawn_from(label, file, node);
+        self.children.push((label.to_string(), Some(child)));
+    }
+
+    /// The password of a [`TestCluster::start_secured`] cluster.
+    pub fn password(&self) -> String {
+        let text = std::fs::read_to_string(self.certs_dir().join("password")).expect("the password file");
+        text.trim_end().to_string()
+    }
+
+    pub fn certs_dir(&self) -> PathBuf {
+        self.dir.join("certs")
+    }
+
+    /// The whole log of a process.
+    pub fn full_log(&self, label: &str) -> String {
+        std::fs::read_to_string(self.dir.join(format!("{label}.log"))).unwrap_or_default()
     }
 
     pub fn addr_of(&self, name: &str) -> &meridian_runtime::config::NodeAddrs {

@@ -7,6 +7,7 @@
 
 use super::resp::{Proto, Reply};
 use super::table::{self, COMMANDS};
+use crate::security::Password;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -27,6 +28,21 @@ pub struct Connection {
     name: Option<Vec<u8>>,
     lib_name: Option<Vec<u8>>,
     lib_ver: Option<Vec<u8>>,
+    /// The cluster's password (`requirepass`); `None`: the default user is
+    /// `nopass`, as a Redis without one.
+    password: Option<Password>,
+    authenticated: bool,
+}
+
+/// What Redis answers a command before `AUTH` when a password is set.
+pub const NOAUTH: &str = "NOAUTH Authentication required.";
+/// What it answers a wrong password or an unknown user.
+pub const WRONGPASS: &str = "WRONGPASS invalid username-password pair or user is disabled.";
+
+/// Commands a connection may send before it authenticates (Redis's
+/// `no-auth` flag).
+pub fn allowed_before_auth(name: &str) -> bool {
+    ["AUTH", "HELLO", "QUIT", "RESET"].iter().any(|n| n.eq_ignore_ascii_case(name))
 }
 
 /// Connection ids, unique within the process and never 0.
@@ -48,28 +64,62 @@ fn upper(bytes: &[u8]) -> String {
 }
 
 impl Connection {
-    pub fn new(peer: Option<SocketAddr>) -> Connection {
-        Connection { id: next_id(), proto: Proto::Resp2, peer, name: None, lib_name: None, lib_ver: None }
+    pub fn new(peer: Option<SocketAddr>, password: Option<Password>) -> Connection {
+        Connection {
+            id: next_id(),
+            proto: Proto::Resp2,
+            peer,
+            name: None,
+            lib_name: None,
+            lib_ver: None,
+            authenticated: password.is_none(),
+            password,
+        }
     }
 
-    /// `RESET`: back to a fresh connection's state (its id stays).
+    /// Whether the connection may run commands other than
+    /// [`allowed_before_auth`] ones.
+    pub fn authenticated(&self) -> bool {
+        self.authenticated
+    }
+
+    /// `RESET`: back to a fresh connection's state (its id stays); as in
+    /// Redis, that includes authentication when a password is set.
     pub fn reset(&mut self) {
         self.proto = Proto::Resp2;
         self.name = None;
+        self.authenticated = self.password.is_none();
     }
 
-    /// `AUTH [username] password`. No password is configured, so, as
-    /// Redis's default user with `nopass`: `AUTH default <anything>`
-    /// succeeds and a bare password is an error.
+    /// `AUTH [username] password`. With a password set (`requirepass`),
+    /// `AUTH password` and `AUTH default password` authenticate the
+    /// connection and anything else is `WRONGPASS` (the connection stays as
+    /// it was, as in Redis). Without one, as Redis's default user with
+    /// `nopass`: `AUTH default <anything>` succeeds and a bare password is
+    /// an error.
     pub fn auth(&mut self, args: &[Vec<u8>]) -> Reply {
-        match args {
-            [_password] => Reply::err(
-                "ERR AUTH <password> called without any password configured for the default user. Are you sure \
-                 your configuration is correct?",
-            ),
-            [user, _password] if user.as_slice() == b"default" => Reply::ok(),
-            [_, _] => Reply::err("WRONGPASS invalid username-password pair or user is disabled."),
-            _ => table::wrong_args("auth"),
+        let Some(password) = &self.password else {
+            return match args {
+                [_password] => Reply::err(
+                    "ERR AUTH <password> called without any password configured for the default user. Are you \
+                     sure your configuration is correct?",
+                ),
+                [user, _password] if user.as_slice() == b"default" => Reply::ok(),
+                [_, _] => Reply::err(WRONGPASS),
+                _ => table::wrong_args("auth"),
+            };
+        };
+        let given = match args {
+            [given] => given,
+            [user, given] if user.as_slice() == b"default" => given,
+            [_, _] => return Reply::err(WRONGPASS),
+            _ => return table::wrong_args("auth"),
+        };
+        if password.matches(given) {
+            self.authenticated = true;
+            Reply::ok()
+        } else {
+            Reply::err(WRONGPASS)
         }
     }
 
@@ -88,12 +138,11 @@ impl Connection {
             rest = tail;
         }
         let mut name = None;
+        let mut credentials = None;
         while let Some((option, tail)) = rest.split_first() {
             match (upper(option).as_str(), tail) {
                 ("AUTH", [user, password, more @ ..]) => {
-                    if let Reply::Error(e) = self.auth(&[user.clone(), password.clone()]) {
-                        return Reply::Error(e);
-                    }
+                    credentials = Some([user.clone(), password.clone()]);
                     rest = more;
                 }
                 ("SETNAME", [n, more @ ..]) => {
@@ -105,6 +154,18 @@ impl Connection {
                 }
                 (o, _) => return Reply::err(format!("ERR Syntax error in HELLO option '{}'", o.to_ascii_lowercase())),
             }
+        }
+        if let Some(credentials) = credentials {
+            if let Reply::Error(e) = self.auth(&credentials) {
+                return Reply::Error(e);
+            }
+        }
+        if !self.authenticated {
+            return Reply::err(
+                "NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> \
+                 AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol \
+                 version at the same time",
+            );
         }
         self.proto = proto;
         if name.is_some() {
@@ -238,7 +299,7 @@ mod tests {
 
     #[test]
     fn hello_switches_the_protocol_and_describes_the_server() {
-        let mut c = Connection::new(None);
+        let mut c = Connection::new(None, None);
         let r = c.hello(&a(&["3"]));
         assert_eq!(c.proto, Proto::Resp3);
         assert_eq!(field(&r, "proto"), Some(&Reply::Int(3)));
@@ -256,7 +317,7 @@ mod tests {
 
     #[test]
     fn client_names_and_library_info_are_kept_and_validated() {
-        let mut c = Connection::new(None);
+        let mut c = Connection::new(None, None);
         assert_eq!(c.client(&a(&["GETNAME"]), false), Reply::Bulk(None));
         assert_eq!(c.client(&a(&["SETNAME", "worker-1"]), false), Reply::ok());
         assert_eq!(c.client(&a(&["GETNAME"]), false), Reply::bulk("worker-1"));
@@ -275,10 +336,50 @@ mod tests {
 
     #[test]
     fn auth_without_a_configured_password_behaves_as_redis_default_user() {
-        let mut c = Connection::new(None);
+        let mut c = Connection::new(None, None);
         assert!(matches!(c.auth(&a(&["secret"])), Reply::Error(e) if e.contains("without any password configured")));
         assert_eq!(c.auth(&a(&["default", "anything"])), Reply::ok());
         assert!(matches!(c.auth(&a(&["bob", "x"])), Reply::Error(e) if e.starts_with("WRONGPASS")));
+    }
+
+    #[test]
+    fn with_a_password_only_the_password_authenticates() {
+        let mut c = Connection::new(None, Some(Password::new(b"s3cret")));
+        assert!(!c.authenticated());
+        let wrong = Reply::err(WRONGPASS);
+        assert_eq!(c.auth(&a(&["nope"])), wrong);
+        assert_eq!(c.auth(&a(&["default", "nope"])), wrong);
+        assert_eq!(c.auth(&a(&["alice", "s3cret"])), wrong, "only the default user exists");
+        assert!(matches!(c.auth(&a(&["a", "b", "c"])), Reply::Error(e) if e.contains("wrong number")));
+        assert!(!c.authenticated(), "a refused AUTH leaves the connection locked");
+        assert_eq!(c.auth(&a(&["s3cret"])), Reply::ok());
+        assert!(c.authenticated());
+        assert_eq!(c.auth(&a(&["nope"])), wrong);
+        assert!(c.authenticated(), "a later wrong AUTH keeps the earlier one, as in Redis");
+        c.reset();
+        assert!(!c.authenticated(), "RESET forgets the password");
+        assert_eq!(c.auth(&a(&["default", "s3cret"])), Reply::ok());
+        assert!(c.authenticated());
+    }
+
+    #[test]
+    fn hello_needs_the_password_first_or_in_its_auth_option() {
+        let mut c = Connection::new(None, Some(Password::new(b"s3cret")));
+        assert!(matches!(c.hello(&a(&["3"])), Reply::Error(e) if e.starts_with("NOAUTH HELLO must be called")));
+        assert_eq!(c.proto, Proto::Resp2, "a refused HELLO changes nothing");
+        assert!(
+            matches!(c.hello(&a(&["3", "AUTH", "default", "nope"])), Reply::Error(e) if e.starts_with("WRONGPASS"))
+        );
+        assert!(matches!(c.hello(&a(&["3", "AUTH", "default", "s3cret", "BOGUS"])), Reply::Error(_)));
+        assert!(!c.authenticated(), "a HELLO with a syntax error authenticates nobody");
+        let r = c.hello(&a(&["3", "AUTH", "default", "s3cret", "SETNAME", "app"]));
+        assert_eq!(field(&r, "proto"), Some(&Reply::Int(3)));
+        assert!(c.authenticated());
+        let mut c = Connection::new(None, Some(Password::new(b"s3cret")));
+        assert_eq!(c.auth(&a(&["s3cret"])), Reply::ok());
+        assert!(matches!(c.hello(&a(&["3"])), Reply::Map(_)), "HELLO after AUTH");
+        assert!(allowed_before_auth("auth") && allowed_before_auth("Hello") && allowed_before_auth("QUIT"));
+        assert!(allowed_before_auth("reset") && !allowed_before_auth("GET") && !allowed_before_auth("PING"));
     }
 
     #[test]

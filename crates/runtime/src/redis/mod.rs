@@ -32,6 +32,10 @@
 //! and answers malformed input with `-ERR Protocol error` before closing; it
 //! must never panic or allocate what a length field claims before checking
 //! it.
+//!
+//! With the cluster's password set, a connection runs nothing but `AUTH`,
+//! `HELLO`, `QUIT` and `RESET` until it gives it (`-NOAUTH`, as Redis with
+//! `requirepass`); with `client_tls`, connections are TLS.
 
 mod connection;
 mod data;
@@ -40,14 +44,15 @@ mod table;
 
 use crate::client::fresh_tag;
 use crate::node::Request;
+use crate::security::{Access, Stream};
 use connection::Connection;
 use data::{Batch, Planned, plan};
 use meridian_core::strings::{self, StrOp, StringTxn};
 use meridian_core::{AbortReason, Key, OpResult, Outcome, Procedure, Program, Topology};
 pub use resp::{Parsed, Proto, Reply, parse_command};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 /// Most arguments one command may have.
@@ -215,6 +220,11 @@ impl Gateway {
     async fn command(&mut self, args: Vec<Vec<u8>>) -> (Reply, Next) {
         let Some((first, rest)) = args.split_first() else { return (Reply::err("ERR empty command"), Next::Continue) };
         let given = String::from_utf8_lossy(first);
+        // Before the password nothing else runs, not even a lookup: an
+        // outsider learns nothing but that a password is needed.
+        if !self.conn.authenticated() && !connection::allowed_before_auth(&given) {
+            return (Reply::err(connection::NOAUTH), Next::Continue);
+        }
         let spec = match table::check(&given, rest) {
             Ok(spec) => spec,
             Err(e) => {
@@ -298,12 +308,19 @@ impl Gateway {
     }
 }
 
-/// Accepts Redis clients and serves each connection.
-pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node: String, topology: Arc<Topology>) {
+/// Accepts Redis clients and serves each connection, requiring what
+/// `access` says (password, TLS).
+pub async fn serve(
+    listener: TcpListener,
+    requests: mpsc::Sender<Request>,
+    node: String,
+    topology: Arc<Topology>,
+    access: Access,
+) {
+    let access = Arc::new(access);
     loop {
         let Ok((stream, peer)) = listener.accept().await else { continue };
-        let _ = stream.set_nodelay(true);
-        let conn = Connection::new(Some(peer));
+        let conn = Connection::new(Some(peer), access.password.clone());
         let gateway = Gateway {
             requests: requests.clone(),
             node: node.clone(),
@@ -313,7 +330,15 @@ pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node:
             multi: None,
             queued_bytes: 0,
         };
+        let access = Arc::clone(&access);
         tokio::spawn(async move {
+            let stream = match Stream::accept(stream, access.tls.as_ref()).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, "redis TLS handshake failed");
+                    return;
+                }
+            };
             if let Err(e) = connection(stream, gateway).await {
                 tracing::debug!(%peer, error = %e, "redis connection closed");
             }
@@ -321,7 +346,7 @@ pub async fn serve(listener: TcpListener, requests: mpsc::Sender<Request>, node:
     }
 }
 
-async fn connection(mut stream: TcpStream, mut gateway: Gateway) -> std::io::Result<()> {
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(mut stream: S, mut gateway: Gateway) -> std::io::Result<()> {
     let mut buf: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut out: Vec<u8> = Vec::with_capacity(16 << 10);
     let mut chunk = vec![0u8; 16 << 10];
@@ -351,6 +376,8 @@ async fn connection(mut stream: TcpStream, mut gateway: Gateway) -> std::io::Res
         }
         if !out.is_empty() {
             stream.write_all(&out).await?;
+            // TLS may hold part of a record until flushed.
+            stream.flush().await?;
             out.clear();
         }
         let n = stream.read(&mut chunk).await?;
@@ -365,6 +392,46 @@ async fn connection(mut stream: TcpStream, mut gateway: Gateway) -> std::io::Res
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// A gateway whose password is `s3cret`, and the requests it sends to
+    /// the node.
+    fn locked_gateway() -> (Gateway, mpsc::Receiver<Request>) {
+        let (requests, rx) = mpsc::channel(8);
+        let topology = Arc::new(Topology::build(&meridian_core::ClusterSpec::one_region(1, 1), &[]));
+        let conn = Connection::new(None, Some(crate::security::Password::new(b"s3cret")));
+        let gateway =
+            Gateway { requests, node: "n".into(), topology, conn, watched: Vec::new(), multi: None, queued_bytes: 0 };
+        (gateway, rx)
+    }
+
+    fn args(v: &[&str]) -> Vec<Vec<u8>> {
+        v.iter().map(|s| s.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn before_the_password_nothing_reaches_the_cluster() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let (mut g, mut rx) = locked_gateway();
+            let noauth = Reply::err(connection::NOAUTH);
+            for cmd in [&["GET", "k"][..], &["set", "k", "v"], &["MULTI"], &["PING"], &["INFO"], &["nosuch", "x"], &["WATCH", "k"]] {
+                assert_eq!(g.command(args(cmd)).await.0, noauth, "{cmd:?}");
+            }
+            assert!(g.multi.is_none() && g.watched.is_empty());
+            assert!(matches!(g.command(args(&["AUTH", "nope"])).await.0, Reply::Error(e) if e.starts_with("WRONGPASS")));
+            assert_eq!(g.command(args(&["GET", "k"])).await.0, noauth);
+            assert!(rx.try_recv().is_err(), "no request reached the node");
+            assert!(matches!(g.command(args(&["QUIT"])).await, (_, Next::Close)), "QUIT needs no password");
+            assert_eq!(g.command(args(&["RESET"])).await.0, Reply::Simple("RESET".into()));
+            assert_eq!(g.command(args(&["AUTH", "default", "s3cret"])).await.0, Reply::ok());
+            assert_eq!(g.command(args(&["PING"])).await.0, Reply::Simple("PONG".into()));
+            assert_eq!(g.command(args(&["MULTI"])).await.0, Reply::ok());
+            assert!(matches!(g.command(args(&["AUTH", "s3cret"])).await.0, Reply::Error(e) if e.contains("not allowed inside a transaction")));
+            assert_eq!(g.command(args(&["DISCARD"])).await.0, Reply::ok());
+            assert_eq!(g.command(args(&["RESET"])).await.0, Reply::Simple("RESET".into()));
+            assert_eq!(g.command(args(&["PING"])).await.0, noauth, "RESET locks the connection again");
+        });
+    }
 
     fn parse(s: &[u8]) -> Parsed {
         parse_command(s)
