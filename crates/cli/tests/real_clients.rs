@@ -27,6 +27,21 @@ fn redis_cli(port: u16, args: &[&str]) -> String {
     run(cmd).trim_end().to_string()
 }
 
+/// Runs `redis-cli` with `script` on its stdin.
+fn redis_cli_stdin(port: u16, script: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("redis-cli")
+        .args(["-p", &port.to_string()])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("redis-cli runs");
+    child.stdin.take().expect("stdin").write_all(script.as_bytes()).expect("script written");
+    let out = child.wait_with_output().expect("redis-cli finishes");
+    assert!(out.status.success(), "redis-cli failed: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 #[test]
 fn redis_py_redis_cli_and_redis_benchmark_work_with_their_defaults() {
     let shape = Shape { protocol: "2pl-paxos", shards: 2, replicas: 3, wan_scale: None, params: Vec::new() };
@@ -54,6 +69,13 @@ fn redis_py_redis_cli_and_redis_benchmark_work_with_their_defaults() {
         assert!(hello.contains("proto") && hello.contains('3'), "{hello}");
         let err = redis_cli(port, &["NOSUCH"]);
         assert!(err.starts_with("ERR unknown command 'NOSUCH'"), "{err}");
+        assert_eq!(redis_cli(port, &["INCR", "cli:k"]), "ERR value is not an integer or out of range");
+        // MULTI/EXEC from a script on stdin, one connection.
+        let script = "MULTI\nINCR cli:m\nAPPEND cli:m x\nINCR cli:m\nGET cli:m\nEXEC\n";
+        let out = redis_cli_stdin(port, script);
+        let lines: Vec<&str> = out.lines().filter(|l| !l.is_empty()).collect();
+        assert_eq!(lines[..3], ["OK", "QUEUED", "QUEUED"], "{out}");
+        assert_eq!(lines[5..], ["1", "2", "ERR value is not an integer or out of range", "1x"], "{out}");
     }
 
     let mut probe = Command::new("redis-benchmark");
