@@ -587,10 +587,12 @@ impl Replica {
     }
 }
 
-/// How many refused transactions a leader remembers (late duplicates of
-/// older ones are answered by the coordinator with an abort).
+/// How many refused transactions a leader remembers: those still above
+/// their coordinator's retired watermark (the outcomes answer for the rest)
+/// are the few in flight; a late duplicate of one forgotten anyway is
+/// answered by its coordinator with an abort.
 fn cfg_refused_kept() -> usize {
-    65_536
+    4_096
 }
 
 /// The locks a piece needs: one per key, exclusive if any op writes it,
