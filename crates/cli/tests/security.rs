@@ -13,13 +13,14 @@ use meridian_runtime::security::{Credentials, Password};
 use meridian_runtime::{Client, frame};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::cluster::{Shape, TestCluster};
+use support::resp::{R, Resp, bulk};
 
 fn meridian(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_meridian"));
@@ -112,29 +113,8 @@ fn missing_line(path: &Path, prefix: &str) -> usize {
     text.lines().position(|l| l.starts_with(prefix)).unwrap() + 1
 }
 
-/// A RESP reply as the test reads it.
-#[derive(Debug, PartialEq)]
-enum R {
-    Simple(String),
-    Error(String),
-    Int(i64),
-    Bulk(Option<Vec<u8>>),
-    Array(Vec<R>),
-    Null,
-    Map(Vec<(R, R)>),
-}
-
-fn bulk(s: &str) -> R {
-    R::Bulk(Some(s.as_bytes().to_vec()))
-}
-
 fn ok() -> R {
     R::Simple("OK".into())
-}
-
-/// A RESP client over any stream (TLS here).
-struct Resp<S: Read + Write> {
-    r: BufReader<S>,
 }
 
 type TlsStream = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
@@ -157,50 +137,7 @@ fn tls_connect(addr: SocketAddr, ca: &Path) -> Resp<TlsStream> {
     let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
     let tcp = TcpStream::connect(addr).expect("connect to the gateway");
     tcp.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-    Resp { r: BufReader::new(rustls::StreamOwned::new(conn, tcp)) }
-}
-
-impl<S: Read + Write> Resp<S> {
-    fn send(&mut self, args: &[&str]) {
-        let mut out = format!("*{}\r\n", args.len());
-        for a in args {
-            out.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-        }
-        self.r.get_mut().write_all(out.as_bytes()).unwrap();
-        self.r.get_mut().flush().unwrap();
-    }
-
-    fn line(&mut self) -> String {
-        let mut l = String::new();
-        self.r.read_line(&mut l).unwrap();
-        l.trim_end().to_string()
-    }
-
-    fn read(&mut self) -> R {
-        let l = self.line();
-        let (kind, rest) = l.split_at(1);
-        match kind {
-            "+" => R::Simple(rest.into()),
-            "-" => R::Error(rest.into()),
-            ":" => R::Int(rest.parse().unwrap()),
-            "$" if rest == "-1" => R::Bulk(None),
-            "$" => {
-                let mut b = vec![0; rest.parse::<usize>().unwrap() + 2];
-                self.r.read_exact(&mut b).unwrap();
-                b.truncate(b.len() - 2);
-                R::Bulk(Some(b))
-            }
-            "*" => R::Array((0..rest.parse::<usize>().unwrap()).map(|_| self.read()).collect()),
-            "_" => R::Null,
-            "%" => R::Map((0..rest.parse::<usize>().unwrap()).map(|_| (self.read(), self.read())).collect()),
-            _ => panic!("not RESP: {l}"),
-        }
-    }
-
-    fn call(&mut self, args: &[&str]) -> R {
-        self.send(args);
-        self.read()
-    }
+    Resp::over(rustls::StreamOwned::new(conn, tcp))
 }
 
 fn is_error(r: &R, prefix: &str) -> bool {

@@ -1,2 +1,3 @@
 pub mod clients;
 pub mod cluster;
+pub mod resp;
