@@ -82,9 +82,9 @@ impl GlobalLog {
         self.seen_batches.contains(id)
     }
 
-    /// The ordered batch whose contents the log waits for, if any.
-    pub(super) fn missing(&self) -> Option<BatchId> {
-        self.ordered.front().copied().filter(|id| !self.contents.contains_key(id))
+    /// Ordered batches whose contents the log waits for (at most `limit`).
+    pub(super) fn missing(&self, limit: usize) -> Vec<BatchId> {
+        self.ordered.iter().filter(|id| !self.contents.contains_key(id)).take(limit).copied().collect()
     }
 
     pub(super) fn next_pos(&self) -> u64 {

@@ -1,7 +1,8 @@
 //! A replica's durability and restart (Calvin §5): the global log is the
 //! durable input, so a replica needs only its own progress to recover.
-//! Every transaction it executes with writes (or after sending reads) is
-//! appended as an `Executed` record with those writes and reads; every
+//! Every transaction it executes (or, a passive participant, sends reads
+//! for) is appended as an `Executed` record with its writes and the reads
+//! it sent; every
 //! `checkpoint_txns` such records (and at least as many as the store has
 //! keys, so a checkpoint's cost per transaction stays flat) the log is
 //! folded into one `Checkpoint`: the store, the first position with a
@@ -12,8 +13,10 @@
 //! transactions recorded as executed are skipped (their writes are in the
 //! store), the others run again under the same locks in the same order,
 //! so they read what they read the first time and write the same values.
-//! A skipped transaction can only have run after every conflicting earlier
-//! one, so running the others around it changes nothing they read. Peers
+//! Records are durable in append order, and a transaction finishes only
+//! after every conflicting earlier one did: so every transaction that ran
+//! before a recorded one and conflicts with it is recorded too, and the
+//! ones run again see none of the skipped ones' writes. Peers
 //! that lost this replica's reads ask for them again; they are kept in
 //! the records.
 
@@ -47,8 +50,9 @@ impl Recovery {
 }
 
 impl Replica {
-    /// Notes an executed transaction durably, if it wrote or sent reads
-    /// (re-running any other one changes nothing).
+    /// Notes an executed transaction durably — every one, readers too: a
+    /// reader re-run after a later writer's record survived would read
+    /// that writer's value.
     pub(super) fn record_executed(
         &mut self,
         ctx: &mut Ctx<'_, Calvin>,
@@ -57,9 +61,6 @@ impl Replica {
         writes: Vec<(Key, Value)>,
         sent: Reads,
     ) {
-        if writes.is_empty() && sent.is_empty() {
-            return;
-        }
         let lsn = ctx.append(Record::Executed { txn, at, writes, sent });
         self.recovery.last_lsn = Some(lsn);
         self.recovery.records_since += 1;

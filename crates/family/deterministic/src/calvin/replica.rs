@@ -46,6 +46,8 @@ pub(super) struct Running {
 #[derive(Clone, Debug)]
 pub(super) struct Feed {
     pub sequencers: Vec<NodeId>,
+    /// The region's own sequencer, preferred whenever it answers.
+    pub home: usize,
     pub source: usize,
     pub next_pos: u64,
     pub held: BTreeMap<u64, LogEntry>,
@@ -78,7 +80,7 @@ impl Replica {
         let sequencers = topo.service(super::SEQUENCER).to_vec();
         let source = sequencers.iter().position(|s| *s == home).expect("the home sequencer");
         Replica {
-            feed: Feed { sequencers, source, next_pos: 0, held: BTreeMap::new(), silent_ticks: 0 },
+            feed: Feed { sequencers, home: source, source, next_pos: 0, held: BTreeMap::new(), silent_ticks: 0 },
             topo,
             me,
             shard,
@@ -124,7 +126,10 @@ impl Replica {
     /// Calvin §3.1: positions from a sequencer; applied in order, early
     /// ones held (up to the bound; the rest are fetched again).
     fn on_log(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, entries: Vec<LogEntry>) {
-        if self.feed.sequencers.get(self.feed.source) == Some(&from) {
+        if self.feed.sequencers[self.feed.home] == from {
+            self.feed.source = self.feed.home; // back from a failover
+        }
+        if self.feed.sequencers[self.feed.source] == from {
             self.feed.silent_ticks = 0;
         }
         for e in entries {
@@ -201,6 +206,7 @@ impl Replica {
             self.sent.insert(id, (r.at, own.clone()));
         }
         if !self.is_active(&r.txn, self.shard) {
+            self.record_executed(ctx, id, r.at, Vec::new(), own);
             return self.finish(id);
         }
         match self.exchange.expect(id, &others, own) {
@@ -286,7 +292,12 @@ impl Replica {
             ctx.count("log_failovers", 1);
         }
         let msg = Msg::FetchLog { shard: self.shard, from: self.feed.next_pos };
-        ctx.send(self.feed.sequencers[self.feed.source], msg);
+        ctx.send(self.feed.sequencers[self.feed.source], msg.clone());
+        if self.feed.source != self.feed.home {
+            // Another sequencer may lag behind the home one: the home one
+            // takes over again as soon as it answers.
+            ctx.send(self.feed.sequencers[self.feed.home], msg);
+        }
         self.want_reads(ctx);
         self.maybe_checkpoint(ctx);
     }

@@ -212,10 +212,12 @@ impl Sequencer {
         for id in due {
             self.spread(ctx, id);
         }
-        if let Some(id) = self.log.missing().filter(|_| self.ticks % retry == 0) {
-            ctx.count("batch_fetches", 1);
-            for s in self.sequencers.iter().filter(|s| **s != self.me) {
-                ctx.send(*s, Msg::FetchBatch { id });
+        if self.ticks % retry == 0 {
+            for id in self.log.missing(LOG_CHUNK as usize) {
+                ctx.count("batch_fetches", 1);
+                for s in self.sequencers.iter().filter(|s| **s != self.me) {
+                    ctx.send(*s, Msg::FetchBatch { id });
+                }
             }
         }
     }
