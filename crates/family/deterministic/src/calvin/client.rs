@@ -78,9 +78,14 @@ impl Client {
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
         self.ticks += 1;
-        let due_tick = self.ticks.saturating_sub(self.retry_ticks());
-        let due: Vec<TxnId> =
-            self.pending.iter().filter(|(_, p)| p.sent_tick <= due_tick).map(|(id, _)| *id).take(CHECKED_MAX).collect();
+        let (now, retry) = (self.ticks, self.retry_ticks());
+        let due: Vec<TxnId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now >= p.sent_tick + retry)
+            .map(|(id, _)| *id)
+            .take(CHECKED_MAX)
+            .collect();
         for id in due {
             let p = self.pending.get_mut(&id).expect("pending");
             if p.attempts >= self.cfg.max_attempts {

@@ -120,8 +120,9 @@ pub enum Record {
     /// A client's identifier epoch (`meridian_mechanisms::txnids`).
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
-    /// after sending `sent` (its reads) to the other participants.
-    Executed { txn: TxnId, at: (u64, u32), writes: Vec<(Key, Value)>, sent: Reads },
+    /// after sending `sent` (its reads) to the other participants; the
+    /// answering replica keeps the client's `outcome`, for its queries.
+    Executed { txn: TxnId, at: (u64, u32), writes: Vec<(Key, Value)>, sent: Reads, outcome: Option<Outcome> },
     /// A replica's checkpoint: every earlier record of its log folded in.
     Checkpoint(Arc<Checkpoint>),
 }

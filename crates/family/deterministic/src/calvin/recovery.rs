@@ -23,7 +23,7 @@
 use super::Calvin;
 use super::messages::{Checkpoint, Reads, Record};
 use super::replica::{At, Replica};
-use meridian_core::{Ctx, Key, Lsn, TxnId, Value};
+use meridian_core::{Ctx, Key, Lsn, Outcome, TxnId, Value};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -60,8 +60,9 @@ impl Replica {
         at: At,
         writes: Vec<(Key, Value)>,
         sent: Reads,
+        outcome: Option<Outcome>,
     ) {
-        let lsn = ctx.append(Record::Executed { txn, at, writes, sent });
+        let lsn = ctx.append(Record::Executed { txn, at, writes, sent, outcome });
         self.recovery.last_lsn = Some(lsn);
         self.recovery.records_since += 1;
         self.recovery.executed.insert(at);
@@ -99,7 +100,10 @@ impl Replica {
                         self.sent.insert(*id, (*at, reads.clone()));
                     }
                 }
-                Record::Executed { txn, at, writes, sent } => {
+                Record::Executed { txn, at, writes, sent, outcome } => {
+                    if let Some(outcome) = outcome {
+                        self.outcomes.insert(txn, outcome);
+                    }
                     self.store.extend(writes);
                     self.recovery.executed.insert(at);
                     if !sent.is_empty() {

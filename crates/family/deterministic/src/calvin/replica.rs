@@ -206,7 +206,7 @@ impl Replica {
             self.sent.insert(id, (r.at, own.clone()));
         }
         if !self.is_active(&r.txn, self.shard) {
-            self.record_executed(ctx, id, r.at, Vec::new(), own);
+            self.record_executed(ctx, id, r.at, Vec::new(), own, None);
             return self.finish(id);
         }
         match self.exchange.expect(id, &others, own) {
@@ -255,14 +255,16 @@ impl Replica {
             self.store.insert(*k, v.clone());
         }
         let sent = self.sent.get(&id).map(|(_, reads)| reads.clone()).unwrap_or_default();
-        self.record_executed(ctx, id, r.at, writes, sent);
+        let mut reply = None;
         if super::responder(&self.topo, &r.txn) == self.me {
             let counter = if r.txn.shards.len() > 1 { "multi_partition" } else { "single_partition" };
             ctx.count(counter, 1);
             let outcome = Outcome::Committed { results: exec.results };
             ctx.send(id.node, Msg::Reply { id, outcome: outcome.clone() });
-            self.outcomes.insert(id, outcome);
+            self.outcomes.insert(id, outcome.clone());
+            reply = Some(outcome);
         }
+        self.record_executed(ctx, id, r.at, writes, sent, reply);
         self.finish(id);
     }
 
