@@ -36,6 +36,22 @@ impl<T> BatchBuilder<T> {
         BatchBuilder { origin, next_seq: 0, max_items, max_wait_ns, open: Vec::new(), opened_ns: 0 }
     }
 
+    /// A sender restarting after batches `0..next_seq` were cut (and made
+    /// durable) by its earlier life: numbering continues, never repeats.
+    pub fn resume(origin: u32, next_seq: u64, max_items: usize, max_wait_ns: u64) -> BatchBuilder<T> {
+        BatchBuilder { next_seq, ..BatchBuilder::new(origin, max_items, max_wait_ns) }
+    }
+
+    /// The number the next batch will have.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// Items in the open batch.
+    pub fn open_len(&self) -> usize {
+        self.open.len()
+    }
+
     /// Adds an item at `now_ns`; returns the batch it closed, if full.
     pub fn push(&mut self, item: T, now_ns: u64) -> Option<Batch<T>> {
         if self.open.is_empty() {
@@ -152,6 +168,16 @@ mod tests {
         assert!(b.due(1_499).is_none());
         assert_eq!(b.due(1_500).expect("time is up").seq, 1);
         assert_eq!(b.cut(), Batch { origin: 3, seq: 2, items: vec![] }, "an empty epoch batch");
+    }
+
+    #[test]
+    fn a_resumed_sender_continues_its_numbering() {
+        let mut b = BatchBuilder::resume(1, 7, 4, 1_000);
+        assert_eq!((b.next_seq(), b.open_len()), (7, 0));
+        b.push('a', 0);
+        assert_eq!(b.open_len(), 1);
+        assert_eq!(b.cut().seq, 7);
+        assert_eq!(b.next_seq(), 8);
     }
 
     #[test]

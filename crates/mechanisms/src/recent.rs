@@ -1,10 +1,12 @@
 //! A set that remembers only its most recent `capacity` members: for
-//! duplicate suppression with a bound on memory.
+//! duplicate suppression with a bound on memory; and a map that keeps only
+//! its most recent `capacity` entries (outcomes to answer late questions
+//! with, messages to send again on request).
 //!
 //! Membership only: the hash set is never iterated, so its order cannot
 //! reach a run's outcome.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::VecDeque;
 use std::hash::Hash;
 
@@ -48,6 +50,54 @@ impl<T: Hash + Eq + Copy> RecentSet<T> {
     }
 }
 
+/// A map that keeps only its most recent `capacity` insertions.
+///
+/// Lookups only: the hash map is never iterated, except through
+/// [`RecentMap::newest`], which follows insertion order.
+#[derive(Clone, Debug)]
+pub struct RecentMap<K: Hash + Eq + Copy, V> {
+    map: FxHashMap<K, V>,
+    order: VecDeque<K>,
+    capacity: usize,
+}
+
+impl<K: Hash + Eq + Copy, V> RecentMap<K, V> {
+    pub fn new(capacity: usize) -> Self {
+        assert!(capacity > 0);
+        RecentMap { map: FxHashMap::default(), order: VecDeque::new(), capacity }
+    }
+
+    /// Inserts (or replaces) an entry, forgetting the oldest beyond capacity.
+    pub fn insert(&mut self, k: K, v: V) {
+        if self.map.insert(k, v).is_some() {
+            return;
+        }
+        self.order.push_back(k);
+        if self.order.len() > self.capacity {
+            let old = self.order.pop_front().expect("non-empty");
+            self.map.remove(&old);
+        }
+    }
+
+    pub fn get(&self, k: &K) -> Option<&V> {
+        self.map.get(k)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The `n` most recent entries, oldest first.
+    pub fn newest(&self, n: usize) -> impl Iterator<Item = (&K, &V)> {
+        let skip = self.order.len().saturating_sub(n);
+        self.order.iter().skip(skip).map(|k| (k, &self.map[k]))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,5 +111,18 @@ mod tests {
         r.insert(3);
         assert!(!r.contains(&1) && r.contains(&2) && r.contains(&3));
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn a_recent_map_keeps_only_the_most_recent_entries_in_order() {
+        let mut m = RecentMap::new(2);
+        m.insert(1, 'a');
+        m.insert(2, 'b');
+        m.insert(2, 'c');
+        m.insert(3, 'd');
+        assert_eq!((m.get(&1), m.get(&2), m.get(&3)), (None, Some(&'c'), Some(&'d')));
+        assert_eq!(m.len(), 2);
+        assert_eq!(m.newest(1).collect::<Vec<_>>(), vec![(&3, &'d')]);
+        assert_eq!(m.newest(5).map(|(k, _)| *k).collect::<Vec<_>>(), vec![2, 3]);
     }
 }

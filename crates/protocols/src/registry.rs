@@ -33,7 +33,7 @@ const fn planned(name: &'static str, consistency: Consistency, summary: &'static
 const CATALOG: &[Known] = &[
     built("twopc", "2pl-paxos", StrictSerializable, "two-phase locking + two-phase commit over per-shard Multi-Paxos"),
     planned("occ-paxos", StrictSerializable, "optimistic concurrency control + 2PC over per-shard Multi-Paxos"),
-    planned("calvin", StrictSerializable, "deterministic ordering and locking (Calvin)"),
+    built("deterministic", "calvin", StrictSerializable, "deterministic ordering and locking (Calvin)"),
     planned("tapir", StrictSerializable, "consolidated inconsistent replication + OCC (TAPIR)"),
     planned("raft-occ", StrictSerializable, "single-leader OCC commit over Raft"),
     built(
@@ -66,6 +66,8 @@ pub fn entries() -> &'static [&'static Entry] {
         all.extend(meridian_twopc::ENTRIES);
         #[cfg(feature = "tiga")]
         all.extend(meridian_tiga::ENTRIES);
+        #[cfg(feature = "deterministic")]
+        all.extend(meridian_deterministic::ENTRIES);
         all
     })
 }
@@ -168,14 +170,14 @@ mod tests {
             assert_eq!(find(e.info.name).map(|p| p.name), Some(e.info.name));
         }
         assert!(entry("tiga-not-yet").is_none());
-        assert!(not_runnable("calvin").contains("not implemented yet"));
+        assert!(not_runnable("slog").contains("not implemented yet"));
         assert!(not_runnable("nope").contains("unknown protocol"));
     }
 
-    #[cfg(all(feature = "twopc", feature = "tiga"))]
+    #[cfg(all(feature = "twopc", feature = "tiga", feature = "deterministic"))]
     #[test]
-    fn the_default_build_runs_both_written_protocols() {
+    fn the_default_build_runs_every_written_protocol() {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
-        assert_eq!(names, ["2pl-paxos", "tiga"]);
+        assert_eq!(names, ["2pl-paxos", "calvin", "tiga"]);
     }
 }

@@ -1,0 +1,202 @@
+//! Handlers driven by hand: the effects of one event compared with what
+//! the paper says the transition does.
+
+use super::messages::{Batch, BatchId, LogEntry, Msg, Record, Timer, Txn};
+use super::{Calvin, Node, SEQUENCER};
+use meridian_core::{
+    ClusterSpec, Deployment, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program, Protocol,
+    RegionId, ShardId, Topology, TxnId, Value,
+};
+use std::sync::Arc;
+
+/// Two shards, one replica of each in each of three regions, a sequencer
+/// per region.
+fn deployment() -> Deployment {
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 2,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0)],
+        clients_per_region: 1,
+    };
+    let params = Params::new();
+    let topology = Arc::new(Topology::build(&spec, &Calvin::services(&params)));
+    Deployment { topology, params, epsilon_us: 100, latency: Arc::new(matrix) }
+}
+
+fn hand(d: &Deployment, name: &str) -> Hand<Calvin> {
+    let me = d.topology.node_by_name(name).unwrap();
+    let node = Calvin::build(d, me).unwrap();
+    Hand::new(node, Arc::clone(&d.topology), me, Now::at(0))
+}
+
+fn txn(d: &Deployment, seq: u64, ops: Vec<Op>) -> Arc<Txn> {
+    Arc::new(Txn::new(TxnId { node: NodeId(99), seq }, Program::new(ops), RegionId(0), &d.topology))
+}
+
+fn replica(h: &Hand<Calvin>) -> &super::Replica {
+    match &h.node {
+        Node::Replica(r) => r,
+        _ => panic!("not a replica"),
+    }
+}
+
+#[test]
+fn a_sequencer_cuts_its_batch_at_the_epoch_and_spreads_it_only_once_durable() {
+    let d = deployment();
+    let mut h = hand(&d, "sequencer-finland");
+    h.start(Vec::new());
+    let client = d.topology.clients()[0];
+    let program = Program::new(vec![Op::Read { key: Key(1) }]);
+    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program });
+    assert!(
+        fx.all().iter().all(|e| !matches!(e, meridian_core::Effect::Send { .. })),
+        "nothing leaves before the epoch"
+    );
+    let fx = h.timer(Timer::Epoch);
+    let batches: Vec<_> = fx.appends().filter(|(_, _, r)| matches!(r, Record::Batch(_))).collect();
+    assert_eq!(batches.len(), 1, "Calvin §3.1: one batch per epoch, made durable");
+    assert_eq!(fx.sends().count(), 0, "not spread before it is durable");
+    let fx = h.persist_all();
+    let stores: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::StoreBatch(_))).map(|(to, _)| to).collect();
+    let others: Vec<NodeId> = d.topology.service(SEQUENCER).iter().copied().filter(|s| *s != h.me()).collect();
+    assert_eq!(stores, others, "its contents go to every other sequencer, apart from the log");
+    assert_eq!(
+        fx.sends().filter(|(_, m)| matches!(m, Msg::Order { .. })).count(),
+        0,
+        "ordered once a majority holds it"
+    );
+    let fx = h.message(others[0], Msg::BatchStored { id: BatchId { sequencer: 1, seq: 0 } });
+    let leader = d.topology.service(SEQUENCER)[0];
+    let orders: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::Order { .. })).map(|(to, _)| to).collect();
+    assert_eq!(orders, vec![leader], "two of three hold it: the global log's leader orders its id");
+}
+
+#[test]
+fn an_empty_epoch_orders_nothing() {
+    let d = deployment();
+    let mut h = hand(&d, "sequencer-brazil");
+    h.start(Vec::new());
+    let fx = h.timer(Timer::Epoch);
+    assert_eq!(fx.appends().count(), 0);
+    assert_eq!(fx.counted("batches"), 0);
+}
+
+#[test]
+fn a_passive_participant_sends_its_reads_to_the_active_one_and_finishes_at_once() {
+    let d = deployment();
+    let mut h = hand(&d, "shard1-replica1");
+    h.start(Vec::new());
+    // Reads key 1 (shard 1) and writes key 2 (shard 0): shard 1 is passive.
+    let t = txn(&d, 1, vec![Op::Write { key: Key(2), value: Value::int(5, 5) }, Op::Read { key: Key(1) }]);
+    let seq = d.topology.service(SEQUENCER)[1];
+    let fx = h.message(seq, Msg::Log { shard: ShardId(1), entries: vec![LogEntry { pos: 0, txns: vec![(0, t)] }] });
+    let reads: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::Reads { .. })).map(|(to, _)| to).collect();
+    assert_eq!(reads, vec![d.topology.replicas(ShardId(0))[1]], "to the other shard's replica of the same region");
+    assert_eq!(replica(&h).running(), 0, "no vote, no decision to wait for: no two-phase commit");
+    assert_eq!(fx.appends().count(), 1, "recorded, so that a restart does not re-read later writes");
+}
+
+#[test]
+fn an_active_participant_executes_once_it_has_every_participants_reads() {
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica0");
+    h.start(Vec::new());
+    // Increments key 0 (shard 0, the first: it answers) with key 1 read.
+    let t = txn(&d, 2, vec![Op::Increment { key: Key(0), delta: 2, tag: 7 }, Op::Read { key: Key(1) }]);
+    let id = t.id;
+    let seq = d.topology.service(SEQUENCER)[0];
+    let fx = h.message(seq, Msg::Log { shard: ShardId(0), entries: vec![LogEntry { pos: 0, txns: vec![(0, t)] }] });
+    assert_eq!(fx.completions().count() + fx.sends().filter(|(_, m)| matches!(m, Msg::Reply { .. })).count(), 0);
+    assert_eq!(replica(&h).running(), 1, "holds its locks while it waits");
+    let peer = d.topology.replicas(ShardId(1))[0];
+    let reads = vec![(Key(1), Some(Value::int(3, 40)))];
+    let fx = h.message(peer, Msg::Reads { txn: id, at: (0, 0), shard: ShardId(1), reads });
+    let replies: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::Reply { .. })).map(|(to, _)| to).collect();
+    assert_eq!(replies, vec![id.node], "the answering replica replies after execution");
+    assert_eq!(replica(&h).store().get(&Key(0)), Some(&Value::int(7, 2)), "its own shard's write installed");
+    assert_eq!(replica(&h).running(), 0);
+}
+
+#[test]
+fn conflicting_transactions_run_in_log_order() {
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica2");
+    h.start(Vec::new());
+    let first = txn(&d, 3, vec![Op::Write { key: Key(0), value: Value::int(1, 1) }]);
+    let second = txn(&d, 4, vec![Op::Increment { key: Key(0), delta: 1, tag: 2 }]);
+    let seq = d.topology.service(SEQUENCER)[2];
+    let entries = vec![LogEntry { pos: 0, txns: vec![(0, first)] }, LogEntry { pos: 1, txns: vec![(0, second)] }];
+    h.message(seq, Msg::Log { shard: ShardId(0), entries });
+    assert_eq!(replica(&h).store().get(&Key(0)), Some(&Value::int(2, 2)), "the increment saw the write");
+}
+
+#[test]
+fn a_restarted_replica_skips_what_its_records_say_it_executed() {
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica0");
+    let t = txn(&d, 5, vec![Op::Write { key: Key(0), value: Value::int(9, 9) }]);
+    let writes = vec![(Key(0), Value::int(9, 9))];
+    let record = Record::Executed { txn: t.id, at: (0, 0), writes, sent: vec![], outcome: None };
+    h.start(vec![record]);
+    assert_eq!(replica(&h).store().get(&Key(0)), Some(&Value::int(9, 9)), "rebuilt from its records");
+    let seq = d.topology.service(SEQUENCER)[0];
+    let fx = h.message(seq, Msg::Log { shard: ShardId(0), entries: vec![LogEntry { pos: 0, txns: vec![(0, t)] }] });
+    assert_eq!(fx.counted("replayed"), 1);
+    assert_eq!(fx.appends().count(), 0, "not executed twice");
+    assert_eq!(replica(&h).next_pos(), 1);
+}
+
+#[test]
+fn the_global_log_drops_a_resubmitted_transaction_and_a_batch_ordered_twice() {
+    let d = deployment();
+    let mut h = hand(&d, "sequencer-south-carolina");
+    h.start(Vec::new());
+    h.persist_all(); // the preferred member leads the fresh group
+    let t = txn(&d, 6, vec![Op::Read { key: Key(0) }]);
+    let a = Arc::new(Batch { id: BatchId { sequencer: 1, seq: 0 }, txns: vec![Arc::clone(&t)] });
+    let b = Arc::new(Batch { id: BatchId { sequencer: 2, seq: 0 }, txns: vec![t] });
+    let Node::Sequencer(s) = &mut h.node else { panic!() };
+    s.log.store(a);
+    s.log.store(b);
+    h.step(|n, ctx| {
+        let Node::Sequencer(s) = n else { panic!() };
+        s.log.order(ctx, BatchId { sequencer: 1, seq: 0 });
+        s.log.order(ctx, BatchId { sequencer: 2, seq: 0 });
+    });
+    // A group of three: the leader's vote and one more choose the slots.
+    let follower = d.topology.service(SEQUENCER)[1];
+    h.persist_all();
+    for slot in 1..=4 {
+        let body = meridian_mechanisms::paxos::PaxosBody::Accepted {
+            ballot: meridian_mechanisms::paxos::Ballot { round: 1, rank: 0 },
+            slot,
+        };
+        h.message(follower, Msg::Paxos(meridian_mechanisms::paxos::PaxosMsg { group: 0, body }));
+    }
+    let Node::Sequencer(s) = &h.node else { panic!() };
+    assert_eq!(s.log_len(), 1, "the second batch held only the repeat: no position");
+}
+
+#[test]
+fn a_client_resubmits_only_after_retry_ms_without_an_answer() {
+    let d = deployment();
+    let name = d.topology.name(d.topology.clients()[0]).to_string();
+    let mut h = hand(&d, &name);
+    h.start(Vec::new());
+    h.persist_all(); // its identifier epoch is durable
+    let fx = h.request(meridian_core::RequestId(1), Program::new(vec![Op::Read { key: Key(0) }]));
+    assert_eq!(fx.sends().filter(|(_, m)| matches!(m, Msg::Submit { .. })).count(), 1);
+    let ticks = super::Config::from_params(&Params::new()).map(|c| c.retry_ns / c.client_tick_ns).unwrap();
+    for _ in 1..ticks {
+        let fx = h.timer(Timer::ClientTick);
+        assert_eq!(fx.counted("retries"), 0, "no resubmission before retry_ms");
+    }
+    let fx = h.timer(Timer::ClientTick);
+    assert_eq!(fx.counted("retries"), 1);
+    let kinds: Vec<bool> = fx.sends().map(|(_, m)| matches!(m, Msg::Submit { .. })).collect();
+    assert_eq!(kinds, vec![true, false], "resubmitted, and the answering replica asked");
+}
