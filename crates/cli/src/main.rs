@@ -411,6 +411,17 @@ fn run_demo() -> Result<(), Failure> {
         exp.run.duration_s
     );
     print!("{}", demo::table(&reports));
+    println!();
+    print!("{}", demo::chart(&reports));
+    println!();
+    for r in &reports {
+        println!("{}", demo::meaning(&r.protocol));
+    }
+    let dir = std::env::temp_dir().join(format!("meridian-demo-{}", std::process::id()));
+    match demo::write_report(&reports, &dir) {
+        Ok(page) => println!("\nreport with plots: {}", page.display()),
+        Err(e) => eprintln!("meridian: the demo's report was not written: {e}"),
+    }
     if reports.iter().any(|r| r.check_valid() == Some(false)) {
         return Err(Failure(1, "a protocol broke its consistency promise".into()));
     }

@@ -237,7 +237,6 @@ fn curve(input: &Input<'_>, rows: &[&Row], x: &str, y: &str, series: &[String], 
     if sort {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
     }
-    let _ = input.repeat;
     points
 }
 
