@@ -173,3 +173,16 @@ fn every_shipped_experiment_file_validates_at_every_point() {
         assert!(listed.lines().count() >= 1, "{}", file.display());
     }
 }
+
+#[test]
+fn demo_draws_the_comparison_and_writes_the_same_report() {
+    let s = Scratch::new("demo");
+    let out = s.ok(&["demo"]);
+    assert!(out.contains("p50 latency by client region (ms)"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("tiga: one wide-area round trip")), "{out}");
+    let page = out.lines().find_map(|l| l.strip_prefix("report with plots: ")).expect("the report's path");
+    let html = fs::read_to_string(page).expect("the demo's report");
+    assert!(html.contains("<tr class=\"point\"") && html.contains("<svg"), "a table and plots");
+    assert!(html.contains("meridian demo"), "the reproducing command");
+    let _ = fs::remove_dir_all(Path::new(page).parent().expect("a directory"));
+}

@@ -153,7 +153,9 @@ fn lines<DB: DrawingBackend>(
             chart.draw_series(s.points.iter().map(|p| Circle::new(*p, 4, c.filled()))).map_err(err)?;
         }
     }
-    if !series.is_empty() {
+    // One unnamed series needs no legend.
+    let named = series.len() > 1 || series.iter().any(|s| s.label != "all");
+    if named {
         chart
             .configure_series_labels()
             .label_font((FAMILY, 13))
