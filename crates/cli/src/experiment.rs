@@ -263,17 +263,17 @@ pub fn deployment(exp: &Experiment) -> Vec<(String, String)> {
             format!("closed loop, {sessions} session(s), {think_ms} ms think time")
         }
     };
-    let params: Vec<String> = exp.protocol.params.iter().map(|(k, v)| format!("{k} = {v:?}")).collect();
+    let params: Vec<String> = exp.protocol.params.iter().map(|(k, v)| format!("{k} = {v}")).collect();
     vec![
         ("network".into(), c.preset.clone().unwrap_or_else(|| "explicit rtt_ms matrix".into())),
         (
             "servers".into(),
             format!(
-                "{} shards x {} replicas in {} (leaders {:?})",
+                "{} shards x {} replicas in {} (leaders {})",
                 c.shards,
                 c.replicas_per_shard,
                 c.server_regions.join(", "),
-                c.leaders
+                format!("{:?}", c.leaders).to_lowercase()
             ),
         ),
         (

@@ -25,7 +25,8 @@ impl Table {
     pub fn new(swept: &[&str], points: &[(Point, Json)]) -> Table {
         let mut sorted: Vec<&(Point, Json)> = points.iter().collect();
         sorted.sort_by_key(|(p, _)| p.index);
-        let rows: Vec<Row> = sorted.iter().map(|(p, report)| row(p, report)).collect();
+        let mut rows: Vec<Row> = sorted.iter().map(|(p, report)| row(p, report)).collect();
+        zero_unreported_counts(&mut rows);
         let mut columns: Vec<String> = Vec::new();
         for row in &rows {
             for (c, _) in row {
@@ -62,6 +63,30 @@ impl Table {
         let rows: Vec<Json> =
             self.rows.iter().map(|r| Json::Object(r.iter().cloned().collect::<Map<_, _>>())).collect();
         json!({ "file": file, "swept": self.swept, "columns": self.columns, "rows": rows })
+    }
+}
+
+/// A protocol reports only the counters (and abort reasons) it counted:
+/// where another point of the same protocol has one, this point's is 0.
+fn zero_unreported_counts(rows: &mut [Row]) {
+    let protocol = |row: &Row| Table::get(row, "protocol").cloned().unwrap_or(Json::Null);
+    let mut seen: Vec<(Json, String)> = Vec::new();
+    for row in rows.iter() {
+        for (c, _) in row.iter().filter(|(c, _)| c.starts_with("counter.") || c.starts_with("aborts.")) {
+            let key = (protocol(row), c.clone());
+            if !seen.contains(&key) {
+                seen.push(key);
+            }
+        }
+    }
+    for row in rows.iter_mut() {
+        let p = protocol(row);
+        for (_, c) in seen.iter().filter(|(sp, _)| *sp == p) {
+            if Table::get(row, c).is_none() {
+                let at = row.iter().position(|(k, _)| k == "simulated_s").unwrap_or(row.len());
+                row.insert(at, (c.clone(), json!(0)));
+            }
+        }
     }
 }
 
@@ -200,6 +225,14 @@ mod tests {
         assert_eq!(Table::get(&t.rows[1], "latency_p50_ms.region.finland"), Some(&json!(1.0)));
         assert_eq!(Table::get(&t.rows[1], "counter.fast_path"), Some(&json!(7)));
         assert_eq!(Table::get(&t.rows[1], "check"), Some(&json!("valid")));
+    }
+
+    #[test]
+    fn a_counter_another_point_of_the_protocol_reports_is_zero() {
+        let mut quiet = report(4.0);
+        quiet["counters"] = json!({});
+        let t = Table::new(&["clients.rate_tps"], &[(point(0, 10), report(5.0)), (point(1, 20), quiet)]);
+        assert_eq!(Table::get(&t.rows[1], "counter.fast_path"), Some(&json!(0)));
     }
 
     #[test]
