@@ -1,8 +1,9 @@
-//! The `meridian` command's library: running experiments in the simulator,
+//! The `meridian` command's library: running experiments and sweeps in the simulator,
 //! reports, swarm testing, the demo, and benchmarks against real clusters. `main.rs` only parses arguments and
 //! prints.
 
 pub mod demo;
+pub mod experiment;
 pub mod real;
 pub mod swarm;
 

@@ -85,6 +85,25 @@ enum Command {
     },
     /// Every finished protocol side by side on a simulated three-region cluster.
     Demo,
+    /// A sweep of simulated runs: results, plots and an HTML report.
+    Experiment {
+        file: PathBuf,
+        /// Where to write (default: results/<file stem>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Points run at once (default: the machine's cores).
+        #[arg(long)]
+        jobs: Option<usize>,
+        /// List the points and exit.
+        #[arg(long, conflicts_with_all = ["point", "merge"])]
+        points: bool,
+        /// Run only point K into DIR/points/ (no results, plots or report).
+        #[arg(long, value_name = "K", conflicts_with = "merge")]
+        point: Option<usize>,
+        /// Build the results, plots and report from points run into these directories.
+        #[arg(long, value_name = "DIR", num_args = 1..)]
+        merge: Vec<PathBuf>,
+    },
     /// Run one node of a real cluster (in the foreground).
     Server {
         /// The cluster file.
@@ -190,6 +209,9 @@ fn main() -> ExitCode {
             run_swarm(SwarmOptions { protocol, seeds, start, config, threads, history_dir, event_log_dir })
         }
         Command::Demo => run_demo(),
+        Command::Experiment { file, out, jobs, points, point, merge } => {
+            experiment(ExperimentArgs { file, out, jobs, points, point, merge })
+        }
         Command::Server { config, node } => server(&config, &node),
         Command::Cluster { action, config, out, san } => cluster(action, &config, out.as_deref(), &san),
         Command::Client { cluster, node, op } => client(&cluster, node.as_deref(), op),
@@ -403,10 +425,94 @@ fn run_demo() -> Result<(), Failure> {
         exp.run.duration_s
     );
     print!("{}", demo::table(&reports));
+    println!();
+    print!("{}", demo::chart(&reports));
+    println!();
+    for r in &reports {
+        println!("{}", demo::meaning(&r.protocol));
+    }
+    let dir = std::env::temp_dir().join(format!("meridian-demo-{}", std::process::id()));
+    match demo::write_report(&reports, &dir) {
+        Ok(page) => println!("\nreport with plots: {}", page.display()),
+        Err(e) => eprintln!("meridian: the demo's report was not written: {e}"),
+    }
     if reports.iter().any(|r| r.check_valid() == Some(false)) {
         return Err(Failure(1, "a protocol broke its consistency promise".into()));
     }
     Ok(())
+}
+
+struct ExperimentArgs {
+    file: PathBuf,
+    out: Option<PathBuf>,
+    jobs: Option<usize>,
+    points: bool,
+    point: Option<usize>,
+    merge: Vec<PathBuf>,
+}
+
+fn experiment(args: ExperimentArgs) -> Result<(), Failure> {
+    use meridian_cli::experiment as x;
+    let fail = |e: x::Failure| match e {
+        x::Failure::Input(m) => bad(m),
+        x::Failure::Run(m) => Failure(1, m),
+    };
+    let loaded = x::load(&args.file).map_err(|e| bad(e.to_string()))?;
+    if args.points {
+        print!("{}", x::list_points(&loaded));
+        return Ok(());
+    }
+    let stem = args.file.file_stem().map_or("experiment".into(), |s| s.to_string_lossy().into_owned());
+    let out = args.out.clone().unwrap_or_else(|| Path::new("results").join(stem));
+    let jobs = args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    if jobs == 0 {
+        return Err(bad("--jobs: must be at least 1"));
+    }
+    let started = Instant::now();
+    let reports = match (args.point, args.merge.is_empty()) {
+        (Some(k), _) => {
+            if k >= loaded.sweep.len() {
+                let msg = format!(
+                    "--point {k}: the file has {} points (0 to {})",
+                    loaded.sweep.len(),
+                    loaded.sweep.len() - 1
+                );
+                return Err(bad(format!("{}: {msg}", loaded.sweep.file)));
+            }
+            let reports = x::run_points(&loaded, &[k], 1, &out).map_err(fail)?;
+            print!("{}", x::summary(&reports, loaded.sweep.repeat));
+            println!("point {k} written to {}", x::point_file(&out, k).display());
+            return verdict(&reports);
+        }
+        (None, false) => x::merge(&loaded, &args.merge).map_err(fail)?,
+        (None, true) => {
+            let all: Vec<usize> = (0..loaded.sweep.len()).collect();
+            x::run_points(&loaded, &all, jobs, &out).map_err(fail)?
+        }
+    };
+    let reproduce = format!("meridian experiment {} --out {}", args.file.display(), out.display());
+    std::fs::create_dir_all(&out).map_err(|e| bad(format!("{}: cannot create: {e}", out.display())))?;
+    let written = x::write_outputs(&loaded, &reports, &out, reproduce).map_err(fail)?;
+    print!("{}", x::summary(&reports, loaded.sweep.repeat));
+    println!(
+        "{} points in {:.1} s wall ({} jobs); {} plots; report: {}",
+        written.rows,
+        started.elapsed().as_secs_f64(),
+        if args.merge.is_empty() { jobs } else { 0 },
+        written.figures.len(),
+        out.join("report.html").display()
+    );
+    verdict(&reports)
+}
+
+/// Exit 1 when any point's run broke its promise.
+fn verdict(reports: &[(meridian_experiment::Point, serde_json::Value)]) -> Result<(), Failure> {
+    let bad: Vec<String> = reports
+        .iter()
+        .filter(|(_, r)| meridian_report::results::verdict(r) == "INVALID")
+        .map(|(p, _)| p.index.to_string())
+        .collect();
+    if bad.is_empty() { Ok(()) } else { Err(Failure(1, format!("points {} are INVALID", bad.join(", ")))) }
 }
 
 fn load_cluster(path: &Path) -> Result<meridian_runtime::ClusterConfig, Failure> {

@@ -18,8 +18,10 @@ mod faults;
 mod locate;
 mod matrix;
 mod model;
+mod plots;
 mod raw;
 mod resolve;
+mod sweep;
 
 pub use diagnose::{syntax_error, typing_error};
 pub use error::ConfigError;
@@ -29,7 +31,9 @@ pub use meridian_workload::WorkloadSpec;
 pub use model::{
     ClientMode, Clients, Clock, Cluster, Cpu, Disk, Fault, FaultKind, Network, PartitionTarget, Protocol, Run,
 };
+pub use plots::{METRICS, PlotKind, PlotSpec, is_metric};
 pub use resolve::{MAX_DURATION_S, MAX_NODES};
+pub use sweep::{Axis, POINTS_MAX, Point, REPEAT_MAX, Sweep, SweepMode, value_text};
 
 use diagnose::unknown_node_message;
 use locate::join;
@@ -40,6 +44,9 @@ use std::path::Path;
 
 /// The embedded default experiment: examples/tiga-gcp.toml, shortened.
 const DEMO: &str = include_str!("demo.toml");
+
+/// Most lines of a file's opening comment kept as its description.
+pub const FILE_COMMENT_LINES_MAX: usize = 40;
 
 /// Name the embedded demo goes by in errors.
 pub const DEMO_FILE: &str = "<embedded demo>";
@@ -65,8 +72,21 @@ pub struct Experiment {
 }
 
 impl Experiment {
-    /// Parses and validates an experiment; `file` names it in errors.
+    /// Parses and validates an experiment; `file` names it in errors. A
+    /// file with a `[sweep]` is validated at every point and gives its
+    /// first point (`meridian experiment` runs them all).
     pub fn from_str(text: &str, file: &str) -> Result<Experiment, ConfigError> {
+        let locations = Locator::new(text).map_err(|e| syntax_error(file, text, &e))?;
+        if locations.kind_of("sweep").is_some() || locations.kind_of("plots").is_some() {
+            let sweep = Sweep::from_str(text, file)?;
+            let mut points = sweep.validate()?;
+            return Ok(points.swap_remove(0));
+        }
+        Experiment::parse_one(text, file)
+    }
+
+    /// Parses one experiment (no sweep).
+    fn parse_one(text: &str, file: &str) -> Result<Experiment, ConfigError> {
         let locations = Locator::new(text).map_err(|e| syntax_error(file, text, &e))?;
         check_section_shapes(file, &locations)?;
         let raw: RawExperiment = toml::from_str(text).map_err(|e| typing_error(file, &locations, &e))?;

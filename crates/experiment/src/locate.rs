@@ -26,6 +26,9 @@ pub struct Locator {
     entries: Vec<Entry>,
     /// Byte offset where each line starts.
     line_starts: Vec<usize>,
+    /// Fields placed elsewhere than where the document writes them: a
+    /// sweep point's swept fields are at their `[sweep]` line.
+    moved: Vec<(String, usize)>,
 }
 
 /// `parent.key`, quoting keys that are not bare TOML keys.
@@ -44,14 +47,14 @@ impl Locator {
     /// Indexes a document that parses; `None` when it does not.
     pub fn new(text: &str) -> Result<Locator, toml::de::Error> {
         let root = DeTable::parse(text)?;
-        let mut loc = Locator { entries: Vec::new(), line_starts: line_starts(text) };
+        let mut loc = Locator { entries: Vec::new(), line_starts: line_starts(text), moved: Vec::new() };
         loc.add_table("", root.get_ref());
         Ok(loc)
     }
 
     /// A locator that only knows lines (for files that do not parse).
     pub fn lines_only(text: &str) -> Locator {
-        Locator { entries: Vec::new(), line_starts: line_starts(text) }
+        Locator { entries: Vec::new(), line_starts: line_starts(text), moved: Vec::new() }
     }
 
     fn add_table(&mut self, path: &str, table: &DeTable<'_>) {
@@ -117,9 +120,25 @@ impl Locator {
             .unwrap_or_default()
     }
 
+    /// The byte offset where a field's key (or an element's value) starts.
+    pub fn offset_of(&self, path: &str) -> Option<usize> {
+        let e = self.entries.iter().find(|e| e.path == path)?;
+        Some(e.key_span.as_ref().unwrap_or(&e.value_span).start)
+    }
+
+    /// This locator with `field` (and everything under it) placed at
+    /// `line`.
+    pub fn with_moved(mut self, field: &str, line: usize) -> Locator {
+        self.moved.push((field.to_string(), line));
+        self
+    }
+
     /// The line of a field, or of its nearest enclosing table or element
     /// that is written in the file.
     pub fn line_of(&self, path: &str) -> Option<usize> {
+        if let Some((_, line)) = self.moved.iter().find(|(moved, _)| is_under(path, moved)) {
+            return Some(*line);
+        }
         let mut path = path;
         loop {
             if let Some(e) = self.entries.iter().find(|e| e.path == path) {
@@ -129,6 +148,11 @@ impl Locator {
             path = parent(path)?;
         }
     }
+}
+
+/// Whether `path` is `field` or a field inside it (`a.b[1]`, `a.b.c`).
+pub fn is_under(path: &str, field: &str) -> bool {
+    path.strip_prefix(field).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
 }
 
 /// The path one level up: `a.b[2].c` → `a.b[2]` → `a.b` → `a` → none.

@@ -113,3 +113,25 @@ fn demo_is_tiga_gcp_shortened() {
     assert_eq!(demo.run.seed, full.run.seed);
     assert_runnable(&demo);
 }
+
+/// The sweep files of experiments/ (one per reproduced figure): every
+/// point parses and is runnable.
+#[test]
+fn every_experiment_file_is_valid_at_every_point() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../experiments");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("experiments/ exists")
+        .map(|e| e.expect("readable entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    for path in files {
+        let sweep = meridian_experiment::Sweep::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(sweep.len() > 1, "{}: a figure sweeps something", path.display());
+        for e in sweep.validate().unwrap_or_else(|e| panic!("{e}")) {
+            assert_runnable(&e);
+        }
+        assert!(!sweep.description.is_empty(), "{}: says what it reproduces", path.display());
+    }
+}

@@ -109,6 +109,8 @@ pub struct Report {
     /// Latency CDF points `[latency_ms, fraction]`, for all transactions
     /// (`all`) and per type: what a CDF plot needs.
     pub latency_cdf_ms: BTreeMap<String, Vec<[f64; 2]>>,
+    /// The same per client region.
+    pub latency_cdf_ms_by_region: BTreeMap<String, Vec<[f64; 2]>>,
     /// Aborted attempts by reason (`conflict`, `timeout`, `rejected`,
     /// `rollback`), retried or not.
     pub aborts_by_reason: BTreeMap<String, u64>,
@@ -317,6 +319,11 @@ pub fn build_report_for(
             .collect(),
         latency_cdf_ms: std::iter::once(("all".to_string(), cdf(&stats.latency_us)))
             .chain(stats.by_type.iter().map(|(t, s)| (t.to_string(), cdf(&s.latency_us))))
+            .collect(),
+        latency_cdf_ms_by_region: stats
+            .latency_us_by_region
+            .iter()
+            .map(|(r, h)| (topology.region_name(*r).to_string(), cdf(h)))
             .collect(),
         aborts_by_reason: stats.aborts_by_reason.iter().map(|(r, n)| (r.to_string(), *n)).collect(),
         counters,
