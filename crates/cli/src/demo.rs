@@ -96,6 +96,10 @@ pub fn meaning(protocol: &str) -> String {
         "tiga" => "tiga: one wide-area round trip from any region on the fast path (a super-quorum of replicas \
             agrees on a future timestamp), plus the headroom Δ; 1.5-2 round trips on the slow path."
             .into(),
+        "calvin" => "calvin: the epoch's batch wait, a round trip to a majority of the regions' sequencers for \
+            the batch, and the global log's Paxos round at its leader's region: more than one wide-area round \
+            trip from every region, least next to the log's leader."
+            .into(),
         other => match registry::find(other) {
             Some(info) => format!("{other}: {}", info.summary),
             None => other.to_string(),
