@@ -35,6 +35,26 @@ pub struct ParamDoc {
     pub doc: &'static str,
 }
 
+impl ParamDoc {
+    /// The default as the value a file would give: a bool, an integer, a
+    /// number, or else a string (a quoted TOML default loses its quotes).
+    pub fn default_value(&self) -> ParamValue {
+        let d = self.default;
+        d.parse::<bool>()
+            .map(ParamValue::Bool)
+            .or_else(|_| d.parse::<i64>().map(ParamValue::Int))
+            .or_else(|_| d.parse::<f64>().map(ParamValue::Float))
+            .unwrap_or_else(|_| ParamValue::Str(d.trim_matches('"').to_string()))
+    }
+}
+
+/// Each documented parameter set alone to its written default: a
+/// protocol's tests check that every one parses (and so is documented
+/// and read under the name it is documented by).
+pub fn each_default_alone(docs: &'static [ParamDoc]) -> impl Iterator<Item = (&'static str, Params)> {
+    docs.iter().map(|d| (d.name, Params::new().with(d.name, d.default_value())))
+}
+
 /// A documented report counter (`Env::count`): name and meaning. Each
 /// protocol lists every counter it emits ([`crate::Protocol::counters`]);
 /// the simulator fails a run that counts one not listed.

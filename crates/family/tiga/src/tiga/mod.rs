@@ -343,3 +343,16 @@ impl Protocol for Tiga {
         }
     }
 }
+
+#[cfg(test)]
+mod param_tests {
+    use super::*;
+
+    #[test]
+    fn every_documented_parameter_parses_at_its_default() {
+        assert!(Config::from_params(&Params::new()).is_ok());
+        for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
+            assert!(Config::from_params(&p).is_ok(), "{name}");
+        }
+    }
+}

@@ -253,13 +253,8 @@ mod tests {
         // Reading a parameter also asserts (in debug builds) that it is
         // documented, so this covers both directions.
         assert!(Config::from_params(&Params::new()).is_ok());
-        for d in PARAMS {
-            let value = match d.default.parse::<i64>() {
-                Ok(i) => ParamValue::Int(i),
-                Err(_) => ParamValue::Float(d.default.parse().expect("numeric defaults")),
-            };
-            let p = Params::new().with(d.name, value);
-            assert!(Config::from_params(&p).is_ok(), "{}", d.name);
+        for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
+            assert!(Config::from_params(&p).is_ok(), "{name}");
         }
     }
 
