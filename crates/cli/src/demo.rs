@@ -100,6 +100,10 @@ pub fn meaning(protocol: &str) -> String {
             the batch, and the global log's Paxos round at its leader's region: more than one wide-area round \
             trip from every region, least next to the log's leader."
             .into(),
+        "slog" => "slog: a single-home transaction commits in its home region alone (the batch wait, the local \
+            log made durable, execution there): no wide-area round trip for a client next to its data's home; a \
+            multi-home one waits for the orderer's region and every home's LockOnlyTxn."
+            .into(),
         other => match registry::find(other) {
             Some(info) => format!("{other}: {}", info.summary),
             None => other.to_string(),

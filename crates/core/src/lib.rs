@@ -28,7 +28,8 @@ pub use latency::LatencyMatrix;
 pub use params::{CounterDoc, ParamDoc, ParamReader, ParamValue, Params, Rounding, ticks_of};
 pub use procedure::{Need, Procedure, ReadMap, Step};
 pub use process::{
-    Consistency, Ctx, Deployment, Env, Mapped, Message, ProcedureSupport, Process, Protocol, Shapes, TimerTag,
+    Consistency, CopyState, Ctx, Deployment, Env, Mapped, Message, ProcedureSupport, Process, Protocol, Settled,
+    Shapes, TimerTag,
 };
 pub use program::{AbortReason, Data, Execution, Named, Op, OpResult, Outcome, Piece, Program, ReadMode, Value};
 pub use rng::Rng;

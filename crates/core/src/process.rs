@@ -270,6 +270,13 @@ pub trait Process<P: Protocol> {
     /// the simulator reports their peaks; each must stay bounded by the data
     /// and the work in flight.
     fn state_sizes(&self, _out: &mut dyn FnMut(&'static str, usize)) {}
+    /// A replica of a protocol whose copies execute the same input
+    /// deterministically (Calvin, SLOG) reports its shard and, when it has
+    /// no transaction in flight, what it applied and a hash of its state;
+    /// the end of every simulated run compares the copies (`CopyState`).
+    fn copy_state(&self) -> Option<CopyState> {
+        None
+    }
     /// Asserts what must hold between any two events (the role's
     /// invariants: log positions in order, leader-only state empty at
     /// followers, locks held only by live transactions). The simulator calls
@@ -277,6 +284,23 @@ pub trait Process<P: Protocol> {
     /// catch a broken invariant at the event that broke it. Every role
     /// states its own: there is no default.
     fn check_invariants(&self);
+}
+
+/// One replica's state for the end-of-run comparison of copies: every copy
+/// of `shard` that applied the same input (`applied`, a digest naming it)
+/// must hold the same state (`hash`), or the regions diverged. `settled`
+/// is `None` while the replica has transactions in flight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CopyState {
+    pub shard: crate::ShardId,
+    pub settled: Option<Settled>,
+}
+
+/// What a quiescent copy applied, and its state's hash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settled {
+    pub applied: u64,
+    pub hash: u64,
 }
 
 /// Entries of one structure an invariant check visits at most per event
@@ -340,6 +364,9 @@ macro_rules! roles {
             }
             fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
                 match self { $( $node::$variant(r) => $crate::Process::<$protocol>::state_sizes(&**r, out) ),+ }
+            }
+            fn copy_state(&self) -> Option<$crate::CopyState> {
+                match self { $( $node::$variant(r) => $crate::Process::<$protocol>::copy_state(&**r) ),+ }
             }
             fn check_invariants(&self) {
                 match self { $( $node::$variant(r) => $crate::Process::<$protocol>::check_invariants(&**r) ),+ }

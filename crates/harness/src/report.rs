@@ -138,6 +138,10 @@ pub struct Report {
     /// TrueTime it may not); any fails the run.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub violations: Vec<String>,
+    /// Deterministic protocols: every region's copy of each shard compared
+    /// at the end of the run; a divergence is also a violation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copies: Option<CopiesCheck>,
     /// Open loop: the rate the experiment asks for (clients × `rate_tps`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offered_tps: Option<f64>,
@@ -161,6 +165,20 @@ pub struct Report {
     /// absent for simulated runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+}
+
+/// The end-of-run comparison of the copies of every shard: those that
+/// applied the same input (e.g. the same global-log prefix) must be equal.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CopiesCheck {
+    /// Replicas in the deployment.
+    pub replicas: usize,
+    /// Replicas with nothing in flight, whose state was compared.
+    pub compared: usize,
+    /// Compared replicas that found another copy with the same input
+    /// (and so were checked against it).
+    pub agreeing: usize,
+    pub diverged: Vec<String>,
 }
 
 /// The load generator's own figures in `meridian bench`: an open-loop
@@ -335,6 +353,7 @@ pub fn build_report_for(
         check,
         audit: None,
         violations: Vec::new(),
+        copies: None,
         offered_tps: exp.offered_tps(topology.clients().len()).map(round3),
         sent_tps: round3(stats.started as f64 / exp.run.duration_s.max(1e-9)),
         cpu: None,
@@ -401,6 +420,14 @@ pub fn summary(r: &Report) -> String {
     if let Some(cpu) = &r.cpu {
         let roles: Vec<String> = cpu.busy_ms_by_role.iter().map(|(k, v)| format!("{k} {v:.0} ms")).collect();
         let _ = writeln!(s, "cpu: {:.1} µs per committed transaction ({})", cpu.us_per_committed_txn, roles.join(", "));
+    }
+    if let Some(c) = &r.copies {
+        let verdict = if c.diverged.is_empty() { "identical" } else { "DIVERGED" };
+        let _ = writeln!(
+            s,
+            "copies: {verdict} ({} of {} replicas quiescent, {} compared with a copy that applied the same input)",
+            c.compared, c.replicas, c.agreeing
+        );
     }
     for v in &r.violations {
         let _ = writeln!(s, "VIOLATION: {v}");

@@ -112,6 +112,8 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
         }
     }
     drop(sim.take_clients());
+    settle_copies(&mut sim);
+    let copies = compare_copies(&sim);
     let audit = audit_final_database(exp, &mut sim);
     let wall_s = wall.elapsed().as_secs_f64();
     let mut driver = Rc::try_unwrap(driver).ok().expect("the simulator released the driver").into_inner();
@@ -135,9 +137,74 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
     );
     report.audit = audit;
     report.violations = sim.violations().to_vec();
+    if let Some(c) = &copies {
+        report.violations.extend(c.diverged.iter().cloned());
+    }
+    report.copies = copies;
     report.cpu = Some(CpuUse::of(&topology, sim.cpu_busy_ns(), stats.committed));
     report.state_peaks = state_peaks.into_iter().map(|(k, v)| (k.to_string(), v as u64)).collect();
     Ok(RunOutput { report, history, stats, trace_hash: sim.trace_hash() })
+}
+
+/// Simulated time the copies may take to catch up after the clients stop.
+const SETTLE_NS_MAX: u64 = 30 * 1_000_000_000;
+
+/// Lets the replicas of a deterministic protocol finish the input they
+/// were sent (remote regions lag by the wide-area delay) before they are
+/// compared: until every live copy of each shard is quiescent at the same
+/// input, or `SETTLE_NS_MAX`.
+fn settle_copies<P: Protocol>(sim: &mut Sim<P>) {
+    let deadline_ns = sim.now_ns() + SETTLE_NS_MAX;
+    while sim.now_ns() < deadline_ns && !copies_settled(sim) {
+        sim.run_until(sim.now_ns() + 100_000_000);
+    }
+}
+
+fn copies_settled<P: Protocol>(sim: &Sim<P>) -> bool {
+    let mut applied: std::collections::BTreeMap<u32, u64> = Default::default();
+    for node in sim.topology().all_replicas().filter(|n| sim.is_up(*n)) {
+        let Some(state) = sim.process(node).and_then(meridian_core::Process::<P>::copy_state) else { return true };
+        let Some(settled) = state.settled else { return false };
+        if *applied.entry(state.shard.0).or_insert(settled.applied) != settled.applied {
+            return false;
+        }
+    }
+    true
+}
+
+/// The end-of-run comparison of copies (`Process::copy_state`): replicas
+/// of one shard that applied the same input must hold the same state. Not
+/// reported for protocols whose replicas report nothing.
+pub fn compare_copies<P: Protocol>(sim: &Sim<P>) -> Option<crate::report::CopiesCheck> {
+    let topology = sim.topology();
+    let mut groups: std::collections::BTreeMap<(u32, u64), Vec<(NodeId, u64)>> = Default::default();
+    let mut reporting = 0;
+    for node in topology.all_replicas() {
+        let Some(state) = sim.process(node).and_then(meridian_core::Process::<P>::copy_state) else { continue };
+        reporting += 1;
+        if let Some(s) = state.settled {
+            groups.entry((state.shard.0, s.applied)).or_default().push((node, s.hash));
+        }
+    }
+    if reporting == 0 {
+        return None;
+    }
+    let compared: usize = groups.values().map(Vec::len).sum();
+    let mut diverged = Vec::new();
+    for ((shard, _), copies) in &groups {
+        let (first, hash) = copies[0];
+        for (node, h) in &copies[1..] {
+            if *h != hash {
+                diverged.push(format!(
+                    "copies diverged: {} and {} of shard {shard} applied the same input and hold different states",
+                    topology.name(first),
+                    topology.name(*node)
+                ));
+            }
+        }
+    }
+    let agreeing = groups.values().filter(|g| g.len() > 1).map(Vec::len).sum();
+    Some(crate::report::CopiesCheck { replicas: topology.all_replicas().count(), compared, agreeing, diverged })
 }
 
 /// Simulated time the final-database audit may take, at most.

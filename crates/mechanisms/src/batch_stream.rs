@@ -129,6 +129,11 @@ impl<T> InOrder<T> {
         self.origins.get(&origin).map_or(0, |(n, _)| *n)
     }
 
+    /// Whether batch `seq` of `origin` was delivered or is held.
+    pub fn has(&self, origin: u32, seq: u64) -> bool {
+        self.origins.get(&origin).is_some_and(|(next, held)| seq < *next || held.contains_key(&seq))
+    }
+
     /// Gaps to fetch: per origin with held batches, the missing numbers
     /// below its highest held one (at most `limit` in all).
     pub fn missing(&self, limit: usize) -> Vec<(u32, u64)> {

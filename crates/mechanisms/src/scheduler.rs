@@ -22,24 +22,33 @@ struct Waiting {
     missing: usize,
 }
 
-/// Locks granted in log order, and the transactions ready to run.
-#[derive(Clone, Debug, Default)]
-pub struct Scheduler {
-    locks: LockTable<TxnId, u64>,
-    txns: FxHashMap<TxnId, Waiting>,
-    ready: VecDeque<TxnId>,
+/// Locks granted in log order, and the transactions ready to run. A
+/// request is named by `I`: a transaction, or one piece of one (SLOG's
+/// LockOnlyTxns lock a multi-home transaction's keys at several places of
+/// the log, one per home region).
+#[derive(Clone, Debug)]
+pub struct Scheduler<I = TxnId> {
+    locks: LockTable<I, u64>,
+    txns: FxHashMap<I, Waiting>,
+    ready: VecDeque<I>,
     last_pos: Option<u64>,
 }
 
-impl Scheduler {
-    pub fn new() -> Scheduler {
+impl<I: Copy + Eq + std::hash::Hash> Default for Scheduler<I> {
+    fn default() -> Self {
+        Scheduler { locks: LockTable::default(), txns: FxHashMap::default(), ready: VecDeque::new(), last_pos: None }
+    }
+}
+
+impl<I: Copy + Eq + std::hash::Hash + std::fmt::Debug> Scheduler<I> {
+    pub fn new() -> Scheduler<I> {
         Scheduler::default()
     }
 
     /// Admits the transaction at log position `pos` (increasing from call
     /// to call) with its lock set; a key named twice takes the stronger
     /// mode. Returns whether it is ready at once.
-    pub fn admit(&mut self, id: TxnId, pos: u64, keys: &[(Key, LockMode)]) -> bool {
+    pub fn admit(&mut self, id: I, pos: u64, keys: &[(Key, LockMode)]) -> bool {
         assert!(self.last_pos.is_none_or(|p| pos > p), "transactions arrive in log order");
         assert!(!self.txns.contains_key(&id), "admitted twice");
         self.last_pos = Some(pos);
@@ -66,12 +75,12 @@ impl Scheduler {
     }
 
     /// The next transaction holding all its locks.
-    pub fn pop_ready(&mut self) -> Option<TxnId> {
+    pub fn pop_ready(&mut self) -> Option<I> {
         self.ready.pop_front()
     }
 
     /// A transaction finished: its locks go to the next in log order.
-    pub fn finish(&mut self, id: TxnId) {
+    pub fn finish(&mut self, id: I) {
         let w = self.txns.remove(&id).expect("finishing an admitted transaction");
         assert_eq!(w.missing, 0, "only a transaction holding all its locks finishes");
         for (k, _) in &w.keys {
@@ -162,6 +171,13 @@ impl<V> ReadExchange<V> {
     pub fn pending(&self) -> (usize, usize) {
         (self.waiting.len(), self.early.len())
     }
+}
+
+/// A digest of a copy's state (or of what it applied), for the end-of-run
+/// comparison of copies (`meridian_core::CopyState`): FNV-1a over the
+/// value's wire encoding, so equal states hash equal on every node.
+pub fn digest<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
+    meridian_core::ids::fnv1a(&postcard::to_stdvec(value).expect("a state encodes"))
 }
 
 #[cfg(test)]

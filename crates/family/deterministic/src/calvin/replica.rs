@@ -18,10 +18,12 @@
 use super::messages::{LogEntry, Msg, Reads, Record, Timer, Txn};
 use super::{Calvin, Config};
 use meridian_core::process::CHECKED_MAX;
-use meridian_core::{Ctx, Key, Lsn, NodeId, Outcome, Process, ShardId, Topology, TxnId, Value, procedure};
+use meridian_core::{
+    CopyState, Ctx, Key, Lsn, NodeId, Outcome, Process, Settled, ShardId, Topology, TxnId, Value, procedure,
+};
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::recent::RecentMap;
-use meridian_mechanisms::scheduler::{ReadExchange, Scheduler};
+use meridian_mechanisms::scheduler::{ReadExchange, Scheduler, digest};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -369,6 +371,12 @@ impl Process<Calvin> for Replica {
     }
 
     fn on_persisted(&mut self, _ctx: &mut Ctx<'_, Calvin>, _upto: Lsn) {}
+
+    fn copy_state(&self) -> Option<CopyState> {
+        let settled =
+            self.running.is_empty().then(|| Settled { applied: self.feed.next_pos, hash: digest(&self.store) });
+        Some(CopyState { shard: self.shard, settled })
+    }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("running", self.running.len());

@@ -1,0 +1,306 @@
+//! The messages, durable records and timers of `slog`.
+
+use meridian_core::{Key, Outcome, Program, RegionId, ShardId, Topology, TxnId, Value};
+use meridian_mechanisms::batch_stream::Batch;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A granule's header (SLOG §3.2): the region mastering it when it was
+/// last written, and how many times its master has changed. Every key is
+/// a granule.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Header {
+    pub home: RegionId,
+    pub counter: u32,
+}
+
+/// Where the remaster that wrote a header stands: its batch (a batch
+/// relying on the header is placed after it in every region) and how many
+/// of the orderer's batches its home region had reached when it inserted
+/// the remaster (a transaction relying on the header joins its own home's
+/// local log only after that home reached as many: so every multi-home
+/// transaction that locked the granule at its old home before the remaster
+/// stands, at the new home, before the transactions relying on it).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Since {
+    pub batch: BatchId,
+    pub orderer_batches: u64,
+}
+
+/// A transaction as the region that received it annotated it
+/// (`ReceiveNewTxn`, SLOG Figure 2): every granule with the header its
+/// Lookup Master returned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Txn {
+    pub id: TxnId,
+    pub program: Program,
+    /// The region whose sequencer received it: it answers a multi-home
+    /// transaction's client.
+    pub origin: RegionId,
+    /// Every key the transaction declares, sorted, with its assumed header.
+    pub master_info: Vec<(Key, Header)>,
+    /// The assumed home regions, sorted and distinct.
+    pub homes: Vec<RegionId>,
+    /// Every shard the transaction touches, sorted.
+    pub shards: Vec<ShardId>,
+    /// A remaster request (§3.4): the one granule of `master_info` moves to
+    /// this region (the program is empty).
+    pub remaster: Option<RegionId>,
+    /// The batches holding the remasters its headers rely on: its batch
+    /// is placed after them in every region (see `sequencer.rs`).
+    pub deps: Vec<BatchId>,
+    /// The orderer's batches its home must have reached before it joins
+    /// the local log (see [`Since`]); for a remaster, those its home had
+    /// reached when inserting it.
+    pub orderer_batches: u64,
+}
+
+impl Txn {
+    /// Annotates `program` with `lookup`'s headers.
+    pub fn new(
+        id: TxnId,
+        program: Program,
+        origin: RegionId,
+        topology: &Topology,
+        lookup: impl Fn(Key) -> Header,
+    ) -> Txn {
+        let shard_of = |k: Key| topology.shard_of(k);
+        let shards = program.shards(shard_of);
+        let mut master_info: Vec<(Key, Header)> = Vec::new();
+        for s in &shards {
+            let (reads, writes) = program.declared_keys(*s, shard_of);
+            master_info.extend(reads.into_iter().chain(writes).map(|k| (k, lookup(k))));
+        }
+        master_info.sort_unstable();
+        master_info.dedup_by_key(|(k, _)| *k);
+        let mut homes: Vec<RegionId> = master_info.iter().map(|(_, h)| h.home).collect();
+        homes.sort_unstable();
+        homes.dedup();
+        Txn { id, program, origin, master_info, homes, shards, remaster: None, deps: Vec::new(), orderer_batches: 0 }
+    }
+
+    /// A remaster request: `key`, now `from`, moves to region `to` (SLOG
+    /// §3.4), a single-home transaction at its current home.
+    pub fn remaster(id: TxnId, key: Key, from: Header, to: RegionId, topology: &Topology) -> Txn {
+        Txn {
+            id,
+            program: Program::default(),
+            origin: from.home,
+            master_info: vec![(key, from)],
+            homes: vec![from.home],
+            shards: vec![topology.shard_of(key)],
+            remaster: Some(to),
+            deps: Vec::new(),
+            orderer_batches: 0,
+        }
+    }
+
+    /// Whether every granule is assumed homed in one region (SLOG §3.2).
+    pub fn is_single_home(&self) -> bool {
+        self.homes.len() <= 1
+    }
+
+    /// The single home, if the transaction is assumed single-home.
+    pub fn home(&self) -> Option<RegionId> {
+        if self.is_single_home() { self.homes.first().copied() } else { None }
+    }
+
+    /// The header the transaction assumes for `key`.
+    pub fn assumed(&self, key: Key) -> Option<Header> {
+        self.master_info.binary_search_by_key(&key, |(k, _)| *k).ok().map(|i| self.master_info[i].1)
+    }
+
+    /// Whether any of the transaction's keys on `shard` is assumed homed at
+    /// `home` (`None`: any key on `shard`).
+    pub fn touches(&self, topology: &Topology, shard: ShardId, home: Option<RegionId>) -> bool {
+        self.master_info.iter().any(|(k, h)| topology.shard_of(*k) == shard && home.is_none_or(|r| h.home == r))
+    }
+
+    /// The shard whose replica answers the client: that of the first key
+    /// (or the first part's anchor).
+    pub fn first_shard(&self, topology: &Topology) -> ShardId {
+        let first = self.program.ops.first().map(|op| op.key());
+        let anchor = || self.program.procedure.as_ref().and_then(|p| p.anchor(0));
+        first.or_else(anchor).map_or(self.shards[0], |k| topology.shard_of(k))
+    }
+}
+
+/// One entry of a local log (SLOG Figure 2, `InsertIntoLocalLog`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Entry {
+    /// An (assumed) single-home transaction, in its home's local log.
+    SingleHome(Arc<Txn>),
+    /// A multi-home transaction, in the local log of the region that
+    /// orders them all (SLOG §3.3, the third option); every region
+    /// inserts its LockOnlyTxns when it reaches this entry.
+    MultiHome(Arc<Txn>),
+    /// A multi-home transaction's locks on the granules assumed homed at
+    /// `home`, in `home`'s local log (SLOG §3.3). It carries the code
+    /// (footnote 4), so the `MultiHome` entry is not executed itself.
+    LockOnly { txn: Arc<Txn>, home: RegionId },
+    /// At the head of a batch: it is placed only after this batch of
+    /// another local log (a remaster its transactions rely on).
+    After(BatchId),
+}
+
+impl Entry {
+    pub fn txn(&self) -> Option<&Arc<Txn>> {
+        match self {
+            Entry::SingleHome(t) | Entry::MultiHome(t) | Entry::LockOnly { txn: t, .. } => Some(t),
+            Entry::After(_) => None,
+        }
+    }
+
+    /// The home whose granules this entry locks (`None`: all of them).
+    pub fn lock_home(&self) -> Option<RegionId> {
+        match self {
+            Entry::LockOnly { home, .. } => Some(*home),
+            Entry::SingleHome(_) | Entry::MultiHome(_) | Entry::After(_) => None,
+        }
+    }
+
+    /// Whether a replica of `shard` executes anything of this entry.
+    pub fn touches(&self, topology: &Topology, shard: ShardId) -> bool {
+        match self {
+            Entry::SingleHome(t) => t.shards.binary_search(&shard).is_ok(),
+            Entry::MultiHome(_) | Entry::After(_) => false,
+            Entry::LockOnly { txn, home } => txn.touches(topology, shard, Some(*home)),
+        }
+    }
+}
+
+/// A batch's name: the region whose local log it belongs to (its index
+/// among the sequencers), and its number in that log.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct BatchId {
+    pub region: u32,
+    pub seq: u64,
+}
+
+/// One batch of a region's local log (SLOG §3.1): `origin` is the
+/// region's index among the sequencers, `seq` its number in that log.
+pub type LocalBatch = Batch<Entry>;
+
+/// The name of a local-log batch.
+pub fn batch_id(b: &LocalBatch) -> BatchId {
+    BatchId { region: b.origin, seq: b.seq }
+}
+
+/// One position of a region's global log as a shard sees it: the entries
+/// of the local-log batch placed there that touch the shard, each with
+/// its index in the batch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub pos: u64,
+    pub batch: BatchId,
+    pub entries: Vec<(u32, Entry)>,
+}
+
+/// What a participant read of one key: its value, or the header it found
+/// where the transaction assumed another (SLOG Figure 2, "execution
+/// engine code called prior to read/write of granule").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Read {
+    Value(Option<Value>),
+    /// The header found, and where the remaster that wrote it stands.
+    WrongHome(Header, Option<Since>),
+}
+
+/// The reads one participant contributes to a transaction.
+pub type Reads = Vec<(Key, Read)>;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Msg {
+    /// Client → its region's sequencer: run this transaction.
+    Submit { id: TxnId, program: Program },
+    /// Sequencer → the assumed home's sequencer (single-home) or the
+    /// multi-home orderer's: insert into your local log.
+    Forward(Arc<Txn>),
+    /// Sequencer → every sequencer: a batch of its local log.
+    Ship(Arc<LocalBatch>),
+    /// Sequencer → every sequencer: my local log has `next_seq` batches
+    /// (lets a receiver find a lost last batch).
+    Tip { next_seq: u64 },
+    /// A sequencer missing a batch of another's local log asks for it.
+    FetchBatch { id: BatchId },
+    /// Sequencer → the replicas of its region: global-log positions, each
+    /// filtered to the receiver's shard, in order.
+    Log { shard: ShardId, entries: Vec<LogEntry> },
+    /// Replica → its sequencer: positions from `from` on, please.
+    FetchLog { shard: ShardId, from: u64 },
+    /// Participant → participants in the same region: its local reads.
+    Reads { txn: TxnId, at: (u64, u32), shard: ShardId, reads: Reads },
+    /// A participant still waiting for `shard`'s reads asks again.
+    ReadsWanted { txn: TxnId, shard: ShardId },
+    /// Responder → client: the outcome.
+    Reply { id: TxnId, outcome: Outcome },
+    /// Responder → client: the transaction assumed a wrong home and was
+    /// aborted by every region; submit it again (SLOG §3.2).
+    Restart { id: TxnId },
+    /// Client → the responder: the outcome of `id`, if known.
+    Query { id: TxnId },
+    /// The home region's replica → its sequencer: `key`'s last accesses
+    /// came from `to`; remaster it there (§3.4, the PNUTS heuristic).
+    RemasterRequest { key: Key, from: Header, to: RegionId },
+    /// Replica → a sequencer: `key`'s header is now `header`, written by
+    /// the remaster in `batch` (the Lookup Master's asynchronous update).
+    Remastered { key: Key, header: Header, since: Since },
+}
+
+/// A replica's state as of a checkpoint: the store and headers after every
+/// transaction before position `next_pos`, and after those later ones
+/// already executed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    pub next_pos: u64,
+    pub store: BTreeMap<Key, Value>,
+    pub headers: BTreeMap<Key, (Header, Since)>,
+    /// Per local log, the batches before `next_pos` (what the copy applied).
+    pub applied: BTreeMap<u32, u64>,
+    pub executed: Vec<(TxnId, (u64, u32))>,
+    /// The latest reads this replica sent, to send again on request.
+    pub sent: Vec<(TxnId, (u64, u32), Reads)>,
+}
+
+/// A durable record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Record {
+    /// A sequencer's batch of a local log (its own or another region's).
+    Batch(Arc<LocalBatch>),
+    /// A sequencer's annotation of a transaction it received, durable
+    /// before the transaction leaves for another region's local log.
+    Annotated(Arc<Txn>),
+    /// A sequencer placed this batch (of any local log) at the next
+    /// position of its region's global log.
+    Placed(Arc<LocalBatch>),
+    /// A client's identifier epoch (`meridian_mechanisms::txnids`).
+    Epoch(u64),
+    /// A replica executed the transaction at `at`, writing `writes`,
+    /// after sending `sent` (its reads) to the other participants; the
+    /// answering replica keeps the client's `outcome`, for its queries.
+    /// A remaster also writes its granule's header.
+    Executed {
+        txn: TxnId,
+        at: (u64, u32),
+        writes: Vec<(Key, Value)>,
+        header: Option<(Key, Header, Since)>,
+        sent: Reads,
+        outcome: Option<Outcome>,
+    },
+    /// A replica's checkpoint: every earlier record of its log folded in.
+    Checkpoint(Arc<Checkpoint>),
+}
+
+#[derive(Clone, Debug)]
+pub enum Timer {
+    /// Sequencer: the batch period ends; cut the local-log batch.
+    Batch,
+    /// Sequencer: announce the tip, fetch missing batches.
+    SequencerTick,
+    /// Replica: fetch missing log positions, ask for missing reads,
+    /// checkpoint.
+    ReplicaTick,
+    /// Client: retry or give up on outstanding requests.
+    ClientTick,
+}

@@ -1,0 +1,339 @@
+//! `slog`: home regions, local logs and deterministic execution — Ren,
+//! Li and Abadi, "SLOG: Serializable, Low-latency, Geo-replicated
+//! Transactions" (VLDB 2019). Promises strict serializability.
+//!
+//! Every granule (here: every key) has a home region, named in a header
+//! stored with it: `(home, counter)`, initially the key layout's home and
+//! 0. Each region orders the transactions that write its own granules in a
+//! local log and ships its batches to every region; every region
+//! interleaves the local logs into its own global log (each local log in
+//! its own order) and executes that with deterministic locking. Single-home
+//! transactions commit after their home region alone has ordered and run
+//! them — no wide-area round trip when the client is near the home.
+//! Multi-home transactions are ordered among themselves by one region's
+//! local log and lock their granules through one LockOnlyTxn per home.
+//!
+//! Roles: `sequencer.rs` (one per server region: Lookup Master,
+//! `ReceiveNewTxn`, the local log, the region's global log), `replica.rs`
+//! (lock manager and execution engine at every replica of every shard),
+//! `recovery.rs` (a replica's records, checkpoints and restart),
+//! `client.rs`, `messages.rs`.
+//!
+//! # Where the paper is in the code
+//!
+//! | paper | file |
+//! |---|---|
+//! | §3.1 local logs shipped in numbered batches; each region's global log | `sequencer.rs` (`batch_stream`) |
+//! | §3.2, Figure 2 `ReceiveNewTxn`, Lookup Master, (home, counter) headers | `sequencer.rs`, `messages.rs` (`Header`, `Txn`) |
+//! | Figure 2 `InsertIntoLocalLog`, `ReceiveBatch` | `sequencer.rs` |
+//! | §3.3 multi-home ordering (the third option), LockOnlyTxns | `sequencer.rs` (`insert_lock_onlys`), `replica.rs` |
+//! | Figure 2 lock manager; execution engine's header check | `replica.rs` (`meridian_mechanisms::scheduler`) |
+//! | Calvin §5 replay of the input after a crash | `recovery.rs` |
+//!
+//! # Commit path and analytical latency
+//!
+//! A single-home transaction from a client in its home region `h` goes to
+//! `h`'s sequencer, waits for the batch to close (`batch_ms / 2` on
+//! average), is made durable, placed in `h`'s global log and executed
+//! there; `h`'s replica of its first shard answers:
+//!
+//! ```text
+//! single-home ≈ RTT(c, h) + batch/2 + fsync + (reads exchanged inside h)
+//! ```
+//!
+//! A multi-home transaction adds the orderer `o` and every home `h_i`:
+//! client → origin → `o` (batch), `o`'s batch → each `h_i` (batch), each
+//! `h_i`'s LockOnlyTxn batch → the origin region, which answers.
+//!
+//! # Counters
+//!
+//! `batches`, `lock_only_txns` (inserted by home regions), `remasters`,
+//! `remaster_aborts`, `single_home`
+//! and `multi_home` (committed, at the answering replica),
+//! `lookup_misses` (transactions every region aborted for a wrong assumed
+//! header), `restarts` (their resubmissions), `duplicates_dropped`,
+//! `reads_sent`, `reads_wanted`, `log_fetches`, `batch_fetches`,
+//! `replica_checkpoints`, `replayed`, `submissions_refused`,
+//! `refused_not_one_shot`, `retries`, `unknown_outcomes`. Observations:
+//! `batch_size`, `batch_wait_us`, `lock_only_wait_us` (a multi-home
+//! transaction's wait, at one shard, from its first lock request to its
+//! last LockOnlyTxn's locks).
+
+mod client;
+#[cfg(test)]
+mod handler_tests;
+mod messages;
+mod recovery;
+mod replica;
+mod sequencer;
+
+pub use client::Client;
+pub use messages::{BatchId, Checkpoint, Entry, Header, LocalBatch, LogEntry, Msg, Read, Reads, Record, Timer, Txn};
+pub use replica::Replica;
+pub use sequencer::Sequencer;
+
+use meridian_core::{
+    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Placement, Program, Protocol, RegionId,
+    Role, Rounding, ServiceSpec, Shapes, Topology,
+};
+use std::sync::Arc;
+
+pub struct Slog;
+
+/// The service kind of the sequencers (one per server region).
+pub const SEQUENCER: &str = "sequencer";
+
+/// Most entries in one batch: a place is `(pos, index)` with the index in
+/// 24 bits.
+pub const BATCH_TXNS_MAX: usize = 1 << 20;
+
+/// The protocol's knobs (documented in [`PARAMS`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub batch_ns: u64,
+    pub batch_txns_max: usize,
+    pub sequencer_tick_ns: u64,
+    pub txns_remembered: usize,
+    pub held_batches_max: usize,
+    pub replica_tick_ns: u64,
+    pub reads_retry_ticks: u32,
+    pub checkpoint_txns: u64,
+    pub reads_kept: usize,
+    pub outcomes_kept: usize,
+    pub early_reads_max: usize,
+    pub held_entries_max: usize,
+    pub client_tick_ns: u64,
+    pub retry_ns: u64,
+    pub max_attempts: u32,
+    /// 0: no remastering (`remaster = false`).
+    pub remaster_after: u32,
+    /// Test-only when false: transactions relying on a remaster do not
+    /// wait for it (Figure 5's race, which makes regions diverge).
+    pub remaster_wait: bool,
+}
+
+pub const PARAMS: &[ParamDoc] = &[
+    ParamDoc { name: "batch_ms", default: "5", doc: "a region cuts its local-log batch this often (SLOG §3.2)" },
+    ParamDoc { name: "batch_txns_max", default: "10000", doc: "a batch closes early once it holds this many entries" },
+    ParamDoc {
+        name: "sequencer_tick_ms",
+        default: "50",
+        doc: "period of a sequencer's tip announcements and fetches of missing batches",
+    },
+    ParamDoc {
+        name: "txns_remembered",
+        default: "1000000",
+        doc: "transaction ids a sequencer remembers to drop a resubmitted transaction's repeat",
+    },
+    ParamDoc {
+        name: "held_batches_max",
+        default: "4096",
+        doc: "batches of one local log a region holds ahead of a gap (the rest are fetched again)",
+    },
+    ParamDoc {
+        name: "replica_tick_ms",
+        default: "100",
+        doc: "period of a replica's log fetch, read requests and checkpoints",
+    },
+    ParamDoc {
+        name: "reads_retry_ms",
+        default: "500",
+        doc: "a participant asks again for reads it has waited for this long",
+    },
+    ParamDoc {
+        name: "checkpoint_txns",
+        default: "10000",
+        doc: "executed transactions between a replica's checkpoints (at least as many as its store has keys)",
+    },
+    ParamDoc { name: "reads_kept", default: "65536", doc: "reads a participant keeps to send again on request" },
+    ParamDoc { name: "outcomes_kept", default: "65536", doc: "answers an answering replica keeps for queries" },
+    ParamDoc {
+        name: "early_reads_max",
+        default: "65536",
+        doc: "transactions whose peers' reads came before the replica reached them",
+    },
+    ParamDoc {
+        name: "held_entries_max",
+        default: "4096",
+        doc: "log positions a replica holds ahead of a gap (the rest are fetched again)",
+    },
+    ParamDoc { name: "client_tick_ms", default: "50", doc: "resolution of the client's retry deadlines" },
+    ParamDoc {
+        name: "retry_ms",
+        default: "3000",
+        doc: "a client resubmits (and asks the answering replicas) after this long without an answer",
+    },
+    ParamDoc {
+        name: "max_attempts",
+        default: "10",
+        doc: "submissions per request (restarts included) before the client reports an unknown outcome",
+    },
+    ParamDoc { name: "remaster", default: "true", doc: "remaster granules dynamically (SLOG §3.4)" },
+    ParamDoc {
+        name: "remaster_after",
+        default: "3",
+        doc: "a granule whose last this many accesses came from one other region is remastered there (PNUTS's rule)",
+    },
+    ParamDoc {
+        name: "remaster_wait",
+        default: "true",
+        doc: "for tests only: false lets a transaction relying on a remaster be placed before it (Figure 5's race)",
+    },
+];
+
+/// Every counter slog reports.
+pub const COUNTERS: &[CounterDoc] = &[
+    CounterDoc { name: "batches", doc: "local-log batches cut (SLOG §3.2)" },
+    CounterDoc {
+        name: "lock_only_txns", doc: "LockOnlyTxns home regions inserted for multi-home transactions (§3.3)"
+    },
+    CounterDoc { name: "single_home", doc: "single-home transactions committed (at the answering replica)" },
+    CounterDoc { name: "multi_home", doc: "multi-home transactions committed (at the answering replica)" },
+    CounterDoc {
+        name: "lookup_misses",
+        doc: "transactions every region aborted because a granule's header was not the one assumed (§3.2)",
+    },
+    CounterDoc { name: "restarts", doc: "transactions a client submitted again after a lookup miss" },
+    CounterDoc { name: "remasters", doc: "granules whose home moved (§3.4), counted once each" },
+    CounterDoc {
+        name: "remaster_aborts",
+        doc: "remaster requests that found the granule's header already changed, and did nothing",
+    },
+    CounterDoc { name: "duplicates_dropped", doc: "resubmitted transactions a local log already held" },
+    CounterDoc { name: "submissions_refused", doc: "transactions a sequencer refused" },
+    CounterDoc { name: "reads_sent", doc: "read messages a participant sent to another in its region" },
+    CounterDoc { name: "reads_wanted", doc: "requests for reads a participant waited for too long" },
+    CounterDoc { name: "log_fetches", doc: "global-log positions a sequencer sent again to a replica that asked" },
+    CounterDoc { name: "batch_fetches", doc: "local-log batches a sequencer asked their origin for again" },
+    CounterDoc { name: "replica_checkpoints", doc: "checkpoints a replica took (its durable log folded into one)" },
+    CounterDoc { name: "replayed", doc: "log entries a restarted replica found executed in its durable log" },
+    CounterDoc { name: "refused_not_one_shot", doc: "procedures refused because their keys depend on their reads" },
+    CounterDoc { name: "retries", doc: "resubmissions after `retry_ms` without an answer" },
+    CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
+];
+
+impl Config {
+    pub fn from_params(params: &Params) -> Result<Config, String> {
+        let p = ParamReader::new(params, Slog::NAME, PARAMS)?;
+        let ms = |name: &str| p.ms_ns(name);
+        let count = |name: &str| p.count(name, 1..=1_000_000_000);
+        let replica_tick_ns = ms("replica_tick_ms")?;
+        let batch_ns = ms("batch_ms")?;
+        if batch_ns == 0 {
+            return Err("slog: `batch_ms` must be positive".into());
+        }
+        Ok(Config {
+            batch_ns,
+            batch_txns_max: p.count("batch_txns_max", 1..=BATCH_TXNS_MAX as u64)? as usize,
+            sequencer_tick_ns: ms("sequencer_tick_ms")?,
+            txns_remembered: count("txns_remembered")? as usize,
+            held_batches_max: count("held_batches_max")? as usize,
+            replica_tick_ns,
+            reads_retry_ticks: p.ms_ticks("reads_retry_ms", replica_tick_ns, Rounding::Up, 1..=1 << 20)? as u32,
+            checkpoint_txns: count("checkpoint_txns")?,
+            reads_kept: count("reads_kept")? as usize,
+            outcomes_kept: count("outcomes_kept")? as usize,
+            early_reads_max: count("early_reads_max")? as usize,
+            held_entries_max: count("held_entries_max")? as usize,
+            client_tick_ns: ms("client_tick_ms")?,
+            retry_ns: ms("retry_ms")?,
+            max_attempts: count("max_attempts")? as u32,
+            remaster_wait: p.bool("remaster_wait")?,
+            remaster_after: if p.bool("remaster")? { p.count("remaster_after", 1..=1_000_000)? as u32 } else { 0 },
+        })
+    }
+}
+
+/// The sequencer of `region` (every server region has one).
+pub fn sequencer_in(topo: &Topology, region: RegionId) -> NodeId {
+    let sequencers = topo.service(SEQUENCER);
+    sequencers.iter().copied().find(|s| topo.region_of(*s) == region).unwrap_or(sequencers[0])
+}
+
+/// The replica that answers the client: the home region's (single-home)
+/// or the origin region's (multi-home) replica of the first shard.
+pub fn responder(topology: &Topology, txn: &Txn) -> NodeId {
+    let shard = txn.first_shard(topology);
+    let region = txn.home().unwrap_or(txn.origin);
+    topology.replicas_in(shard, region).first().copied().unwrap_or(topology.replicas(shard)[0])
+}
+
+/// Whether the program can run: its keys must be known before it is
+/// ordered (SLOG §3.2, as in Calvin).
+pub fn runnable(program: &Program) -> bool {
+    program.is_one_shot()
+}
+
+meridian_core::roles! {
+    /// A node of a `slog` deployment.
+    pub enum Node for Slog {
+        Replica(Replica),
+        Sequencer(Sequencer),
+        Client(Client),
+    }
+}
+
+impl Protocol for Slog {
+    const NAME: &'static str = "slog";
+    const CONSISTENCY: Consistency = Consistency::StrictSerializable;
+    const SHAPES: Shapes = Shapes::ONE_SHOT;
+    type Msg = Msg;
+    type Record = Record;
+    type Timer = Timer;
+    type Node = Node;
+
+    fn params() -> &'static [ParamDoc] {
+        PARAMS
+    }
+
+    fn counters() -> Vec<CounterDoc> {
+        COUNTERS.to_vec()
+    }
+
+    fn services(_params: &Params) -> Vec<ServiceSpec> {
+        vec![ServiceSpec::new(SEQUENCER, Placement::PerServerRegion)]
+    }
+
+    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
+        let cfg = Config::from_params(&d.params)?;
+        let topo = &d.topology;
+        if topo.service(SEQUENCER).is_empty() {
+            return Err("slog needs its sequencers (`Slog::services`) in the topology".into());
+        }
+        match &topo.node(node).role {
+            Role::Replica { shard, replica } => {
+                Ok(Node::Replica(Box::new(Replica::new(Arc::clone(topo), node, *shard, *replica, cfg))))
+            }
+            Role::Service { kind, .. } if kind == SEQUENCER => {
+                Ok(Node::Sequencer(Box::new(Sequencer::new(Arc::clone(topo), node, cfg))))
+            }
+            Role::Client { .. } => {
+                let sequencer = d.nearest(topo.region_of(node), topo.service(SEQUENCER)).expect("a sequencer");
+                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), node, sequencer, cfg))))
+            }
+            Role::Service { kind, .. } => Err(format!("slog has no `{kind}` service")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::ParamValue;
+
+    #[test]
+    fn every_documented_parameter_parses_at_its_default() {
+        assert!(Config::from_params(&Params::new()).is_ok());
+        for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
+            assert!(Config::from_params(&p).is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_named() {
+        let p = Params::new().with("batch_ms", ParamValue::Int(0));
+        assert!(Config::from_params(&p).unwrap_err().contains("`batch_ms`"));
+        let p = Params::new().with("no_such_ms", ParamValue::Int(1));
+        assert!(Config::from_params(&p).unwrap_err().contains("`no_such_ms`"));
+    }
+}

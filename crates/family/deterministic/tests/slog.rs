@@ -1,0 +1,419 @@
+//! `slog` under the simulator: the claims of SLOG §3 — single-home
+//! transactions commit in their home region alone, every region executes
+//! its own interleaving of the local logs to the same state (Figures 3 and
+//! 4), multi-home transactions are ordered once and locked through one
+//! LockOnlyTxn per home — and whole runs checked at strict
+//! serializability, with every region's copies compared, deterministic
+//! per seed.
+
+use meridian_core::{
+    ClusterSpec, Data, Deployment, Key, KeyLayout, LatencyMatrix, LeaderPlacement, NodeId, Op, Outcome, Params,
+    Program, Protocol, RegionId, RequestId, ShardId, Topology,
+};
+use meridian_deterministic::slog::{Node, Slog};
+use meridian_experiment::Experiment;
+use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
+use meridian_sim::{Completion, FaultAction, Sim, SimConfig};
+use std::sync::Arc;
+
+const MS: u64 = 1_000_000;
+
+/// Three server regions (South Carolina, Finland, Brazil), each a full
+/// copy of two shards; clients in each of them.
+fn sim(seed: u64) -> Sim<Slog> {
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 2,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        clients_per_region: 1,
+    };
+    let params = Params::new();
+    let topology = Arc::new(Topology::build(&spec, &Slog::services(&params)));
+    let latency = Arc::new(matrix.clone());
+    let cfg = SimConfig::ideal(seed, topology.clone(), matrix);
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
+}
+
+fn layout(s: &Sim<Slog>) -> KeyLayout {
+    s.topology().key_layout()
+}
+
+fn node(s: &Sim<Slog>, name: &str) -> NodeId {
+    s.topology().node_by_name(name).unwrap()
+}
+
+fn client_in(s: &Sim<Slog>, region: usize) -> NodeId {
+    let name = format!("client-{}-0", s.topology().region_name(s.topology().server_regions[region]));
+    node(s, &name)
+}
+
+fn inc(keys: &[Key], tag: u64) -> Program {
+    Program::new(
+        keys.iter().enumerate().map(|(i, k)| Op::Increment { key: *k, delta: 1, tag: tag + i as u64 }).collect(),
+    )
+}
+
+fn committed(done: &[Completion]) -> usize {
+    done.iter().filter(|c| matches!(c.outcome, Outcome::Committed { .. })).count()
+}
+
+fn replica(s: &Sim<Slog>, n: NodeId) -> &meridian_deterministic::slog::Replica {
+    match s.process(n) {
+        Some(Node::Replica(r)) => r,
+        _ => panic!("{} is not a live replica", s.topology().name(n)),
+    }
+}
+
+fn sequencer(s: &Sim<Slog>, n: NodeId) -> &meridian_deterministic::slog::Sequencer {
+    match s.process(n) {
+        Some(Node::Sequencer(q)) => q,
+        _ => panic!("{} is not a live sequencer", s.topology().name(n)),
+    }
+}
+
+fn counter_at(s: &Sim<Slog>, n: NodeId, key: Key) -> i64 {
+    match replica(s, n).store().get(&key).map(|v| &v.data) {
+        Some(Data::Int(i)) => *i,
+        _ => 0,
+    }
+}
+
+/// Every region's copy of every shard holds the same state.
+fn assert_regions_agree(s: &Sim<Slog>) {
+    for shard in 0..s.topology().shards {
+        let replicas = s.topology().replicas(ShardId(shard)).to_vec();
+        let first = replica(s, replicas[0]);
+        for r in &replicas[1..] {
+            assert_eq!(replica(s, *r).store(), first.store(), "{} diverges", s.topology().name(*r));
+            assert_eq!(replica(s, *r).headers(), first.headers(), "{} diverges", s.topology().name(*r));
+            assert_eq!(replica(s, *r).running(), 0);
+        }
+    }
+}
+
+/// `key`'s counter in every region (asserting they agree).
+fn counter(s: &Sim<Slog>, key: Key) -> i64 {
+    let values: Vec<i64> =
+        s.topology().replicas(s.topology().shard_of(key)).iter().map(|r| counter_at(s, *r, key)).collect();
+    assert!(values.windows(2).all(|w| w[0] == w[1]), "{key:?}: {values:?}");
+    values[0]
+}
+
+#[test]
+fn figure_3_single_home_transactions_reach_the_same_state_in_every_region() {
+    // Granule A is homed in region 0, B in region 1. T1 and T2 update A
+    // (one batch at region 0), T3 and T4 update B (two batches at region 1).
+    let mut s = sim(1);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let (a, b) = (l.key(0, 0, 0), l.key(1, 1, 0));
+    let (c0, c1) = (client_in(&s, 0), client_in(&s, 1));
+    s.request(c0, RequestId(1), inc(&[a], 10));
+    s.request(c0, RequestId(2), inc(&[a], 20));
+    s.request(c1, RequestId(3), inc(&[b], 30));
+    s.run_until(s.now_ns() + 12 * MS);
+    s.request(c1, RequestId(4), inc(&[b], 40));
+    s.run_until(s.now_ns() + 2_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 4);
+    assert_eq!((counter(&s, a), counter(&s, b)), (2, 2));
+    assert_regions_agree(&s);
+    assert_eq!(s.counters().get("single_home"), Some(&4));
+    assert_eq!(s.counters().get("multi_home"), None);
+    // Each region's global log keeps each local log's order (1-2 after 1-1).
+    for region in 0..3 {
+        let q = sequencer(
+            &s,
+            meridian_deterministic::slog::sequencer_in(s.topology(), s.topology().server_regions[region]),
+        );
+        let mine: Vec<u64> = q.global_log().filter(|id| id.region == 1).map(|id| id.seq).collect();
+        assert!(mine.windows(2).all(|w| w[0] < w[1]), "region {region}: {mine:?}");
+    }
+}
+
+#[test]
+fn a_single_home_transaction_commits_in_its_home_region_alone() {
+    // SLOG §3.2: no wide-area round trip for a client next to its data's
+    // home: batch (≤ 5 ms) + fsync + the reply inside the region.
+    let mut s = sim(2);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    for region in 0..3 {
+        let c = client_in(&s, region);
+        let start = s.now_ns();
+        s.request(c, RequestId(region as u64), inc(&[l.key(0, region, 1), l.key(1, region, 1)], 100));
+        s.run_until(start + 1_000 * MS);
+        let done = s.take_completions();
+        assert_eq!(committed(&done), 1);
+        let latency_ms = (done[0].at_ns - start) / MS;
+        assert!(latency_ms < 15, "region {region}: {latency_ms} ms");
+    }
+}
+
+#[test]
+fn figure_4_a_multi_home_transaction_locks_through_one_lock_only_txn_per_home() {
+    // As Figure 3, but T2 updates A and B: it goes to the orderer, and
+    // regions 0 and 1 (its homes) each insert a LockOnlyTxn; region 2
+    // inserts none.
+    let mut s = sim(3);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let (a, b) = (l.key(0, 0, 0), l.key(1, 1, 0));
+    let (c0, c1) = (client_in(&s, 0), client_in(&s, 1));
+    s.request(c0, RequestId(1), inc(&[a], 10));
+    s.request(c0, RequestId(2), inc(&[a, b], 20));
+    s.request(c1, RequestId(3), inc(&[b], 30));
+    s.run_until(s.now_ns() + 12 * MS);
+    s.request(c1, RequestId(4), inc(&[b], 40));
+    s.run_until(s.now_ns() + 3_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 4);
+    assert_eq!((counter(&s, a), counter(&s, b)), (2, 3));
+    assert_regions_agree(&s);
+    let counters = s.counters();
+    assert_eq!(counters.get("multi_home"), Some(&1));
+    assert_eq!(counters.get("single_home"), Some(&3));
+    assert_eq!(counters.get("lock_only_txns"), Some(&2), "one per home, none at region 2");
+}
+
+#[test]
+fn multi_home_transactions_in_opposite_orders_never_deadlock() {
+    // Two clients each run transactions over A (home 0) and B (home 1),
+    // listing them in opposite orders, many at once: the orderer puts them
+    // in one order, so their LockOnlyTxns stand in that order at both homes.
+    let mut s = sim(4);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let (a, b) = (l.key(0, 0, 7), l.key(1, 1, 7));
+    let (c0, c1) = (client_in(&s, 0), client_in(&s, 1));
+    for i in 0..20u64 {
+        s.request(c0, RequestId(2 * i), inc(&[a, b], 1_000 + 10 * i));
+        s.request(c1, RequestId(2 * i + 1), inc(&[b, a], 5_000 + 10 * i));
+        s.run_until(s.now_ns() + 3 * MS);
+    }
+    s.run_until(s.now_ns() + 5_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 40);
+    assert_eq!((counter(&s, a), counter(&s, b)), (40, 40));
+    assert_regions_agree(&s);
+}
+
+/// Clients of every region increment keys of every home and both shards,
+/// single- and multi-home alike.
+fn load(s: &mut Sim<Slog>, rounds: u64) -> u64 {
+    let l = layout(s);
+    let clients: Vec<NodeId> = s.topology().clients().to_vec();
+    let mut req = 0;
+    for round in 0..rounds {
+        for c in &clients {
+            let home = (req % 3) as usize;
+            let keys = if req % 4 == 0 {
+                vec![l.key(0, home, req % 5), l.key(1, (home + 1) % 3, (req + round) % 4)]
+            } else {
+                vec![l.key(0, home, req % 5), l.key(1, home, (req + round) % 4)]
+            };
+            s.request(*c, RequestId(req), inc(&keys, 1_000 * (req + 1)));
+            req += 1;
+        }
+        s.run_until(s.now_ns() + 17 * MS);
+    }
+    req
+}
+
+#[test]
+fn a_crashed_replica_replays_its_regions_log_and_rejoins() {
+    let mut s = sim(5);
+    s.run_until(300 * MS);
+    let victim = node(&s, "shard1-replica2");
+    s.schedule(s.now_ns() + 100 * MS, FaultAction::Crash(victim));
+    s.schedule(s.now_ns() + 1_200 * MS, FaultAction::Restart(victim));
+    let n = load(&mut s, 40);
+    s.run_until(s.now_ns() + 8_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), n as usize);
+    assert_regions_agree(&s);
+}
+
+#[test]
+fn a_crashed_sequencer_restarts_from_its_durable_logs_without_divergence() {
+    let mut s = sim(6);
+    s.run_until(300 * MS);
+    // The orderer's region: multi-home transactions wait for it too.
+    let victim = node(&s, "sequencer-south-carolina");
+    s.schedule(s.now_ns() + 150 * MS, FaultAction::Crash(victim));
+    s.schedule(s.now_ns() + 1_000 * MS, FaultAction::Restart(victim));
+    let n = load(&mut s, 40);
+    s.run_until(s.now_ns() + 10_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), n as usize, "clients retry what the crash lost");
+    assert_regions_agree(&s);
+}
+
+#[test]
+fn a_region_partitioned_away_catches_up_after_the_heal() {
+    let mut s = sim(7);
+    s.run_until(300 * MS);
+    let brazil: Vec<NodeId> = (0..s.topology().nodes.len() as u32)
+        .map(NodeId)
+        .filter(|n| s.topology().region_name(s.topology().region_of(*n)) == "brazil")
+        .collect();
+    s.schedule(s.now_ns() + 100 * MS, FaultAction::Partition(brazil));
+    s.schedule(s.now_ns() + 2_000 * MS, FaultAction::Heal);
+    let n = load(&mut s, 40);
+    s.run_until(s.now_ns() + 10_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), n as usize);
+    assert_regions_agree(&s);
+}
+
+const RUN: &str = r#"
+[cluster]
+preset = "tiga-gcp"
+server_regions = ["south-carolina", "finland", "brazil"]
+shards = 2
+replicas_per_shard = 3
+leaders = "colocated"
+
+[clients]
+regions = ["south-carolina", "finland", "brazil", "hong-kong"]
+per_region = 2
+mode = "open"
+rate_tps = 15
+max_outstanding = 32
+
+[workload]
+kind = "list-append"
+keys_per_shard = 30
+ops_per_txn = 3
+
+[run]
+duration_s = 8.0
+warmup_s = 1.0
+seed = 7
+
+[protocol]
+name = "slog"
+"#;
+
+fn run(text: &str) -> RunOutput {
+    let exp = Experiment::from_str(text, "<test>").unwrap();
+    let opts = RunOptions { record_history: true, extra_faults: None, progress: None, event_log: None };
+    run_sim::<Slog>(&exp, opts).unwrap()
+}
+
+#[test]
+fn a_contended_list_append_run_is_strictly_serializable_and_its_copies_agree() {
+    let out = run(RUN);
+    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
+    assert!(out.report.txns.committed > 100, "{:?}", out.report.txns);
+    let counters = &out.report.counters;
+    assert!(counters.get("multi_home").copied().unwrap_or(0) > 0, "{counters:?}");
+    assert!(counters.get("single_home").copied().unwrap_or(0) > 0, "{counters:?}");
+    let copies = out.report.copies.as_ref().expect("slog's copies are compared");
+    assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace() {
+    assert_eq!(run(RUN).trace_hash, run(RUN).trace_hash);
+}
+
+/// Three regions as `sim`, remastering a granule after one access from
+/// another region; `remaster_wait` as given.
+fn sim_remastering(seed: u64, remaster_wait: bool) -> Sim<Slog> {
+    use meridian_core::ParamValue;
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 2,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        clients_per_region: 1,
+    };
+    let params =
+        Params::new().with("remaster_after", ParamValue::Int(1)).with("remaster_wait", ParamValue::Bool(remaster_wait));
+    let topology = Arc::new(Topology::build(&spec, &Slog::services(&params)));
+    let latency = Arc::new(matrix.clone());
+    let cfg = SimConfig::ideal(seed, topology.clone(), matrix);
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
+}
+
+/// SLOG Figure 5: granule B, homed in Finland, is remastered to South
+/// Carolina after South Carolina's client touches it (T1); the same client
+/// then updates B again (T3), now annotated with South Carolina as home.
+/// Brazil's sequencer is cut off meanwhile, and after the heal receives
+/// South Carolina's batch (T3) before Finland's (the remaster): the two
+/// local logs interleave differently there. Returns B in each region.
+fn figure_5_schedule(remaster_wait: bool) -> (Vec<i64>, Sim<Slog>) {
+    let mut s = sim_remastering(8, remaster_wait);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let b = l.key(0, 1, 0);
+    let c0 = client_in(&s, 0);
+    let brazil = node(&s, "sequencer-brazil");
+    let t0 = s.now_ns();
+    s.request(c0, RequestId(1), inc(&[b], 10));
+    s.schedule(t0 + 20 * MS, FaultAction::Partition(vec![brazil]));
+    s.run_until(t0 + 200 * MS);
+    s.request(c0, RequestId(3), inc(&[b], 30));
+    s.schedule(t0 + 400 * MS, FaultAction::Heal);
+    s.run_until(t0 + 4_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 2, "{done:?}");
+    assert_eq!(s.counters().get("remasters"), Some(&1));
+    let values = s.topology().replicas(s.topology().shard_of(b)).iter().map(|r| counter_at(&s, *r, b)).collect();
+    (values, s)
+}
+
+#[test]
+fn figure_5_a_transaction_relying_on_a_remaster_waits_for_it_and_every_region_ends_identical() {
+    let (values, s) = figure_5_schedule(true);
+    assert_eq!(values, vec![2, 2, 2]);
+    assert_regions_agree(&s);
+    let moved = replica(&s, node(&s, "shard0-replica2")).header(layout(&s).key(0, 1, 0));
+    assert_eq!((moved.home, moved.counter), (RegionId(0), 1), "Brazil applied the remaster too");
+}
+
+#[test]
+fn figure_5_without_the_wait_regions_diverge_and_the_state_comparison_catches_it() {
+    let (values, s) = figure_5_schedule(false);
+    assert_eq!(values, vec![2, 2, 1], "Brazil placed T3 before the remaster and aborted it alone");
+    let copies = meridian_harness::runner::compare_copies(&s).expect("slog's copies are compared");
+    assert_eq!(copies.diverged.len(), 1, "{copies:?}");
+    assert!(copies.diverged[0].contains("shard0-replica2"), "{copies:?}");
+}
+
+#[test]
+fn a_granule_accessed_three_times_from_another_region_is_remastered_there_and_then_commits_locally() {
+    // §3.4, PNUTS's heuristic at its default (3): Finland's client updates
+    // a granule homed in South Carolina; after three such accesses it
+    // moves to Finland, where the client's next update commits without a
+    // wide-area round trip (the first one after the move may miss in the
+    // Lookup Master and restart).
+    let mut s = sim(9);
+    s.run_until(300 * MS);
+    let a = layout(&s).key(0, 0, 5);
+    let c1 = client_in(&s, 1);
+    let mut latencies_ms = Vec::new();
+    for i in 0..6u64 {
+        let start = s.now_ns();
+        s.request(c1, RequestId(i), inc(&[a], 10 * i));
+        s.run_until(start + 1_500 * MS);
+        let done = s.take_completions();
+        assert_eq!(committed(&done), 1);
+        latencies_ms.push((done[0].at_ns - start) / MS);
+    }
+    assert_eq!(s.counters().get("remasters"), Some(&1));
+    assert!(latencies_ms[..3].iter().all(|l| *l > 100), "{latencies_ms:?}: homed across the Atlantic");
+    assert!(latencies_ms[5] < 15, "{latencies_ms:?}: homed at the client's region");
+    assert_eq!(counter(&s, a), 6);
+    assert_regions_agree(&s);
+    let moved = replica(&s, node(&s, "shard0-replica0")).header(a);
+    assert_eq!((moved.home, moved.counter), (RegionId(1), 1));
+}
