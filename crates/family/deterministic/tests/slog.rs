@@ -417,3 +417,61 @@ fn a_granule_accessed_three_times_from_another_region_is_remastered_there_and_th
     let moved = replica(&s, node(&s, "shard0-replica0")).header(a);
     assert_eq!((moved.home, moved.counter), (RegionId(1), 1));
 }
+
+/// SLOG-HA: Finland's local log is replicated to South Carolina (its
+/// nearest region) before anyone runs it. Finland, cut off with only South
+/// Carolina's sequencer, commits transactions on its own granules; then it
+/// is lost for good. Every transaction its client was told committed is in
+/// South Carolina's and Brazil's copies, the same in both.
+#[test]
+fn slog_ha_survives_the_loss_of_a_region_with_no_acknowledged_commit_lost() {
+    use meridian_core::ParamValue;
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 2,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        clients_per_region: 1,
+    };
+    let params = Params::new().with("ha", ParamValue::Bool(true)).with("remaster", ParamValue::Bool(false));
+    let topology = Arc::new(Topology::build(&spec, &Slog::services(&params)));
+    let cfg = SimConfig::ideal(10, topology.clone(), matrix.clone());
+    let mut s: Sim<Slog> =
+        Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency: Arc::new(matrix) }).unwrap();
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let finland: Vec<NodeId> = (0..s.topology().nodes.len() as u32)
+        .map(NodeId)
+        .filter(|n| s.topology().region_name(s.topology().region_of(*n)) == "finland")
+        .collect();
+    let mut island = finland.clone();
+    island.push(node(&s, "sequencer-south-carolina"));
+    s.schedule(s.now_ns() + 10 * MS, FaultAction::Partition(island));
+    s.run_until(s.now_ns() + 20 * MS);
+    let c1 = client_in(&s, 1);
+    let keys = [l.key(0, 1, 1), l.key(1, 1, 2)];
+    for i in 0..10u64 {
+        s.request(c1, RequestId(i), inc(&keys, 100 * i));
+        s.run_until(s.now_ns() + 40 * MS);
+    }
+    s.run_until(s.now_ns() + 500 * MS);
+    let done = s.take_completions();
+    let acknowledged = committed(&done) as i64;
+    assert!(acknowledged >= 8, "Finland commits with its pair alone: {done:?}");
+    for n in &finland {
+        s.schedule(s.now_ns(), FaultAction::Crash(*n));
+    }
+    s.schedule(s.now_ns() + 10 * MS, FaultAction::Heal);
+    s.run_until(s.now_ns() + 5_000 * MS);
+    for k in keys {
+        for survivor in ["south-carolina", "brazil"] {
+            let shard = s.topology().shard_of(k);
+            let region = s.topology().server_regions.iter().copied().find(|r| s.topology().region_name(*r) == survivor);
+            let r = s.topology().replicas_in(shard, region.unwrap())[0];
+            assert_eq!(counter_at(&s, r, k), acknowledged, "{survivor} holds every acknowledged commit of {k:?}");
+        }
+    }
+}

@@ -163,6 +163,8 @@ impl Process<Slog> for Client {
             | Msg::Forward(_)
             | Msg::Ship(_)
             | Msg::Tip { .. }
+            | Msg::Replicate(_)
+            | Msg::Replicated { .. }
             | Msg::FetchBatch { .. }
             | Msg::Log { .. }
             | Msg::FetchLog { .. }

@@ -219,9 +219,14 @@ pub enum Msg {
     Forward(Arc<Txn>),
     /// Sequencer → every sequencer: a batch of its local log.
     Ship(Arc<LocalBatch>),
-    /// Sequencer → every sequencer: my local log has `next_seq` batches
-    /// (lets a receiver find a lost last batch).
-    Tip { next_seq: u64 },
+    /// Sequencer → every sequencer: local log `origin` has `next_seq`
+    /// batches (lets a receiver find a lost last batch). A region announces
+    /// its own log, and (SLOG-HA) the logs it is the pair of.
+    Tip { origin: u32, next_seq: u64 },
+    /// SLOG-HA: a region's batch, to its paired region before anyone else.
+    Replicate(Arc<LocalBatch>),
+    /// SLOG-HA: the paired region holds batch `seq` durably.
+    Replicated { seq: u64 },
     /// A sequencer missing a batch of another's local log asks for it.
     FetchBatch { id: BatchId },
     /// Sequencer → the replicas of its region: global-log positions, each
@@ -271,6 +276,9 @@ pub enum Record {
     /// A sequencer's annotation of a transaction it received, durable
     /// before the transaction leaves for another region's local log.
     Annotated(Arc<Txn>),
+    /// SLOG-HA: a batch of the region this one is the pair of, durable
+    /// here before its origin lets anyone else see it.
+    Held(Arc<LocalBatch>),
     /// A sequencer placed this batch (of any local log) at the next
     /// position of its region's global log.
     Placed(Arc<LocalBatch>),

@@ -107,6 +107,9 @@ pub struct Config {
     pub max_attempts: u32,
     /// 0: no remastering (`remaster = false`).
     pub remaster_after: u32,
+    /// SLOG-HA: each region's local log reaches its paired region durably
+    /// before anyone else sees it.
+    pub ha: bool,
     /// Test-only when false: transactions relying on a remaster do not
     /// wait for it (Figure 5's race, which makes regions diverge).
     pub remaster_wait: bool,
@@ -175,6 +178,16 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "a granule whose last this many accesses came from one other region is remastered there (PNUTS's rule)",
     },
     ParamDoc {
+        name: "ha",
+        default: "false",
+        doc: "SLOG-HA: a region's local-log batch is durable at its paired region before any region runs it",
+    },
+    ParamDoc {
+        name: "ha_pairs",
+        default: "\"\"",
+        doc: "SLOG-HA pairs as \"from=to,...\" by region name (the paper's: virginia=ohio, oregon=california, ireland=london); a region not named pairs with its nearest",
+    },
+    ParamDoc {
         name: "remaster_wait",
         default: "true",
         doc: "for tests only: false lets a transaction relying on a remaster be placed before it (Figure 5's race)",
@@ -239,6 +252,7 @@ impl Config {
             retry_ns: ms("retry_ms")?,
             max_attempts: count("max_attempts")? as u32,
             remaster_wait: p.bool("remaster_wait")?,
+            ha: p.bool("ha")?,
             remaster_after: if p.bool("remaster")? { p.count("remaster_after", 1..=1_000_000)? as u32 } else { 0 },
         })
     }
@@ -248,6 +262,37 @@ impl Config {
 pub fn sequencer_in(topo: &Topology, region: RegionId) -> NodeId {
     let sequencers = topo.service(SEQUENCER);
     sequencers.iter().copied().find(|s| topo.region_of(*s) == region).unwrap_or(sequencers[0])
+}
+
+/// SLOG-HA's pairs: each sequencer's paired sequencer, by index (`None`
+/// without `ha`): the one `ha_pairs` names, or the nearest other region's.
+pub fn ha_pairs(d: &Deployment, cfg: &Config) -> Result<Vec<Option<NodeId>>, String> {
+    let topo = &d.topology;
+    let sequencers = topo.service(SEQUENCER);
+    if !cfg.ha {
+        return Ok(vec![None; sequencers.len()]);
+    }
+    let named = d.params.str_or("ha_pairs", "")?;
+    let region = |name: &str| {
+        let r = topo.server_regions.iter().copied().find(|r| topo.region_name(*r) == name.trim());
+        r.ok_or_else(|| format!("slog: `ha_pairs` names `{}`, not a server region", name.trim()))
+    };
+    let mut chosen: Vec<(RegionId, RegionId)> = Vec::new();
+    for pair in named.split(',').filter(|p| !p.trim().is_empty()) {
+        let (from, to) = pair.split_once('=').ok_or_else(|| format!("slog: `ha_pairs`: `{pair}` is not `from=to`"))?;
+        chosen.push((region(from)?, region(to)?));
+    }
+    let pairs = sequencers.iter().map(|s| {
+        let from = topo.region_of(*s);
+        let to = chosen.iter().find(|(f, _)| *f == from).map(|(_, t)| *t).or_else(|| {
+            let others = sequencers.iter().map(|o| topo.region_of(*o)).filter(|r| *r != from);
+            others.min_by(|a, b| {
+                d.latency.rtt_ms(from.index(), a.index()).total_cmp(&d.latency.rtt_ms(from.index(), b.index()))
+            })
+        });
+        to.filter(|t| *t != from).map(|t| sequencer_in(topo, t))
+    });
+    Ok(pairs.collect())
 }
 
 /// The replica that answers the client: the home region's (single-home)
@@ -305,7 +350,8 @@ impl Protocol for Slog {
                 Ok(Node::Replica(Box::new(Replica::new(Arc::clone(topo), node, *shard, *replica, cfg))))
             }
             Role::Service { kind, .. } if kind == SEQUENCER => {
-                Ok(Node::Sequencer(Box::new(Sequencer::new(Arc::clone(topo), node, cfg))))
+                let pairs = ha_pairs(d, &cfg)?;
+                Ok(Node::Sequencer(Box::new(Sequencer::new(Arc::clone(topo), node, cfg).with_pairs(pairs))))
             }
             Role::Client { .. } => {
                 let sequencer = d.nearest(topo.region_of(node), topo.service(SEQUENCER)).expect("a sequencer");

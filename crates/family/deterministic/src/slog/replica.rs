@@ -608,6 +608,8 @@ impl Process<Slog> for Replica {
             | Msg::Forward(_)
             | Msg::Ship(_)
             | Msg::Tip { .. }
+            | Msg::Replicate(_)
+            | Msg::Replicated { .. }
             | Msg::FetchBatch { .. }
             | Msg::FetchLog { .. }
             | Msg::Reply { .. }

@@ -50,6 +50,8 @@ enum Deferred {
     Ship(u64),
     /// Global-log positions up to here are durable: push them.
     Push(u64),
+    /// SLOG-HA: a paired region's batch is durable here: acknowledge it.
+    Hold { to: NodeId, seq: u64 },
     /// A transaction's annotation is durable: send it to its local log.
     Forward(Arc<Txn>),
 }
@@ -88,6 +90,15 @@ pub struct Sequencer {
     own: Vec<Arc<LocalBatch>>,
     /// Own batches durable and shipped (the others may yet be lost).
     shipped: u64,
+    /// SLOG-HA: the region this one's local log is replicated to before
+    /// anyone sees it, the own batches it acknowledged, and the logs this
+    /// region is the pair of (their batches held here).
+    pair: Option<NodeId>,
+    pair_acked: BTreeSet<u64>,
+    paired_for: Vec<u32>,
+    /// Every local log's pair, by the origin's index.
+    pairs: Vec<Option<NodeId>>,
+    held_for: BTreeMap<u32, Vec<Arc<LocalBatch>>>,
     inorder: InOrder<Entry>,
     /// Per local log, batches delivered in order that wait for a batch
     /// they depend on (`Entry::After`) to be placed.
@@ -98,6 +109,7 @@ pub struct Sequencer {
     tips: BTreeMap<u32, u64>,
     /// The region's global log: the batch placed at each position.
     placed: Vec<Arc<LocalBatch>>,
+    placed_at: BTreeMap<BatchId, usize>,
     /// Positions durable and pushed to the replicas.
     pushed: u64,
     durable: AfterDurable<Deferred>,
@@ -135,12 +147,27 @@ impl Sequencer {
             lookup: BTreeMap::new(),
             own: Vec::new(),
             shipped: 0,
+            pair: None,
+            pair_acked: BTreeSet::new(),
+            paired_for: Vec::new(),
+            pairs: Vec::new(),
+            held_for: BTreeMap::new(),
             tips: BTreeMap::new(),
             placed: Vec::new(),
+            placed_at: BTreeMap::new(),
             pushed: 0,
             durable: AfterDurable::new(),
             ticks: 0,
         }
+    }
+
+    /// SLOG-HA: each local log (by its region's index among the
+    /// sequencers) goes to its pair's sequencer before anyone else.
+    pub fn with_pairs(mut self, pairs: Vec<Option<NodeId>>) -> Sequencer {
+        self.pair = pairs[self.index as usize];
+        self.paired_for = (0..pairs.len() as u32).filter(|i| pairs[*i as usize] == Some(self.me)).collect();
+        self.pairs = pairs;
+        self
     }
 
     /// The positions of the region's global log placed so far.
@@ -297,17 +324,66 @@ impl Sequencer {
 
     fn run_deferred(&mut self, ctx: &mut Ctx<'_, Slog>, d: Deferred) {
         match d {
-            Deferred::Ship(seq) => {
-                let batch = Arc::clone(&self.own[seq as usize]);
-                self.shipped = self.shipped.max(seq + 1);
-                for s in self.sequencers.iter().filter(|s| **s != self.me) {
-                    ctx.send(*s, Msg::Ship(Arc::clone(&batch)));
-                }
-                self.receive_batch(ctx, batch);
-            }
+            Deferred::Ship(seq) => match self.pair {
+                Some(pair) => ctx.send(pair, Msg::Replicate(Arc::clone(&self.own[seq as usize]))),
+                None => self.ship(ctx, seq),
+            },
+            Deferred::Hold { to, seq } => ctx.send(to, Msg::Replicated { seq }),
             Deferred::Push(upto) => self.push(ctx, upto),
             Deferred::Forward(txn) => self.route(ctx, txn),
         }
+    }
+
+    /// An own batch goes to every region, this one included.
+    fn ship(&mut self, ctx: &mut Ctx<'_, Slog>, seq: u64) {
+        let batch = Arc::clone(&self.own[seq as usize]);
+        self.shipped = self.shipped.max(seq + 1);
+        for s in self.sequencers.iter().filter(|s| **s != self.me) {
+            ctx.send(*s, Msg::Ship(Arc::clone(&batch)));
+        }
+        self.receive_batch(ctx, batch);
+    }
+
+    // ---- SLOG-HA: the local log replicated to the paired region ----
+
+    /// A batch of the region this one is the pair of: durable here, then
+    /// acknowledged. It also joins this region's global log as any other.
+    fn on_replicate(&mut self, ctx: &mut Ctx<'_, Slog>, from: NodeId, batch: Arc<LocalBatch>) {
+        let held = self.held_for.entry(batch.origin).or_default();
+        if batch.seq == held.len() as u64 {
+            held.push(Arc::clone(&batch));
+            let lsn = ctx.append(Record::Held(Arc::clone(&batch)));
+            self.durable.appended(lsn);
+        }
+        if batch.seq < held.len() as u64 {
+            if let Some(d) = self.durable.after_last(Deferred::Hold { to: from, seq: batch.seq }) {
+                self.run_deferred(ctx, d);
+            }
+        }
+        self.on_ship(ctx, batch);
+    }
+
+    /// The pair holds own batches: those in order from the first not yet
+    /// shipped go out (a client hears of a commit only after its batch is
+    /// in two regions, SLOG §3.2's SLOG-HA).
+    fn on_replicated(&mut self, ctx: &mut Ctx<'_, Slog>, seq: u64) {
+        if seq >= self.shipped && (seq as usize) < self.own.len() {
+            self.pair_acked.insert(seq);
+        }
+        while self.pair_acked.remove(&self.shipped) {
+            let next = self.shipped;
+            self.ship(ctx, next);
+        }
+    }
+
+    /// Any holder's copy of a batch: the origin's own, a pair's, or one
+    /// placed here.
+    fn batch_held(&self, id: BatchId) -> Option<&Arc<LocalBatch>> {
+        if id.region == self.index {
+            return self.own.get(id.seq as usize).filter(|_| id.seq < self.shipped);
+        }
+        let held = self.held_for.get(&id.region).and_then(|h| h.get(id.seq as usize));
+        held.or_else(|| self.placed_at.get(&id).map(|pos| &self.placed[*pos]))
     }
 
     // ---- §3.4 dynamic remastering ----
@@ -397,6 +473,7 @@ impl Sequencer {
     fn place(&mut self, ctx: &mut Ctx<'_, Slog>, batch: Arc<LocalBatch>) {
         debug_assert!(self.deps_placed(&batch));
         *self.placed_count.entry(batch.origin).or_insert(0) += 1;
+        self.placed_at.insert(batch_id(&batch), self.placed.len());
         self.placed.push(Arc::clone(&batch));
         let lsn = ctx.append(Record::Placed(Arc::clone(&batch)));
         self.durable.appended(lsn);
@@ -434,21 +511,42 @@ impl Sequencer {
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Slog>) {
         ctx.set_timer(self.cfg.sequencer_tick_ns, Timer::SequencerTick);
         self.ticks += 1;
+        let mut tips = vec![(self.index, self.shipped)];
+        tips.extend(self.paired_for.iter().map(|o| (*o, self.held_for.get(o).map_or(0, |h| h.len() as u64))));
         for s in self.sequencers.iter().filter(|s| **s != self.me) {
-            ctx.send(*s, Msg::Tip { next_seq: self.shipped });
+            for (origin, next_seq) in &tips {
+                ctx.send(*s, Msg::Tip { origin: *origin, next_seq: *next_seq });
+            }
+        }
+        if let Some(pair) = self.pair {
+            for seq in self.shipped..self.own.len() as u64 {
+                ctx.send(pair, Msg::Replicate(Arc::clone(&self.own[seq as usize])));
+            }
         }
         for (origin, tip) in &self.tips {
             let next = self.inorder.next_seq(*origin);
             for seq in (next..(*tip).min(next + FETCH_MAX)).filter(|s| !self.inorder.has(*origin, *s)) {
                 ctx.count("batch_fetches", 1);
-                ctx.send(self.sequencers[*origin as usize], Msg::FetchBatch { id: BatchId { region: *origin, seq } });
+                let id = BatchId { region: *origin, seq };
+                for holder in self.holders(*origin) {
+                    ctx.send(holder, Msg::FetchBatch { id });
+                }
             }
         }
     }
 
-    fn on_tip(&mut self, from: NodeId, next_seq: u64) {
-        let Some(origin) = self.sequencers.iter().position(|s| *s == from) else { return };
-        let tip = self.tips.entry(origin as u32).or_insert(0);
+    /// Who holds the batches of local log `origin`: its region, and
+    /// (SLOG-HA) the region it is replicated to.
+    fn holders(&self, origin: u32) -> Vec<NodeId> {
+        let pair = self.pairs.get(origin as usize).copied().flatten();
+        std::iter::once(self.sequencers[origin as usize]).chain(pair.filter(|p| *p != self.me)).collect()
+    }
+
+    fn on_tip(&mut self, origin: u32, next_seq: u64) {
+        if origin as usize >= self.sequencers.len() || origin == self.index {
+            return;
+        }
+        let tip = self.tips.entry(origin).or_insert(0);
         *tip = (*tip).max(next_seq);
     }
 
@@ -524,9 +622,15 @@ impl Sequencer {
                     let delivered = self.inorder.accept((*b).clone());
                     assert_eq!(delivered.len(), 1, "placements are durable in each log's order");
                     *self.placed_count.entry(b.origin).or_insert(0) += 1;
+                    self.placed_at.insert(batch_id(&b), self.placed.len());
                     self.placed.push(b);
                 }
                 Record::Annotated(t) => self.annotated.insert(t.id, t),
+                Record::Held(b) => {
+                    let held = self.held_for.entry(b.origin).or_default();
+                    assert_eq!(b.seq, held.len() as u64, "held batches are durable in order");
+                    held.push(b);
+                }
                 Record::Epoch(_) | Record::Executed { .. } | Record::Checkpoint(_) => {
                     unreachable!("a replica's or client's record at a sequencer")
                 }
@@ -535,10 +639,15 @@ impl Sequencer {
         self.builder =
             BatchBuilder::resume(self.index, self.own.len() as u64, self.cfg.batch_txns_max, self.cfg.batch_ns);
         self.pushed = self.placed.len() as u64;
-        self.shipped = self.own.len() as u64; // durable: every one may go
+        // Durable: every one may go (SLOG-HA: once the pair has it again).
         let unplaced = self.inorder.next_seq(self.index)..self.own.len() as u64;
+        self.shipped = unplaced.start;
         for seq in unplaced {
             self.run_deferred(ctx, Deferred::Ship(seq));
+        }
+        let held: Vec<Arc<LocalBatch>> = self.held_for.values().flatten().cloned().collect();
+        for b in held {
+            self.receive_batch(ctx, b);
         }
         self.reinsert_lock_onlys(ctx);
     }
@@ -585,10 +694,11 @@ impl Process<Slog> for Sequencer {
             Msg::Submit { id, program } => self.on_submit(ctx, id, program),
             Msg::Forward(txn) => self.on_forward(ctx, txn),
             Msg::Ship(batch) => self.on_ship(ctx, batch),
-            Msg::Tip { next_seq } => self.on_tip(from, next_seq),
+            Msg::Tip { origin, next_seq } => self.on_tip(origin, next_seq),
+            Msg::Replicate(batch) => self.on_replicate(ctx, from, batch),
+            Msg::Replicated { seq } => self.on_replicated(ctx, seq),
             Msg::FetchBatch { id } => {
-                let durable = id.region == self.index && id.seq < self.shipped;
-                if let Some(b) = self.own.get(id.seq as usize).filter(|_| durable) {
+                if let Some(b) = self.batch_held(id) {
                     ctx.send(from, Msg::Ship(Arc::clone(b)));
                 }
             }
@@ -627,6 +737,7 @@ impl Process<Slog> for Sequencer {
         out("batches_waiting", self.waiting.values().map(VecDeque::len).sum());
         out("lookup", self.lookup.len());
         out("held_back", self.held_back.len());
+        out("pair_acked", self.pair_acked.len());
         out("awaiting_durable", self.durable.len());
         out("annotated", self.annotated.len());
     }
