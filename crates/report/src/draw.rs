@@ -122,8 +122,9 @@ fn lines<DB: DrawingBackend>(
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| e.to_string();
     let xs = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), false);
     let ys = range(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), true);
-    // Room above the data for the legend.
-    let ys = ys.start..ys.end + (ys.end - ys.start) * 0.08 * series.len().min(8) as f64;
+    // Room above the data for the legend (one row per series, at most 12
+    // are drawn), so that it covers no curve.
+    let ys = ys.start..ys.end + (ys.end - ys.start) * 0.12 * series.len().min(12) as f64;
     let mut chart = ChartBuilder::on(area)
         .caption(&panel.title, (FAMILY, 17))
         .margin(12)
@@ -161,7 +162,7 @@ fn lines<DB: DrawingBackend>(
             .label_font((FAMILY, 13))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK)
-            .position(if markers { SeriesLabelPosition::UpperLeft } else { SeriesLabelPosition::LowerRight })
+            .position(SeriesLabelPosition::UpperLeft)
             .draw()
             .map_err(err)?;
     }
