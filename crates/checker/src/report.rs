@@ -179,6 +179,17 @@ impl Findings {
         }
     }
 
+    /// Takes `other`'s real-time violations (a second pass over part of
+    /// the history, whose other findings this pass already has).
+    pub fn absorb_real_time(&mut self, other: Findings) {
+        let kind = AnomalyKind::RealTime;
+        let Some(n) = other.counts.get(&kind) else { return };
+        let mine = self.counts.entry(kind).or_default();
+        let room = EXAMPLES_PER_KIND.saturating_sub(*mine as usize);
+        *mine += n;
+        self.examples.extend(other.examples.into_iter().filter(|a| a.kind == kind).take(room));
+    }
+
     pub fn finish(mut self, stats: CheckStats, warnings: Vec<String>) -> CheckReport {
         // Stable: examples of one kind stay in the order they were found.
         self.examples.sort_by_key(|a| a.kind);

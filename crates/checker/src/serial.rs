@@ -613,6 +613,65 @@ mod tests {
         assert_eq!(check(&strict, Model::StrictSerializable).kinds(), [AnomalyKind::RealTime]);
     }
 
+    /// Three transactions as JSON lines `(process, invoke, complete, mode,
+    /// value)`, each its own session.
+    fn lines(txns: &[(u64, u64, u64, &str, &str)]) -> Vec<crate::HistoryOp> {
+        let mut text = String::new();
+        for (i, (p, t0, t1, mode, value)) in txns.iter().enumerate() {
+            let mode = if mode.is_empty() { String::new() } else { format!(r#","mode":"{mode}""#) };
+            text += &format!(
+                "{{\"index\":{},\"type\":\"invoke\",\"process\":{p},\"time\":{t0},\"value\":[{value}]{mode}}}\n",
+                2 * i
+            );
+            text += &format!(
+                "{{\"index\":{},\"type\":\"ok\",\"process\":{p},\"time\":{t1},\"value\":[{value}]{mode}}}\n",
+                2 * i + 1
+            );
+        }
+        parse_jsonl(&text).unwrap()
+    }
+
+    #[test]
+    fn a_snapshot_read_may_see_a_later_transaction_without_an_earlier_one_of_another_log() {
+        // SLOG: a region's copy may have applied T2's local log and not yet
+        // T1's, though T1 finished before T2 began. Serializable (T2, the
+        // read, T1), and T1 and T2 keep their real-time order.
+        let h = lines(&[
+            (1, 1, 2, "", r#"["w",1,10]"#),
+            (2, 3, 4, "", r#"["w",2,20]"#),
+            (3, 5, 6, "snapshot", r#"["r",2,20],["r",1,null]"#),
+        ]);
+        let r = check(&h, Model::StrictSerializable);
+        assert!(r.valid, "{}", r.summary());
+        // The same read made strict violates real time.
+        let strict: Vec<_> = h
+            .iter()
+            .cloned()
+            .map(|mut op| {
+                op.meta.mode = crate::ReadMode::Strict;
+                op
+            })
+            .collect();
+        assert_eq!(check(&strict, Model::StrictSerializable).kinds(), [AnomalyKind::RealTime]);
+    }
+
+    #[test]
+    fn snapshot_reads_leave_the_other_transactions_strict_and_themselves_serializable() {
+        // A strict reader misses a write that finished before it began: still
+        // a real-time violation, snapshot reads or not.
+        let h = lines(&[
+            (1, 1, 2, "", r#"["w",1,10]"#),
+            (2, 3, 4, "", r#"["r",1,null]"#),
+            (3, 5, 6, "snapshot", r#"["r",1,null]"#),
+        ]);
+        assert_eq!(check(&h, Model::StrictSerializable).kinds(), [AnomalyKind::RealTime]);
+        // A snapshot read seeing half of one transaction is no snapshot.
+        let h =
+            lines(&[(1, 1, 2, "", r#"["w",1,10],["w",2,20]"#), (3, 5, 6, "snapshot", r#"["r",1,10],["r",2,null]"#)]);
+        let r = check(&h, Model::StrictSerializable);
+        assert!(!r.valid && !r.kinds().contains(&AnomalyKind::RealTime), "{}", r.summary());
+    }
+
     #[test]
     fn a_process_ordered_read_follows_its_own_session_only() {
         let other_session = stale_reader(2, r#","mode":"process-ordered""#);

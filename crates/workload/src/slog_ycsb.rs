@@ -13,11 +13,13 @@
 //! second home, the next one in the layout's order. With one home region
 //! (or one shard) every transaction is single-home (single-partition).
 //! `read_ratio` of transactions only read their records (label
-//! `read-only`); the others increment each (`single-home`, `multi-home`).
+//! `read-only`, or `snapshot-read` with `snapshot_reads`: then they ask only
+//! for a serializable, possibly stale snapshot, SLOG §3.1); the others
+//! increment each (`single-home`, `multi-home`).
 
 use crate::spec::{SpecError, WorkloadSpec};
 use crate::{ClientInfo, Generator, TagSource, Txn};
-use meridian_core::{Key, KeyLayout, Op, Program, Rng};
+use meridian_core::{Key, KeyLayout, Op, Program, ReadMode, Rng};
 
 /// The resolved `[workload]` of kind `slog-ycsb`.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +31,7 @@ pub struct SlogYcsbSpec {
     pub multi_home_pct: f64,
     pub multi_partition_pct: f64,
     pub read_ratio: f64,
+    pub snapshot_reads: bool,
 }
 
 impl SlogYcsbSpec {
@@ -41,6 +44,7 @@ impl SlogYcsbSpec {
             multi_home_pct: spec.multi_home_pct.unwrap_or(0.0),
             multi_partition_pct: spec.multi_partition_pct.unwrap_or(0.0),
             read_ratio: spec.read_ratio.unwrap_or(0.0),
+            snapshot_reads: spec.snapshot_reads.unwrap_or(false),
         }
     }
 }
@@ -155,11 +159,13 @@ impl Generator for SlogYcsb {
             .map(|key| if read_only { Op::Read { key } } else { Op::Increment { key, delta: 1, tag: tags.next() } })
             .collect();
         let label = match (read_only, multi_home) {
+            (true, _) if self.spec.snapshot_reads => "snapshot-read",
             (true, _) => "read-only",
             (false, true) => "multi-home",
             (false, false) => "single-home",
         };
-        Txn::new(Program::new(ops), label)
+        let mode = if read_only && self.spec.snapshot_reads { ReadMode::Snapshot } else { ReadMode::Strict };
+        Txn::new(Program::new(ops).with_mode(mode), label)
     }
 }
 

@@ -176,6 +176,9 @@ pub struct WorkloadSpec {
     pub multi_home_pct: Option<f64>,
     /// slog-ycsb: % of transactions touching two partitions.
     pub multi_partition_pct: Option<f64>,
+    /// slog-ycsb: read-only transactions are snapshot reads (serializable,
+    /// possibly stale: SLOG §3.1), labelled `snapshot-read` (false).
+    pub snapshot_reads: Option<bool>,
     /// ramp-ycsb: keys in all.
     pub keys: Option<u64>,
     /// ramp-ycsb: keys per transaction (4 to 128).
@@ -213,6 +216,7 @@ const FIELD_KINDS: &[(&str, &[WorkloadKind])] = {
         ("hot_set", &[SlogYcsb]),
         ("multi_home_pct", &[SlogYcsb]),
         ("multi_partition_pct", &[SlogYcsb]),
+        ("snapshot_reads", &[SlogYcsb]),
         ("keys", &[RampYcsb]),
         ("txn_size", &[RampYcsb]),
         ("read_txn_pct", &[RampYcsb]),
@@ -317,6 +321,7 @@ impl WorkloadSpec {
             ("hot_set", self.hot_set.is_some()),
             ("multi_home_pct", self.multi_home_pct.is_some()),
             ("multi_partition_pct", self.multi_partition_pct.is_some()),
+            ("snapshot_reads", self.snapshot_reads.is_some()),
             ("keys", self.keys.is_some()),
             ("txn_size", self.txn_size.is_some()),
             ("read_txn_pct", self.read_txn_pct.is_some()),

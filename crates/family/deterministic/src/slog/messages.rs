@@ -142,12 +142,19 @@ pub enum Entry {
     /// At the head of a batch: it is placed only after this batch of
     /// another local log (a remaster its transactions rely on).
     After(BatchId),
+    /// A snapshot read-only transaction (SLOG §3.1), at a position of one
+    /// region's global log only: it reads that region's copy as the log's
+    /// prefix leaves it — serializable, possibly stale.
+    Snapshot(Arc<Txn>),
 }
+
+/// The origin of the region-local positions that hold snapshot reads.
+pub const SNAPSHOTS: u32 = u32::MAX;
 
 impl Entry {
     pub fn txn(&self) -> Option<&Arc<Txn>> {
         match self {
-            Entry::SingleHome(t) | Entry::MultiHome(t) | Entry::LockOnly { txn: t, .. } => Some(t),
+            Entry::SingleHome(t) | Entry::MultiHome(t) | Entry::LockOnly { txn: t, .. } | Entry::Snapshot(t) => Some(t),
             Entry::After(_) => None,
         }
     }
@@ -156,14 +163,14 @@ impl Entry {
     pub fn lock_home(&self) -> Option<RegionId> {
         match self {
             Entry::LockOnly { home, .. } => Some(*home),
-            Entry::SingleHome(_) | Entry::MultiHome(_) | Entry::After(_) => None,
+            Entry::SingleHome(_) | Entry::MultiHome(_) | Entry::After(_) | Entry::Snapshot(_) => None,
         }
     }
 
     /// Whether a replica of `shard` executes anything of this entry.
     pub fn touches(&self, topology: &Topology, shard: ShardId) -> bool {
         match self {
-            Entry::SingleHome(t) => t.shards.binary_search(&shard).is_ok(),
+            Entry::SingleHome(t) | Entry::Snapshot(t) => t.shards.binary_search(&shard).is_ok(),
             Entry::MultiHome(_) | Entry::After(_) => false,
             Entry::LockOnly { txn, home } => txn.touches(topology, shard, Some(*home)),
         }

@@ -68,7 +68,9 @@ mod replica;
 mod sequencer;
 
 pub use client::Client;
-pub use messages::{BatchId, Checkpoint, Entry, Header, LocalBatch, LogEntry, Msg, Read, Reads, Record, Timer, Txn};
+pub use messages::{
+    BatchId, Checkpoint, Entry, Header, LocalBatch, LogEntry, Msg, Read, Reads, Record, SNAPSHOTS, Since, Timer, Txn,
+};
 pub use replica::Replica;
 pub use sequencer::Sequencer;
 
@@ -202,6 +204,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     },
     CounterDoc { name: "single_home", doc: "single-home transactions committed (at the answering replica)" },
     CounterDoc { name: "multi_home", doc: "multi-home transactions committed (at the answering replica)" },
+    CounterDoc {
+        name: "snapshot_reads",
+        doc: "snapshot read-only transactions served by one region's copy (SLOG §3.1; serializable, not strict)",
+    },
     CounterDoc {
         name: "lookup_misses",
         doc: "transactions every region aborted because a granule's header was not the one assumed (§3.2)",

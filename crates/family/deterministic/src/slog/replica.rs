@@ -20,12 +20,12 @@
 //! Reads are exchanged among the transaction's participants in the region
 //! (Calvin §3.2 phases 3-5): no two-phase commit.
 
-use super::messages::{BatchId, Entry, Header, LogEntry, Msg, Read, Reads, Record, Since, Timer, Txn};
+use super::messages::{BatchId, Entry, Header, LogEntry, Msg, Read, Reads, Record, SNAPSHOTS, Since, Timer, Txn};
 use super::{Config, Slog};
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
-    CopyState, Ctx, Key, KeyLayout, Lsn, NodeId, Outcome, Process, RegionId, Settled, ShardId, Topology, TxnId, Value,
-    procedure,
+    CopyState, Ctx, Key, KeyLayout, Lsn, NodeId, Outcome, Process, ReadMode, RegionId, Settled, ShardId, Topology,
+    TxnId, Value, procedure,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::recent::RecentMap;
@@ -203,10 +203,14 @@ impl Replica {
     fn apply(&mut self, ctx: &mut Ctx<'_, Slog>, e: LogEntry) {
         debug_assert_eq!(e.pos, self.next_pos);
         self.next_pos += 1;
-        let applied = self.applied.entry(e.batch.region).or_insert(0);
-        assert_eq!(*applied, e.batch.seq, "each local log's batches in order");
-        *applied += 1;
-        self.batch_at.insert(e.pos, e.batch);
+        if e.batch.region != SNAPSHOTS {
+            // What the copy applied: the local logs (a region's own
+            // snapshot reads change nothing).
+            let applied = self.applied.entry(e.batch.region).or_insert(0);
+            assert_eq!(*applied, e.batch.seq, "each local log's batches in order");
+            *applied += 1;
+            self.batch_at.insert(e.pos, e.batch);
+        }
         for (index, entry) in e.entries {
             let at = (e.pos, index);
             let Some(txn) = entry.txn().cloned() else { continue };
@@ -259,7 +263,7 @@ impl Replica {
     ) -> Vec<(Key, Header, Option<Since>)> {
         let mut stale = Vec::new();
         for (k, _) in locks {
-            let assumed = txn.assumed(*k).expect("a locked key is annotated");
+            let Some(assumed) = txn.assumed(*k) else { continue }; // a snapshot read's
             let (current, batch) = self.order_header(*k);
             if current != assumed {
                 let waits = self.cfg.remaster_wait;
@@ -287,7 +291,7 @@ impl Replica {
     /// How many lock requests the transaction makes on this shard: one if
     /// single-home, one per assumed home of its keys here if multi-home.
     fn parts_needed(&self, txn: &Txn, entry: &Entry) -> usize {
-        if matches!(entry, Entry::SingleHome(_)) {
+        if matches!(entry, Entry::SingleHome(_) | Entry::Snapshot(_)) {
             return 1;
         }
         let mut homes: Vec<RegionId> =
@@ -526,7 +530,12 @@ impl Replica {
             self.outcomes.insert(id, None);
             return None;
         }
-        ctx.count(if txn.is_single_home() { "single_home" } else { "multi_home" }, 1);
+        let kind = match (txn.program.mode, txn.is_single_home()) {
+            (ReadMode::Snapshot, _) => "snapshot_reads",
+            (_, true) => "single_home",
+            (_, false) => "multi_home",
+        };
+        ctx.count(kind, 1);
         let outcome = Outcome::Committed { results };
         ctx.send(id.node, Msg::Reply { id, outcome: outcome.clone() });
         self.outcomes.insert(id, Some(outcome.clone()));

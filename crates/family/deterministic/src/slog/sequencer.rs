@@ -25,10 +25,10 @@
 //!   placement is durable before the region's replicas see it, so a
 //!   restarted sequencer never places differently.
 
-use super::messages::{BatchId, Entry, LocalBatch, LogEntry, Msg, Record, Since, Timer, Txn, batch_id};
+use super::messages::{BatchId, Entry, LocalBatch, LogEntry, Msg, Record, SNAPSHOTS, Since, Timer, Txn, batch_id};
 use super::{Config, Slog};
 use meridian_core::process::CHECKED_MAX;
-use meridian_core::{Ctx, Key, KeyLayout, Lsn, NodeId, Process, Program, RegionId, ShardId, Topology, TxnId};
+use meridian_core::{Ctx, Key, KeyLayout, Lsn, NodeId, Process, Program, ReadMode, RegionId, ShardId, Topology, TxnId};
 use meridian_mechanisms::batch_stream::{BatchBuilder, InOrder};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::recent::{RecentMap, RecentSet};
@@ -210,6 +210,9 @@ impl Sequencer {
             ctx.count("submissions_refused", 1);
             return;
         }
+        if program.mode == ReadMode::Snapshot && program.is_read_only() {
+            return self.place_snapshot(ctx, id, program);
+        }
         if let Some(t) = self.annotated.get(&id) {
             // A retry goes where the first attempt went, as it went: a
             // fresh annotation could send it to another log, and run it twice.
@@ -244,6 +247,19 @@ impl Sequencer {
         } else {
             ctx.send(to, Msg::Forward(txn));
         }
+    }
+
+    /// A snapshot read (SLOG §3.1) takes the next position of this
+    /// region's global log alone: it needs no home, no local log and no
+    /// other region, and reads the region's copy as the log's prefix
+    /// leaves it.
+    fn place_snapshot(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, program: Program) {
+        let mut txn = Txn::new(id, program, self.region, &self.topo, |k| self.lookup(k));
+        txn.master_info.clear();
+        txn.homes.clear();
+        let seq = self.placed_count.get(&SNAPSHOTS).copied().unwrap_or(0);
+        let batch = LocalBatch { origin: SNAPSHOTS, seq, items: vec![Entry::Snapshot(Arc::new(txn))] };
+        self.place(ctx, Arc::new(batch));
     }
 
     // ---- InsertIntoLocalLog (SLOG Figure 2) ----
@@ -613,14 +629,16 @@ impl Sequencer {
                                 }
                                 self.inserted.insert(t.id)
                             }
-                            Entry::After(_) => true,
+                            Entry::After(_) | Entry::Snapshot(_) => true,
                         };
                     }
                     self.own.push(b);
                 }
                 Record::Placed(b) => {
-                    let delivered = self.inorder.accept((*b).clone());
-                    assert_eq!(delivered.len(), 1, "placements are durable in each log's order");
+                    if b.origin != SNAPSHOTS {
+                        let delivered = self.inorder.accept((*b).clone());
+                        assert_eq!(delivered.len(), 1, "placements are durable in each log's order");
+                    }
                     *self.placed_count.entry(b.origin).or_insert(0) += 1;
                     self.placed_at.insert(batch_id(&b), self.placed.len());
                     self.placed.push(b);
@@ -758,6 +776,7 @@ impl Process<Slog> for Sequencer {
                         assert!(*home == self.region && txn.homes.contains(home), "a LockOnlyTxn of this home")
                     }
                     Entry::After(id) => assert_ne!(id.region, self.index, "dependencies on other logs only"),
+                    Entry::Snapshot(_) => panic!("a snapshot read in a local log"),
                 }
             }
         }
