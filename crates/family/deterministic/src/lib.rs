@@ -5,6 +5,7 @@
 
 pub mod calvin;
 pub mod slog;
+pub mod submissions;
 
 use meridian_harness::Entry;
 

@@ -13,44 +13,26 @@
 
 use super::messages::{Msg, Record, Timer, Txn};
 use super::{Calvin, Config};
-use meridian_core::process::CHECKED_MAX;
+use crate::submissions::{Due, Submissions};
 use meridian_core::{AbortReason, Ctx, Lsn, NodeId, Outcome, Process, Program, RequestId, Topology, TxnId};
-use meridian_mechanisms::txnids::EpochGate;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-
-#[derive(Clone, Debug)]
-struct Pending {
-    request: RequestId,
-    program: Program,
-    responder: NodeId,
-    attempts: u32,
-    /// The tick of the last submission.
-    sent_tick: u64,
-}
 
 pub struct Client {
     topo: Arc<Topology>,
-    me: NodeId,
     sequencer: NodeId,
     cfg: Config,
-    ids: EpochGate<(RequestId, Program)>,
-    pending: BTreeMap<TxnId, Pending>,
-    ticks: u64,
+    submissions: Submissions,
 }
 
 impl Client {
     pub fn new(topo: Arc<Topology>, me: NodeId, sequencer: NodeId, cfg: Config) -> Client {
-        Client { topo, me, sequencer, cfg, ids: EpochGate::new(me), pending: BTreeMap::new(), ticks: 0 }
+        let submissions = Submissions::new(me, cfg.retry_ns, cfg.client_tick_ns, cfg.max_attempts);
+        Client { topo, sequencer, cfg, submissions }
     }
 
     /// Requests waiting for their outcome.
     pub fn outstanding(&self) -> usize {
-        self.pending.len()
-    }
-
-    fn retry_ticks(&self) -> u64 {
-        self.cfg.retry_ns.div_ceil(self.cfg.client_tick_ns).max(1)
+        self.submissions.outstanding()
     }
 
     fn submit(&mut self, ctx: &mut Ctx<'_, Calvin>, request: RequestId, program: Program) {
@@ -61,44 +43,39 @@ impl Client {
             ctx.count("refused_not_one_shot", 1);
             return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
         }
-        let id = self.ids.next_id();
+        let id = self.submissions.open(request, program.clone());
+        ctx.send(self.sequencer, Msg::Submit { id, program });
+    }
+
+    /// The replica that answers: the sequencer's region's replica of the
+    /// transaction's first shard.
+    fn responder(&self, id: TxnId, program: Program) -> NodeId {
         let region = self.topo.region_of(self.sequencer);
-        let responder = super::responder(&self.topo, &Txn::new(id, program.clone(), region, &self.topo));
-        ctx.send(self.sequencer, Msg::Submit { id, program: program.clone() });
-        self.pending.insert(id, Pending { request, program, responder, attempts: 1, sent_tick: self.ticks });
+        super::responder(&self.topo, &Txn::new(id, program, region, &self.topo))
     }
 
     fn on_reply(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId, outcome: Outcome) {
-        if let Some(p) = self.pending.remove(&id) {
-            ctx.complete(p.request, outcome);
+        if let Some(request) = self.submissions.answered(id) {
+            ctx.complete(request, outcome);
         }
     }
 
-    /// Resubmits what went unanswered, and gives up after `max_attempts`.
+    /// Resubmits what went unanswered (asking the answering replica too),
+    /// and gives up after `max_attempts`.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
-        self.ticks += 1;
-        let (now, retry) = (self.ticks, self.retry_ticks());
-        let due: Vec<TxnId> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| now >= p.sent_tick + retry)
-            .map(|(id, _)| *id)
-            .take(CHECKED_MAX)
-            .collect();
-        for id in due {
-            let p = self.pending.get_mut(&id).expect("pending");
-            if p.attempts >= self.cfg.max_attempts {
-                let p = self.pending.remove(&id).expect("pending");
-                ctx.count("unknown_outcomes", 1);
-                ctx.complete(p.request, Outcome::Unknown);
-                continue;
+        for due in self.submissions.tick() {
+            match due {
+                Due::Retry(id, program) => {
+                    ctx.count("retries", 1);
+                    ctx.send(self.sequencer, Msg::Submit { id, program: program.clone() });
+                    ctx.send(self.responder(id, program), Msg::Query { id });
+                }
+                Due::GiveUp(request) => {
+                    ctx.count("unknown_outcomes", 1);
+                    ctx.complete(request, Outcome::Unknown);
+                }
             }
-            p.attempts += 1;
-            p.sent_tick = self.ticks;
-            ctx.count("retries", 1);
-            ctx.send(self.sequencer, Msg::Submit { id, program: p.program.clone() });
-            ctx.send(p.responder, Msg::Query { id });
         }
     }
 }
@@ -109,20 +86,20 @@ impl Process<Calvin> for Client {
             Record::Epoch(e) => Some(e),
             _ => None,
         });
-        let epoch = self.ids.start(epochs);
+        let epoch = self.submissions.start(epochs);
         let lsn = ctx.append(Record::Epoch(epoch));
-        self.ids.recorded_at(lsn);
+        self.submissions.recorded_at(lsn);
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Calvin>, upto: Lsn) {
-        for (request, program) in self.ids.persisted(upto) {
+        for (request, program) in self.submissions.persisted(upto) {
             self.submit(ctx, request, program);
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, Calvin>, request: RequestId, program: Program) {
-        if let Some((request, program)) = self.ids.admit((request, program)) {
+        if let Some((request, program)) = self.submissions.admit(request, program) {
             self.submit(ctx, request, program);
         }
     }
@@ -155,15 +132,11 @@ impl Process<Calvin> for Client {
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("pending", self.pending.len());
-        out("queued", self.ids.held());
+        out("pending", self.submissions.outstanding());
+        out("queued", self.submissions.held());
     }
 
     fn check_invariants(&self) {
-        self.ids.check_invariants();
-        for (id, p) in self.pending.iter().take(CHECKED_MAX) {
-            assert_eq!(id.node, self.me, "a client's own transactions");
-            assert!(p.attempts >= 1 && p.attempts <= self.cfg.max_attempts, "attempts within the bound");
-        }
+        self.submissions.check_invariants();
     }
 }

@@ -15,43 +15,26 @@
 
 use super::messages::{Msg, Record, Timer};
 use super::{Config, Slog};
-use meridian_core::process::CHECKED_MAX;
+use crate::submissions::{Due, Submissions};
 use meridian_core::{AbortReason, Ctx, Lsn, NodeId, Outcome, Process, Program, RequestId, Topology, TxnId};
-use meridian_mechanisms::txnids::EpochGate;
-use std::collections::BTreeMap;
 use std::sync::Arc;
-
-#[derive(Clone, Debug)]
-struct Pending {
-    request: RequestId,
-    program: Program,
-    attempts: u32,
-    /// The tick of the last submission.
-    sent_tick: u64,
-}
 
 pub struct Client {
     topo: Arc<Topology>,
-    me: NodeId,
     sequencer: NodeId,
     cfg: Config,
-    ids: EpochGate<(RequestId, Program)>,
-    pending: BTreeMap<TxnId, Pending>,
-    ticks: u64,
+    submissions: Submissions,
 }
 
 impl Client {
     pub fn new(topo: Arc<Topology>, me: NodeId, sequencer: NodeId, cfg: Config) -> Client {
-        Client { topo, me, sequencer, cfg, ids: EpochGate::new(me), pending: BTreeMap::new(), ticks: 0 }
+        let submissions = Submissions::new(me, cfg.retry_ns, cfg.client_tick_ns, cfg.max_attempts);
+        Client { topo, sequencer, cfg, submissions }
     }
 
     /// Requests waiting for their outcome.
     pub fn outstanding(&self) -> usize {
-        self.pending.len()
-    }
-
-    fn retry_ticks(&self) -> u64 {
-        self.cfg.retry_ns.div_ceil(self.cfg.client_tick_ns).max(1)
+        self.submissions.outstanding()
     }
 
     fn submit(&mut self, ctx: &mut Ctx<'_, Slog>, request: RequestId, program: Program) {
@@ -62,28 +45,28 @@ impl Client {
             ctx.count("refused_not_one_shot", 1);
             return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
         }
-        let id = self.ids.next_id();
-        ctx.send(self.sequencer, Msg::Submit { id, program: program.clone() });
-        self.pending.insert(id, Pending { request, program, attempts: 1, sent_tick: self.ticks });
+        let id = self.submissions.open(request, program.clone());
+        ctx.send(self.sequencer, Msg::Submit { id, program });
     }
 
     /// Every region aborted the transaction for a wrong home: submit it
     /// again under a new identifier, to be annotated afresh.
     fn on_restart(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId) {
-        let Some(mut p) = self.pending.remove(&id) else { return };
-        if p.attempts >= self.cfg.max_attempts {
-            ctx.count("unknown_outcomes", 1);
-            return ctx.complete(p.request, Outcome::Unknown);
+        match self.submissions.renew(id) {
+            Some(Ok((id, program))) => {
+                ctx.count("restarts", 1);
+                ctx.send(self.sequencer, Msg::Submit { id, program });
+            }
+            Some(Err(request)) => {
+                ctx.count("unknown_outcomes", 1);
+                ctx.complete(request, Outcome::Unknown);
+            }
+            None => {}
         }
-        ctx.count("restarts", 1);
-        p.attempts += 1;
-        p.sent_tick = self.ticks;
-        let id = self.ids.next_id();
-        ctx.send(self.sequencer, Msg::Submit { id, program: p.program.clone() });
-        self.pending.insert(id, p);
     }
 
-    /// The replicas that may answer `program`: its first shard's.
+    /// The replicas that may answer `program`: its first shard's (the home
+    /// region's or the origin's, which the client does not know).
     fn responders(&self, program: &Program) -> Vec<NodeId> {
         let shard_of = |k| self.topo.shard_of(k);
         let first = program.ops.first().map(|op| op.key());
@@ -93,38 +76,29 @@ impl Client {
     }
 
     fn on_reply(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, outcome: Outcome) {
-        if let Some(p) = self.pending.remove(&id) {
-            ctx.complete(p.request, outcome);
+        if let Some(request) = self.submissions.answered(id) {
+            ctx.complete(request, outcome);
         }
     }
 
-    /// Resubmits what went unanswered, and gives up after `max_attempts`.
+    /// Resubmits what went unanswered (asking who may answer too), and
+    /// gives up after `max_attempts`.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Slog>) {
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
-        self.ticks += 1;
-        let (now, retry) = (self.ticks, self.retry_ticks());
-        let due: Vec<TxnId> = self
-            .pending
-            .iter()
-            .filter(|(_, p)| now >= p.sent_tick + retry)
-            .map(|(id, _)| *id)
-            .take(CHECKED_MAX)
-            .collect();
-        for id in due {
-            let p = self.pending.get_mut(&id).expect("pending");
-            if p.attempts >= self.cfg.max_attempts {
-                let p = self.pending.remove(&id).expect("pending");
-                ctx.count("unknown_outcomes", 1);
-                ctx.complete(p.request, Outcome::Unknown);
-                continue;
-            }
-            p.attempts += 1;
-            p.sent_tick = self.ticks;
-            ctx.count("retries", 1);
-            ctx.send(self.sequencer, Msg::Submit { id, program: p.program.clone() });
-            let program = p.program.clone();
-            for r in self.responders(&program) {
-                ctx.send(r, Msg::Query { id });
+        for due in self.submissions.tick() {
+            match due {
+                Due::Retry(id, program) => {
+                    ctx.count("retries", 1);
+                    let responders = self.responders(&program);
+                    ctx.send(self.sequencer, Msg::Submit { id, program });
+                    for r in responders {
+                        ctx.send(r, Msg::Query { id });
+                    }
+                }
+                Due::GiveUp(request) => {
+                    ctx.count("unknown_outcomes", 1);
+                    ctx.complete(request, Outcome::Unknown);
+                }
             }
         }
     }
@@ -136,20 +110,20 @@ impl Process<Slog> for Client {
             Record::Epoch(e) => Some(e),
             _ => None,
         });
-        let epoch = self.ids.start(epochs);
+        let epoch = self.submissions.start(epochs);
         let lsn = ctx.append(Record::Epoch(epoch));
-        self.ids.recorded_at(lsn);
+        self.submissions.recorded_at(lsn);
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Slog>, upto: Lsn) {
-        for (request, program) in self.ids.persisted(upto) {
+        for (request, program) in self.submissions.persisted(upto) {
             self.submit(ctx, request, program);
         }
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, Slog>, request: RequestId, program: Program) {
-        if let Some((request, program)) = self.ids.admit((request, program)) {
+        if let Some((request, program)) = self.submissions.admit(request, program) {
             self.submit(ctx, request, program);
         }
     }
@@ -186,15 +160,11 @@ impl Process<Slog> for Client {
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("pending", self.pending.len());
-        out("queued", self.ids.held());
+        out("pending", self.submissions.outstanding());
+        out("queued", self.submissions.held());
     }
 
     fn check_invariants(&self) {
-        self.ids.check_invariants();
-        for (id, p) in self.pending.iter().take(CHECKED_MAX) {
-            assert_eq!(id.node, self.me, "a client's own transactions");
-            assert!(p.attempts >= 1 && p.attempts <= self.cfg.max_attempts, "attempts within the bound");
-        }
+        self.submissions.check_invariants();
     }
 }

@@ -1,0 +1,176 @@
+//! A deterministic protocol's client-side bookkeeping, shared by Calvin's
+//! and SLOG's clients: identifiers unique across the client's restarts
+//! (`meridian_mechanisms::txnids`), the requests waiting for an answer,
+//! resubmission after `retry_ms` without one (the log drops the repeat),
+//! a fresh identifier when the system asks for one (SLOG's restarts), and
+//! an unknown outcome after `max_attempts`. The clients keep what differs:
+//! where a transaction is sent and who may answer it.
+
+use meridian_core::process::CHECKED_MAX;
+use meridian_core::{Lsn, NodeId, Program, RequestId, TxnId};
+use meridian_mechanisms::txnids::EpochGate;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug)]
+struct Pending {
+    request: RequestId,
+    program: Program,
+    attempts: u32,
+    /// The tick of the last submission.
+    sent_tick: u64,
+}
+
+/// What a tick asks of the client.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Due {
+    /// Submit `id` again (and ask who may answer it).
+    Retry(TxnId, Program),
+    /// Tell `request`'s caller its outcome is unknown.
+    GiveUp(RequestId),
+}
+
+pub struct Submissions {
+    me: NodeId,
+    ids: EpochGate<(RequestId, Program)>,
+    pending: BTreeMap<TxnId, Pending>,
+    ticks: u64,
+    retry_ticks: u64,
+    max_attempts: u32,
+}
+
+impl Submissions {
+    pub fn new(me: NodeId, retry_ns: u64, tick_ns: u64, max_attempts: u32) -> Submissions {
+        let retry_ticks = retry_ns.div_ceil(tick_ns).max(1);
+        Submissions { me, ids: EpochGate::new(me), pending: BTreeMap::new(), ticks: 0, retry_ticks, max_attempts }
+    }
+
+    /// Requests waiting for their outcome.
+    pub fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Requests held until the identifier epoch is durable.
+    pub fn held(&self) -> usize {
+        self.ids.held()
+    }
+
+    /// The client starts: the epoch to record (`recorded_at` its LSN).
+    pub fn start(&mut self, recorded_epochs: impl IntoIterator<Item = u64>) -> u64 {
+        self.ids.start(recorded_epochs)
+    }
+
+    pub fn recorded_at(&mut self, lsn: Lsn) {
+        self.ids.recorded_at(lsn);
+    }
+
+    /// Requests that may be submitted now that `upto` is durable.
+    pub fn persisted(&mut self, upto: Lsn) -> Vec<(RequestId, Program)> {
+        self.ids.persisted(upto)
+    }
+
+    /// A new request: returned if it may be submitted now, else held.
+    pub fn admit(&mut self, request: RequestId, program: Program) -> Option<(RequestId, Program)> {
+        self.ids.admit((request, program))
+    }
+
+    /// Names a request's first submission.
+    pub fn open(&mut self, request: RequestId, program: Program) -> TxnId {
+        let id = self.ids.next_id();
+        self.pending.insert(id, Pending { request, program, attempts: 1, sent_tick: self.ticks });
+        id
+    }
+
+    /// The request `id` answers, if it still waits.
+    pub fn answered(&mut self, id: TxnId) -> Option<RequestId> {
+        self.pending.remove(&id).map(|p| p.request)
+    }
+
+    /// The system asks for `id` again under a new identifier: the new one
+    /// with its program, or the request to give up on.
+    pub fn renew(&mut self, id: TxnId) -> Option<Result<(TxnId, Program), RequestId>> {
+        let mut p = self.pending.remove(&id)?;
+        if p.attempts >= self.max_attempts {
+            return Some(Err(p.request));
+        }
+        p.attempts += 1;
+        p.sent_tick = self.ticks;
+        let id = self.ids.next_id();
+        let program = p.program.clone();
+        self.pending.insert(id, p);
+        Some(Ok((id, program)))
+    }
+
+    /// One tick: what waited `retry_ms` is submitted again, or given up
+    /// after `max_attempts` (at most `CHECKED_MAX` per tick).
+    pub fn tick(&mut self) -> Vec<Due> {
+        self.ticks += 1;
+        let (now, retry) = (self.ticks, self.retry_ticks);
+        let due: Vec<TxnId> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now >= p.sent_tick + retry)
+            .map(|(id, _)| *id)
+            .take(CHECKED_MAX)
+            .collect();
+        let mut out = Vec::with_capacity(due.len());
+        for id in due {
+            let p = self.pending.get_mut(&id).expect("pending");
+            if p.attempts >= self.max_attempts {
+                let p = self.pending.remove(&id).expect("pending");
+                out.push(Due::GiveUp(p.request));
+                continue;
+            }
+            p.attempts += 1;
+            p.sent_tick = now;
+            out.push(Due::Retry(id, p.program.clone()));
+        }
+        out
+    }
+
+    pub fn check_invariants(&self) {
+        self.ids.check_invariants();
+        for (id, p) in self.pending.iter().take(CHECKED_MAX) {
+            assert_eq!(id.node, self.me, "a client's own transactions");
+            assert!(p.attempts >= 1 && p.attempts <= self.max_attempts, "attempts within the bound");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{Key, Op};
+
+    fn started() -> Submissions {
+        let mut s = Submissions::new(NodeId(3), 300, 100, 2);
+        s.start(Vec::new());
+        s.recorded_at(Lsn(1));
+        s.persisted(Lsn(1));
+        s
+    }
+
+    fn program() -> Program {
+        Program::new(vec![Op::Read { key: Key(1) }])
+    }
+
+    #[test]
+    fn a_request_is_submitted_again_only_after_retry_ms_then_given_up_after_max_attempts() {
+        let mut s = started();
+        let id = s.open(RequestId(7), program());
+        assert!(s.tick().is_empty() && s.tick().is_empty(), "not before retry_ms");
+        assert_eq!(s.tick(), vec![Due::Retry(id, program())]);
+        assert!(s.tick().is_empty() && s.tick().is_empty());
+        assert_eq!(s.tick(), vec![Due::GiveUp(RequestId(7))], "two attempts in all");
+        assert_eq!(s.outstanding(), 0);
+    }
+
+    #[test]
+    fn a_renewed_request_keeps_its_caller_under_a_new_identifier_and_its_attempts_count() {
+        let mut s = started();
+        let id = s.open(RequestId(7), program());
+        let Some(Ok((renewed, _))) = s.renew(id) else { panic!() };
+        assert_ne!(renewed, id);
+        assert_eq!(s.answered(id), None, "the old identifier answers nothing");
+        assert_eq!(s.renew(renewed), Some(Err(RequestId(7))), "the second renewal exceeds max_attempts");
+    }
+}
