@@ -1019,6 +1019,24 @@ fn schedules_that_once_panicked_a_2pl_paxos_leader_run_clean() {
     }
 }
 
+/// Schedules that once broke SLOG (docs/slog.md): a passive participant of
+/// a multi-home transaction released its locks early (seeds 1012, 1079:
+/// real-time violations); a transaction relying on a remaster stood before
+/// a multi-home one spanning it, and each waited for the other (2069); a
+/// passive participant of a single-home transaction waiting behind a
+/// multi-home one released early (6285). Every participant now waits for
+/// every read, and a remaster records the orderer's batches its home had
+/// reached.
+#[test]
+fn schedules_that_once_broke_slog_run_clean() {
+    for seed in ["1012", "1079", "2069", "6285"] {
+        let s = Scratch::new(&format!("swarm-slog-{seed}"));
+        let run = s.run(&["swarm", "--protocol", "slog", "--seeds", "1", "--start", seed]);
+        assert_eq!(run.code, Some(0), "seed {seed}: {}{}", run.stdout, run.stderr);
+        assert!(swarm_summary(&run).contains("0 failed"), "seed {seed}: {}", run.stdout);
+    }
+}
+
 /// TPC-C under faults once broke Tiga's strict serializability in three
 /// ways, each fixed (docs/tiga.md, "Recovery beyond the paper"): a follower
 /// admitted a same-view resubmission at a later timestamp than its agreed

@@ -328,39 +328,27 @@ impl Replica {
 
     // ---- execution (Calvin §3.2 phases 2-5, SLOG Figure 2) ----
 
-    /// Whether `shard` is an active participant of `txn`: it writes, it
-    /// answers the client, or the transaction is multi-home. A passive
-    /// participant finishes — and releases its locks — once it has sent
-    /// its reads. A multi-home transaction has no passive participant: its
-    /// LockOnlyTxns stand at different places of the log, and a shard that
-    /// released its locks before the others held theirs would let a later
-    /// transaction commit, and a client start another, that the multi-home
-    /// one is still to be ordered after — a real-time violation (found by
-    /// the swarm, seeds 1012 and 1079). Figure 2 releases locks "at end of
-    /// every transaction".
-    fn is_active(&self, txn: &Txn, shard: ShardId) -> bool {
-        if !txn.is_single_home() {
-            return true;
-        }
-        let (_, writes) = txn.program.declared_keys(shard, |k| self.topo.shard_of(k));
-        !writes.is_empty() || shard == txn.first_shard(&self.topo)
-    }
-
+    /// Sends this shard's reads to every other participant and waits for
+    /// theirs. Unlike Calvin, every participant waits, even one that only
+    /// reads: a transaction can wait at one shard for a multi-home
+    /// transaction whose last LockOnlyTxn is still to come, and a shard
+    /// that released its locks meanwhile would let a later transaction
+    /// commit, and a client start another, that the waiting one is still to
+    /// be ordered after — a real-time violation the swarm found, for a
+    /// multi-home transaction (seeds 1012, 1079) and for a single-home one
+    /// waiting behind a multi-home one (seed 6285). Figure 2 releases locks
+    /// "at end of every transaction".
     fn start(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId) {
         let r = self.running.get(&id).expect("a ready transaction is running").clone();
         let at = r.last_at();
         let own = self.local_reads(&r.txn, &r.stale);
         let others: Vec<ShardId> = r.txn.shards.iter().copied().filter(|s| *s != self.shard).collect();
-        for o in others.iter().filter(|o| self.is_active(&r.txn, **o)) {
+        for o in &others {
             ctx.count("reads_sent", 1);
             ctx.send(self.peer(*o), Msg::Reads { txn: id, at, shard: self.shard, reads: own.clone() });
         }
         if !others.is_empty() {
             self.sent.insert(id, (at, own.clone()));
-        }
-        if !self.is_active(&r.txn, self.shard) {
-            self.record_executed(ctx, id, at, Vec::new(), None, own, None);
-            return self.finish(id);
         }
         match self.exchange.expect(id, &others, own) {
             Some(all) => self.execute(ctx, id, all),
