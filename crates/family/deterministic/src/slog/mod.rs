@@ -28,6 +28,9 @@
 //! | Figure 2 `InsertIntoLocalLog`, `ReceiveBatch` | `sequencer.rs` |
 //! | §3.3 multi-home ordering (the third option), LockOnlyTxns | `sequencer.rs` (`insert_lock_onlys`), `replica.rs` |
 //! | Figure 2 lock manager; execution engine's header check | `replica.rs` (`meridian_mechanisms::scheduler`) |
+//! | §3.4, Figure 6 remastering, counter checks, the PNUTS trigger | `replica.rs` (`check_counters`, `execute_remaster`, `count_accesses`), `sequencer.rs` (`Since`) |
+//! | §3.2 SLOG-HA (the local log at the paired region before it runs) | `sequencer.rs` (`on_replicate`, `on_replicated`) |
+//! | §3.1 snapshot read-only transactions at one region | `sequencer.rs` (`place_snapshot`), `replica.rs` |
 //! | Calvin §5 replay of the input after a crash | `recovery.rs` |
 //!
 //! # Commit path and analytical latency
@@ -48,7 +51,7 @@
 //! # Counters
 //!
 //! `batches`, `lock_only_txns` (inserted by home regions), `remasters`,
-//! `remaster_aborts`, `single_home`
+//! `remaster_aborts`, `snapshot_reads`, `single_home`
 //! and `multi_home` (committed, at the answering replica),
 //! `lookup_misses` (transactions every region aborted for a wrong assumed
 //! header), `restarts` (their resubmissions), `duplicates_dropped`,
