@@ -10,7 +10,9 @@
 //! are all homed at the client's home — its own region when that is a home
 //! region, otherwise home `client index mod homes` (clients in client-only
 //! regions are dealt to the homes in turn). A multi-home transaction adds a
-//! second home, the next one in the layout's order. With one home region
+//! second home, the next one in the layout's order. With
+//! `home_shift_after_txns`, a client's records become the next home's after
+//! that many transactions (its users moved: SLOG's Figure 11 remastering). With one home region
 //! (or one shard) every transaction is single-home (single-partition).
 //! `read_ratio` of transactions only read their records (label
 //! `read-only`, or `snapshot-read` with `snapshot_reads`: then they ask only
@@ -32,6 +34,7 @@ pub struct SlogYcsbSpec {
     pub multi_partition_pct: f64,
     pub read_ratio: f64,
     pub snapshot_reads: bool,
+    pub home_shift_after_txns: Option<u64>,
 }
 
 impl SlogYcsbSpec {
@@ -45,6 +48,7 @@ impl SlogYcsbSpec {
             multi_partition_pct: spec.multi_partition_pct.unwrap_or(0.0),
             read_ratio: spec.read_ratio.unwrap_or(0.0),
             snapshot_reads: spec.snapshot_reads.unwrap_or(false),
+            home_shift_after_txns: spec.home_shift_after_txns,
         }
     }
 }
@@ -101,13 +105,15 @@ pub struct SlogYcsb {
     layout: KeyLayout,
     /// The client's home (an index into `layout.homes`).
     home: usize,
+    /// Transactions generated so far (for `home_shift_after_txns`).
+    generated: u64,
 }
 
 pub fn generator(spec: &WorkloadSpec, client: &ClientInfo) -> SlogYcsb {
     let layout = client.layout.clone();
     let home =
         layout.homes.iter().position(|h| *h == client.region).unwrap_or(client.index as usize % layout.homes.len());
-    SlogYcsb { spec: SlogYcsbSpec::of(spec), layout, home }
+    SlogYcsb { spec: SlogYcsbSpec::of(spec), layout, home, generated: 0 }
 }
 
 impl SlogYcsb {
@@ -130,6 +136,10 @@ impl Generator for SlogYcsb {
     fn next(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Txn {
         let shards_n = self.layout.shards;
         let homes_n = self.layout.homes.len();
+        self.generated += 1;
+        // The client's users moved: its records are the next home's.
+        let shifted = self.spec.home_shift_after_txns.is_some_and(|n| self.generated > n);
+        let own_home = if shifted { (self.home + 1) % homes_n } else { self.home };
         let first_shard = rng.below(u64::from(shards_n)) as u32;
         let multi_partition = shards_n > 1 && rng.chance(self.spec.multi_partition_pct / 100.0);
         let multi_home = homes_n > 1 && rng.chance(self.spec.multi_home_pct / 100.0);
@@ -138,7 +148,7 @@ impl Generator for SlogYcsb {
         } else {
             vec![first_shard]
         };
-        let homes: Vec<usize> = if multi_home { vec![self.home, (self.home + 1) % homes_n] } else { vec![self.home] };
+        let homes: Vec<usize> = if multi_home { vec![own_home, (own_home + 1) % homes_n] } else { vec![own_home] };
         let read_only = rng.chance(self.spec.read_ratio);
         let mut keys: Vec<Key> = Vec::with_capacity(self.spec.records_per_txn as usize);
         for i in 0..self.spec.records_per_txn as usize {
@@ -214,6 +224,16 @@ mod tests {
         let remote = client(5, 3);
         let t = &txns(&spec(0.0, 0.0), &remote, 1, 1)[0];
         assert!(t.program.ops.iter().all(|op| remote.layout.home_index(op.key()) == 5 % 3));
+    }
+
+    #[test]
+    fn after_the_home_shift_a_clients_records_are_the_next_homes() {
+        let c = client(0, 1);
+        let shifted = WorkloadSpec { home_shift_after_txns: Some(50), ..spec(0.0, 0.0) };
+        let all = txns(&shifted, &c, 3, 100);
+        let home = |t: &Txn| c.layout.home_index(t.program.ops[0].key());
+        assert!(all[..50].iter().all(|t| home(t) == 1), "its own home first");
+        assert!(all[50..].iter().all(|t| home(t) == 2 && t.label == "single-home"), "then the next one's");
     }
 
     #[test]

@@ -179,6 +179,10 @@ pub struct WorkloadSpec {
     /// slog-ycsb: read-only transactions are snapshot reads (serializable,
     /// possibly stale: SLOG §3.1), labelled `snapshot-read` (false).
     pub snapshot_reads: Option<bool>,
+    /// slog-ycsb: after this many transactions, each client's records are
+    /// those homed at the next home region (its users moved; SLOG
+    /// remasters them to the client's region). Unset: never.
+    pub home_shift_after_txns: Option<u64>,
     /// ramp-ycsb: keys in all.
     pub keys: Option<u64>,
     /// ramp-ycsb: keys per transaction (4 to 128).
@@ -217,6 +221,7 @@ const FIELD_KINDS: &[(&str, &[WorkloadKind])] = {
         ("multi_home_pct", &[SlogYcsb]),
         ("multi_partition_pct", &[SlogYcsb]),
         ("snapshot_reads", &[SlogYcsb]),
+        ("home_shift_after_txns", &[SlogYcsb]),
         ("keys", &[RampYcsb]),
         ("txn_size", &[RampYcsb]),
         ("read_txn_pct", &[RampYcsb]),
@@ -322,6 +327,7 @@ impl WorkloadSpec {
             ("multi_home_pct", self.multi_home_pct.is_some()),
             ("multi_partition_pct", self.multi_partition_pct.is_some()),
             ("snapshot_reads", self.snapshot_reads.is_some()),
+            ("home_shift_after_txns", self.home_shift_after_txns.is_some()),
             ("keys", self.keys.is_some()),
             ("txn_size", self.txn_size.is_some()),
             ("read_txn_pct", self.read_txn_pct.is_some()),
