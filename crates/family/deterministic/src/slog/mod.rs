@@ -305,10 +305,12 @@ pub fn ha_pairs(d: &Deployment, cfg: &Config) -> Result<Vec<Option<NodeId>>, Str
 }
 
 /// The replica that answers the client: the home region's (single-home)
-/// or the origin region's (multi-home) replica of the first shard.
+/// or the origin region's (multi-home, and snapshot reads) replica of the
+/// first shard.
 pub fn responder(topology: &Topology, txn: &Txn) -> NodeId {
     let shard = txn.first_shard(topology);
-    let region = txn.home().unwrap_or(txn.origin);
+    let snapshot = txn.program.mode == meridian_core::ReadMode::Snapshot && txn.program.is_read_only();
+    let region = if snapshot { txn.origin } else { txn.home().unwrap_or(txn.origin) };
     topology.replicas_in(shard, region).first().copied().unwrap_or(topology.replicas(shard)[0])
 }
 

@@ -263,7 +263,7 @@ impl Replica {
     ) -> Vec<(Key, Header, Option<Since>)> {
         let mut stale = Vec::new();
         for (k, _) in locks {
-            let Some(assumed) = txn.assumed(*k) else { continue }; // a snapshot read's
+            let assumed = txn.assumed(*k).expect("a locked key is annotated");
             let (current, batch) = self.order_header(*k);
             if current != assumed {
                 let waits = self.cfg.remaster_wait;
@@ -435,8 +435,8 @@ impl Replica {
         if super::responder(&self.topo, &r.txn) == self.me {
             answer = Some(self.answer(ctx, &r.txn, &wrong, results));
         }
-        if !wrong_home {
-            self.count_accesses(ctx, &r.txn);
+        if !wrong_home && r.txn.program.mode != ReadMode::Snapshot {
+            self.count_accesses(ctx, &r.txn); // a snapshot read is no access at the home
         }
         self.record_executed(ctx, id, at, writes, None, sent, answer.flatten());
         self.finish(id);

@@ -211,7 +211,14 @@ impl Sequencer {
             return;
         }
         if program.mode == ReadMode::Snapshot && program.is_read_only() {
-            return self.place_snapshot(ctx, id, program);
+            let txn = self.annotate(id, program.clone());
+            if txn.is_single_home() {
+                return self.place_snapshot(ctx, txn);
+            }
+            // A snapshot of several homes' granules at one place of this
+            // region's log could wait for a multi-home transaction while
+            // holding what that one's later LockOnlyTxn needs: it runs as a
+            // strict transaction instead.
         }
         if let Some(t) = self.annotated.get(&id) {
             // A retry goes where the first attempt went, as it went: a
@@ -249,14 +256,12 @@ impl Sequencer {
         }
     }
 
-    /// A snapshot read (SLOG §3.1) takes the next position of this
-    /// region's global log alone: it needs no home, no local log and no
-    /// other region, and reads the region's copy as the log's prefix
-    /// leaves it.
-    fn place_snapshot(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, program: Program) {
-        let mut txn = Txn::new(id, program, self.region, &self.topo, |k| self.lookup(k));
-        txn.master_info.clear();
-        txn.homes.clear();
+    /// A snapshot read (SLOG §3.1) of one home's granules takes the next
+    /// position of this region's global log alone: it needs no local log
+    /// and no other region, and reads the region's copy as the log's
+    /// prefix leaves it. Its locks are all its home's, taken at one place,
+    /// as a single-home transaction's: so it cannot close a cycle of waits.
+    fn place_snapshot(&mut self, ctx: &mut Ctx<'_, Slog>, txn: Txn) {
         let seq = self.placed_count.get(&SNAPSHOTS).copied().unwrap_or(0);
         let batch = LocalBatch { origin: SNAPSHOTS, seq, items: vec![Entry::Snapshot(Arc::new(txn))] };
         self.place(ctx, Arc::new(batch));
