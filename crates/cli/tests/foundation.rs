@@ -84,7 +84,14 @@ fn the_same_seed_replays_the_same_run_and_another_seed_does_not() {
 
 #[test]
 fn every_example_file_runs_with_a_valid_check() {
-    for name in ["k2-five-regions.toml", "starry-three-regions.toml", "slog-six-regions.toml", "list-append.toml"] {
+    let names = [
+        "k2-five-regions.toml",
+        "starry-three-regions.toml",
+        "slog-six-regions.toml",
+        "slog-ha-remastering.toml",
+        "list-append.toml",
+    ];
+    for name in names {
         let mut exp = Experiment::from_str(&example(name), name).expect("valid example");
         exp.run.duration_s = exp.run.duration_s.min(3.0);
         exp.run.warmup_s = exp.run.warmup_s.min(0.5);
