@@ -110,9 +110,11 @@ pub type Reads<V> = Vec<(Key, V)>;
 /// Reads exchanged among a transaction's participants.
 #[derive(Clone, Debug)]
 pub struct ReadExchange<V> {
-    /// Transactions this participant waits on: who has not sent yet, and
-    /// the reads so far.
-    waiting: BTreeMap<TxnId, (BTreeSet<ShardId>, Reads<V>)>,
+    /// Transactions this participant waits on: who has not sent yet, the
+    /// reads so far, and the tick it last asked for them.
+    waiting: BTreeMap<TxnId, (BTreeSet<ShardId>, Reads<V>, u64)>,
+    /// Ticks of [`ReadExchange::overdue`] so far.
+    ticks: u64,
     /// Reads that came before this participant scheduled the transaction.
     early: BTreeMap<TxnId, Vec<(ShardId, Reads<V>)>>,
     max_early: usize,
@@ -120,7 +122,7 @@ pub struct ReadExchange<V> {
 
 impl<V> ReadExchange<V> {
     pub fn new(max_early: usize) -> ReadExchange<V> {
-        ReadExchange { waiting: BTreeMap::new(), early: BTreeMap::new(), max_early }
+        ReadExchange { waiting: BTreeMap::new(), ticks: 0, early: BTreeMap::new(), max_early }
     }
 
     /// This participant runs `txn` with `own` reads and needs those of
@@ -137,7 +139,7 @@ impl<V> ReadExchange<V> {
         if left.is_empty() {
             return Some(reads);
         }
-        self.waiting.insert(txn, (left, reads));
+        self.waiting.insert(txn, (left, reads, self.ticks));
         None
     }
 
@@ -146,7 +148,7 @@ impl<V> ReadExchange<V> {
     /// are kept (up to the bound: beyond it the sender's re-send is
     /// needed).
     pub fn receive(&mut self, txn: TxnId, shard: ShardId, reads: Vec<(Key, V)>) -> Option<Vec<(Key, V)>> {
-        let Some((left, got)) = self.waiting.get_mut(&txn) else {
+        let Some((left, got, _)) = self.waiting.get_mut(&txn) else {
             let fits = self.early.len() < self.max_early || self.early.contains_key(&txn);
             let early = self.early.entry(txn);
             if fits {
@@ -162,9 +164,29 @@ impl<V> ReadExchange<V> {
         }
         got.extend(reads);
         if left.is_empty() {
-            return self.waiting.remove(&txn).map(|(_, r)| r);
+            return self.waiting.remove(&txn).map(|(_, r, _)| r);
         }
         None
+    }
+
+    /// One tick of the participant's timer: the transactions whose reads
+    /// have been missing for `retry_ticks` ticks since it began waiting or
+    /// last asked (at most `CHECKED_MAX`), each with the participants to
+    /// ask again — only those whose reads are still missing.
+    pub fn overdue(&mut self, retry_ticks: u64) -> Vec<(TxnId, Vec<ShardId>)> {
+        self.ticks += 1;
+        let now = self.ticks;
+        let mut out = Vec::new();
+        for (txn, (left, _, asked)) in self.waiting.iter_mut() {
+            if out.len() == meridian_core::process::CHECKED_MAX {
+                break;
+            }
+            if now >= *asked + retry_ticks {
+                *asked = now;
+                out.push((*txn, left.iter().copied().collect()));
+            }
+        }
+        out
     }
 
     /// Transactions waiting for reads, and early arrivals held.
@@ -250,6 +272,18 @@ mod tests {
         let all = x.receive(t(1), ShardId(3), vec![(Key(30), 3)]).expect("complete");
         assert_eq!(all, vec![(Key(10), 1), (Key(20), 2), (Key(30), 3)]);
         assert_eq!(x.pending(), (0, 0));
+    }
+
+    #[test]
+    fn a_participant_asks_again_only_for_reads_still_missing_after_the_retry() {
+        let mut x: ReadExchange<u64> = ReadExchange::new(8);
+        assert!(x.expect(t(1), &[ShardId(2), ShardId(3)], vec![]).is_none());
+        x.receive(t(1), ShardId(2), vec![]);
+        assert!(x.overdue(2).is_empty(), "not before the retry");
+        assert_eq!(x.overdue(2), vec![(t(1), vec![ShardId(3)])], "only the shard still missing");
+        assert!(x.overdue(2).is_empty(), "asked again: the retry starts over");
+        x.receive(t(1), ShardId(3), vec![]);
+        assert!(x.overdue(2).is_empty() && x.overdue(2).is_empty(), "complete: nothing to ask");
     }
 
     #[test]

@@ -40,8 +40,6 @@ fn order_of(at: At) -> u64 {
 pub(super) struct Running {
     pub at: At,
     pub txn: Arc<Txn>,
-    /// The tick it started waiting for its peers' reads.
-    pub waiting_since: Option<u64>,
 }
 
 /// Where this replica reads the global log from.
@@ -73,7 +71,6 @@ pub struct Replica {
     pub(super) sent: RecentMap<TxnId, (At, Reads)>,
     /// Outcomes this replica answered with, for clients' queries.
     pub(super) outcomes: RecentMap<TxnId, Outcome>,
-    pub(super) ticks: u64,
     pub(super) recovery: super::recovery::Recovery,
 }
 
@@ -93,7 +90,6 @@ impl Replica {
             exchange: ReadExchange::new(cfg.early_reads_max),
             sent: RecentMap::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
-            ticks: 0,
             recovery: super::recovery::Recovery::default(),
             cfg,
         }
@@ -165,7 +161,7 @@ impl Replica {
             }
             let locks = self.lock_set(&txn);
             self.scheduler.admit(txn.id, order_of(at), &locks);
-            self.running.insert(txn.id, Running { at, txn, waiting_since: None });
+            self.running.insert(txn.id, Running { at, txn });
         }
     }
 
@@ -211,9 +207,8 @@ impl Replica {
             self.record_executed(ctx, id, r.at, Vec::new(), own, None);
             return self.finish(id);
         }
-        match self.exchange.expect(id, &others, own) {
-            Some(all) => self.execute(ctx, id, all),
-            None => self.running.get_mut(&id).expect("running").waiting_since = Some(self.ticks),
+        if let Some(all) = self.exchange.expect(id, &others, own) {
+            self.execute(ctx, id, all);
         }
     }
 
@@ -288,7 +283,6 @@ impl Replica {
     /// silent), and asks again for reads waited on too long.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
-        self.ticks += 1;
         self.feed.silent_ticks += 1;
         if self.feed.silent_ticks >= self.cfg.failover_ticks {
             self.feed.source = (self.feed.source + 1) % self.feed.sequencers.len();
@@ -306,23 +300,13 @@ impl Replica {
         self.maybe_checkpoint(ctx);
     }
 
+    /// Asks again for reads waited on for `reads_retry_ms` (only the
+    /// participants still missing).
     fn want_reads(&mut self, ctx: &mut Ctx<'_, Calvin>) {
-        let retry = u64::from(self.cfg.reads_retry_ticks);
-        let now = self.ticks;
-        let late: Vec<TxnId> = self
-            .running
-            .iter()
-            .filter(|(_, r)| r.waiting_since.is_some_and(|t| now >= t + retry))
-            .map(|(id, _)| *id)
-            .take(CHECKED_MAX)
-            .collect();
-        for id in late {
-            let r = self.running.get_mut(&id).expect("running");
-            r.waiting_since = Some(now);
-            let txn = Arc::clone(&r.txn);
-            for s in txn.shards.iter().filter(|s| **s != self.shard) {
+        for (id, missing) in self.exchange.overdue(u64::from(self.cfg.reads_retry_ticks)) {
+            for s in missing {
                 ctx.count("reads_wanted", 1);
-                ctx.send(self.peer(*s), Msg::ReadsWanted { txn: id, shard: self.shard });
+                ctx.send(self.peer(s), Msg::ReadsWanted { txn: id, shard: self.shard });
             }
         }
     }

@@ -62,8 +62,6 @@ pub(super) struct Running {
     pub stale: Vec<(Key, Header, Option<Since>)>,
     /// When its first lock request was admitted (multi-home wait).
     pub admitted_ns: u64,
-    /// The tick it started waiting for its peers' reads.
-    pub waiting_since: Option<u64>,
 }
 
 impl Running {
@@ -109,7 +107,6 @@ pub struct Replica {
     pub(super) sent: RecentMap<TxnId, (At, Reads)>,
     /// Answers this replica gave (`None`: restart), for clients' queries.
     pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
-    pub(super) ticks: u64,
     pub(super) recovery: super::recovery::Recovery,
 }
 
@@ -136,7 +133,6 @@ impl Replica {
             exchange: ReadExchange::new(cfg.early_reads_max),
             sent: RecentMap::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
-            ticks: 0,
             recovery: super::recovery::Recovery::default(),
             cfg,
         }
@@ -239,7 +235,6 @@ impl Replica {
                 batch: e.batch,
                 stale: Vec::new(),
                 admitted_ns: now_ns,
-                waiting_since: None,
             });
             r.parts.push((part, at));
             r.batch = e.batch;
@@ -350,9 +345,8 @@ impl Replica {
         if !others.is_empty() {
             self.sent.insert(id, (at, own.clone()));
         }
-        match self.exchange.expect(id, &others, own) {
-            Some(all) => self.execute(ctx, id, all),
-            None => self.running.get_mut(&id).expect("running").waiting_since = Some(self.ticks),
+        if let Some(all) = self.exchange.expect(id, &others, own) {
+            self.execute(ctx, id, all);
         }
     }
 
@@ -558,29 +552,18 @@ impl Replica {
     /// checkpoints.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Slog>) {
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
-        self.ticks += 1;
         ctx.send(self.sequencer, Msg::FetchLog { shard: self.shard, from: self.next_pos });
         self.want_reads(ctx);
         self.maybe_checkpoint(ctx);
     }
 
+    /// Asks again for reads waited on for `reads_retry_ms` (only the
+    /// participants still missing).
     fn want_reads(&mut self, ctx: &mut Ctx<'_, Slog>) {
-        let retry = u64::from(self.cfg.reads_retry_ticks);
-        let now = self.ticks;
-        let late: Vec<TxnId> = self
-            .running
-            .iter()
-            .filter(|(_, r)| r.waiting_since.is_some_and(|t| now >= t + retry))
-            .map(|(id, _)| *id)
-            .take(CHECKED_MAX)
-            .collect();
-        for id in late {
-            let r = self.running.get_mut(&id).expect("running");
-            r.waiting_since = Some(now);
-            let txn = Arc::clone(&r.txn);
-            for s in txn.shards.iter().filter(|s| **s != self.shard) {
+        for (id, missing) in self.exchange.overdue(u64::from(self.cfg.reads_retry_ticks)) {
+            for s in missing {
                 ctx.count("reads_wanted", 1);
-                ctx.send(self.peer(*s), Msg::ReadsWanted { txn: id, shard: self.shard });
+                ctx.send(self.peer(s), Msg::ReadsWanted { txn: id, shard: self.shard });
             }
         }
     }
