@@ -156,6 +156,32 @@ fn a_crashed_replica_replays_the_log_and_rejoins() {
 }
 
 #[test]
+fn a_client_whose_regions_replica_is_down_hears_its_outcome_from_another_region() {
+    // Every region executes the same global log to the same results, so
+    // while South Carolina's copy of shard 0 is down (and its region's
+    // transactions on it wait), another region's copy answers the client.
+    let mut s = sim(8);
+    s.run_until(300 * MS);
+    let victim = node(&s, "shard0-replica0");
+    assert_eq!(s.topology().region_of(victim), RegionId(0));
+    s.schedule(s.now_ns() + 10 * MS, FaultAction::Crash(victim));
+    s.run_until(s.now_ns() + 100 * MS);
+    let c = node(&s, "client-south-carolina-0");
+    let shard0: Vec<u64> = (0..60).filter(|k| s.topology().shard_of(Key(*k)) == ShardId(0)).take(4).collect();
+    for (i, k) in shard0.iter().enumerate() {
+        s.request(c, RequestId(i as u64), inc(&[*k, k + 1], 500 + 10 * i as u64));
+    }
+    s.run_until(s.now_ns() + 8_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), shard0.len(), "answered while the region's replica is down");
+    assert!(s.counters().get("retries").copied().unwrap_or(0) > 0, "after a retry asked the other regions");
+    s.schedule(s.now_ns(), FaultAction::Restart(victim));
+    s.run_until(s.now_ns() + 4_000 * MS);
+    assert_regions_agree(&s);
+    assert_eq!(counter(&s, victim, Key(shard0[0])), 1, "the restarted replica replayed them");
+}
+
+#[test]
 fn a_crashed_sequencer_is_replaced_as_the_global_logs_leader() {
     let mut s = sim(5);
     s.run_until(300 * MS);

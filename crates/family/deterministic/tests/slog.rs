@@ -239,6 +239,32 @@ fn a_crashed_replica_replays_its_regions_log_and_rejoins() {
 }
 
 #[test]
+fn a_client_whose_home_replica_is_down_hears_its_outcome_from_another_region() {
+    // Every region executes the home's local log to the same outcome
+    // (§3.2), so while the home region's copy of shard 0 is down, another
+    // region's copy answers the client of a single-home transaction.
+    let mut s = sim(9);
+    s.run_until(300 * MS);
+    let victim = node(&s, "shard0-replica0");
+    assert_eq!(s.topology().region_of(victim), s.topology().server_regions[0]);
+    s.schedule(s.now_ns() + 10 * MS, FaultAction::Crash(victim));
+    s.run_until(s.now_ns() + 100 * MS);
+    let l = layout(&s);
+    let c = client_in(&s, 0);
+    for i in 0..4 {
+        s.request(c, RequestId(i), inc(&[l.key(0, 0, i), l.key(1, 0, i)], 500 + 10 * i));
+    }
+    s.run_until(s.now_ns() + 8_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 4, "answered while the home region's replica is down");
+    assert_eq!(s.counters().get("single_home"), None, "the answering replica never ran them");
+    s.schedule(s.now_ns(), FaultAction::Restart(victim));
+    s.run_until(s.now_ns() + 4_000 * MS);
+    assert_regions_agree(&s);
+    assert_eq!(counter(&s, l.key(0, 0, 0)), 1, "the restarted replica replayed them");
+}
+
+#[test]
 fn a_crashed_sequencer_restarts_from_its_durable_logs_without_divergence() {
     let mut s = sim(6);
     s.run_until(300 * MS);

@@ -3,8 +3,9 @@
 //! nearest sequencer, and waits for the answering replica — the one in
 //! that sequencer's region of the transaction's first shard — after
 //! execution. Without an answer for `retry_ms` it submits again (the
-//! global log drops the repeat) and asks the answering replica; after
-//! `max_attempts` it reports an unknown outcome.
+//! global log drops the repeat) and asks every copy of that shard (every
+//! region executes the same log, so another region answers while its own
+//! replica is down); after `max_attempts` it reports an unknown outcome.
 //!
 //! Calvin needs every transaction's keys before ordering it (§3.2.1).
 //! Procedures whose keys depend on their reads need reconnaissance
@@ -47,11 +48,13 @@ impl Client {
         ctx.send(self.sequencer, Msg::Submit { id, program });
     }
 
-    /// The replica that answers: the sequencer's region's replica of the
-    /// transaction's first shard.
-    fn responder(&self, id: TxnId, program: Program) -> NodeId {
+    /// The replicas that may answer: every copy of the transaction's first
+    /// shard (its region's answers first; another region's answers while
+    /// that one is down).
+    fn responders(&self, id: TxnId, program: Program) -> Vec<NodeId> {
         let region = self.topo.region_of(self.sequencer);
-        super::responder(&self.topo, &Txn::new(id, program, region, &self.topo))
+        let shard = Txn::new(id, program, region, &self.topo).first_shard(&self.topo);
+        self.topo.replicas(shard).to_vec()
     }
 
     fn on_reply(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId, outcome: Outcome) {
@@ -60,7 +63,7 @@ impl Client {
         }
     }
 
-    /// Resubmits what went unanswered (asking the answering replica too),
+    /// Resubmits what went unanswered (asking who may answer too),
     /// and gives up after `max_attempts`.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
@@ -69,7 +72,9 @@ impl Client {
                 Due::Retry(id, program) => {
                     ctx.count("retries", 1);
                     ctx.send(self.sequencer, Msg::Submit { id, program: program.clone() });
-                    ctx.send(self.responder(id, program), Msg::Query { id });
+                    for r in self.responders(id, program) {
+                        ctx.send(r, Msg::Query { id });
+                    }
                 }
                 Due::GiveUp(request) => {
                     ctx.count("unknown_outcomes", 1);

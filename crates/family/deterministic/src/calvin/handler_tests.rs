@@ -198,5 +198,7 @@ fn a_client_resubmits_only_after_retry_ms_without_an_answer() {
     let fx = h.timer(Timer::ClientTick);
     assert_eq!(fx.counted("retries"), 1);
     let kinds: Vec<bool> = fx.sends().map(|(_, m)| matches!(m, Msg::Submit { .. })).collect();
-    assert_eq!(kinds, vec![true, false], "resubmitted, and the answering replica asked");
+    assert_eq!(kinds, vec![true, false, false, false], "resubmitted, and every copy of the first shard asked");
+    let asked: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::Query { .. })).map(|(to, _)| to).collect();
+    assert_eq!(asked, d.topology.replicas(d.topology.shard_of(Key(0))).to_vec());
 }

@@ -260,6 +260,11 @@ impl Replica {
             ctx.send(id.node, Msg::Reply { id, outcome: outcome.clone() });
             self.outcomes.insert(id, outcome.clone());
             reply = Some(outcome);
+        } else if r.txn.first_shard(&self.topo) == self.shard {
+            // Every copy of the first shard keeps the outcome, so a client
+            // whose answering replica is down hears it from another region
+            // (every region executes the same log to the same results).
+            self.outcomes.insert(id, Outcome::Committed { results: exec.results });
         }
         self.record_executed(ctx, id, r.at, writes, sent, reply);
         self.finish(id);

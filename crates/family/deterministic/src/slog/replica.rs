@@ -428,6 +428,12 @@ impl Replica {
         let mut answer = None;
         if super::responder(&self.topo, &r.txn) == self.me {
             answer = Some(self.answer(ctx, &r.txn, &wrong, results));
+        } else if r.txn.first_shard(&self.topo) == self.shard {
+            // Every copy of the first shard keeps the outcome, so a client
+            // whose answering replica is down hears it from another
+            // region: every region reaches the same outcome (§3.2).
+            let outcome = wrong.is_empty().then_some(Outcome::Committed { results });
+            self.outcomes.insert(id, outcome);
         }
         if !wrong_home && r.txn.program.mode != ReadMode::Snapshot {
             self.count_accesses(ctx, &r.txn); // a snapshot read is no access at the home
