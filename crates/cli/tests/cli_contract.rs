@@ -1035,6 +1035,14 @@ fn schedules_that_once_broke_slog_run_clean() {
         assert_eq!(run.code, Some(0), "seed {seed}: {}{}", run.stdout, run.stderr);
         assert!(swarm_summary(&run).contains("0 failed"), "seed {seed}: {}", run.stdout);
     }
+    // An SLOG-HA leader cut off from its region's group once re-sent its
+    // pair batches the group never chose (docs/slog.md, "Recovery").
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/slog-ha-remastering.toml");
+    let config = config.to_str().expect("a UTF-8 path");
+    let s = Scratch::new("swarm-slog-ha-42018");
+    let run = s.run(&["swarm", "--protocol", "slog", "--seeds", "1", "--start", "42018", "--config", config]);
+    assert_eq!(run.code, Some(0), "seed 42018: {}{}", run.stdout, run.stderr);
+    assert!(swarm_summary(&run).contains("0 failed"), "seed 42018: {}", run.stdout);
 }
 
 /// TPC-C under faults once broke Tiga's strict serializability in three

@@ -54,6 +54,11 @@ pub enum Placement {
     RoundRobin(u32),
     /// One node `{kind}-{region}` in each server region.
     PerServerRegion,
+    /// `n` nodes in each server region (a group replicated inside its
+    /// region, SLOG's sequencers): `{kind}-{region}`, then
+    /// `{kind}-{region}-1` ... `{kind}-{region}-{n-1}`, region by region.
+    /// With `n = 1` the same as `PerServerRegion`.
+    PerServerRegionEach(u32),
     /// One node `{kind}-{region}` in each client region.
     PerClientRegion,
     /// One node `{kind}-{region}` in every region with servers or clients
@@ -85,6 +90,13 @@ impl ServiceSpec {
                     .collect());
             }
             Placement::PerServerRegion => spec.server_regions.clone(),
+            Placement::PerServerRegionEach(n) => {
+                let name = |r: RegionId, i: u32| match i {
+                    0 => named(r).0,
+                    _ => format!("{}-{}-{i}", self.kind, spec.regions[r.index()]),
+                };
+                return Ok(spec.server_regions.iter().flat_map(|r| (0..*n).map(move |i| (name(*r, i), *r))).collect());
+            }
             Placement::PerClientRegion => spec.client_regions.clone(),
             Placement::PerRegion => {
                 let mut all: Vec<RegionId> = spec.server_regions.iter().chain(&spec.client_regions).copied().collect();
@@ -380,6 +392,25 @@ mod tests {
         assert_eq!(t.name(t.service("gate")[0]), "gate-d");
         let bad = ServiceSpec::new("gate", Placement::InRegions(vec!["mars".into()]));
         assert!(bad.place(&spec(LeaderPlacement::Colocated)).unwrap_err().contains("unknown region `mars`"));
+    }
+
+    /// SLOG replicates each region's sequencer inside the region.
+    #[test]
+    fn a_group_per_server_region_keeps_the_single_nodes_name_for_its_first_member() {
+        let svc = [ServiceSpec::new("sequencer", Placement::PerServerRegionEach(3))];
+        let t = Topology::build(&spec(LeaderPlacement::Colocated), &svc);
+        let names: Vec<&str> = t.service("sequencer").iter().map(|n| t.name(*n)).collect();
+        let expected = ["a", "a-1", "a-2", "b", "b-1", "b-2", "c", "c-1", "c-2"].map(|s| format!("sequencer-{s}"));
+        assert_eq!(names, expected);
+        let regions: Vec<u16> = t.service("sequencer").iter().map(|n| t.region_of(*n).0).collect();
+        assert_eq!(regions, [0, 0, 0, 1, 1, 1, 2, 2, 2]);
+        let one = Topology::build(
+            &spec(LeaderPlacement::Colocated),
+            &[ServiceSpec::new("s", Placement::PerServerRegionEach(1))],
+        );
+        let single =
+            Topology::build(&spec(LeaderPlacement::Colocated), &[ServiceSpec::new("s", Placement::PerServerRegion)]);
+        assert_eq!(one.nodes, single.nodes, "a group of one is the single node");
     }
 
     #[test]

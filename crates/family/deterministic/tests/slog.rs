@@ -280,6 +280,37 @@ fn a_crashed_sequencer_restarts_from_its_durable_logs_without_divergence() {
 }
 
 #[test]
+fn a_regions_paxos_leader_crashes_and_its_group_carries_on_with_no_commit_lost() {
+    // SLOG §3.1: the local log is Paxos-replicated inside the region. The
+    // orderer region's leading sequencer dies for good under load: the two
+    // others elect a leader, which ships what the group had chosen and
+    // goes on; clients resubmit what the crash lost.
+    let mut s = sim(11);
+    s.run_until(300 * MS);
+    let victim = node(&s, "sequencer-south-carolina");
+    assert!(sequencer(&s, victim).is_leader());
+    s.schedule(s.now_ns() + 150 * MS, FaultAction::Crash(victim));
+    let n = load(&mut s, 40);
+    s.run_until(s.now_ns() + 10_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), n as usize, "every transaction commits");
+    assert_eq!(s.counters().get("sequencer_takeovers"), Some(&1), "one member took over");
+    let group = meridian_deterministic::slog::group_in(s.topology(), RegionId(0));
+    let leaders: Vec<NodeId> = group[1..].iter().copied().filter(|m| sequencer(&s, *m).is_leader()).collect();
+    assert_eq!(leaders.len(), 1, "one of the survivors leads");
+    assert_regions_agree(&s);
+    // The new leader serves the region as the old one did: a single-home
+    // transaction near its home still commits without a wide-area trip.
+    let l = layout(&s);
+    let start = s.now_ns();
+    s.request(client_in(&s, 0), RequestId(10_000), inc(&[l.key(0, 0, 1), l.key(1, 0, 1)], 77_000));
+    s.run_until(start + 1_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 1);
+    assert!((done[0].at_ns - start) / MS < 15, "{} ms", (done[0].at_ns - start) / MS);
+}
+
+#[test]
 fn a_region_partitioned_away_catches_up_after_the_heal() {
     let mut s = sim(7);
     s.run_until(300 * MS);
@@ -446,7 +477,7 @@ fn a_granule_accessed_three_times_from_another_region_is_remastered_there_and_th
 
 /// SLOG-HA: Finland's local log is replicated to South Carolina (its
 /// nearest region) before anyone runs it. Finland, cut off with only South
-/// Carolina's sequencer, commits transactions on its own granules; then it
+/// Carolina's sequencers, commits transactions on its own granules; then it
 /// is lost for good. Every transaction its client was told committed is in
 /// South Carolina's and Brazil's copies, the same in both.
 #[test]
@@ -473,8 +504,9 @@ fn slog_ha_survives_the_loss_of_a_region_with_no_acknowledged_commit_lost() {
         .map(NodeId)
         .filter(|n| s.topology().region_name(s.topology().region_of(*n)) == "finland")
         .collect();
+    // Finland and its pair's sequencer group (South Carolina's).
     let mut island = finland.clone();
-    island.push(node(&s, "sequencer-south-carolina"));
+    island.extend(meridian_deterministic::slog::group_in(s.topology(), RegionId(0)));
     s.schedule(s.now_ns() + 10 * MS, FaultAction::Partition(island));
     s.run_until(s.now_ns() + 20 * MS);
     let c1 = client_in(&s, 1);

@@ -1,13 +1,16 @@
 //! The client of `slog`: it names each transaction (identifiers unique
 //! across its restarts, `meridian_mechanisms::txnids`), submits it to its
-//! region's sequencer (the nearest), and waits for the answering replica —
+//! region's sequencer group (the nearest; any member passes it on to the
+//! group's leader), and waits for the answering replica —
 //! the home region's (single-home) or its own region's (multi-home)
 //! replica of the transaction's first shard. A transaction that assumed a
 //! wrong home is aborted by every region and comes back as `Restart`: the
 //! client submits it again under a new identifier, and the sequencer
 //! annotates it afresh (SLOG §3.2). Without an answer for `retry_ms` it
-//! submits again (the local log drops the repeat) and asks every replica
-//! of the first shard; after `max_attempts` it reports an unknown outcome.
+//! submits again to every member of the group (the local log drops the
+//! repeat; a member that does not lead names the one that does, where the
+//! client submits from then on) and asks every replica of the first shard;
+//! after `max_attempts` it reports an unknown outcome.
 //!
 //! SLOG, like Calvin, needs every transaction's keys before ordering it:
 //! procedures whose keys depend on their reads are refused
@@ -21,15 +24,23 @@ use std::sync::Arc;
 
 pub struct Client {
     topo: Arc<Topology>,
-    sequencer: NodeId,
+    /// Its region's sequencer group, and the member it submits to (the
+    /// group's leader, as far as it knows).
+    sequencers: Vec<NodeId>,
+    current: usize,
     cfg: Config,
     submissions: Submissions,
 }
 
 impl Client {
-    pub fn new(topo: Arc<Topology>, me: NodeId, sequencer: NodeId, cfg: Config) -> Client {
+    pub fn new(topo: Arc<Topology>, me: NodeId, sequencers: Vec<NodeId>, cfg: Config) -> Client {
+        assert!(!sequencers.is_empty(), "a client submits to a sequencer group");
         let submissions = Submissions::new(me, cfg.retry_ns, cfg.client_tick_ns, cfg.max_attempts);
-        Client { topo, sequencer, cfg, submissions }
+        Client { topo, sequencers, current: 0, cfg, submissions }
+    }
+
+    fn sequencer(&self) -> NodeId {
+        self.sequencers[self.current]
     }
 
     /// Requests waiting for their outcome.
@@ -46,7 +57,7 @@ impl Client {
             return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
         }
         let id = self.submissions.open(request, program.clone());
-        ctx.send(self.sequencer, Msg::Submit { id, program });
+        ctx.send(self.sequencer(), Msg::Submit { id, program });
     }
 
     /// Every region aborted the transaction for a wrong home: submit it
@@ -55,7 +66,7 @@ impl Client {
         match self.submissions.renew(id) {
             Some(Ok((id, program))) => {
                 ctx.count("restarts", 1);
-                ctx.send(self.sequencer, Msg::Submit { id, program });
+                ctx.send(self.sequencer(), Msg::Submit { id, program });
             }
             Some(Err(request)) => {
                 ctx.count("unknown_outcomes", 1);
@@ -90,7 +101,11 @@ impl Client {
                 Due::Retry(id, program) => {
                     ctx.count("retries", 1);
                     let responders = self.responders(&program);
-                    ctx.send(self.sequencer, Msg::Submit { id, program });
+                    // Every member: the one it submitted to may be down
+                    // (the others pass it on, and say who leads).
+                    for s in &self.sequencers {
+                        ctx.send(*s, Msg::Submit { id, program: program.clone() });
+                    }
                     for r in responders {
                         ctx.send(r, Msg::Query { id });
                     }
@@ -132,8 +147,14 @@ impl Process<Slog> for Client {
         match msg {
             Msg::Reply { id, outcome } => self.on_reply(ctx, id, outcome),
             Msg::Restart { id } => self.on_restart(ctx, id),
+            Msg::Leader { node } => {
+                if let Some(i) = self.sequencers.iter().position(|s| *s == node) {
+                    self.current = i;
+                }
+            }
             // Messages to sequencers and replicas.
-            Msg::Submit { .. }
+            Msg::Paxos(_)
+            | Msg::Submit { .. }
             | Msg::Forward(_)
             | Msg::Ship(_)
             | Msg::Tip { .. }
@@ -153,7 +174,7 @@ impl Process<Slog> for Client {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Slog>, timer: Timer) {
         match timer {
             Timer::ClientTick => self.on_tick(ctx),
-            Timer::Batch | Timer::SequencerTick | Timer::ReplicaTick => {
+            Timer::Paxos(_) | Timer::Batch | Timer::SequencerTick | Timer::ReplicaTick => {
                 unreachable!("a sequencer's or replica's timer at a client")
             }
         }

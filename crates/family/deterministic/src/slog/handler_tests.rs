@@ -1,16 +1,18 @@
 //! Handlers driven by hand: the effects of one event compared with what
 //! SLOG's Figure 2 says the transition does.
 
-use super::messages::{BatchId, Entry, Header, LocalBatch, LogEntry, Msg, Record, Timer, Txn};
+use super::messages::{BatchId, Entry, Header, LocalBatch, LogEntry, Msg, Record, RegionRecord, Timer, Txn};
 use super::{Node, Slog};
 use meridian_core::{
-    ClusterSpec, Deployment, Hand, Key, KeyLayout, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program,
-    Protocol, RegionId, ShardId, Topology, TxnId, Value,
+    ClusterSpec, Deployment, EffectsOf, Hand, Key, KeyLayout, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params,
+    Program, Protocol, RegionId, ShardId, Topology, TxnId, Value,
 };
+use meridian_mechanisms::paxos::{Ballot, PaxosBody, PaxosMsg, PaxosRecord, PaxosRecordBody, PaxosTimer};
 use std::sync::Arc;
 
 /// Two shards, one replica of each in each of three regions (South
-/// Carolina, Finland, Brazil: homes 0, 1, 2), a sequencer per region.
+/// Carolina, Finland, Brazil: homes 0, 1, 2), a group of three sequencers
+/// per region.
 fn deployment() -> Deployment {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
@@ -31,6 +33,16 @@ fn hand(d: &Deployment, name: &str) -> Hand<Slog> {
     let me = d.topology.node_by_name(name).unwrap();
     let node = Slog::build(d, me).unwrap();
     Hand::new(node, Arc::clone(&d.topology), me, Now::at(0))
+}
+
+/// The first sequencer of a region's group, started: it leads once its
+/// first promise is durable.
+fn leader(d: &Deployment, name: &str) -> Hand<Slog> {
+    let mut h = hand(d, name);
+    h.start(Vec::new());
+    h.persist_all();
+    assert!(matches!(&h.node, Node::Sequencer(s) if s.is_leader()), "{name} leads its group");
+    h
 }
 
 fn layout(d: &Deployment) -> KeyLayout {
@@ -59,50 +71,93 @@ fn replica(h: &Hand<Slog>) -> &super::Replica {
     }
 }
 
+/// What a sequencer proposed to its region's group in these effects (its
+/// own accepts), by slot.
+fn proposed(fx: &EffectsOf<Slog>) -> Vec<(u64, RegionRecord)> {
+    fx.appends()
+        .filter_map(|(_, _, r)| match r {
+            Record::Paxos(PaxosRecord { body: PaxosRecordBody::Accepted { slot, value: Some(v), .. }, .. }) => {
+                Some((*slot, (**v).clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The group chooses the leader's proposals in `slots`: its own vote,
+/// once durable, and its second member's. The effects of each step.
+fn choose(h: &mut Hand<Slog>, d: &Deployment, slots: &[u64]) -> Vec<EffectsOf<Slog>> {
+    let (index, group) = group_of(d, h.me());
+    let mut all = vec![h.persist_all()];
+    for slot in slots {
+        let body = PaxosBody::Accepted { ballot: Ballot { round: 1, rank: 0 }, slot: *slot };
+        all.push(h.message(group[1], Msg::Paxos(PaxosMsg { group: index, body })));
+    }
+    all
+}
+
+/// The index of `member`'s region group, and its members.
+fn group_of(d: &Deployment, member: NodeId) -> (u32, Vec<NodeId>) {
+    let groups = super::groups(&d.topology);
+    let index = groups.iter().position(|g| g.contains(&member)).expect("a sequencer");
+    (index as u32, groups[index].clone())
+}
+
+fn sends(all: &[EffectsOf<Slog>]) -> Vec<(NodeId, Msg)> {
+    all.iter().flat_map(|fx| fx.sends().map(|(to, m)| (to, m.clone()))).collect()
+}
+
+/// Sends other than the group's own Paxos messages.
+fn outside(all: &[EffectsOf<Slog>]) -> Vec<(NodeId, Msg)> {
+    sends(all).into_iter().filter(|(_, m)| !matches!(m, Msg::Paxos(_))).collect()
+}
+
 #[test]
 fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_one_to_the_orderer() {
     let d = deployment();
     let l = layout(&d);
-    let mut h = hand(&d, "sequencer-brazil");
-    h.start(Vec::new());
+    let mut h = leader(&d, "sequencer-brazil");
     let client = d.topology.clients()[0];
     let at_finland = Program::new(vec![inc(l.key(0, 1, 3)), inc(l.key(1, 1, 4))]);
     let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program: at_finland });
-    assert_eq!(fx.sends().count(), 0, "its annotation is durable before it leaves");
-    let fx = h.persist_all();
-    let sent: Vec<(NodeId, &Msg)> = fx.sends().collect();
+    assert!(outside(std::slice::from_ref(&fx)).is_empty(), "its annotation is chosen before it leaves");
+    let slots: Vec<u64> = proposed(&fx).iter().map(|(slot, _)| *slot).collect();
+    let persisted = h.persist_all();
+    assert!(outside(&[persisted]).is_empty(), "one vote of three is not a majority");
+    let sent = outside(&choose(&mut h, &d, &slots));
     assert_eq!(sent.len(), 1);
-    let (to, Msg::Forward(t)) = sent[0] else { panic!("{sent:?}") };
-    assert_eq!(to, sequencer(&d, 1), "Figure 2: shipped to its home region");
+    let (to, Msg::Forward(t)) = &sent[0] else { panic!("{sent:?}") };
+    assert_eq!(*to, sequencer(&d, 1), "Figure 2: shipped to its home region");
     assert_eq!(t.homes, vec![RegionId(1)]);
     assert!(t.master_info.iter().all(|(_, h)| *h == Header { home: RegionId(1), counter: 0 }));
     let both = Program::new(vec![inc(l.key(0, 1, 3)), inc(l.key(0, 2, 3))]);
-    h.message(client, Msg::Submit { id: TxnId { node: client, seq: 2 }, program: both });
-    let fx = h.persist_all();
-    let to: Vec<NodeId> = fx.sends().map(|(to, _)| to).collect();
+    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 2 }, program: both });
+    let slots: Vec<u64> = proposed(&fx).iter().map(|(slot, _)| *slot).collect();
+    let to: Vec<NodeId> = outside(&choose(&mut h, &d, &slots)).into_iter().map(|(to, _)| to).collect();
     assert_eq!(to, vec![sequencer(&d, 0)], "§3.3: every multi-home transaction to the orderer's local log");
 }
 
 #[test]
-fn a_local_log_batch_is_shipped_once_durable_and_its_placement_is_durable_before_the_replicas_see_it() {
+fn a_local_log_batch_is_shipped_once_chosen_and_its_placement_is_chosen_before_the_replicas_see_it() {
     let d = deployment();
     let l = layout(&d);
-    let mut h = hand(&d, "sequencer-finland");
-    h.start(Vec::new());
+    let mut h = leader(&d, "sequencer-finland");
     let t = txn(&d, 1, vec![inc(l.key(0, 1, 0))]);
     let fx = h.message(sequencer(&d, 2), Msg::Forward(t));
     assert_eq!(fx.sends().count() + fx.appends().count(), 0, "waits in the open batch");
     let fx = h.timer(Timer::Batch);
-    assert_eq!(fx.appends().filter(|(_, _, r)| matches!(r, Record::Batch(_))).count(), 1);
-    assert_eq!(fx.sends().count(), 0, "not shipped before it is durable");
-    let fx = h.persist_all();
-    let ships: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::Ship(_))).map(|(to, _)| to).collect();
+    let batch = proposed(&fx);
+    assert!(matches!(batch[..], [(_, RegionRecord::Batch(_))]), "{batch:?}");
+    assert!(outside(std::slice::from_ref(&fx)).is_empty(), "not shipped before it is chosen");
+    let steps = choose(&mut h, &d, &[batch[0].0]);
+    let ships: Vec<NodeId> =
+        outside(&steps).into_iter().filter(|(_, m)| matches!(m, Msg::Ship(_))).map(|(to, _)| to).collect();
     assert_eq!(ships, vec![sequencer(&d, 0), sequencer(&d, 2)], "ReceiveBatch at each other region");
-    assert_eq!(fx.appends().filter(|(_, _, r)| matches!(r, Record::Placed(_))).count(), 1, "placed here");
-    assert_eq!(fx.sends().filter(|(_, m)| matches!(m, Msg::Log { .. })).count(), 0, "placement not durable yet");
-    let fx = h.persist_all();
-    let logs: Vec<(NodeId, usize)> = fx
-        .sends()
+    let placed: Vec<(u64, RegionRecord)> = steps.iter().flat_map(proposed).collect();
+    assert!(matches!(placed[..], [(_, RegionRecord::Placed(_))]), "placed here: {placed:?}");
+    assert!(!outside(&steps).iter().any(|(_, m)| matches!(m, Msg::Log { .. })), "placement not chosen yet");
+    let logs: Vec<(NodeId, usize)> = outside(&choose(&mut h, &d, &[placed[0].0]))
+        .into_iter()
         .filter_map(|(to, m)| match m {
             Msg::Log { entries, .. } => Some((to, entries[0].entries.len())),
             _ => None,
@@ -119,14 +174,14 @@ fn each_home_inserts_its_lock_only_txn_when_it_reaches_the_orderers_multi_home_e
     let t = txn(&d, 1, vec![inc(l.key(0, 0, 0)), inc(l.key(1, 1, 0))]);
     let orderer_batch = Arc::new(LocalBatch { origin: 0, seq: 0, items: vec![Entry::MultiHome(Arc::clone(&t))] });
     for (name, home) in [("sequencer-finland", true), ("sequencer-brazil", false)] {
-        let mut h = hand(&d, name);
-        h.start(Vec::new());
+        let mut h = leader(&d, name);
         let fx = h.message(sequencer(&d, 0), Msg::Ship(Arc::clone(&orderer_batch)));
         assert_eq!(fx.counted("lock_only_txns"), u64::from(home), "{name}");
         let fx = h.timer(Timer::Batch);
-        let own: Vec<&Record> = fx.appends().map(|(_, _, r)| r).filter(|r| matches!(r, Record::Batch(_))).collect();
+        let own: Vec<RegionRecord> =
+            proposed(&fx).into_iter().map(|(_, r)| r).filter(|r| matches!(r, RegionRecord::Batch(_))).collect();
         if home {
-            let Record::Batch(b) = own[0] else { unreachable!() };
+            let RegionRecord::Batch(b) = &own[0] else { unreachable!() };
             assert_eq!(b.items, vec![Entry::LockOnly { txn: Arc::clone(&t), home: RegionId(1) }]);
         } else {
             assert!(own.is_empty(), "Brazil is no home of the transaction: no LockOnlyTxn (Figure 4)");
@@ -137,11 +192,10 @@ fn each_home_inserts_its_lock_only_txn_when_it_reaches_the_orderers_multi_home_e
 #[test]
 fn a_batch_arriving_before_its_predecessor_waits_and_the_gap_is_fetched() {
     let d = deployment();
-    let mut h = hand(&d, "sequencer-brazil");
-    h.start(Vec::new());
+    let mut h = leader(&d, "sequencer-brazil");
     let later = Arc::new(LocalBatch { origin: 1, seq: 1, items: Vec::new() });
     let fx = h.message(sequencer(&d, 1), Msg::Ship(later));
-    assert_eq!(fx.appends().count(), 0, "1-2 is not placed before 1-1");
+    assert!(proposed(&fx).is_empty(), "1-2 is not placed before 1-1");
     let fx = h.timer(Timer::SequencerTick);
     let fetches: Vec<(NodeId, BatchId)> = fx
         .sends()
@@ -152,14 +206,81 @@ fn a_batch_arriving_before_its_predecessor_waits_and_the_gap_is_fetched() {
         .collect();
     assert_eq!(fetches, vec![(sequencer(&d, 1), BatchId { region: 1, seq: 0 })]);
     let fx = h.message(sequencer(&d, 1), Msg::Ship(Arc::new(LocalBatch { origin: 1, seq: 0, items: Vec::new() })));
-    let placed: Vec<u64> = fx
-        .appends()
-        .filter_map(|(_, _, r)| match r {
-            Record::Placed(b) => Some(b.seq),
+    let placed: Vec<u64> = proposed(&fx)
+        .into_iter()
+        .filter_map(|(_, r)| match r {
+            RegionRecord::Placed(b) => Some(b.seq),
             _ => None,
         })
         .collect();
     assert_eq!(placed, vec![0, 1], "both, in their local log's order");
+}
+
+#[test]
+fn a_sequencer_that_does_not_lead_passes_its_leaders_messages_on_once() {
+    // SLOG §3.1: the region's servers hold its logs by Paxos; the others
+    // pass what the region must decide to the one that leads.
+    let d = deployment();
+    let mut h = hand(&d, "sequencer-brazil-1");
+    h.start(Vec::new());
+    let client = d.topology.clients()[0];
+    let submit = Msg::Submit { id: TxnId { node: client, seq: 1 }, program: Program::new(vec![inc(Key(3))]) };
+    let fx = h.message(client, submit.clone());
+    let sent: Vec<(NodeId, bool)> = fx.sends().map(|(to, m)| (to, matches!(m, Msg::Submit { .. }))).collect();
+    assert_eq!(sent, vec![(client, false), (sequencer(&d, 2), true)], "to the group's leader, and the client told");
+    let told = fx.sends().find_map(|(_, m)| match m {
+        Msg::Leader { node } => Some(*node),
+        _ => None,
+    });
+    assert_eq!(told, Some(sequencer(&d, 2)), "the client submits to the leader from now on");
+    assert_eq!(fx.counted("relayed"), 1);
+    assert!(proposed(&fx).is_empty(), "a member that does not lead decides nothing");
+    let (_, group) = group_of(&d, h.me());
+    let fx = h.message(group[2], submit);
+    assert_eq!(fx.sends().count(), 0, "what a member of the group passed on is not passed on again");
+}
+
+#[test]
+fn a_member_that_takes_over_ships_the_chosen_batch_its_predecessor_had_not_placed() {
+    // The region's group chose Finland's batch 0; its leader failed
+    // before placing it. The member elected next ships it and places it.
+    let d = deployment();
+    let l = layout(&d);
+    let mut h = hand(&d, "sequencer-finland-1");
+    h.start(Vec::new());
+    let (index, group) = group_of(&d, h.me());
+    let t = txn(&d, 1, vec![inc(l.key(0, 1, 0))]);
+    let batch = Arc::new(LocalBatch { origin: 1, seq: 0, items: vec![Entry::SingleHome(t)] });
+    let first = Ballot { round: 1, rank: 0 };
+    let paxos = |body| Msg::Paxos(PaxosMsg { group: index, body });
+    let value = Some(Arc::new(RegionRecord::Batch(Arc::clone(&batch))));
+    h.message(group[0], paxos(PaxosBody::Accept { ballot: first, slot: 1, value, commit_upto: 0 }));
+    h.persist_all();
+    let fx = h.message(group[0], paxos(PaxosBody::Commit { ballot: first, commit_upto: 1 }));
+    assert!(outside(std::slice::from_ref(&fx)).is_empty(), "a member that does not lead ships nothing");
+    // The leader falls silent: this member runs for election.
+    let mut prepare = None;
+    for _ in 0..100 {
+        let fx = h.timer(Timer::Paxos(PaxosTimer { group: index }));
+        h.persist_all();
+        prepare = prepare.or(fx.sends().find_map(|(_, m)| match m {
+            Msg::Paxos(PaxosMsg { body: PaxosBody::Prepare { ballot, .. }, .. }) => Some(*ballot),
+            _ => None,
+        }));
+        if prepare.is_some() {
+            break;
+        }
+    }
+    let ballot = prepare.expect("an election after the leader's silence");
+    let fx = h.message(group[2], paxos(PaxosBody::Promise { ballot, entries: Vec::new(), snapshot: None }));
+    let mut steps = vec![fx, h.persist_all()];
+    assert_eq!(steps.iter().map(|fx| fx.counted("sequencer_takeovers")).sum::<u64>(), 1);
+    let ships: Vec<NodeId> =
+        outside(&steps).into_iter().filter(|(_, m)| matches!(m, Msg::Ship(_))).map(|(to, _)| to).collect();
+    assert_eq!(ships, vec![sequencer(&d, 0), sequencer(&d, 2)], "the chosen batch goes out");
+    steps.push(h.persist_all());
+    let placed: Vec<RegionRecord> = steps.iter().flat_map(proposed).map(|(_, r)| r).collect();
+    assert_eq!(placed, vec![RegionRecord::Placed(batch)], "and takes its place in the region's global log");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The messages, durable records and timers of `slog`.
 
-use meridian_core::{Key, Outcome, Program, RegionId, ShardId, Topology, TxnId, Value};
+use meridian_core::{Key, NodeId, Outcome, Program, RegionId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::batch_stream::Batch;
+use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -219,8 +220,13 @@ pub type Reads = Vec<(Key, Read)>;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
+    /// Within a region's sequencer group: its Paxos log.
+    Paxos(PaxosMsg<RegionRecord>),
     /// Client → its region's sequencer: run this transaction.
     Submit { id: TxnId, program: Program },
+    /// Sequencer → client: the member that leads the group (a member that
+    /// does not passed the client's transaction on to it).
+    Leader { node: NodeId },
     /// Sequencer → the assumed home's sequencer (single-home) or the
     /// multi-home orderer's: insert into your local log.
     Forward(Arc<Txn>),
@@ -275,20 +281,32 @@ pub struct Checkpoint {
     pub sent: Vec<(TxnId, (u64, u32), Reads)>,
 }
 
+/// A record of a region's sequencer group, chosen by the group's Paxos
+/// log (SLOG §3.1: "Each region maintains a local input log which is
+/// implemented via Paxos across its servers"; §3.2: "A separate Paxos
+/// process interleaves batches ... to create that region's view of the
+/// global log" — one Paxos log carries both here). Every member applies
+/// them in slot order, so any one of them can take over.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RegionRecord {
+    /// A batch of this region's local log.
+    Batch(Arc<LocalBatch>),
+    /// The annotation of a transaction received here, chosen before the
+    /// transaction leaves for another region's local log.
+    Annotated(Arc<Txn>),
+    /// SLOG-HA: a batch of the region this one is the pair of, held here
+    /// before its origin lets anyone else see it.
+    Held(Arc<LocalBatch>),
+    /// This batch (of any local log) takes the next position of the
+    /// region's global log.
+    Placed(Arc<LocalBatch>),
+}
+
 /// A durable record.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
-    /// A sequencer's batch of a local log (its own or another region's).
-    Batch(Arc<LocalBatch>),
-    /// A sequencer's annotation of a transaction it received, durable
-    /// before the transaction leaves for another region's local log.
-    Annotated(Arc<Txn>),
-    /// SLOG-HA: a batch of the region this one is the pair of, durable
-    /// here before its origin lets anyone else see it.
-    Held(Arc<LocalBatch>),
-    /// A sequencer placed this batch (of any local log) at the next
-    /// position of its region's global log.
-    Placed(Arc<LocalBatch>),
+    /// A sequencer's acceptor state in its region's group.
+    Paxos(PaxosRecord<RegionRecord>),
     /// A client's identifier epoch (`meridian_mechanisms::txnids`).
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
@@ -307,8 +325,28 @@ pub enum Record {
     Checkpoint(Arc<Checkpoint>),
 }
 
+impl From<PaxosRecord<RegionRecord>> for Record {
+    fn from(r: PaxosRecord<RegionRecord>) -> Record {
+        Record::Paxos(r)
+    }
+}
+
+impl From<PaxosMsg<RegionRecord>> for Msg {
+    fn from(m: PaxosMsg<RegionRecord>) -> Msg {
+        Msg::Paxos(m)
+    }
+}
+
+impl From<PaxosTimer> for Timer {
+    fn from(t: PaxosTimer) -> Timer {
+        Timer::Paxos(t)
+    }
+}
+
 #[derive(Clone, Debug)]
 pub enum Timer {
+    /// Sequencer: its region group's Paxos tick.
+    Paxos(PaxosTimer),
     /// Sequencer: the batch period ends; cut the local-log batch.
     Batch,
     /// Sequencer: announce the tip, fetch missing batches.

@@ -13,8 +13,9 @@
 //! Multi-home transactions are ordered among themselves by one region's
 //! local log and lock their granules through one LockOnlyTxn per home.
 //!
-//! Roles: `sequencer.rs` (one per server region: Lookup Master,
-//! `ReceiveNewTxn`, the local log, the region's global log), `replica.rs`
+//! Roles: `sequencer.rs` (a Paxos group of `sequencer_replicas` per server
+//! region: Lookup Master, `ReceiveNewTxn`, the local log, the region's
+//! global log), `replica.rs`
 //! (lock manager and execution engine at every replica of every shard),
 //! `recovery.rs` (a replica's records, checkpoints and restart),
 //! `client.rs`, `messages.rs`.
@@ -24,6 +25,7 @@
 //! | paper | file |
 //! |---|---|
 //! | §3.1 local logs shipped in numbered batches; each region's global log | `sequencer.rs` (`batch_stream`) |
+//! | §3.1-3.2 local and global logs "implemented via Paxos across its servers" | `sequencer.rs` (`RegionRecord`, `propose`, `resume`, `rebuild`) |
 //! | §3.2, Figure 2 `ReceiveNewTxn`, Lookup Master, (home, counter) headers | `sequencer.rs`, `messages.rs` (`Header`, `Txn`) |
 //! | Figure 2 `InsertIntoLocalLog`, `ReceiveBatch` | `sequencer.rs` |
 //! | §3.3 multi-home ordering (the third option), LockOnlyTxns | `sequencer.rs` (`insert_lock_onlys`), `replica.rs` |
@@ -41,8 +43,10 @@
 //! there; `h`'s replica of its first shard answers:
 //!
 //! ```text
-//! single-home ≈ RTT(c, h) + batch/2 + fsync + (reads exchanged inside h)
+//! single-home ≈ RTT(c, h) + batch/2 + 2 × (RTT inside h + fsync) + (reads exchanged inside h)
 //! ```
+//!
+//! (the batch, then its placement, chosen by `h`'s sequencer group).
 //!
 //! A multi-home transaction adds the orderer `o` and every home `h_i`:
 //! client → origin → `o` (batch), `o`'s batch → each `h_i` (batch), each
@@ -57,7 +61,9 @@
 //! header), `restarts` (their resubmissions), `duplicates_dropped`,
 //! `reads_sent`, `reads_wanted`, `log_fetches`, `batch_fetches`,
 //! `replica_checkpoints`, `replayed`, `submissions_refused`,
-//! `refused_not_one_shot`, `retries`, `unknown_outcomes`. Observations:
+//! `refused_not_one_shot`, `retries`, `unknown_outcomes`,
+//! `sequencer_takeovers`, `relayed`, `records_skipped`, `log_failovers`
+//! (the region groups' failovers), and Multi-Paxos's. Observations:
 //! `batch_size`, `batch_wait_us`, `lock_only_wait_us` (a multi-home
 //! transaction's wait, at one shard, from its first lock request to its
 //! last LockOnlyTxn's locks).
@@ -72,7 +78,8 @@ mod sequencer;
 
 pub use client::Client;
 pub use messages::{
-    BatchId, Checkpoint, Entry, Header, LocalBatch, LogEntry, Msg, Read, Reads, Record, SNAPSHOTS, Since, Timer, Txn,
+    BatchId, Checkpoint, Entry, Header, LocalBatch, LogEntry, Msg, Read, Reads, Record, RegionRecord, SNAPSHOTS, Since,
+    Timer, Txn,
 };
 pub use replica::Replica;
 pub use sequencer::Sequencer;
@@ -81,6 +88,7 @@ use meridian_core::{
     Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Placement, Program, Protocol, RegionId,
     Role, Rounding, ServiceSpec, Shapes, Topology,
 };
+use meridian_mechanisms::paxos::PaxosConfig;
 use std::sync::Arc;
 
 pub struct Slog;
@@ -118,10 +126,37 @@ pub struct Config {
     /// Test-only when false: transactions relying on a remaster do not
     /// wait for it (Figure 5's race, which makes regions diverge).
     pub remaster_wait: bool,
+    /// Sequencers per region: one Paxos group holding the region's local
+    /// and global logs (SLOG §3.1).
+    pub sequencer_replicas: u32,
+    pub paxos: PaxosConfig,
+    /// Replica ticks without an answer from its sequencer before it asks
+    /// the next one of its region.
+    pub failover_ticks: u32,
 }
+
+/// Default sequencers per region: a group that survives one member's loss.
+const SEQUENCER_REPLICAS: u64 = 3;
 
 pub const PARAMS: &[ParamDoc] = &[
     ParamDoc { name: "batch_ms", default: "5", doc: "a region cuts its local-log batch this often (SLOG §3.2)" },
+    ParamDoc {
+        name: "sequencer_replicas",
+        default: "3",
+        doc: "sequencers per region: one Paxos group replicating the region's local and global logs (SLOG §3.1); \
+              1 makes them durable at a single sequencer",
+    },
+    ParamDoc { name: "heartbeat_ms", default: "20", doc: "the region group's Paxos heartbeat (and tick) period" },
+    ParamDoc {
+        name: "election_timeout_ms",
+        default: "200",
+        doc: "silence from the region group's leader before the next sequencer in line runs for election",
+    },
+    ParamDoc {
+        name: "failover_ms",
+        default: "300",
+        doc: "a replica asks the next sequencer of its region for the log after this long without an answer",
+    },
     ParamDoc { name: "batch_txns_max", default: "10000", doc: "a batch closes early once it holds this many entries" },
     ParamDoc {
         name: "sequencer_tick_ms",
@@ -232,6 +267,16 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "refused_not_one_shot", doc: "procedures refused because their keys depend on their reads" },
     CounterDoc { name: "retries", doc: "resubmissions after `retry_ms` without an answer" },
     CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
+    CounterDoc {
+        name: "sequencer_takeovers",
+        doc: "sequencers that became their region group's leader after another (a failover)",
+    },
+    CounterDoc { name: "relayed", doc: "messages a sequencer that does not lead its group passed to its leader" },
+    CounterDoc {
+        name: "records_skipped",
+        doc: "chosen records of a deposed leader that did not follow on from the chosen log, skipped by every member",
+    },
+    CounterDoc { name: "log_failovers", doc: "times a replica turned to another sequencer of its region for the log" },
 ];
 
 impl Config {
@@ -244,8 +289,21 @@ impl Config {
         if batch_ns == 0 {
             return Err("slog: `batch_ms` must be positive".into());
         }
+        let heartbeat_ns = ms("heartbeat_ms")?;
+        let election_ticks = p.ms_ticks("election_timeout_ms", heartbeat_ns, Rounding::Down, 3..=1 << 20)? as u32;
         Ok(Config {
             batch_ns,
+            sequencer_replicas: p.count("sequencer_replicas", 1..=9)? as u32,
+            paxos: PaxosConfig {
+                tick_ns: heartbeat_ns,
+                election_ticks,
+                stagger_ticks: election_ticks / 2,
+                jitter_ticks: (election_ticks / 4).max(1),
+                batch_max: 256,
+                // The logs are kept whole (docs/slog.md, "What remains").
+                compact_every: 0,
+            },
+            failover_ticks: p.ms_ticks("failover_ms", replica_tick_ns, Rounding::Up, 1..=1 << 20)? as u32,
             batch_txns_max: p.count("batch_txns_max", 1..=BATCH_TXNS_MAX as u64)? as usize,
             sequencer_tick_ns: ms("sequencer_tick_ms")?,
             txns_remembered: count("txns_remembered")? as usize,
@@ -267,19 +325,35 @@ impl Config {
     }
 }
 
-/// The sequencer of `region` (every server region has one).
-pub fn sequencer_in(topo: &Topology, region: RegionId) -> NodeId {
+/// The sequencer groups, one per server region in server-region order
+/// (a local log's origin is its region's index here).
+pub fn groups(topo: &Topology) -> Vec<Vec<NodeId>> {
     let sequencers = topo.service(SEQUENCER);
-    sequencers.iter().copied().find(|s| topo.region_of(*s) == region).unwrap_or(sequencers[0])
+    let group = |r: &RegionId| sequencers.iter().copied().filter(|s| topo.region_of(*s) == *r).collect::<Vec<_>>();
+    topo.server_regions.iter().map(group).filter(|g| !g.is_empty()).collect()
 }
 
-/// SLOG-HA's pairs: each sequencer's paired sequencer, by index (`None`
-/// without `ha`): the one `ha_pairs` names, or the nearest other region's.
-pub fn ha_pairs(d: &Deployment, cfg: &Config) -> Result<Vec<Option<NodeId>>, String> {
+/// The sequencer group of `region` (every server region has one; another
+/// region's is the first's).
+pub fn group_in(topo: &Topology, region: RegionId) -> Vec<NodeId> {
+    let groups = groups(topo);
+    let at = groups.iter().position(|g| topo.region_of(g[0]) == region);
+    groups[at.unwrap_or(0)].clone()
+}
+
+/// The first sequencer of `region`'s group: its leader unless it failed.
+pub fn sequencer_in(topo: &Topology, region: RegionId) -> NodeId {
+    group_in(topo, region)[0]
+}
+
+/// SLOG-HA's pairs: each region's paired region, by index among the
+/// sequencer groups (`None` without `ha`): the one `ha_pairs` names, or
+/// the nearest other server region.
+pub fn ha_pairs(d: &Deployment, cfg: &Config) -> Result<Vec<Option<u32>>, String> {
     let topo = &d.topology;
-    let sequencers = topo.service(SEQUENCER);
+    let regions: Vec<RegionId> = groups(topo).iter().map(|g| topo.region_of(g[0])).collect();
     if !cfg.ha {
-        return Ok(vec![None; sequencers.len()]);
+        return Ok(vec![None; regions.len()]);
     }
     let named = d.params.str_or("ha_pairs", "")?;
     let region = |name: &str| {
@@ -291,15 +365,14 @@ pub fn ha_pairs(d: &Deployment, cfg: &Config) -> Result<Vec<Option<NodeId>>, Str
         let (from, to) = pair.split_once('=').ok_or_else(|| format!("slog: `ha_pairs`: `{pair}` is not `from=to`"))?;
         chosen.push((region(from)?, region(to)?));
     }
-    let pairs = sequencers.iter().map(|s| {
-        let from = topo.region_of(*s);
-        let to = chosen.iter().find(|(f, _)| *f == from).map(|(_, t)| *t).or_else(|| {
-            let others = sequencers.iter().map(|o| topo.region_of(*o)).filter(|r| *r != from);
+    let pairs = regions.iter().map(|from| {
+        let to = chosen.iter().find(|(f, _)| f == from).map(|(_, t)| *t).or_else(|| {
+            let others = regions.iter().copied().filter(|r| r != from);
             others.min_by(|a, b| {
                 d.latency.rtt_ms(from.index(), a.index()).total_cmp(&d.latency.rtt_ms(from.index(), b.index()))
             })
         });
-        to.filter(|t| *t != from).map(|t| sequencer_in(topo, t))
+        to.filter(|t| t != from).and_then(|t| regions.iter().position(|r| *r == t)).map(|i| i as u32)
     });
     Ok(pairs.collect())
 }
@@ -343,11 +416,14 @@ impl Protocol for Slog {
     }
 
     fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
+        [COUNTERS, meridian_mechanisms::paxos::COUNTERS].concat()
     }
 
-    fn services(_params: &Params) -> Vec<ServiceSpec> {
-        vec![ServiceSpec::new(SEQUENCER, Placement::PerServerRegion)]
+    /// A group of `sequencer_replicas` sequencers in each server region (a
+    /// bad value is refused by `build`, with its name).
+    fn services(params: &Params) -> Vec<ServiceSpec> {
+        let n = params.u64_or("sequencer_replicas", SEQUENCER_REPLICAS).unwrap_or(SEQUENCER_REPLICAS).clamp(1, 9);
+        vec![ServiceSpec::new(SEQUENCER, Placement::PerServerRegionEach(n as u32))]
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
@@ -365,8 +441,9 @@ impl Protocol for Slog {
                 Ok(Node::Sequencer(Box::new(Sequencer::new(Arc::clone(topo), node, cfg).with_pairs(pairs))))
             }
             Role::Client { .. } => {
-                let sequencer = d.nearest(topo.region_of(node), topo.service(SEQUENCER)).expect("a sequencer");
-                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), node, sequencer, cfg))))
+                let nearest = d.nearest(topo.region_of(node), topo.service(SEQUENCER)).expect("a sequencer");
+                let group = group_in(topo, topo.region_of(nearest));
+                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), node, group, cfg))))
             }
             Role::Service { kind, .. } => Err(format!("slog has no `{kind}` service")),
         }

@@ -116,7 +116,7 @@ impl Replica {
                         self.sent.insert(txn, (at, sent));
                     }
                 }
-                Record::Batch(_) | Record::Placed(_) | Record::Annotated(_) | Record::Held(_) | Record::Epoch(_) => {
+                Record::Paxos(_) | Record::Epoch(_) => {
                     unreachable!("a sequencer's or client's record at a replica")
                 }
             }

@@ -83,7 +83,12 @@ pub struct Replica {
     pub(super) copy: u32,
     pub(super) cfg: Config,
     pub(super) layout: KeyLayout,
-    pub(super) sequencer: NodeId,
+    /// Its region's sequencer group, the member it fetches the log from,
+    /// and that member's ticks of silence (another is asked after
+    /// `failover_ms`).
+    pub(super) sequencers: Vec<NodeId>,
+    pub(super) source: usize,
+    pub(super) silent_ticks: u32,
     pub(super) next_pos: u64,
     /// Per local log, the batches applied (placed before `next_pos`), and
     /// the batch at each position since the last checkpoint's.
@@ -112,14 +117,16 @@ pub struct Replica {
 
 impl Replica {
     pub fn new(topo: Arc<Topology>, me: NodeId, shard: ShardId, copy: u32, cfg: Config) -> Replica {
-        let sequencer = super::sequencer_in(&topo, topo.region_of(me));
+        let sequencers = super::group_in(&topo, topo.region_of(me));
         Replica {
             layout: topo.key_layout(),
             topo,
             me,
             shard,
             copy,
-            sequencer,
+            sequencers,
+            source: 0,
+            silent_ticks: 0,
             next_pos: 0,
             applied: BTreeMap::new(),
             batch_at: BTreeMap::new(),
@@ -169,6 +176,11 @@ impl Replica {
     /// The header stored with `key` (SLOG §3.2).
     pub fn header(&self, key: Key) -> Header {
         self.headers.get(&key).map_or(Header { home: self.layout.home_of(key), counter: 0 }, |(h, _)| *h)
+    }
+
+    /// The sequencer it fetches the log from.
+    fn sequencer(&self) -> NodeId {
+        self.sequencers[self.source]
     }
 
     /// The replica of `shard` in this replica's copy (its region).
@@ -467,7 +479,9 @@ impl Replica {
                 ctx.count("remasters", 1);
             }
             // The Lookup Master of this region learns it asynchronously.
-            ctx.send(self.sequencer, Msg::Remastered { key, header: new, since });
+            for s in &self.sequencers {
+                ctx.send(*s, Msg::Remastered { key, header: new, since });
+            }
         }
         self.record_executed(ctx, r.txn.id, r.last_at(), Vec::new(), header, Vec::new(), None);
         self.finish(r.txn.id);
@@ -489,7 +503,7 @@ impl Replica {
             };
             if txn.origin != region && streak >= self.cfg.remaster_after {
                 self.streaks.insert(*k, (txn.origin, 0));
-                ctx.send(self.sequencer, Msg::RemasterRequest { key: *k, from: *h, to: txn.origin });
+                ctx.send(self.sequencer(), Msg::RemasterRequest { key: *k, from: *h, to: txn.origin });
             } else {
                 self.streaks.insert(*k, (txn.origin, streak));
             }
@@ -508,10 +522,10 @@ impl Replica {
         let id = txn.id;
         if !wrong.is_empty() {
             ctx.count("lookup_misses", 1);
-            let origin = super::sequencer_in(&self.topo, txn.origin);
+            let origin = super::group_in(&self.topo, txn.origin);
             for (key, header, since) in wrong {
-                if let Some(since) = since {
-                    ctx.send(origin, Msg::Remastered { key: *key, header: *header, since: *since });
+                for s in since.iter().flat_map(|since| origin.iter().map(move |s| (*s, *since))) {
+                    ctx.send(s.0, Msg::Remastered { key: *key, header: *header, since: s.1 });
                 }
             }
             ctx.send(id.node, Msg::Restart { id });
@@ -554,11 +568,18 @@ impl Replica {
         }
     }
 
-    /// Fetches the log, asks again for reads waited on too long, and
+    /// Fetches the log (from the next sequencer of the group when this one
+    /// is silent), asks again for reads waited on too long, and
     /// checkpoints.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Slog>) {
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
-        ctx.send(self.sequencer, Msg::FetchLog { shard: self.shard, from: self.next_pos });
+        self.silent_ticks += 1;
+        if self.silent_ticks >= self.cfg.failover_ticks && self.sequencers.len() > 1 {
+            self.source = (self.source + 1) % self.sequencers.len();
+            self.silent_ticks = 0;
+            ctx.count("log_failovers", 1);
+        }
+        ctx.send(self.sequencer(), Msg::FetchLog { shard: self.shard, from: self.next_pos });
         self.want_reads(ctx);
         self.maybe_checkpoint(ctx);
     }
@@ -579,18 +600,25 @@ impl Process<Slog> for Replica {
     fn on_start(&mut self, ctx: &mut Ctx<'_, Slog>, durable: Vec<Record>) {
         self.restart(durable);
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
-        ctx.send(self.sequencer, Msg::FetchLog { shard: self.shard, from: self.next_pos });
+        ctx.send(self.sequencer(), Msg::FetchLog { shard: self.shard, from: self.next_pos });
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Slog>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Log { shard, entries } if shard == self.shard => self.on_log(ctx, entries),
+            Msg::Log { shard, entries } if shard == self.shard => {
+                if from == self.sequencer() {
+                    self.silent_ticks = 0;
+                }
+                self.on_log(ctx, entries)
+            }
             Msg::Reads { txn, shard, reads, .. } => self.on_reads(ctx, txn, shard, reads),
             Msg::ReadsWanted { txn, .. } => self.on_reads_wanted(ctx, from, txn),
             Msg::Query { id } => self.on_query(ctx, from, id),
             Msg::Log { .. } => {} // another shard's
             // Messages to sequencers and clients.
-            Msg::Submit { .. }
+            Msg::Paxos(_)
+            | Msg::Leader { .. }
+            | Msg::Submit { .. }
             | Msg::Forward(_)
             | Msg::Ship(_)
             | Msg::Tip { .. }
@@ -609,7 +637,7 @@ impl Process<Slog> for Replica {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Slog>, timer: Timer) {
         match timer {
             Timer::ReplicaTick => self.on_tick(ctx),
-            Timer::Batch | Timer::SequencerTick | Timer::ClientTick => {
+            Timer::Paxos(_) | Timer::Batch | Timer::SequencerTick | Timer::ClientTick => {
                 unreachable!("a sequencer's or client's timer at a replica")
             }
         }
