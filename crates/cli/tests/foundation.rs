@@ -90,6 +90,7 @@ fn every_example_file_runs_with_a_valid_check() {
         "slog-six-regions.toml",
         "slog-ha-remastering.toml",
         "list-append.toml",
+        "indirect.toml",
     ];
     for name in names {
         let mut exp = Experiment::from_str(&example(name), name).expect("valid example");

@@ -21,17 +21,18 @@
 //! touching it also declares (TPC-C's order rows are guarded by their
 //! district). One-shot protocols detect conflicts on footprints.
 //!
-//! Reconnaissance (SLOG §4, Calvin's OLLP): a one-shot protocol that needs
+//! Reconnaissance (SLOG §1, Calvin's OLLP): a one-shot protocol that needs
 //! a transaction's keys before running it, for a procedure whose keys
 //! depend on its reads, first runs it read-only against a snapshot
 //! ([`reconnoiter`]); the transaction is then submitted with the keys that
-//! pass found and the versions it assumed, and at its turn it runs only if
-//! every assumed key still holds the version seen ([`Recon::holds`]),
-//! otherwise it aborts and the client retries with a new pass. The check
-//! is deterministic, so participants that all see every assumed key's
-//! value (Calvin and SLOG exchange their reads) abort alike; a protocol
-//! whose participants each see only their own shard (Tiga) cannot use it
-//! for assumptions that span shards, and runs anchored procedures instead.
+//! pass found, locked on them, and at its turn it runs only if, on the
+//! values it reads then, it still touches exactly those keys
+//! ([`Recon::covers`]: the read/write set, not the values, must be what
+//! the pass saw); otherwise it aborts and the client retries with a new
+//! pass. The check is deterministic, so participants that all see every
+//! key's value (Calvin and SLOG exchange their reads) abort alike; a
+//! protocol whose participants each see only their own shard (Tiga) cannot
+//! use it for sets that span shards, and runs anchored procedures instead.
 //!
 //! Results and replay: a procedure's results are the values it read, part
 //! by part, in the order it asked for them (each key once per part). From
@@ -98,6 +99,20 @@ pub enum Procedure {
     /// Redis's string commands, one anchored part per key
     /// (`crate::strings`).
     Strings(StringTxn),
+    /// Adds `delta` to the key that `index` names: which key it writes
+    /// depends on a read, as an update through a secondary index — the
+    /// case Calvin's reconnaissance (OLLP) is for.
+    Indirect(Indirect),
+}
+
+/// See [`Procedure::Indirect`].
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct Indirect {
+    /// Holds the number of the key to update (an integer value; the
+    /// initial state names key 0).
+    pub index: Key,
+    pub delta: i64,
+    pub tag: u64,
 }
 
 /// See [`Procedure::Transfer`].
@@ -114,7 +129,7 @@ impl Procedure {
     /// How many parts.
     pub fn parts(&self) -> u32 {
         match self {
-            Procedure::Transfer(_) => 1,
+            Procedure::Transfer(_) | Procedure::Indirect(_) => 1,
             Procedure::Tpcc(t) => t.parts(),
             Procedure::Strings(s) => s.parts(),
         }
@@ -123,7 +138,7 @@ impl Procedure {
     /// The key whose shard holds every key part `part` touches, if any.
     pub fn anchor(&self, part: u32) -> Option<Key> {
         match self {
-            Procedure::Transfer(_) => None,
+            Procedure::Transfer(_) | Procedure::Indirect(_) => None,
             Procedure::Tpcc(t) => Some(t.anchor(part)),
             Procedure::Strings(s) => s.anchor(part),
         }
@@ -134,6 +149,7 @@ impl Procedure {
         debug_assert!(part < self.parts(), "part {part} of {}", self.parts());
         match self {
             Procedure::Transfer(t) => t.step(reads),
+            Procedure::Indirect(t) => t.step(reads),
             Procedure::Tpcc(t) => t.step(part, reads),
             Procedure::Strings(s) => s.step(part, reads),
         }
@@ -143,7 +159,7 @@ impl Procedure {
     /// from the parameters alone; `None` when they cannot be declared.
     pub fn footprint(&self, part: u32) -> Option<Vec<Need>> {
         match self {
-            Procedure::Transfer(_) => None,
+            Procedure::Transfer(_) | Procedure::Indirect(_) => None,
             Procedure::Tpcc(t) => Some(t.footprint(part)),
             Procedure::Strings(s) => Some(s.footprint(part)),
         }
@@ -153,6 +169,7 @@ impl Procedure {
     pub fn tag_block(&self) -> (u64, u64) {
         match self {
             Procedure::Transfer(t) => (t.tag, TAGS_PER_PART),
+            Procedure::Indirect(t) => (t.tag, TAGS_PER_PART),
             Procedure::Tpcc(t) => (t.tag, u64::from(t.parts()) * TAGS_PER_PART),
             Procedure::Strings(s) => (s.tag, s.tags()),
         }
@@ -163,6 +180,7 @@ impl Procedure {
         let mut p = self.clone();
         match &mut p {
             Procedure::Transfer(t) => t.tag = first,
+            Procedure::Indirect(t) => t.tag = first,
             Procedure::Tpcc(t) => t.tag = first,
             Procedure::Strings(s) => s.tag = first,
         }
@@ -177,7 +195,7 @@ impl Procedure {
     /// Whether the procedure never writes, whatever it reads.
     pub fn is_read_only(&self) -> bool {
         match self {
-            Procedure::Transfer(_) => false,
+            Procedure::Transfer(_) | Procedure::Indirect(_) => false,
             Procedure::Tpcc(t) => t.is_read_only(),
             Procedure::Strings(s) => s.is_read_only(),
         }
@@ -307,7 +325,7 @@ pub fn execute(procedure: &Procedure, mut read: impl FnMut(Key) -> OpResult) -> 
 
 /// What a reconnaissance pass found: every key the procedure touched
 /// (reads and writes, as [`Need`]s) and the version (tag, 0 for the initial
-/// state) of every key it read.
+/// state) of every key it read (what it saw; [`Recon::covers`] decides).
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub struct Recon {
     pub keys: Vec<Need>,
@@ -315,11 +333,22 @@ pub struct Recon {
 }
 
 impl Recon {
-    /// Whether every assumed version still holds under `read` (the state
-    /// at the transaction's turn): the deterministic check that decides
-    /// whether it runs or aborts.
-    pub fn holds(&self, mut read: impl FnMut(Key) -> OpResult) -> bool {
-        self.assumed.iter().all(|(key, tag)| read(*key).map_or(0, |v| v.tag) == *tag)
+    /// Whether `procedure`, run on `read` (the state at the transaction's
+    /// turn, every key of the pass read), touches exactly the keys the pass
+    /// found: the deterministic check that decides whether it runs or
+    /// aborts. A step asking for a key outside them fails it — that key is
+    /// neither locked nor read.
+    pub fn covers(&self, procedure: &Procedure, mut read: impl FnMut(Key) -> OpResult) -> bool {
+        let mut outside = false;
+        let again = reconnoiter(procedure, |k| {
+            if self.keys.binary_search_by_key(&k, |n| n.key).is_ok() {
+                read(k)
+            } else {
+                outside = true;
+                None
+            }
+        });
+        !outside && again.keys == self.keys
     }
 }
 
@@ -348,6 +377,15 @@ pub fn reconnoiter(procedure: &Procedure, mut read: impl FnMut(Key) -> OpResult)
     assumed.sort_unstable();
     assumed.dedup();
     Recon { keys, assumed }
+}
+
+impl Indirect {
+    fn step(&self, reads: &ReadMap) -> Step {
+        let Some(index) = reads.get(&self.index) else { return Step::Read(vec![Need::read(self.index)]) };
+        let target = Key(Value::as_int(index.as_ref()).unsigned_abs());
+        let Some(value) = reads.get(&target) else { return Step::Read(vec![Need::write(target)]) };
+        Step::Done(vec![(target, Value::int(self.tag, Value::as_int(value.as_ref()) + self.delta))])
+    }
 }
 
 impl Transfer {
@@ -392,24 +430,38 @@ mod tests {
         assert!(replay(&transfer(), &[None, None, None]).is_some());
     }
 
-    /// SLOG §4 / OLLP: the pass finds the keys and the versions it saw;
-    /// at the transaction's turn every participant evaluating the check on
-    /// the same values decides alike: it runs if nothing changed, and
-    /// aborts if a key it read was written since, until a new pass.
+    /// Calvin's OLLP: a transfer's keys are its parameters, so whatever
+    /// the amount becomes, the pass still covers it and it runs with the
+    /// amount at its turn.
     #[test]
-    fn reconnaissance_finds_the_keys_and_a_change_aborts_deterministically() {
+    fn reconnaissance_of_a_transfer_finds_its_keys_and_covers_any_amount() {
         let mut store: BTreeMap<Key, Value> =
             [(Key(1), Value::int(7, 50)), (Key(2), Value::int(8, 5)), (Key(3), Value::int(9, 20))].into();
         let recon = reconnoiter(&transfer(), |k| store.get(&k).cloned());
         let keys: Vec<(u64, bool)> = recon.keys.iter().map(|n| (n.key.0, n.write)).collect();
         assert_eq!(keys, vec![(1, true), (2, true), (3, false)]);
         assert_eq!(recon.assumed, vec![(Key(1), 7), (Key(2), 8), (Key(3), 9)]);
-        assert!(recon.holds(|k| store.get(&k).cloned()), "nothing changed: it runs");
         store.insert(Key(3), Value::int(10, 25));
-        let decisions: Vec<bool> = (0..3).map(|_| recon.holds(|k| store.get(&k).cloned())).collect();
+        assert!(recon.covers(&transfer(), |k| store.get(&k).cloned()), "the same keys: it runs");
+    }
+
+    /// An update through an index: when the index names another key by
+    /// the transaction's turn, every participant evaluating the check on
+    /// the same values aborts alike, and a new pass finds the new key.
+    #[test]
+    fn an_index_that_names_another_key_by_the_turn_fails_the_pass_alike_everywhere() {
+        let indirect = Procedure::Indirect(Indirect { index: Key(1), delta: 5, tag: 60 });
+        let mut store: BTreeMap<Key, Value> = [(Key(1), Value::int(7, 4))].into();
+        let recon = reconnoiter(&indirect, |k| store.get(&k).cloned());
+        assert_eq!(recon.keys, vec![Need::read(Key(1)), Need::write(Key(4))]);
+        assert!(recon.covers(&indirect, |k| store.get(&k).cloned()), "nothing changed: it runs");
+        store.insert(Key(1), Value::int(8, 6));
+        let decisions: Vec<bool> = (0..3).map(|_| recon.covers(&indirect, |k| store.get(&k).cloned())).collect();
         assert_eq!(decisions, vec![false; 3], "every participant aborts alike");
-        let again = reconnoiter(&transfer(), |k| store.get(&k).cloned());
-        assert!(again.holds(|k| store.get(&k).cloned()), "the retry's new pass succeeds");
+        let again = reconnoiter(&indirect, |k| store.get(&k).cloned());
+        assert_eq!(again.keys, vec![Need::read(Key(1)), Need::write(Key(6))], "the retry's pass finds key 6");
+        let (_, writes) = execute(&indirect, |k| store.get(&k).cloned());
+        assert_eq!(writes, vec![(Key(6), Value::int(60, 5))]);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::spec::{WorkloadKind, WorkloadSpec};
 use crate::tags::TagSource;
 use crate::zipf::Zipf;
 use crate::{ClientInfo, Generator, Txn};
+use meridian_core::procedure::{Indirect, Procedure, TAGS_PER_PART};
 use meridian_core::{Key, Op, Program, Rng};
 
 /// Redraws of a colliding key before falling back to the next free rank.
@@ -35,6 +36,7 @@ pub fn generator(spec: &WorkloadSpec, client: &ClientInfo) -> Result<Box<dyn Gen
         zipf: Zipf::new(spec.keys_per_shard(), spec.zipf())?,
         ops: spec.ops_per_txn(),
         read_ratio: spec.read_ratio(),
+        indirect: spec.indirect_pct.unwrap_or(0.0) / 100.0,
         shards_lo: lo,
         shards_hi: hi,
         shard_pool: (0..shards).collect(),
@@ -59,6 +61,8 @@ struct ShardedGenerator {
     zipf: Zipf,
     ops: u32,
     read_ratio: f64,
+    /// ycsb-t: the share of updates through an index key.
+    indirect: f64,
     shards_lo: u32,
     shards_hi: u32,
     /// A permutation of all shards; its prefix is the current choice.
@@ -67,6 +71,10 @@ struct ShardedGenerator {
 
 impl Generator for ShardedGenerator {
     fn next(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Txn {
+        // Drawn only when asked for, so that other files' streams stay.
+        if self.indirect > 0.0 && rng.chance(self.indirect) {
+            return self.indirect(rng, tags);
+        }
         let touched = self.choose_shards(rng);
         let op_shards = self.spread_ops(rng, touched);
         let mut keys: Vec<Key> = Vec::with_capacity(op_shards.len());
@@ -107,6 +115,15 @@ impl ShardedGenerator {
             out.push(chosen[rng.below(touched as u64) as usize]);
         }
         out
+    }
+
+    /// An update through an index: adds 1 to the key a Zipf-drawn index
+    /// key names.
+    fn indirect(&mut self, rng: &mut Rng, tags: &mut TagSource) -> Txn {
+        let shard = rng.below(u64::from(self.shards)) as u32;
+        let index = self.key(shard, self.zipf.sample(rng));
+        let tag = tags.block(TAGS_PER_PART);
+        Txn::new(Program::procedure(Procedure::Indirect(Indirect { index, delta: 1, tag })), "indirect")
     }
 
     fn key(&self, shard: u32, rank: u64) -> Key {
@@ -218,6 +235,19 @@ pub(crate) mod tests {
         let share = reads as f64 / ops.len() as f64;
         assert!((share - 0.5).abs() < 0.05, "read share {share}");
         assert!(ops.iter().all(|op| matches!(op, Op::Read { .. } | Op::Increment { .. })));
+    }
+
+    #[test]
+    fn ycsb_t_updates_through_an_index_in_the_share_asked_and_only_when_asked() {
+        let spec = WorkloadSpec { indirect_pct: Some(20.0), ..WorkloadSpec::new(WorkloadKind::YcsbT) };
+        let ps = programs(&spec, 3, 3, 2000);
+        let indirect = ps.iter().filter(|p| matches!(p.procedure.as_deref(), Some(Procedure::Indirect(_)))).count();
+        let share = indirect as f64 / ps.len() as f64;
+        assert!((share - 0.2).abs() < 0.03, "indirect share {share}");
+        assert!(ps.iter().filter(|p| p.procedure.is_some()).all(|p| !p.is_one_shot()), "their keys depend on a read");
+        let plain = programs(&WorkloadSpec::new(WorkloadKind::YcsbT), 3, 3, 200);
+        let zero = WorkloadSpec { indirect_pct: Some(0.0), ..WorkloadSpec::new(WorkloadKind::YcsbT) };
+        assert_eq!(programs(&zero, 3, 3, 200), plain, "0 % draws nothing more: the same stream");
     }
 
     #[test]

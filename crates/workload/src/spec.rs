@@ -148,6 +148,10 @@ pub struct WorkloadSpec {
     pub read_ratio: Option<f64>,
     /// Distinct shards per transaction, fixed or a range.
     pub shards_per_txn: Option<ShardsPerTxn>,
+    /// ycsb-t: % of transactions that add 1 to the key an index key names
+    /// (its value, a key number): an update whose key depends on a read,
+    /// which one-shot protocols reconnoiter first (Calvin's OLLP) (0).
+    pub indirect_pct: Option<f64>,
     /// tpcc: warehouses (default: one per shard).
     pub warehouses: Option<u32>,
     /// tpcc: customers per district, and initial orders per district
@@ -208,6 +212,7 @@ const FIELD_KINDS: &[(&str, &[WorkloadKind])] = {
         ("ops_per_txn", &[Microbench, YcsbT, ListAppend]),
         ("read_ratio", &[Microbench, YcsbT, ListAppend, SlogYcsb]),
         ("shards_per_txn", &[Microbench, YcsbT, ListAppend]),
+        ("indirect_pct", &[YcsbT]),
         ("warehouses", &[Tpcc]),
         ("customers_per_district", &[Tpcc]),
         ("items", &[Tpcc]),
@@ -314,6 +319,7 @@ impl WorkloadSpec {
             ("ops_per_txn", self.ops_per_txn.is_some()),
             ("read_ratio", self.read_ratio.is_some()),
             ("shards_per_txn", self.shards_per_txn.is_some()),
+            ("indirect_pct", self.indirect_pct.is_some()),
             ("warehouses", self.warehouses.is_some()),
             ("customers_per_district", self.customers_per_district.is_some()),
             ("items", self.items.is_some()),
@@ -392,6 +398,10 @@ impl WorkloadSpec {
                 "read_ratio",
                 "microbench transactions are all increments; use kind = \"ycsb-t\" for reads".into(),
             );
+        }
+        let indirect = self.indirect_pct.unwrap_or(0.0);
+        if !(0.0..=100.0).contains(&indirect) {
+            return spec_err("indirect_pct", format!("must be a percentage between 0 and 100, got {indirect}"));
         }
         let ops = self.ops_per_txn();
         if ops == 0 || ops > MAX_OPS_PER_TXN {

@@ -4,6 +4,7 @@
 //! and `slog` (per-region local logs, interleaved by every region).
 
 pub mod calvin;
+pub mod recon;
 pub mod slog;
 pub mod submissions;
 

@@ -6,15 +6,19 @@
 //! an unknown outcome after `max_attempts`. The clients keep what differs:
 //! where a transaction is sent and who may answer it.
 
+use meridian_core::procedure::Recon;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Lsn, NodeId, Program, RequestId, TxnId};
 use meridian_mechanisms::txnids::EpochGate;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 #[derive(Clone, Debug)]
 struct Pending {
     request: RequestId,
     program: Program,
+    /// Its reconnaissance, if it needed one (`crate::recon`).
+    recon: Option<Arc<Recon>>,
     attempts: u32,
     /// The tick of the last submission.
     sent_tick: u64,
@@ -24,7 +28,7 @@ struct Pending {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Due {
     /// Submit `id` again (and ask who may answer it).
-    Retry(TxnId, Program),
+    Retry(TxnId, Program, Option<Arc<Recon>>),
     /// Tell `request`'s caller its outcome is unknown.
     GiveUp(RequestId),
 }
@@ -73,10 +77,11 @@ impl Submissions {
         self.ids.admit((request, program))
     }
 
-    /// Names a request's first submission.
-    pub fn open(&mut self, request: RequestId, program: Program) -> TxnId {
+    /// Names a request's first submission (with its reconnaissance, if
+    /// it needed one).
+    pub fn open(&mut self, request: RequestId, program: Program, recon: Option<Arc<Recon>>) -> TxnId {
         let id = self.ids.next_id();
-        self.pending.insert(id, Pending { request, program, attempts: 1, sent_tick: self.ticks });
+        self.pending.insert(id, Pending { request, program, recon, attempts: 1, sent_tick: self.ticks });
         id
     }
 
@@ -98,6 +103,37 @@ impl Submissions {
         let program = p.program.clone();
         self.pending.insert(id, p);
         Some(Ok((id, program)))
+    }
+
+    /// The program of a submission that waits.
+    pub fn program(&self, id: TxnId) -> Option<&Program> {
+        self.pending.get(&id).map(|p| &p.program)
+    }
+
+    /// A transaction whose reconnaissance no longer held at its turn (it
+    /// aborted everywhere): its request, program and attempts so far, for
+    /// a new pass; `None` if it no longer waits.
+    pub fn take(&mut self, id: TxnId) -> Option<(RequestId, Program, u32)> {
+        self.pending.remove(&id).map(|p| (p.request, p.program, p.attempts))
+    }
+
+    /// A request whose new pass is done: submitted again under a new
+    /// identifier, as its attempt `attempts + 1`; `Err` (give up) once it
+    /// has made `max_attempts`.
+    pub fn reopen(
+        &mut self,
+        request: RequestId,
+        program: Program,
+        recon: Arc<Recon>,
+        attempts: u32,
+    ) -> Result<TxnId, RequestId> {
+        if attempts >= self.max_attempts {
+            return Err(request);
+        }
+        let id = self.ids.next_id();
+        let pending = Pending { request, program, recon: Some(recon), attempts: attempts + 1, sent_tick: self.ticks };
+        self.pending.insert(id, pending);
+        Ok(id)
     }
 
     /// One tick: what waited `retry_ms` is submitted again, or given up
@@ -122,7 +158,7 @@ impl Submissions {
             }
             p.attempts += 1;
             p.sent_tick = now;
-            out.push(Due::Retry(id, p.program.clone()));
+            out.push(Due::Retry(id, p.program.clone(), p.recon.clone()));
         }
         out
     }
@@ -156,9 +192,9 @@ mod tests {
     #[test]
     fn a_request_is_submitted_again_only_after_retry_ms_then_given_up_after_max_attempts() {
         let mut s = started();
-        let id = s.open(RequestId(7), program());
+        let id = s.open(RequestId(7), program(), None);
         assert!(s.tick().is_empty() && s.tick().is_empty(), "not before retry_ms");
-        assert_eq!(s.tick(), vec![Due::Retry(id, program())]);
+        assert_eq!(s.tick(), vec![Due::Retry(id, program(), None)]);
         assert!(s.tick().is_empty() && s.tick().is_empty());
         assert_eq!(s.tick(), vec![Due::GiveUp(RequestId(7))], "two attempts in all");
         assert_eq!(s.outstanding(), 0);
@@ -167,7 +203,7 @@ mod tests {
     #[test]
     fn a_renewed_request_keeps_its_caller_under_a_new_identifier_and_its_attempts_count() {
         let mut s = started();
-        let id = s.open(RequestId(7), program());
+        let id = s.open(RequestId(7), program(), None);
         let Some(Ok((renewed, _))) = s.renew(id) else { panic!() };
         assert_ne!(renewed, id);
         assert_eq!(s.answered(id), None, "the old identifier answers nothing");

@@ -198,6 +198,105 @@ fn a_crashed_sequencer_is_replaced_as_the_global_logs_leader() {
     assert_regions_agree(&s);
 }
 
+fn transfer(from: u64, to: u64, amount: u64, tag: u64) -> Program {
+    use meridian_core::procedure::{Procedure, Transfer};
+    Program::procedure(Procedure::Transfer(Transfer { from: Key(from), to: Key(to), amount: Key(amount), tag }))
+}
+
+/// Keys 0, 1, 2 are on three different shards (key modulo 3).
+fn set(key: u64, value: i64, tag: u64) -> Program {
+    Program::new(vec![Op::Write { key: Key(key), value: meridian_core::Value::int(tag, value) }])
+}
+
+#[test]
+fn a_procedure_whose_writes_depend_on_another_shards_read_commits_after_a_reconnaissance_pass() {
+    // Calvin §3.2.1 (OLLP): the transfer's amount is read on a third
+    // shard; a read-only pass finds its keys and versions, then it is
+    // ordered and every participant runs it on the exchanged reads.
+    let mut s = sim(12);
+    s.run_until(300 * MS);
+    let c = node(&s, "client-finland-0");
+    s.request(c, RequestId(1), set(2, 30, 900));
+    s.run_until(s.now_ns() + 1_000 * MS);
+    s.request(c, RequestId(2), transfer(0, 1, 2, 1_000));
+    s.run_until(s.now_ns() + 2_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 2);
+    assert!(s.counters().get("recon_reads").copied().unwrap_or(0) >= 3, "a pass read from, to and amount");
+    assert_eq!(s.counters().get("recon_aborts"), None, "nothing changed under it");
+    for r in s.topology().replicas(ShardId(0)).to_vec() {
+        assert_eq!(counter(&s, r, Key(0)), -30, "every region moved the amount read");
+    }
+    assert_eq!(counter(&s, s.topology().replicas(ShardId(1))[2], Key(1)), 30);
+}
+
+fn through_index(index: u64, delta: i64, tag: u64) -> Program {
+    use meridian_core::procedure::{Indirect, Procedure};
+    Program::procedure(Procedure::Indirect(Indirect { index: Key(index), delta, tag }))
+}
+
+#[test]
+fn an_index_changed_after_the_pass_aborts_the_update_at_every_participant_and_a_new_pass_follows_it() {
+    // Calvin's OLLP: the update's key depends on what index key 5 names.
+    // Its pass sees key 3; the index is pointed at key 4 before the
+    // update's turn, so every participant finds it would touch another key
+    // and aborts alike; the client's new pass updates key 4, once.
+    let mut s = sim(13);
+    s.run_until(300 * MS);
+    let (a, b) = (node(&s, "client-south-carolina-0"), node(&s, "client-south-carolina-1"));
+    s.request(a, RequestId(1), set(5, 3, 900));
+    s.run_until(s.now_ns() + 1_000 * MS);
+    // Ordered before the update (the same batch, first), after its pass.
+    s.request(b, RequestId(2), set(5, 4, 901));
+    s.request(a, RequestId(3), through_index(5, 7, 1_000));
+    s.run_until(s.now_ns() + 4_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 3, "{done:?}");
+    assert_eq!(s.counters().get("recon_aborts"), Some(&1), "its answering copy told the client");
+    assert_eq!(s.counters().get("recon_restarts"), Some(&1), "one new pass");
+    assert_regions_agree(&s);
+    for copy in 0..3 {
+        let at = |k: u64| counter(&s, s.topology().replicas(s.topology().shard_of(Key(k)))[copy], Key(k));
+        assert_eq!((at(3), at(4)), (0, 7), "copy {copy}: the key the index names at the turn, updated once");
+    }
+}
+
+#[test]
+fn transfers_whose_amounts_change_under_them_conserve_the_total() {
+    // Six accounts on three shards, amounts on two keys that others keep
+    // changing: each transfer moves the amount it reads at its turn, and
+    // the sum of the accounts stays what it was, in every region.
+    let mut s = sim(14);
+    s.run_until(300 * MS);
+    let clients: Vec<NodeId> = s.topology().clients().to_vec();
+    let mut req = 0u64;
+    for round in 0..20u64 {
+        for (i, c) in clients.iter().enumerate() {
+            let tag = 10_000 * (req + 1);
+            let program = if i % 4 == 3 {
+                set(6 + round % 2, (round * 7 + i as u64) as i64 % 13, tag)
+            } else {
+                let from = (req * 5 + round) % 6;
+                transfer(from, (from + 1 + req % 5) % 6, 6 + (req % 2), tag)
+            };
+            s.request(*c, RequestId(req), program);
+            req += 1;
+        }
+        s.run_until(s.now_ns() + 29 * MS);
+    }
+    s.run_until(s.now_ns() + 20_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(done.len() as u64, req, "every request finished");
+    assert!(s.counters().get("recon_reads").copied().unwrap_or(0) > 0);
+    assert_eq!(s.counters().get("recon_aborts"), None, "a transfer's keys never change, whatever its amount");
+    assert_regions_agree(&s);
+    for copy in 0..3 {
+        let total: i64 =
+            (0..6u64).map(|k| counter(&s, s.topology().replicas(s.topology().shard_of(Key(k)))[copy], Key(k))).sum();
+        assert_eq!(total, 0, "copy {copy}: money is neither made nor lost");
+    }
+}
+
 const RUN: &str = r#"
 [cluster]
 preset = "tiga-gcp"

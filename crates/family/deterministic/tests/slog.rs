@@ -327,6 +327,78 @@ fn a_region_partitioned_away_catches_up_after_the_heal() {
     assert_regions_agree(&s);
 }
 
+fn transfer(from: Key, to: Key, amount: Key, tag: u64) -> Program {
+    use meridian_core::procedure::{Procedure, Transfer};
+    Program::procedure(Procedure::Transfer(Transfer { from, to, amount, tag }))
+}
+
+#[test]
+fn transfers_needing_reconnaissance_commit_single_and_multi_home_and_conserve_the_total() {
+    // SLOG uses Calvin's OLLP (§1): a transfer's amount is read on another
+    // shard, so a pass finds its keys first; each transfer moves the amount
+    // it reads at its turn, and the accounts' sum stays what it was, in
+    // every region.
+    let mut s = sim(15);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let clients: Vec<NodeId> = s.topology().clients().to_vec();
+    let account = |i: u64| l.key((i % 2) as u32, (i % 3) as usize, i / 6);
+    let amount = |i: u64| l.key(1, (i % 3) as usize, 50 + i % 2);
+    let mut req = 0u64;
+    for round in 0..20u64 {
+        for (c, client) in clients.iter().enumerate() {
+            let tag = 10_000 * (req + 1);
+            let program = if c == 2 && round % 2 == 0 {
+                let value = meridian_core::Value::int(tag, (round % 7) as i64);
+                Program::new(vec![Op::Write { key: amount(round / 2), value }])
+            } else {
+                let from = (req * 5 + round) % 6;
+                transfer(account(from), account((from + 1 + req % 5) % 6), amount(req), tag)
+            };
+            s.request(*client, RequestId(req), program);
+            req += 1;
+        }
+        s.run_until(s.now_ns() + 37 * MS);
+    }
+    s.run_until(s.now_ns() + 20_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done) as u64, req, "every request commits");
+    assert!(s.counters().get("recon_reads").copied().unwrap_or(0) > 0);
+    assert_eq!(s.counters().get("recon_aborts"), None, "a transfer's keys never change, whatever its amount");
+    assert!(s.counters().get("multi_home").copied().unwrap_or(0) > 0, "some spanned homes");
+    assert_regions_agree(&s);
+    let total: i64 = (0..6).map(|i| counter(&s, account(i))).sum();
+    assert_eq!(total, 0, "money is neither made nor lost");
+}
+
+#[test]
+fn an_index_changed_after_the_pass_aborts_the_update_in_every_region_and_a_new_pass_follows_it() {
+    // The update's key depends on what an index (homed in South Carolina)
+    // names; the index is pointed elsewhere between the pass and the
+    // update's turn: every region aborts it alike, and the new pass
+    // updates the key the index names now, once.
+    use meridian_core::procedure::{Indirect, Procedure};
+    let mut s = sim(16);
+    s.run_until(300 * MS);
+    let l = layout(&s);
+    let (index, old, new) = (l.key(1, 0, 7), l.key(0, 0, 3), l.key(0, 0, 4));
+    let (a, b) = (client_in(&s, 0), client_in(&s, 0));
+    let point =
+        |k: Key, tag| Program::new(vec![Op::Write { key: index, value: meridian_core::Value::int(tag, k.0 as i64) }]);
+    s.request(a, RequestId(1), point(old, 900));
+    s.run_until(s.now_ns() + 500 * MS);
+    s.request(b, RequestId(2), point(new, 901));
+    let update = Program::procedure(Procedure::Indirect(Indirect { index, delta: 7, tag: 1_000 }));
+    s.request(a, RequestId(3), update);
+    s.run_until(s.now_ns() + 4_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 3, "{done:?}");
+    assert_eq!(s.counters().get("recon_aborts"), Some(&1));
+    assert_eq!(s.counters().get("recon_restarts"), Some(&1));
+    assert_regions_agree(&s);
+    assert_eq!((counter(&s, old), counter(&s, new)), (0, 7));
+}
+
 const RUN: &str = r#"
 [cluster]
 preset = "tiga-gcp"

@@ -7,15 +7,19 @@
 //! region executes the same log, so another region answers while its own
 //! replica is down); after `max_attempts` it reports an unknown outcome.
 //!
-//! Calvin needs every transaction's keys before ordering it (§3.2.1).
-//! Procedures whose keys depend on their reads need reconnaissance
-//! (OLLP), which is not implemented yet: they are refused
-//! (`refused_not_one_shot`).
+//! Calvin needs every transaction's keys before ordering it (§3.2.1). A
+//! procedure whose keys or writes depend on other shards' reads first gets
+//! a reconnaissance pass (OLLP, `crate::recon`) against its region's
+//! replicas, and is submitted with the keys and versions the pass found;
+//! if a version changed by its turn, every participant aborts it and the
+//! client makes a new pass (`recon_restarts`, bounded by `max_attempts`).
 
 use super::messages::{Msg, Record, Timer, Txn};
 use super::{Calvin, Config};
+use crate::recon::{self, Next, Reconnaissance};
 use crate::submissions::{Due, Submissions};
-use meridian_core::{AbortReason, Ctx, Lsn, NodeId, Outcome, Process, Program, RequestId, Topology, TxnId};
+use meridian_core::procedure::Recon;
+use meridian_core::{AbortReason, Ctx, Key, Lsn, NodeId, Outcome, Process, Program, RequestId, Topology, TxnId};
 use std::sync::Arc;
 
 pub struct Client {
@@ -23,12 +27,14 @@ pub struct Client {
     sequencer: NodeId,
     cfg: Config,
     submissions: Submissions,
+    recon: Reconnaissance,
 }
 
 impl Client {
     pub fn new(topo: Arc<Topology>, me: NodeId, sequencer: NodeId, cfg: Config) -> Client {
         let submissions = Submissions::new(me, cfg.retry_ns, cfg.client_tick_ns, cfg.max_attempts);
-        Client { topo, sequencer, cfg, submissions }
+        let recon = Reconnaissance::new(u64::from(cfg.reads_retry_ticks) * cfg.replica_tick_ns, cfg.client_tick_ns);
+        Client { topo, sequencer, cfg, submissions, recon }
     }
 
     /// Requests waiting for their outcome.
@@ -40,20 +46,66 @@ impl Client {
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
-        if !super::runnable(&program) {
-            ctx.count("refused_not_one_shot", 1);
-            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        if recon::needed(&program) {
+            let next = self.recon.begin(request, program, 0);
+            return self.on_pass(ctx, request, next);
         }
-        let id = self.submissions.open(request, program.clone());
-        ctx.send(self.sequencer, Msg::Submit { id, program });
+        let id = self.submissions.open(request, program.clone(), None);
+        ctx.send(self.sequencer, Msg::Submit { id, program, recon: None });
+    }
+
+    // ---- reconnaissance (OLLP) ----
+
+    /// What a pass needs next: reads from the region's copies, or its
+    /// submission.
+    fn on_pass(&mut self, ctx: &mut Ctx<'_, Calvin>, request: RequestId, next: Option<Next>) {
+        match next {
+            None => {
+                ctx.count("submissions_refused", 1);
+                ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+            }
+            Some(Next::Read { keys, attempt }) => self.recon_read(ctx, request, keys, attempt),
+            Some(Next::TooLarge) => {
+                ctx.count("refused_not_one_shot", 1);
+                ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+            }
+            Some(Next::Done { program, recon, attempts }) => {
+                match self.submissions.reopen(request, program.clone(), Arc::clone(&recon), attempts) {
+                    Ok(id) => ctx.send(self.sequencer, Msg::Submit { id, program, recon: Some(recon) }),
+                    Err(request) => {
+                        ctx.count("unknown_outcomes", 1);
+                        ctx.complete(request, Outcome::Aborted { reason: AbortReason::Conflict });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Asks each key's copy in the sequencer's region (after `attempt`
+    /// unanswered asks, another region's).
+    fn recon_read(&mut self, ctx: &mut Ctx<'_, Calvin>, request: RequestId, keys: Vec<Key>, attempt: u32) {
+        ctx.count("recon_reads", keys.len() as u64);
+        let region = self.topo.region_of(self.sequencer);
+        for (replica, keys) in recon::readers(&self.topo, region, keys, attempt) {
+            ctx.send(replica, Msg::ReconRead { request, keys });
+        }
+    }
+
+    /// A pass's last attempt aborted at its turn (a version it assumed
+    /// had changed): a new pass.
+    fn on_restart(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId) {
+        let Some((request, program, attempts)) = self.submissions.take(id) else { return };
+        ctx.count("recon_restarts", 1);
+        let next = self.recon.begin(request, program, attempts);
+        self.on_pass(ctx, request, next);
     }
 
     /// The replicas that may answer: every copy of the transaction's first
     /// shard (its region's answers first; another region's answers while
     /// that one is down).
-    fn responders(&self, id: TxnId, program: Program) -> Vec<NodeId> {
+    fn responders(&self, id: TxnId, program: Program, recon: Option<Arc<Recon>>) -> Vec<NodeId> {
         let region = self.topo.region_of(self.sequencer);
-        let shard = Txn::new(id, program, region, &self.topo).first_shard(&self.topo);
+        let shard = Txn::with_recon(id, program, recon, region, &self.topo).first_shard(&self.topo);
         self.topo.replicas(shard).to_vec()
     }
 
@@ -67,12 +119,16 @@ impl Client {
     /// and gives up after `max_attempts`.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
+        for (request, keys, attempt) in self.recon.tick() {
+            self.recon_read(ctx, request, keys, attempt);
+        }
         for due in self.submissions.tick() {
             match due {
-                Due::Retry(id, program) => {
+                Due::Retry(id, program, recon) => {
                     ctx.count("retries", 1);
-                    ctx.send(self.sequencer, Msg::Submit { id, program: program.clone() });
-                    for r in self.responders(id, program) {
+                    let msg = Msg::Submit { id, program: program.clone(), recon: recon.clone() };
+                    ctx.send(self.sequencer, msg);
+                    for r in self.responders(id, program, recon) {
                         ctx.send(r, Msg::Query { id });
                     }
                 }
@@ -112,6 +168,13 @@ impl Process<Calvin> for Client {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Calvin>, _from: NodeId, msg: Msg) {
         match msg {
             Msg::Reply { id, outcome } => self.on_reply(ctx, id, outcome),
+            Msg::Restart { id } => self.on_restart(ctx, id),
+            Msg::ReconValues { request, values } => {
+                let next = self.recon.values(request, values);
+                if next.is_some() {
+                    self.on_pass(ctx, request, next);
+                }
+            }
             // Messages to sequencers and replicas.
             Msg::Paxos(_)
             | Msg::Submit { .. }
@@ -123,7 +186,8 @@ impl Process<Calvin> for Client {
             | Msg::FetchLog { .. }
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
-            | Msg::Query { .. } => {}
+            | Msg::Query { .. }
+            | Msg::ReconRead { .. } => {}
         }
     }
 
@@ -139,9 +203,11 @@ impl Process<Calvin> for Client {
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("pending", self.submissions.outstanding());
         out("queued", self.submissions.held());
+        out("reconnaissance", self.recon.len());
     }
 
     fn check_invariants(&self) {
         self.submissions.check_invariants();
+        self.recon.check_invariants();
     }
 }

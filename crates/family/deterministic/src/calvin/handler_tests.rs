@@ -51,7 +51,7 @@ fn a_sequencer_cuts_its_batch_at_the_epoch_and_spreads_it_only_once_durable() {
     h.start(Vec::new());
     let client = d.topology.clients()[0];
     let program = Program::new(vec![Op::Read { key: Key(1) }]);
-    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program });
+    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program, recon: None });
     assert!(
         fx.all().iter().all(|e| !matches!(e, meridian_core::Effect::Send { .. })),
         "nothing leaves before the epoch"
@@ -119,6 +119,31 @@ fn an_active_participant_executes_once_it_has_every_participants_reads() {
     assert_eq!(replies, vec![id.node], "the answering replica replies after execution");
     assert_eq!(replica(&h).store().get(&Key(0)), Some(&Value::int(7, 2)), "its own shard's write installed");
     assert_eq!(replica(&h).running(), 0);
+}
+
+#[test]
+fn a_reconnaissance_that_no_longer_covers_the_keys_writes_nothing_and_sends_the_client_back_for_a_new_pass() {
+    // OLLP: an update through index key 1 (shard 1); the pass saw it name
+    // key 2 (shard 0, here), but at the transaction's turn it names key 4.
+    use meridian_core::procedure::{Indirect, Need, Procedure, Recon};
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica0");
+    h.start(Vec::new());
+    let program = Program::procedure(Procedure::Indirect(Indirect { index: Key(1), delta: 3, tag: 70 }));
+    let recon = Recon { keys: vec![Need::read(Key(1)), Need::write(Key(2))], assumed: vec![(Key(1), 5), (Key(2), 0)] };
+    let id = TxnId { node: NodeId(99), seq: 3 };
+    let t = Arc::new(Txn::with_recon(id, program, Some(Arc::new(recon)), RegionId(0), &d.topology));
+    assert_eq!(t.shards, vec![ShardId(0), ShardId(1)], "its participants are the pass's keys' shards");
+    let seq = d.topology.service(SEQUENCER)[0];
+    h.message(seq, Msg::Log { shard: ShardId(0), entries: vec![LogEntry { pos: 0, txns: vec![(0, t)] }] });
+    let peer = d.topology.replicas(ShardId(1))[0];
+    let reads = vec![(Key(1), Some(Value::int(6, 4)))];
+    let fx = h.message(peer, Msg::Reads { txn: id, at: (0, 0), shard: ShardId(1), reads });
+    let sent: Vec<(NodeId, bool)> = fx.sends().map(|(to, m)| (to, matches!(m, Msg::Restart { .. }))).collect();
+    assert_eq!(sent, vec![(id.node, true)], "the client makes a new pass");
+    assert_eq!(fx.counted("recon_aborts"), 1);
+    assert_eq!(replica(&h).store().get(&Key(2)), None, "nothing written");
+    assert_eq!(replica(&h).running(), 0, "its locks released");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The messages, durable records and timers of `calvin`.
 
-use meridian_core::{Key, Outcome, Program, RegionId, ShardId, Topology, TxnId, Value};
+use meridian_core::procedure::Recon;
+use meridian_core::{Key, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -16,12 +17,43 @@ pub struct Txn {
     pub region: RegionId,
     /// Every shard the transaction touches (its participants), sorted.
     pub shards: Vec<ShardId>,
+    /// The keys and versions a reconnaissance pass found, for a procedure
+    /// whose keys depend on its reads (OLLP, `crate::recon`).
+    pub recon: Option<Arc<Recon>>,
 }
 
 impl Txn {
     pub fn new(id: TxnId, program: Program, region: RegionId, topology: &Topology) -> Txn {
-        let shards = program.shards(|k| topology.shard_of(k));
-        Txn { id, program, region, shards }
+        Txn::with_recon(id, program, None, region, topology)
+    }
+
+    /// A transaction locked on its operations' keys and, with a
+    /// reconnaissance, on every key the pass found.
+    pub fn with_recon(
+        id: TxnId,
+        program: Program,
+        recon: Option<Arc<Recon>>,
+        region: RegionId,
+        topology: &Topology,
+    ) -> Txn {
+        let mut shards = program.shards(|k| topology.shard_of(k));
+        if let Some(r) = &recon {
+            shards.extend(r.keys.iter().map(|n| topology.shard_of(n.key)));
+            shards.sort_unstable();
+            shards.dedup();
+        }
+        Txn { id, program, region, shards, recon }
+    }
+
+    /// The keys it reads and writes on `shard` (Calvin §3.2 phase 1): its
+    /// declared keys, and its reconnaissance's.
+    pub fn keys_on(&self, shard: ShardId, topology: &Topology) -> (Vec<Key>, Vec<Key>) {
+        let shard_of = |k| topology.shard_of(k);
+        let (mut reads, mut writes) = self.program.declared_keys(shard, shard_of);
+        for n in self.recon.iter().flat_map(|r| &r.keys).filter(|n| shard_of(n.key) == shard) {
+            if n.write { writes.push(n.key) } else { reads.push(n.key) }
+        }
+        (reads, writes)
     }
 
     /// The shard whose replica answers the client: that of the first key
@@ -65,8 +97,14 @@ pub enum Msg {
     /// The global log's Multi-Paxos, among the sequencers.
     Paxos(PaxosMsg<BatchId>),
     /// Client → its region's sequencer: order this transaction (again, on
-    /// a retry; the global log drops repeats).
-    Submit { id: TxnId, program: Program },
+    /// a retry; the global log drops repeats), with its reconnaissance if
+    /// it needed one.
+    Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>> },
+    /// Client → a replica of its region: the current values of `keys`,
+    /// read without locks, for a reconnaissance pass (OLLP).
+    ReconRead { request: RequestId, keys: Vec<Key> },
+    /// Replica → client: the values asked for.
+    ReconValues { request: RequestId, values: Reads },
     /// Sequencer → every sequencer: store this batch durably (Calvin §3.1
     /// replication of the input; SLOG §4.2: contents apart from the log).
     StoreBatch(Arc<Batch>),
@@ -88,6 +126,10 @@ pub enum Msg {
     ReadsWanted { txn: TxnId, shard: ShardId },
     /// Responder → client: the outcome.
     Reply { id: TxnId, outcome: Outcome },
+    /// Responder → client: a version its reconnaissance assumed had
+    /// changed by its turn, and every participant aborted it: make a new
+    /// pass and submit it again.
+    Restart { id: TxnId },
     /// Client → the responder: the outcome of `id`, if known.
     Query { id: TxnId },
 }

@@ -51,6 +51,7 @@
 //! answering replica), `reads_sent`, `reads_wanted`, `log_fetches`,
 //! `batch_fetches`, `replica_checkpoints`, `replayed` (transactions a
 //! restarted replica found executed in its durable log),
+//! `recon_reads`, `recon_aborts`, `recon_restarts` (reconnaissance, OLLP),
 //! `refused_not_one_shot`, `unknown_outcomes`, `retries`, and the Paxos
 //! log's counters. Observations: `batch_size`, `batch_wait_us`.
 
@@ -202,7 +203,16 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "batch_fetches", doc: "contents of an ordered batch a sequencer asked its peers for" },
     CounterDoc { name: "replica_checkpoints", doc: "checkpoints a replica took (its durable log folded into one)" },
     CounterDoc { name: "replayed", doc: "transactions a restarted replica found executed in its durable log" },
-    CounterDoc { name: "refused_not_one_shot", doc: "procedures refused because their keys depend on their reads" },
+    CounterDoc {
+        name: "refused_not_one_shot",
+        doc: "procedures refused because a reconnaissance pass would read more than 4,096 keys",
+    },
+    CounterDoc { name: "recon_reads", doc: "keys clients read without locks in reconnaissance passes (OLLP)" },
+    CounterDoc {
+        name: "recon_aborts",
+        doc: "transactions every participant aborted because a version their reconnaissance assumed had changed",
+    },
+    CounterDoc { name: "recon_restarts", doc: "new reconnaissance passes clients made after such an abort" },
     CounterDoc { name: "retries", doc: "resubmissions after `retry_ms` without an answer" },
     CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
 ];
@@ -266,8 +276,8 @@ pub fn responder(topology: &Topology, txn: &Txn) -> NodeId {
     topology.replicas_in(shard, txn.region).first().copied().unwrap_or(topology.replicas(shard)[0])
 }
 
-/// Whether the program can run: its keys must be known before it is
-/// ordered (Calvin §3.2.1; reconnaissance is not implemented yet).
+/// Whether the program can be ordered as it is: its keys must be known
+/// before it is (Calvin §3.2.1); the others need reconnaissance first.
 pub fn runnable(program: &Program) -> bool {
     program.is_one_shot()
 }

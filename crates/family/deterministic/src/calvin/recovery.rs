@@ -102,7 +102,7 @@ impl Replica {
                 }
                 Record::Executed { txn, at, writes, sent, outcome } => {
                     if let Some(outcome) = outcome {
-                        self.outcomes.insert(txn, outcome);
+                        self.outcomes.insert(txn, Some(outcome));
                     }
                     self.store.extend(writes);
                     self.recovery.executed.insert(at);

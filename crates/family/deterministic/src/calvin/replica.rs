@@ -19,7 +19,7 @@ use super::messages::{LogEntry, Msg, Reads, Record, Timer, Txn};
 use super::{Calvin, Config};
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
-    CopyState, Ctx, Key, Lsn, NodeId, Outcome, Process, Settled, ShardId, Topology, TxnId, Value, procedure,
+    CopyState, Ctx, Key, Lsn, NodeId, Outcome, Process, RequestId, Settled, ShardId, Topology, TxnId, Value, procedure,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::recent::RecentMap;
@@ -70,7 +70,9 @@ pub struct Replica {
     /// Reads this replica sent, to send again on request.
     pub(super) sent: RecentMap<TxnId, (At, Reads)>,
     /// Outcomes this replica answered with, for clients' queries.
-    pub(super) outcomes: RecentMap<TxnId, Outcome>,
+    /// Outcomes of the transactions this copy answers for (`None`: its
+    /// reconnaissance no longer held; the client makes a new pass).
+    pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
     pub(super) recovery: super::recovery::Recovery,
 }
 
@@ -168,7 +170,7 @@ impl Replica {
     /// The transaction's keys on this shard: read keys shared, written
     /// keys exclusive (Calvin §3.2 phase 1).
     fn lock_set(&self, txn: &Txn) -> Vec<(Key, LockMode)> {
-        let (reads, writes) = txn.program.declared_keys(self.shard, |k| self.topo.shard_of(k));
+        let (reads, writes) = txn.keys_on(self.shard, &self.topo);
         let shared = reads.into_iter().map(|k| (k, LockMode::Shared));
         shared.chain(writes.into_iter().map(|k| (k, LockMode::Exclusive))).collect()
     }
@@ -184,7 +186,7 @@ impl Replica {
     /// Whether `shard` is an active participant of `txn`: it writes, or it
     /// answers the client.
     fn is_active(&self, txn: &Txn, shard: ShardId) -> bool {
-        let (_, writes) = txn.program.declared_keys(shard, |k| self.topo.shard_of(k));
+        let (_, writes) = txn.keys_on(shard, &self.topo);
         !writes.is_empty() || shard == txn.first_shard(&self.topo)
     }
 
@@ -213,12 +215,16 @@ impl Replica {
     }
 
     /// Phase 2: the values of the transaction's keys on this shard — its
-    /// operations' keys, and whatever its parts anchored here read.
+    /// operations' keys, whatever its parts anchored here read, and every
+    /// key its reconnaissance found here.
     fn local_reads(&self, txn: &Txn) -> Reads {
         let shard_of = |k: Key| self.topo.shard_of(k);
         let read = |k: Key| self.store.get(&k).cloned();
         let piece = txn.program.piece(self.shard, shard_of);
         let mut reads: BTreeMap<Key, Option<Value>> = piece.ops.iter().map(|op| (op.key(), read(op.key()))).collect();
+        for n in txn.recon.iter().flat_map(|r| &r.keys).filter(|n| shard_of(n.key) == self.shard) {
+            reads.insert(n.key, read(n.key));
+        }
         if let Some(p) = &piece.procedure {
             for part in &piece.parts {
                 let mut memo = procedure::ReadMap::new();
@@ -242,32 +248,62 @@ impl Replica {
 
     /// Phase 5: run the program on every participant's reads, install
     /// this shard's writes, answer the client if this replica is the one.
+    /// A transaction whose reconnaissance no longer holds on those reads
+    /// writes nothing, at every participant alike, and its client makes a
+    /// new pass (OLLP).
     fn execute(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId, all: Reads) {
         let r = self.running.get(&id).expect("an executing transaction is running").clone();
         let values: BTreeMap<Key, Option<Value>> = all.into_iter().collect();
-        let exec = r.txn.program.execute(|k| values.get(&k).cloned().flatten());
-        let writes: Vec<(Key, Value)> =
-            exec.writes.into_iter().filter(|(k, _)| self.topo.shard_of(*k) == self.shard).collect();
+        let read = |k: Key| values.get(&k).cloned().flatten();
+        let holds = r
+            .txn
+            .recon
+            .as_ref()
+            .is_none_or(|recon| r.txn.program.procedure.as_ref().is_some_and(|p| recon.covers(p, read)));
+        let mut writes = Vec::new();
+        let mut outcome = None;
+        if holds {
+            let exec = r.txn.program.execute(read);
+            writes = exec.writes.into_iter().filter(|(k, _)| self.topo.shard_of(*k) == self.shard).collect();
+            outcome = Some(Outcome::Committed { results: exec.results });
+        }
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
         let sent = self.sent.get(&id).map(|(_, reads)| reads.clone()).unwrap_or_default();
         let mut reply = None;
         if super::responder(&self.topo, &r.txn) == self.me {
-            let counter = if r.txn.shards.len() > 1 { "multi_partition" } else { "single_partition" };
-            ctx.count(counter, 1);
-            let outcome = Outcome::Committed { results: exec.results };
-            ctx.send(id.node, Msg::Reply { id, outcome: outcome.clone() });
-            self.outcomes.insert(id, outcome.clone());
-            reply = Some(outcome);
+            reply = self.answer(ctx, &r.txn, outcome);
         } else if r.txn.first_shard(&self.topo) == self.shard {
             // Every copy of the first shard keeps the outcome, so a client
             // whose answering replica is down hears it from another region
             // (every region executes the same log to the same results).
-            self.outcomes.insert(id, Outcome::Committed { results: exec.results });
+            self.outcomes.insert(id, outcome);
         }
         self.record_executed(ctx, id, r.at, writes, sent, reply);
         self.finish(id);
+    }
+
+    /// The answering replica tells the client its outcome, or (`None`) to
+    /// make a new reconnaissance pass.
+    fn answer(&mut self, ctx: &mut Ctx<'_, Calvin>, txn: &Txn, outcome: Option<Outcome>) -> Option<Outcome> {
+        let id = txn.id;
+        self.outcomes.insert(id, outcome.clone());
+        let Some(outcome) = outcome else {
+            ctx.count("recon_aborts", 1);
+            ctx.send(id.node, Msg::Restart { id });
+            return None;
+        };
+        let counter = if txn.shards.len() > 1 { "multi_partition" } else { "single_partition" };
+        ctx.count(counter, 1);
+        ctx.send(id.node, Msg::Reply { id, outcome: outcome.clone() });
+        Some(outcome)
+    }
+
+    /// A client's reconnaissance pass reads this copy's current values.
+    fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, request: RequestId, keys: Vec<Key>) {
+        let values = crate::recon::read_values(&self.topo, self.shard, keys, |k| self.store.get(&k).cloned());
+        ctx.send(from, Msg::ReconValues { request, values });
     }
 
     /// Releases the transaction's locks to the next in log order.
@@ -330,11 +366,12 @@ impl Process<Calvin> for Replica {
             Msg::Log { shard, entries } if shard == self.shard => self.on_log(ctx, from, entries),
             Msg::Reads { txn, at, shard, reads } => self.on_reads(ctx, txn, at, shard, reads),
             Msg::ReadsWanted { txn, .. } => self.on_reads_wanted(ctx, from, txn),
-            Msg::Query { id } => {
-                if let Some(outcome) = self.outcomes.get(&id) {
-                    ctx.send(from, Msg::Reply { id, outcome: outcome.clone() });
-                }
-            }
+            Msg::Query { id } => match self.outcomes.get(&id) {
+                Some(Some(outcome)) => ctx.send(from, Msg::Reply { id, outcome: outcome.clone() }),
+                Some(None) => ctx.send(from, Msg::Restart { id }),
+                None => {}
+            },
+            Msg::ReconRead { request, keys } => self.on_recon_read(ctx, from, request, keys),
             Msg::Log { .. } => {} // another shard's
             // Messages to sequencers and clients.
             Msg::Paxos(_)
@@ -344,7 +381,9 @@ impl Process<Calvin> for Replica {
             | Msg::Order { .. }
             | Msg::FetchBatch { .. }
             | Msg::FetchLog { .. }
-            | Msg::Reply { .. } => {}
+            | Msg::Reply { .. }
+            | Msg::Restart { .. }
+            | Msg::ReconValues { .. } => {}
         }
         self.run_ready(ctx);
     }

@@ -8,6 +8,7 @@
 use super::global_log::GlobalLog;
 use super::messages::{Batch, BatchId, LogEntry, Msg, Record, Timer, Txn};
 use super::{Calvin, Config};
+use meridian_core::procedure::Recon;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Lsn, Mapped, NodeId, Process, Program, RegionId, ShardId, Topology, TxnId};
 use meridian_mechanisms::batch_stream::BatchBuilder;
@@ -92,13 +93,14 @@ impl Sequencer {
     // ---- Calvin §3.1: batching ----
 
     /// A client's transaction joins the open batch.
-    fn on_submit(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId, program: Program) {
-        if self.unordered.len() >= self.cfg.pending_batches_max || !super::runnable(&program) {
+    fn on_submit(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId, program: Program, recon: Option<Arc<Recon>>) {
+        let known = super::runnable(&program) || recon.is_some();
+        if self.unordered.len() >= self.cfg.pending_batches_max || !known {
             ctx.count("submissions_refused", 1);
             return; // the client retries
         }
         ctx.count("txns_sequenced", 1);
-        let txn = Arc::new(Txn::new(id, program, self.region, &self.topo));
+        let txn = Arc::new(Txn::with_recon(id, program, recon, self.region, &self.topo));
         if let Some(full) = self.builder.push(txn, ctx.monotonic_ns()) {
             self.close_batch(ctx, full.seq, full.items);
         }
@@ -305,7 +307,7 @@ impl Process<Calvin> for Sequencer {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Paxos(m) => self.log.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Submit { id, program } => self.on_submit(ctx, id, program),
+            Msg::Submit { id, program, recon } => self.on_submit(ctx, id, program, recon),
             Msg::StoreBatch(batch) => self.on_store_batch(ctx, from, batch),
             Msg::BatchStored { id } => self.on_batch_stored(ctx, from, id),
             Msg::Order { id } => self.log.order(ctx, id),
@@ -316,7 +318,14 @@ impl Process<Calvin> for Sequencer {
             }
             Msg::FetchLog { shard, from: pos } => self.on_fetch_log(ctx, from, shard, pos),
             // Messages to replicas and clients.
-            Msg::Log { .. } | Msg::Reads { .. } | Msg::ReadsWanted { .. } | Msg::Reply { .. } | Msg::Query { .. } => {}
+            Msg::Log { .. }
+            | Msg::Reads { .. }
+            | Msg::ReadsWanted { .. }
+            | Msg::Reply { .. }
+            | Msg::Restart { .. }
+            | Msg::Query { .. }
+            | Msg::ReconRead { .. }
+            | Msg::ReconValues { .. } => {}
         }
         self.drain(ctx);
     }

@@ -12,14 +12,19 @@
 //! client submits from then on) and asks every replica of the first shard;
 //! after `max_attempts` it reports an unknown outcome.
 //!
-//! SLOG, like Calvin, needs every transaction's keys before ordering it:
-//! procedures whose keys depend on their reads are refused
-//! (`refused_not_one_shot`).
+//! SLOG, like Calvin, needs every transaction's keys before ordering it
+//! (its implementation uses Calvin's OLLP, §1): a procedure whose keys or
+//! writes depend on other shards' reads first gets a reconnaissance pass
+//! (`crate::recon`) against its region's replicas and is submitted with
+//! the keys and versions it found; if a version changed by its turn,
+//! every region aborts it and the client makes a new pass.
 
 use super::messages::{Msg, Record, Timer};
 use super::{Config, Slog};
+use crate::recon::{self, Next, Reconnaissance};
 use crate::submissions::{Due, Submissions};
-use meridian_core::{AbortReason, Ctx, Lsn, NodeId, Outcome, Process, Program, RequestId, Topology, TxnId};
+use meridian_core::procedure::Recon;
+use meridian_core::{AbortReason, Ctx, Key, Lsn, NodeId, Outcome, Process, Program, RequestId, Topology, TxnId};
 use std::sync::Arc;
 
 pub struct Client {
@@ -30,13 +35,15 @@ pub struct Client {
     current: usize,
     cfg: Config,
     submissions: Submissions,
+    recon: Reconnaissance,
 }
 
 impl Client {
     pub fn new(topo: Arc<Topology>, me: NodeId, sequencers: Vec<NodeId>, cfg: Config) -> Client {
         assert!(!sequencers.is_empty(), "a client submits to a sequencer group");
         let submissions = Submissions::new(me, cfg.retry_ns, cfg.client_tick_ns, cfg.max_attempts);
-        Client { topo, sequencers, current: 0, cfg, submissions }
+        let recon = Reconnaissance::new(u64::from(cfg.reads_retry_ticks) * cfg.replica_tick_ns, cfg.client_tick_ns);
+        Client { topo, sequencers, current: 0, cfg, submissions, recon }
     }
 
     fn sequencer(&self) -> NodeId {
@@ -52,21 +59,58 @@ impl Client {
         if program.is_empty() {
             return ctx.complete(request, Outcome::Committed { results: Vec::new() });
         }
-        if !super::runnable(&program) {
-            ctx.count("refused_not_one_shot", 1);
-            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        if recon::needed(&program) {
+            let next = self.recon.begin(request, program, 0);
+            return self.on_pass(ctx, request, next);
         }
-        let id = self.submissions.open(request, program.clone());
-        ctx.send(self.sequencer(), Msg::Submit { id, program });
+        let id = self.submissions.open(request, program.clone(), None);
+        ctx.send(self.sequencer(), Msg::Submit { id, program, recon: None });
     }
 
-    /// Every region aborted the transaction for a wrong home: submit it
-    /// again under a new identifier, to be annotated afresh.
+    // ---- reconnaissance (OLLP) ----
+
+    /// What a pass needs next: reads from the region's copies, or its
+    /// submission.
+    fn on_pass(&mut self, ctx: &mut Ctx<'_, Slog>, request: RequestId, next: Option<Next>) {
+        match next {
+            None | Some(Next::TooLarge) => {
+                ctx.count("refused_not_one_shot", 1);
+                ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+            }
+            Some(Next::Read { keys, attempt }) => self.recon_read(ctx, request, keys, attempt),
+            Some(Next::Done { program, recon, attempts }) => {
+                match self.submissions.reopen(request, program.clone(), Arc::clone(&recon), attempts) {
+                    Ok(id) => ctx.send(self.sequencer(), Msg::Submit { id, program, recon: Some(recon) }),
+                    Err(request) => ctx.complete(request, Outcome::Aborted { reason: AbortReason::Conflict }),
+                }
+            }
+        }
+    }
+
+    /// Asks each key's copy in the client's region (after `attempt`
+    /// unanswered asks, another region's).
+    fn recon_read(&mut self, ctx: &mut Ctx<'_, Slog>, request: RequestId, keys: Vec<Key>, attempt: u32) {
+        ctx.count("recon_reads", keys.len() as u64);
+        let region = self.topo.region_of(self.sequencers[0]);
+        for (replica, keys) in recon::readers(&self.topo, region, keys, attempt) {
+            ctx.send(replica, Msg::ReconRead { request, keys });
+        }
+    }
+
+    /// Every region aborted the transaction for a wrong home, or because a
+    /// version its reconnaissance assumed changed: submit it again under a
+    /// new identifier, to be annotated afresh (after a new pass).
     fn on_restart(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId) {
+        if self.submissions.program(id).is_some_and(recon::needed) {
+            let Some((request, program, attempts)) = self.submissions.take(id) else { return };
+            ctx.count("recon_restarts", 1);
+            let next = self.recon.begin(request, program, attempts);
+            return self.on_pass(ctx, request, next);
+        }
         match self.submissions.renew(id) {
             Some(Ok((id, program))) => {
                 ctx.count("restarts", 1);
-                ctx.send(self.sequencer(), Msg::Submit { id, program });
+                ctx.send(self.sequencer(), Msg::Submit { id, program, recon: None });
             }
             Some(Err(request)) => {
                 ctx.count("unknown_outcomes", 1);
@@ -78,11 +122,16 @@ impl Client {
 
     /// The replicas that may answer `program`: its first shard's (the home
     /// region's or the origin's, which the client does not know).
-    fn responders(&self, program: &Program) -> Vec<NodeId> {
+    fn responders(&self, program: &Program, recon: Option<&Recon>) -> Vec<NodeId> {
         let shard_of = |k| self.topo.shard_of(k);
         let first = program.ops.first().map(|op| op.key());
         let anchor = || program.procedure.as_ref().and_then(|p| p.anchor(0));
-        let shard = first.or_else(anchor).map_or_else(|| program.shards(shard_of)[0], shard_of);
+        let all = || {
+            let mut shards = program.shards(shard_of);
+            shards.extend(recon.iter().flat_map(|r| &r.keys).map(|n| shard_of(n.key)));
+            shards.into_iter().min().expect("a transaction touches a shard")
+        };
+        let shard = first.or_else(anchor).map_or_else(all, shard_of);
         self.topo.replicas(shard).to_vec()
     }
 
@@ -96,15 +145,18 @@ impl Client {
     /// gives up after `max_attempts`.
     fn on_tick(&mut self, ctx: &mut Ctx<'_, Slog>) {
         ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
+        for (request, keys, attempt) in self.recon.tick() {
+            self.recon_read(ctx, request, keys, attempt);
+        }
         for due in self.submissions.tick() {
             match due {
-                Due::Retry(id, program) => {
+                Due::Retry(id, program, recon) => {
                     ctx.count("retries", 1);
-                    let responders = self.responders(&program);
+                    let responders = self.responders(&program, recon.as_deref());
                     // Every member: the one it submitted to may be down
                     // (the others pass it on, and say who leads).
                     for s in &self.sequencers {
-                        ctx.send(*s, Msg::Submit { id, program: program.clone() });
+                        ctx.send(*s, Msg::Submit { id, program: program.clone(), recon: recon.clone() });
                     }
                     for r in responders {
                         ctx.send(r, Msg::Query { id });
@@ -147,6 +199,12 @@ impl Process<Slog> for Client {
         match msg {
             Msg::Reply { id, outcome } => self.on_reply(ctx, id, outcome),
             Msg::Restart { id } => self.on_restart(ctx, id),
+            Msg::ReconValues { request, values } => {
+                let next = self.recon.values(request, values);
+                if next.is_some() {
+                    self.on_pass(ctx, request, next);
+                }
+            }
             Msg::Leader { node } => {
                 if let Some(i) = self.sequencers.iter().position(|s| *s == node) {
                     self.current = i;
@@ -166,6 +224,7 @@ impl Process<Slog> for Client {
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
             | Msg::Query { .. }
+            | Msg::ReconRead { .. }
             | Msg::RemasterRequest { .. }
             | Msg::Remastered { .. } => {}
         }

@@ -119,7 +119,7 @@ fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_
     let mut h = leader(&d, "sequencer-brazil");
     let client = d.topology.clients()[0];
     let at_finland = Program::new(vec![inc(l.key(0, 1, 3)), inc(l.key(1, 1, 4))]);
-    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program: at_finland });
+    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program: at_finland, recon: None });
     assert!(outside(std::slice::from_ref(&fx)).is_empty(), "its annotation is chosen before it leaves");
     let slots: Vec<u64> = proposed(&fx).iter().map(|(slot, _)| *slot).collect();
     let persisted = h.persist_all();
@@ -131,7 +131,7 @@ fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_
     assert_eq!(t.homes, vec![RegionId(1)]);
     assert!(t.master_info.iter().all(|(_, h)| *h == Header { home: RegionId(1), counter: 0 }));
     let both = Program::new(vec![inc(l.key(0, 1, 3)), inc(l.key(0, 2, 3))]);
-    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 2 }, program: both });
+    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 2 }, program: both, recon: None });
     let slots: Vec<u64> = proposed(&fx).iter().map(|(slot, _)| *slot).collect();
     let to: Vec<NodeId> = outside(&choose(&mut h, &d, &slots)).into_iter().map(|(to, _)| to).collect();
     assert_eq!(to, vec![sequencer(&d, 0)], "§3.3: every multi-home transaction to the orderer's local log");
@@ -224,7 +224,8 @@ fn a_sequencer_that_does_not_lead_passes_its_leaders_messages_on_once() {
     let mut h = hand(&d, "sequencer-brazil-1");
     h.start(Vec::new());
     let client = d.topology.clients()[0];
-    let submit = Msg::Submit { id: TxnId { node: client, seq: 1 }, program: Program::new(vec![inc(Key(3))]) };
+    let submit =
+        Msg::Submit { id: TxnId { node: client, seq: 1 }, program: Program::new(vec![inc(Key(3))]), recon: None };
     let fx = h.message(client, submit.clone());
     let sent: Vec<(NodeId, bool)> = fx.sends().map(|(to, m)| (to, matches!(m, Msg::Submit { .. }))).collect();
     assert_eq!(sent, vec![(client, false), (sequencer(&d, 2), true)], "to the group's leader, and the client told");

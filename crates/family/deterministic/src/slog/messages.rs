@@ -1,6 +1,7 @@
 //! The messages, durable records and timers of `slog`.
 
-use meridian_core::{Key, NodeId, Outcome, Program, RegionId, ShardId, Topology, TxnId, Value};
+use meridian_core::procedure::Recon;
+use meridian_core::{Key, NodeId, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::batch_stream::Batch;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use serde::{Deserialize, Serialize};
@@ -55,6 +56,10 @@ pub struct Txn {
     /// the local log (see [`Since`]); for a remaster, those its home had
     /// reached when inserting it.
     pub orderer_batches: u64,
+    /// The keys and versions a reconnaissance pass found, for a procedure
+    /// whose keys depend on its reads (`crate::recon`): granules of the
+    /// transaction too.
+    pub recon: Option<Arc<Recon>>,
 }
 
 impl Txn {
@@ -66,19 +71,58 @@ impl Txn {
         topology: &Topology,
         lookup: impl Fn(Key) -> Header,
     ) -> Txn {
+        Txn::with_recon(id, program, None, origin, topology, lookup)
+    }
+
+    /// Annotates `program` and the keys its reconnaissance found.
+    pub fn with_recon(
+        id: TxnId,
+        program: Program,
+        recon: Option<Arc<Recon>>,
+        origin: RegionId,
+        topology: &Topology,
+        lookup: impl Fn(Key) -> Header,
+    ) -> Txn {
         let shard_of = |k: Key| topology.shard_of(k);
-        let shards = program.shards(shard_of);
+        let mut shards = program.shards(shard_of);
+        shards.extend(recon.iter().flat_map(|r| &r.keys).map(|n| shard_of(n.key)));
+        shards.sort_unstable();
+        shards.dedup();
+        let mut txn = Txn {
+            id,
+            program,
+            origin,
+            master_info: Vec::new(),
+            homes: Vec::new(),
+            shards,
+            remaster: None,
+            deps: Vec::new(),
+            orderer_batches: 0,
+            recon,
+        };
         let mut master_info: Vec<(Key, Header)> = Vec::new();
-        for s in &shards {
-            let (reads, writes) = program.declared_keys(*s, shard_of);
+        for s in &txn.shards {
+            let (reads, writes) = txn.keys_on(*s, topology);
             master_info.extend(reads.into_iter().chain(writes).map(|k| (k, lookup(k))));
         }
         master_info.sort_unstable();
         master_info.dedup_by_key(|(k, _)| *k);
-        let mut homes: Vec<RegionId> = master_info.iter().map(|(_, h)| h.home).collect();
-        homes.sort_unstable();
-        homes.dedup();
-        Txn { id, program, origin, master_info, homes, shards, remaster: None, deps: Vec::new(), orderer_batches: 0 }
+        txn.homes = master_info.iter().map(|(_, h)| h.home).collect();
+        txn.homes.sort_unstable();
+        txn.homes.dedup();
+        txn.master_info = master_info;
+        txn
+    }
+
+    /// The keys it reads and writes on `shard`: its declared keys, and its
+    /// reconnaissance's.
+    pub fn keys_on(&self, shard: ShardId, topology: &Topology) -> (Vec<Key>, Vec<Key>) {
+        let shard_of = |k| topology.shard_of(k);
+        let (mut reads, mut writes) = self.program.declared_keys(shard, shard_of);
+        for n in self.recon.iter().flat_map(|r| &r.keys).filter(|n| shard_of(n.key) == shard) {
+            if n.write { writes.push(n.key) } else { reads.push(n.key) }
+        }
+        (reads, writes)
     }
 
     /// A remaster request: `key`, now `from`, moves to region `to` (SLOG
@@ -94,6 +138,7 @@ impl Txn {
             remaster: Some(to),
             deps: Vec::new(),
             orderer_batches: 0,
+            recon: None,
         }
     }
 
@@ -222,8 +267,14 @@ pub type Reads = Vec<(Key, Read)>;
 pub enum Msg {
     /// Within a region's sequencer group: its Paxos log.
     Paxos(PaxosMsg<RegionRecord>),
-    /// Client → its region's sequencer: run this transaction.
-    Submit { id: TxnId, program: Program },
+    /// Client → its region's sequencer: run this transaction, with its
+    /// reconnaissance if it needed one.
+    Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>> },
+    /// Client → a replica of its region: the current values of `keys`,
+    /// read without locks, for a reconnaissance pass.
+    ReconRead { request: RequestId, keys: Vec<Key> },
+    /// Replica → client: the values asked for.
+    ReconValues { request: RequestId, values: Vec<(Key, Option<Value>)> },
     /// Sequencer → client: the member that leads the group (a member that
     /// does not passed the client's transaction on to it).
     Leader { node: NodeId },
@@ -253,8 +304,10 @@ pub enum Msg {
     ReadsWanted { txn: TxnId, shard: ShardId },
     /// Responder → client: the outcome.
     Reply { id: TxnId, outcome: Outcome },
-    /// Responder → client: the transaction assumed a wrong home and was
-    /// aborted by every region; submit it again (SLOG §3.2).
+    /// Responder → client: the transaction assumed a wrong home (or, with
+    /// a reconnaissance, a version that changed by its turn) and was
+    /// aborted by every region; submit it again (SLOG §3.2), after a new
+    /// pass.
     Restart { id: TxnId },
     /// Client → the responder: the outcome of `id`, if known.
     Query { id: TxnId },

@@ -264,7 +264,16 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "batch_fetches", doc: "local-log batches a sequencer asked their origin for again" },
     CounterDoc { name: "replica_checkpoints", doc: "checkpoints a replica took (its durable log folded into one)" },
     CounterDoc { name: "replayed", doc: "log entries a restarted replica found executed in its durable log" },
-    CounterDoc { name: "refused_not_one_shot", doc: "procedures refused because their keys depend on their reads" },
+    CounterDoc {
+        name: "refused_not_one_shot",
+        doc: "procedures refused because a reconnaissance pass would read more than 4,096 keys",
+    },
+    CounterDoc { name: "recon_reads", doc: "keys clients read without locks in reconnaissance passes (OLLP)" },
+    CounterDoc {
+        name: "recon_aborts",
+        doc: "transactions every region aborted because a version their reconnaissance assumed had changed",
+    },
+    CounterDoc { name: "recon_restarts", doc: "new reconnaissance passes clients made after such an abort" },
     CounterDoc { name: "retries", doc: "resubmissions after `retry_ms` without an answer" },
     CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
     CounterDoc {
@@ -387,8 +396,9 @@ pub fn responder(topology: &Topology, txn: &Txn) -> NodeId {
     topology.replicas_in(shard, region).first().copied().unwrap_or(topology.replicas(shard)[0])
 }
 
-/// Whether the program can run: its keys must be known before it is
-/// ordered (SLOG §3.2, as in Calvin).
+/// Whether the program can be ordered as it is: its keys must be known
+/// before it is (SLOG §3.2, as in Calvin); the others need reconnaissance
+/// first (`crate::recon`).
 pub fn runnable(program: &Program) -> bool {
     program.is_one_shot()
 }

@@ -24,8 +24,8 @@ use super::messages::{BatchId, Entry, Header, LogEntry, Msg, Read, Reads, Record
 use super::{Config, Slog};
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
-    CopyState, Ctx, Key, KeyLayout, Lsn, NodeId, Outcome, Process, ReadMode, RegionId, Settled, ShardId, Topology,
-    TxnId, Value, procedure,
+    CopyState, Ctx, Key, KeyLayout, Lsn, NodeId, Outcome, Process, ReadMode, RegionId, RequestId, Settled, ShardId,
+    Topology, TxnId, Value, procedure,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::recent::RecentMap;
@@ -314,7 +314,7 @@ impl Replica {
         if txn.remaster.is_some() {
             return txn.master_info.iter().map(|(k, _)| (*k, LockMode::Exclusive)).collect();
         }
-        let (reads, writes) = txn.program.declared_keys(self.shard, |k| self.topo.shard_of(k));
+        let (reads, writes) = txn.keys_on(self.shard, &self.topo);
         let mine = |k: &Key| home.is_none_or(|h| txn.assumed(*k).is_some_and(|a| a.home == h));
         let shared = reads.into_iter().filter(mine).map(|k| (k, LockMode::Shared));
         shared.chain(writes.into_iter().filter(mine).map(|k| (k, LockMode::Exclusive))).collect()
@@ -371,6 +371,9 @@ impl Replica {
         let piece = txn.program.piece(self.shard, shard_of);
         let mut reads: BTreeMap<Key, Read> =
             piece.ops.iter().map(|op| (op.key(), Read::Value(read(op.key())))).collect();
+        for n in txn.recon.iter().flat_map(|r| &r.keys).filter(|n| shard_of(n.key) == self.shard) {
+            reads.insert(n.key, Read::Value(read(n.key)));
+        }
         if let Some(p) = &piece.procedure {
             for part in &piece.parts {
                 let mut memo = procedure::ReadMap::new();
@@ -402,9 +405,10 @@ impl Replica {
     }
 
     /// Runs the program on every participant's reads and installs this
-    /// shard's writes — unless a granule's header was not the one assumed:
-    /// then nothing is written, in every region alike, and the client is
-    /// told to submit the transaction again.
+    /// shard's writes — unless a granule's header was not the one assumed,
+    /// or a version its reconnaissance assumed changed: then nothing is
+    /// written, in every region alike, and the client is told to submit
+    /// the transaction again.
     fn execute(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, all: Reads) {
         let r = self.running.get(&id).expect("an executing transaction is running").clone();
         let at = r.last_at();
@@ -420,7 +424,7 @@ impl Replica {
             return self.execute_remaster(ctx, &r, to, wrong_home);
         }
         let mut writes = Vec::new();
-        let mut results = Vec::new();
+        let mut outcome = None;
         if !wrong_home {
             let values: BTreeMap<Key, Option<Value>> = all
                 .into_iter()
@@ -429,25 +433,32 @@ impl Replica {
                     Read::WrongHome(..) => unreachable!("checked above"),
                 })
                 .collect();
-            let exec = r.txn.program.execute(|k| values.get(&k).cloned().flatten());
-            writes = exec.writes.into_iter().filter(|(k, _)| self.topo.shard_of(*k) == self.shard).collect();
-            results = exec.results;
+            let read = |k: Key| values.get(&k).cloned().flatten();
+            if r.txn
+                .recon
+                .as_ref()
+                .is_none_or(|recon| r.txn.program.procedure.as_ref().is_some_and(|p| recon.covers(p, read)))
+            {
+                let exec = r.txn.program.execute(read);
+                writes = exec.writes.into_iter().filter(|(k, _)| self.topo.shard_of(*k) == self.shard).collect();
+                outcome = Some(Outcome::Committed { results: exec.results });
+            }
         }
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
         let sent = self.sent.get(&id).map(|(_, reads)| reads.clone()).unwrap_or_default();
         let mut answer = None;
+        let ran = outcome.is_some();
         if super::responder(&self.topo, &r.txn) == self.me {
-            answer = Some(self.answer(ctx, &r.txn, &wrong, results));
+            answer = Some(self.answer(ctx, &r.txn, &wrong, outcome));
         } else if r.txn.first_shard(&self.topo) == self.shard {
             // Every copy of the first shard keeps the outcome, so a client
             // whose answering replica is down hears it from another
             // region: every region reaches the same outcome (§3.2).
-            let outcome = wrong.is_empty().then_some(Outcome::Committed { results });
             self.outcomes.insert(id, outcome);
         }
-        if !wrong_home && r.txn.program.mode != ReadMode::Snapshot {
+        if ran && r.txn.program.mode != ReadMode::Snapshot {
             self.count_accesses(ctx, &r.txn); // a snapshot read is no access at the home
         }
         self.record_executed(ctx, id, at, writes, None, sent, answer.flatten());
@@ -510,38 +521,54 @@ impl Replica {
         }
     }
 
-    /// The answering replica tells the client — and, after a lookup miss,
-    /// the origin's Lookup Master the headers it missed.
+    /// The answering replica tells the client its outcome — or, when the
+    /// transaction aborted (`None`: a wrong home, or its reconnaissance no
+    /// longer held), to submit it again, and after a lookup miss the
+    /// origin's Lookup Master the headers it missed.
     fn answer(
         &mut self,
         ctx: &mut Ctx<'_, Slog>,
         txn: &Txn,
         wrong: &[(Key, Header, Option<Since>)],
-        results: Vec<meridian_core::OpResult>,
+        outcome: Option<Outcome>,
     ) -> Option<Outcome> {
         let id = txn.id;
-        if !wrong.is_empty() {
-            ctx.count("lookup_misses", 1);
-            let origin = super::group_in(&self.topo, txn.origin);
-            for (key, header, since) in wrong {
-                for s in since.iter().flat_map(|since| origin.iter().map(move |s| (*s, *since))) {
-                    ctx.send(s.0, Msg::Remastered { key: *key, header: *header, since: s.1 });
-                }
+        self.outcomes.insert(id, outcome.clone());
+        let Some(outcome) = outcome else {
+            if wrong.is_empty() {
+                ctx.count("recon_aborts", 1);
+            } else {
+                ctx.count("lookup_misses", 1);
+                self.teach_origin(ctx, txn, wrong);
             }
             ctx.send(id.node, Msg::Restart { id });
-            self.outcomes.insert(id, None);
             return None;
-        }
+        };
         let kind = match (txn.program.mode, txn.is_single_home()) {
             (ReadMode::Snapshot, _) => "snapshot_reads",
             (_, true) => "single_home",
             (_, false) => "multi_home",
         };
         ctx.count(kind, 1);
-        let outcome = Outcome::Committed { results };
         ctx.send(id.node, Msg::Reply { id, outcome: outcome.clone() });
-        self.outcomes.insert(id, Some(outcome.clone()));
         Some(outcome)
+    }
+
+    /// After a lookup miss: the origin's Lookup Master learns the headers
+    /// it missed (§3.4).
+    fn teach_origin(&mut self, ctx: &mut Ctx<'_, Slog>, txn: &Txn, wrong: &[(Key, Header, Option<Since>)]) {
+        let origin = super::group_in(&self.topo, txn.origin);
+        for (key, header, since) in wrong {
+            for s in since.iter().flat_map(|since| origin.iter().map(move |s| (*s, *since))) {
+                ctx.send(s.0, Msg::Remastered { key: *key, header: *header, since: s.1 });
+            }
+        }
+    }
+
+    /// A client's reconnaissance pass reads this copy's current values.
+    fn on_recon_read(&mut self, ctx: &mut Ctx<'_, Slog>, from: NodeId, request: RequestId, keys: Vec<Key>) {
+        let values = crate::recon::read_values(&self.topo, self.shard, keys, |k| self.store.get(&k).cloned());
+        ctx.send(from, Msg::ReconValues { request, values });
     }
 
     /// Releases the transaction's locks to the next in log order.
@@ -614,10 +641,12 @@ impl Process<Slog> for Replica {
             Msg::Reads { txn, shard, reads, .. } => self.on_reads(ctx, txn, shard, reads),
             Msg::ReadsWanted { txn, .. } => self.on_reads_wanted(ctx, from, txn),
             Msg::Query { id } => self.on_query(ctx, from, id),
+            Msg::ReconRead { request, keys } => self.on_recon_read(ctx, from, request, keys),
             Msg::Log { .. } => {} // another shard's
             // Messages to sequencers and clients.
             Msg::Paxos(_)
             | Msg::Leader { .. }
+            | Msg::ReconValues { .. }
             | Msg::Submit { .. }
             | Msg::Forward(_)
             | Msg::Ship(_)

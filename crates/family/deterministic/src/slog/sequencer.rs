@@ -50,6 +50,7 @@ use super::messages::{
     BatchId, Entry, LocalBatch, LogEntry, Msg, Record, RegionRecord, SNAPSHOTS, Since, Timer, Txn, batch_id,
 };
 use super::{Config, Slog};
+use meridian_core::procedure::Recon;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
     Ctx, Key, KeyLayout, Lsn, Mapped, NodeId, Process, Program, ReadMode, RegionId, ShardId, Topology, TxnId,
@@ -246,8 +247,8 @@ impl Sequencer {
 
     /// Annotates a new transaction (`ReceiveNewTxn`): every granule's
     /// header, and the batches of the remasters those headers rely on.
-    fn annotate(&self, id: TxnId, program: Program) -> Txn {
-        let mut txn = Txn::new(id, program, self.region, &self.topo, |k| self.lookup(k));
+    fn annotate(&self, id: TxnId, program: Program, recon: Option<Arc<Recon>>) -> Txn {
+        let mut txn = Txn::with_recon(id, program, recon, self.region, &self.topo, |k| self.lookup(k));
         let mut sinces: BTreeSet<Since> =
             txn.master_info.iter().filter_map(|(k, _)| self.lookup.get(k).map(|(_, s)| *s)).collect();
         if !self.cfg.remaster_wait {
@@ -448,13 +449,13 @@ impl Sequencer {
 
     // ---- ReceiveNewTxn (SLOG Figure 2) ----
 
-    fn on_submit(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, program: Program) {
-        if !super::runnable(&program) {
+    fn on_submit(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, program: Program, recon: Option<Arc<Recon>>) {
+        if !super::runnable(&program) && recon.is_none() {
             ctx.count("submissions_refused", 1);
             return;
         }
         if program.mode == ReadMode::Snapshot && program.is_read_only() {
-            let txn = self.annotate(id, program.clone());
+            let txn = self.annotate(id, program.clone(), recon.clone());
             if txn.is_single_home() {
                 return self.place_snapshot(ctx, txn);
             }
@@ -473,7 +474,7 @@ impl Sequencer {
             }
             return;
         }
-        let txn = Arc::new(self.annotate(id, program));
+        let txn = Arc::new(self.annotate(id, program, recon));
         if self.destination(&txn) == self.index {
             self.st.annotated.insert(id, Arc::clone(&txn));
             return self.on_forward(ctx, txn); // chosen with its batch
@@ -900,7 +901,7 @@ impl Sequencer {
             return self.relay(ctx, from, msg);
         }
         match msg {
-            Msg::Submit { id, program } => self.on_submit(ctx, id, program),
+            Msg::Submit { id, program, recon } => self.on_submit(ctx, id, program, recon),
             Msg::Forward(txn) => self.on_forward(ctx, txn),
             Msg::Ship(batch) => self.on_ship(ctx, batch),
             Msg::Tip { origin, next_seq } => self.on_tip(origin, next_seq),
@@ -953,7 +954,9 @@ impl Process<Slog> for Sequencer {
             | Msg::Reply { .. }
             | Msg::Restart { .. }
             | Msg::Leader { .. }
-            | Msg::Query { .. } => {}
+            | Msg::Query { .. }
+            | Msg::ReconRead { .. }
+            | Msg::ReconValues { .. } => {}
         }
         self.drain(ctx);
     }
