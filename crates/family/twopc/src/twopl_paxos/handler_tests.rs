@@ -11,12 +11,12 @@ use super::coordinator::Coordinator;
 use super::messages::{
     Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, Timer,
 };
-use super::participant::Participant;
+use super::participant::{LockAt, Participant};
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
-    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, Lsn, NodeId, Now, Op, Outcome, Params, Program, RequestId,
-    ShardId, Stream, Topology, TxnId, Value,
+    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, LeaderPlacement, Lsn, NodeId, Now, Op, Outcome, ParamValue,
+    Params, Program, RegionId, RequestId, ShardId, Stream, Topology, TxnId, Value,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::paxos::{Ballot, MultiPaxos, PaxosBody, PaxosMsg, PaxosRecord, PaxosRecordBody, PaxosTimer};
@@ -580,4 +580,195 @@ fn a_not_leader_refusal_sends_the_prepare_to_the_leader_it_names_or_asks_who_lea
             prepare_to(shard0[2]),
         ],
     );
+}
+
+// ---- lock_at = "home": SLOG's 2PL-coord ----
+
+/// Three regions, each a server region with one replica of each of two
+/// shards; one client in the first.
+fn home_topology() -> Arc<Topology> {
+    let spec = ClusterSpec {
+        regions: vec!["a".into(), "b".into(), "c".into()],
+        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+        shards: 2,
+        replicas_per_shard: 3,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0)],
+        clients_per_region: 1,
+    };
+    Arc::new(Topology::build(&spec, &[]))
+}
+
+fn home_config() -> Config {
+    Config::from_params(&Params::new().with("lock_at", ParamValue::Str("home".into()))).expect("valid")
+}
+
+/// Replica `index` of `shard` (its home is region `index`), built as the
+/// protocol builds it, not started.
+fn home_node(topo: &Arc<Topology>, shard: u32, index: usize) -> Leader {
+    let node = topo.replicas(ShardId(shard))[index];
+    let replica = super::home_replica(topo, node, ShardId(shard), index, home_config());
+    Hand::new(replica, topo.clone(), node, Now::at(1_000_000))
+}
+
+/// The same, started fresh and leading its home partition's log.
+fn home_leader(topo: &Arc<Topology>, shard: u32, index: usize) -> Leader {
+    let mut hand = home_node(topo, shard, index);
+    hand.start(Vec::new());
+    let fx = hand.persist_all();
+    assert_effects(&fx, &[count("paxos_leader_changes"), count("leader_takeovers")]);
+    hand
+}
+
+/// Shard 1's key homed at region 1: its home partition is participant
+/// `1 × 2 + 1 = 3`, served by shard 1's replica 1.
+const HOME_KEY: u64 = 2 * 3 + 2 + 1;
+const HOME_PART: Participant = Participant(3);
+
+/// Every record appended in `fxs`, in order: what a restart recovers when
+/// all of them were made durable (and none compacted).
+fn durable(fxs: &[&EffectsOf<TwoPlPaxos>]) -> Vec<Record> {
+    fxs.iter().flat_map(|fx| fx.appends().map(|(_, _, r)| r.clone()).collect::<Vec<_>>()).collect()
+}
+
+#[test]
+fn a_home_replica_prepares_with_its_own_fsync_alone_and_pushes_its_log_to_the_copies_at_its_tick() {
+    let topo = home_topology();
+    let layout = topo.key_layout();
+    assert_eq!(layout.key(1, 1, 1), Key(HOME_KEY));
+    let mut home = home_leader(&topo, 1, 1);
+    assert_eq!(home.node.participant(), HOME_PART);
+    let c = client(&topo);
+    let t = txn(1);
+    let fx = home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
+    let reads = vec![(Key(HOME_KEY), None)];
+    assert_effects(&fx, &[no_wait(), send(c, Msg::Executed(Executed { txn: t, part: HOME_PART, round: 0, reads }))]);
+    // The prepare record goes to its own log alone: nothing is sent, to any
+    // replica, until its own fsync; then the vote.
+    let fx = home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    assert_eq!(fx.appends().count(), 1, "{fx:?}");
+    assert_eq!(fx.sends().count(), 0, "no vote awaited from any other replica: {fx:?}");
+    let vote = Msg::Vote { txn: t, part: HOME_PART, yes: true };
+    assert_effects(&home.persist_all(), &[send(c, vote)]);
+    home.message(c, decide(t, Decision::Commit));
+    let decided = Msg::Decided { txn: t, part: HOME_PART };
+    assert_effects(&home.persist_all(), &[send(c, decided)]);
+    assert_eq!(home.node.store().latest(Key(HOME_KEY)), Some(&int(5)));
+    // At its tick the log goes to the shard's other replicas: what was
+    // chosen since the last push, then the commit point.
+    let tick = Timer::Paxos(PaxosTimer { group: HOME_PART.0 });
+    let fx = home.timer(tick);
+    let copies: Vec<NodeId> = [0, 2].iter().map(|r| topo.replicas(ShardId(1))[*r]).collect();
+    let pushed: Vec<(NodeId, &'static str)> = fx
+        .sends()
+        .map(|(to, m)| match m {
+            Msg::Paxos(PaxosMsg { group, body: PaxosBody::Chosen { entries } }) if *group == 3 => {
+                assert_eq!(entries.iter().map(|(slot, _)| *slot).collect::<Vec<_>>(), [1, 2]);
+                (to, "chosen")
+            }
+            Msg::Paxos(PaxosMsg { group: 3, body: PaxosBody::Commit { commit_upto: 2, .. } }) => (to, "commit"),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let expected = vec![(copies[0], "chosen"), (copies[0], "commit"), (copies[1], "chosen"), (copies[1], "commit")];
+    assert_eq!(pushed, expected);
+}
+
+#[test]
+fn a_copy_applies_a_home_log_pushed_to_it_on_that_homes_stream() {
+    let topo = home_topology();
+    let mut home = home_leader(&topo, 1, 1);
+    let c = client(&topo);
+    let t = txn(1);
+    home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
+    home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    home.persist_all();
+    home.message(c, decide(t, Decision::Commit));
+    home.persist_all();
+    let pushed: Vec<Msg> = home.timer(Timer::Paxos(PaxosTimer { group: 3 })).sends().map(|(_, m)| m.clone()).collect();
+    // Shard 1's replica in region 0 learns home 1's log.
+    let mut copy = home_leader(&topo, 1, 0);
+    let from = home.me();
+    let lsn = next_lsn(&copy);
+    let fx = copy.message(from, pushed[0].clone());
+    let streams: Vec<(Stream, Lsn)> = fx.appends().map(|(s, l, _)| (s, l)).collect();
+    assert_eq!(streams, [(Stream(2), Lsn(lsn)), (Stream(2), Lsn(lsn + 1))], "home 1's copy: stream 1 + 1");
+    assert_eq!(fx.sends().count(), 0, "a copy answers nothing");
+    let own = copy.node.participant();
+    assert_eq!(copy.node.store_of(HOME_PART).and_then(|s| s.latest(Key(HOME_KEY))), Some(&int(5)));
+    assert_eq!(copy.node.store_of(own).and_then(|s| s.latest(Key(HOME_KEY))), None, "not in its own partition");
+}
+
+#[test]
+fn a_restarted_home_replica_replays_its_log_and_holds_its_prepared_transactions_locks_again() {
+    let topo = home_topology();
+    let cfg = home_config();
+    let mut home = home_node(&topo, 1, 1);
+    let started = home.start(Vec::new());
+    let promised = home.persist_all();
+    let c = client(&topo);
+    let t = txn(1);
+    home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
+    let prepared = home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    home.persist_all();
+    // It crashes before the decision: a new process gets its durable log.
+    let mut back = home_node(&topo, 1, 1);
+    back.start(durable(&[&started, &promised, &prepared]));
+    let refused = Msg::Refused { txn: txn(2), part: HOME_PART, reason: Refusal::NotLeader { hint: None } };
+    let newcomer = execute(txn(2), 20, &[HOME_KEY], LockMode::Shared);
+    assert_effects(&back.message(c, newcomer.clone()), &[send(c, refused)]);
+    // Its one member elects itself at its election timeout.
+    let tick = Timer::Paxos(PaxosTimer { group: HOME_PART.0 });
+    for _ in 0..=cfg.paxos.election_ticks + cfg.paxos.jitter_ticks {
+        back.advance_ns(cfg.paxos.tick_ns);
+        back.timer(tick.clone());
+        back.persist_all();
+        if back.node.is_leading() {
+            break;
+        }
+    }
+    assert!(back.node.is_leading(), "a home replica is never replaced: it leads again");
+    assert_eq!(back.node.prepared_count(), 1, "its prepared transaction survived the crash");
+    assert_effects(&back.message(c, newcomer), &[]); // waits: the prepared lock was taken again
+    back.message(c, decide(t, Decision::Commit));
+    let fx = back.persist_all();
+    let waited = fx.sends().find_map(|(_, m)| match m {
+        Msg::Executed(e) if e.txn == txn(2) => Some(e.reads.clone()),
+        _ => None,
+    });
+    assert_eq!(waited, Some(vec![(Key(HOME_KEY), Some(int(5)))]), "granted once the commit is durable: {fx:?}");
+}
+
+#[test]
+fn a_home_coordinator_sends_each_key_to_its_home_replica_and_never_asks_who_leads() {
+    let topo = home_topology();
+    let layout = topo.key_layout();
+    let me = client(&topo);
+    let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
+    let mut hand =
+        Hand::new(Coordinator::new(me, leaders, layout.clone(), home_config()), topo.clone(), me, Now::at(0));
+    hand.start(Vec::new());
+    hand.persist_all();
+    // One shard, two homes: two participants.
+    let (k0, k2) = (layout.key(0, 0, 3), layout.key(0, 2, 3));
+    let program =
+        Program::new(vec![Op::Increment { key: k0, delta: 1, tag: 1 }, Op::Increment { key: k2, delta: 1, tag: 2 }]);
+    let fx = hand.request(RequestId(1), program);
+    let shard0 = topo.replicas(ShardId(0));
+    let to: Vec<(NodeId, Participant)> = fx
+        .sends()
+        .map(|(to, m)| match m {
+            Msg::Execute(e) => (to, LockAt::Home.participant(&layout, e.keys[0].key)),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(to, [(shard0[0], Participant(0)), (shard0[2], Participant(4))], "each key at its home's replica");
+    // The home in region c is recovering: the attempt is given up and
+    // retried later, and nobody is asked who leads.
+    let t = first_id(&topo);
+    let refused = Msg::Refused { txn: t, part: Participant(4), reason: Refusal::NotLeader { hint: None } };
+    let fx = hand.message(shard0[2], refused);
+    assert!(fx.sends().all(|(_, m)| matches!(m, Msg::Decide { decision: Decision::Abort, .. })), "{fx:?}");
+    assert_eq!(fx.sends().count(), 2, "the abort goes to both homes");
+    assert!(fx.timers_set().any(|(_, _, t)| matches!(t, Timer::Restart(RequestId(1)))), "retried after a backoff");
 }
