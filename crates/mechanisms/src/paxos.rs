@@ -1158,14 +1158,13 @@ mod handler_tests {
         fn start(topology: &Arc<Topology>, rank: usize) -> (Member, Fx) {
             let members = topology.replicas(ShardId(0)).to_vec();
             let me = members[rank];
-            let paxos = MultiPaxos::new(0, members, me, 0, config());
-            let mut m = Member {
-                paxos,
-                topology: topology.clone(),
-                me,
-                rng: Rng::new(rank as u64 + 1),
-                ids: NextIds::default(),
-            };
+            Member::of(topology, me, MultiPaxos::new(0, members, me, 0, config()))
+        }
+
+        /// Node `me` running `paxos` (a member or a learner), started fresh.
+        fn of(topology: &Arc<Topology>, me: NodeId, paxos: MultiPaxos<V>) -> (Member, Fx) {
+            let rng = Rng::new(u64::from(me.0) + 1);
+            let mut m = Member { paxos, topology: topology.clone(), me, rng, ids: NextIds::default() };
             let fx = m.step(|p, env| p.start(env, Vec::new()));
             (m, fx)
         }
@@ -1180,11 +1179,13 @@ mod handler_tests {
         }
 
         fn message(&mut self, from: NodeId, body: PaxosBody<V>) -> Fx {
-            self.step(|p, env| p.on_message(env, from, PaxosMsg { group: 0, body }))
+            let group = self.paxos.group();
+            self.step(|p, env| p.on_message(env, from, PaxosMsg { group, body }))
         }
 
         fn tick(&mut self) -> Fx {
-            self.step(|p, env| p.on_timer(env, PaxosTimer { group: 0 }))
+            let group = self.paxos.group();
+            self.step(|p, env| p.on_timer(env, PaxosTimer { group }))
         }
 
         /// Everything appended so far is durable.
@@ -1370,119 +1371,50 @@ mod handler_tests {
         let promise = PaxosBody::Promise { ballot: higher, entries: Vec::new(), snapshot: None };
         assert_eq!(l.persist_all().all(), [send(members[2], promise)]);
     }
-}
 
-/// Learners ("Paxos Made Simple" §2.3): a group of one member whose log two
-/// other nodes learn, driven by hand as the handler tests above are.
-#[cfg(test)]
-mod learner_tests {
-    use super::*;
-    use meridian_core::{ClusterSpec, Effect, Effects, NextIds, Now, Recorder, Rng, ShardId, Topology};
+    // ---- learners ("Paxos Made Simple" §2.3): a group of one member whose
+    // log two other nodes learn ----
 
-    type V = u64;
-    type Fx = Effects<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer>;
-
-    const TICK_NS: u64 = 10_000_000;
     const GROUP: u32 = 5;
     const STREAM: Stream = Stream(3);
 
-    fn config() -> PaxosConfig {
-        PaxosConfig {
-            tick_ns: TICK_NS,
-            election_ticks: 3,
-            stagger_ticks: 2,
-            jitter_ticks: 1,
-            batch_max: 16,
-            compact_every: 0,
-        }
-    }
-
-    struct Node {
-        paxos: MultiPaxos<V>,
-        topology: Arc<Topology>,
-        me: NodeId,
-        rng: Rng,
-        ids: NextIds,
-    }
-
-    impl Node {
-        fn step(&mut self, f: impl FnOnce(&mut MultiPaxos<V>, &mut PaxosEnv<'_, V>)) -> Fx {
-            let mut fx = Fx::new();
-            let mut rec = Recorder::new(self.me, &self.topology, Now::at(0), &mut self.rng, &mut self.ids, &mut fx);
-            f(&mut self.paxos, &mut rec);
-            self.paxos.check_invariants();
-            fx
-        }
-
-        fn message(&mut self, from: NodeId, body: PaxosBody<V>) -> Fx {
-            self.step(|p, env| p.on_message(env, from, PaxosMsg { group: GROUP, body }))
-        }
-
-        fn tick(&mut self) -> Fx {
-            self.step(|p, env| p.on_timer(env, PaxosTimer { group: GROUP }))
-        }
-
-        fn persist_all(&mut self) -> Fx {
-            let upto = Lsn(self.ids.lsn - 1);
-            self.step(|p, env| p.on_persisted(env, upto))
-        }
-    }
-
     /// Three nodes: the group's only member, and its two learners.
-    fn nodes() -> (Arc<Topology>, Vec<NodeId>) {
-        let topology = Arc::new(Topology::build(&ClusterSpec::one_region(1, 3), &[]));
-        let nodes = topology.replicas(ShardId(0)).to_vec();
-        (topology, nodes)
-    }
-
-    fn node(topology: &Arc<Topology>, me: NodeId, paxos: MultiPaxos<V>) -> Node {
-        let mut n =
-            Node { paxos, topology: topology.clone(), me, rng: Rng::new(u64::from(me.0) + 1), ids: NextIds::default() };
-        n.step(|p, env| p.start(env, Vec::new()));
-        n
+    fn trio() -> (Arc<Topology>, Vec<NodeId>) {
+        let topo = topology();
+        let nodes = topo.replicas(ShardId(0)).to_vec();
+        (topo, nodes)
     }
 
     /// The member, leading (a group of one chooses on its own durable vote).
-    fn sole_member(topology: &Arc<Topology>, nodes: &[NodeId]) -> Node {
+    fn sole_member(topo: &Arc<Topology>, nodes: &[NodeId]) -> Member {
         let paxos = MultiPaxos::new(GROUP, vec![nodes[0]], nodes[0], 0, config())
             .with_learners(nodes[1..].to_vec())
             .on_stream(STREAM);
-        let mut m = node(topology, nodes[0], paxos);
+        let (mut m, _) = Member::of(topo, nodes[0], paxos);
         m.persist_all();
-        assert_eq!(m.paxos.drain_events(), [PaxosEvent::LeaderReady { ballot: Ballot { round: 1, rank: 0 } }]);
+        assert_eq!(m.paxos.drain_events(), [PaxosEvent::LeaderReady { ballot: FIRST }]);
         m
     }
 
-    fn learner(topology: &Arc<Topology>, nodes: &[NodeId], i: usize) -> Node {
-        node(topology, nodes[i], MultiPaxos::learner(GROUP, vec![nodes[0]], nodes[i], 0, config()))
-    }
-
-    fn send(to: NodeId, body: PaxosBody<V>) -> Effect<PaxosMsg<V>, PaxosRecord<V>, PaxosTimer> {
-        Effect::Send { to, msg: PaxosMsg { group: GROUP, body } }
+    fn learner(topo: &Arc<Topology>, nodes: &[NodeId], i: usize) -> Member {
+        Member::of(topo, nodes[i], MultiPaxos::learner(GROUP, vec![nodes[0]], nodes[i], 0, config())).0
     }
 
     fn sent(fx: &Fx) -> Vec<(NodeId, PaxosBody<V>)> {
-        fx.all()
-            .iter()
-            .filter_map(|e| match e {
-                Effect::Send { to, msg } => Some((*to, msg.body.clone())),
-                _ => None,
-            })
-            .collect()
+        fx.sends().map(|(to, m)| (to, m.body.clone())).collect()
     }
 
     #[test]
     fn a_sole_member_chooses_on_its_own_durable_vote_and_pushes_the_choice_to_its_learners_at_its_tick() {
-        let (topo, nodes) = nodes();
+        let (topo, nodes) = trio();
         let mut m = sole_member(&topo, &nodes);
         let fx = m.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
         assert!(sent(&fx).is_empty(), "nothing leaves before the tick: no vote is awaited from anyone");
         assert!(fx.all().iter().all(|e| matches!(e, Effect::Append { stream: STREAM, .. })), "on its own stream");
         m.persist_all();
         assert_eq!(m.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
-        let ballot = Ballot { round: 1, rank: 0 };
         let chosen = PaxosBody::Chosen { entries: vec![(1, Some(Arc::new(7)))] };
-        let commit = PaxosBody::Commit { ballot, commit_upto: 1 };
+        let commit = PaxosBody::Commit { ballot: FIRST, commit_upto: 1 };
         let expected = vec![
             (nodes[1], chosen.clone()),
             (nodes[1], commit.clone()),
@@ -1501,7 +1433,7 @@ mod learner_tests {
 
     #[test]
     fn a_learner_that_missed_a_push_fetches_it_from_the_leader() {
-        let (topo, nodes) = nodes();
+        let (topo, nodes) = trio();
         let mut m = sole_member(&topo, &nodes);
         for v in [7, 8] {
             m.step(|p, env| {
@@ -1512,11 +1444,14 @@ mod learner_tests {
         m.paxos.drain_events();
         let mut l = learner(&topo, &nodes, 2);
         // The push was lost; the commit point shows the gap.
-        let fx = l.message(nodes[0], PaxosBody::Commit { ballot: Ballot { round: 1, rank: 0 }, commit_upto: 2 });
+        let fx = l.message(nodes[0], PaxosBody::Commit { ballot: FIRST, commit_upto: 2 });
         let fetch = PaxosBody::Fetch { from_slot: 1, to_slot: 2 };
-        assert_eq!(fx.all(), [send(nodes[0], fetch.clone())]);
+        assert_eq!(fx.all(), [Effect::Send { to: nodes[0], msg: PaxosMsg { group: GROUP, body: fetch.clone() } }]);
         let chosen = PaxosBody::Chosen { entries: vec![(1, Some(Arc::new(7))), (2, Some(Arc::new(8)))] };
-        assert_eq!(m.message(nodes[2], fetch.clone()).all(), [send(nodes[2], chosen.clone())]);
+        assert_eq!(
+            m.message(nodes[2], fetch.clone()).all(),
+            [Effect::Send { to: nodes[2], msg: PaxosMsg { group: GROUP, body: chosen.clone() } }]
+        );
         l.message(nodes[0], chosen);
         assert_eq!(l.paxos.commit_upto(), 2);
         // Only learners and members are answered.
@@ -1525,7 +1460,7 @@ mod learner_tests {
 
     #[test]
     fn a_learner_never_votes_never_runs_and_ignores_a_deposed_leaders_commit_point() {
-        let (topo, nodes) = nodes();
+        let (topo, nodes) = trio();
         let mut l = learner(&topo, &nodes, 1);
         let higher = Ballot { round: 3, rank: 0 };
         l.message(nodes[0], PaxosBody::Commit { ballot: higher, commit_upto: 0 });
@@ -1536,7 +1471,7 @@ mod learner_tests {
         let accept = PaxosBody::Accept { ballot: higher, slot: 1, value: Some(Arc::new(7)), commit_upto: 0 };
         assert!(l.message(nodes[0], accept).is_empty(), "no vote");
         assert!(l.message(nodes[0], PaxosBody::Prepare { ballot: higher, from_slot: 1 }).is_empty(), "no promise");
-        let stale = PaxosBody::Commit { ballot: Ballot { round: 1, rank: 0 }, commit_upto: 9 };
+        let stale = PaxosBody::Commit { ballot: FIRST, commit_upto: 9 };
         assert!(l.message(nodes[0], stale).is_empty(), "no fetch for a deposed ballot's commit point");
         assert!(!l.paxos.is_leader());
     }
