@@ -15,8 +15,8 @@ use super::participant::{LockAt, Participant};
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
-    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, LeaderPlacement, Lsn, NodeId, Now, Op, Outcome, ParamValue,
-    Params, Program, RegionId, RequestId, ShardId, Stream, Topology, TxnId, Value,
+    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, Lsn, NodeId, Now, Op, Outcome, ParamValue, Params, Program,
+    RequestId, ShardId, Stream, Topology, TxnId, Value,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::paxos::{Ballot, MultiPaxos, PaxosBody, PaxosMsg, PaxosRecord, PaxosRecordBody, PaxosTimer};
@@ -587,16 +587,7 @@ fn a_not_leader_refusal_sends_the_prepare_to_the_leader_it_names_or_asks_who_lea
 /// Three regions, each a server region with one replica of each of two
 /// shards; one client in the first.
 fn home_topology() -> Arc<Topology> {
-    let spec = ClusterSpec {
-        regions: vec!["a".into(), "b".into(), "c".into()],
-        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-        shards: 2,
-        replicas_per_shard: 3,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
-    Arc::new(Topology::build(&spec, &[]))
+    Arc::new(Topology::build(&ClusterSpec::every_region(&["a", "b", "c"], 2), &[]))
 }
 
 fn home_config() -> Config {

@@ -90,18 +90,12 @@ pub fn home_replica(topology: &Topology, p: Participant) -> NodeId {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_core::{ClusterSpec, LeaderPlacement, RegionId};
+    use meridian_core::{ClusterSpec, RegionId};
 
+    /// Three regions, the homes in another order than the regions'.
     fn topology() -> Topology {
-        let spec = ClusterSpec {
-            regions: vec!["a".into(), "b".into(), "c".into()],
-            server_regions: vec![RegionId(2), RegionId(0), RegionId(1)],
-            shards: 2,
-            replicas_per_shard: 3,
-            leaders: LeaderPlacement::Spread,
-            client_regions: vec![RegionId(0)],
-            clients_per_region: 1,
-        };
+        let mut spec = ClusterSpec::every_region(&["a", "b", "c"], 2);
+        spec.server_regions = vec![RegionId(2), RegionId(0), RegionId(1)];
         Topology::build(&spec, &[])
     }
 
