@@ -90,15 +90,25 @@
 //! keep the data on every replica, not the home's availability.
 //! `lock_at = "home"` needs one replica of each shard in every server
 //! region (`replicas_per_shard` = the number of server regions), as SLOG
-//! does.
+//! does. docs/2pl-coord.md lists every choice made where the paper is
+//! silent.
+//!
+//! | SLOG paper, §4 (2PL-coord) | here |
+//! |---|---|
+//! | "the lock manager for a granule is located in its home partition" | `participant.rs` (home partitions), `replica.rs` (their lock tables) |
+//! | "all writes and reads to data are controlled by the chairman" | `coordinator.rs` (`server`: each key's home replica) |
+//! | low-latency writes: no coordination for data mastered nearby | `mod.rs` `home_replica` (a log of one member), `log.rs` |
+//! | the data replicated to every region | `copies.rs`, `meridian_mechanisms::paxos` (learners) |
+//! | coordination across homes for multi-home transactions | two-phase commit as `lock_at = "leader"` |
 //!
 //! # Counters
 //!
 //! `retries` (attempts restarted after a wound or a lost leader),
 //! `wounds`, `lock_leases_expired`, `in_doubt_queries`, `in_doubt_resolved`,
 //! `unknown_outcomes`,
-//! `leader_takeovers`, and the Paxos log's `paxos_elections`,
-//! `paxos_leader_changes`.
+//! `leader_takeovers` (with `lock_at = "home"`: a home replica leading its
+//! log, at start and after each restart), and the Paxos log's
+//! `paxos_elections`, `paxos_leader_changes`.
 
 mod coordinator;
 mod copies;
@@ -114,6 +124,7 @@ pub use coordinator::Coordinator;
 pub use messages::{
     Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer,
 };
+pub use participant::{LockAt, Participant};
 pub use replica::Replica;
 
 use meridian_core::{
@@ -121,8 +132,6 @@ use meridian_core::{
     Stream, Topology,
 };
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
-
-pub use participant::{LockAt, Participant};
 
 pub struct TwoPlPaxos;
 
@@ -401,5 +410,27 @@ mod tests {
         assert!(Config::from_params(&p).unwrap_err().contains("`max_attempts`"));
         let p = Params::new().with("no_such_ms", ParamValue::Int(1));
         assert!(Config::from_params(&p).unwrap_err().contains("`no_such_ms`"));
+        let p = Params::new().with("lock_at", ParamValue::Str("chairman".into()));
+        assert!(Config::from_params(&p).unwrap_err().contains("`lock_at`"));
+    }
+
+    #[test]
+    fn lock_at_home_is_refused_without_one_replica_of_each_shard_per_server_region() {
+        use meridian_core::{ClusterSpec, LatencyMatrix};
+        let params = Params::new().with("lock_at", ParamValue::Str("home".into()));
+        let deployment = |replicas: u32| {
+            let mut spec = ClusterSpec::every_region(&["a", "b", "c"], 2);
+            spec.replicas_per_shard = replicas;
+            let topology = std::sync::Arc::new(Topology::build(&spec, &[]));
+            let pairs = [("a", "b", 10.0), ("a", "c", 10.0), ("b", "c", 10.0)];
+            let latency = std::sync::Arc::new(LatencyMatrix::from_pairs(&["a", "b", "c"], &pairs, 0.2).unwrap());
+            Deployment { topology, params: params.clone(), epsilon_us: 100, latency }
+        };
+        let replica = NodeId(0);
+        for replicas in [2, 4] {
+            let Err(e) = TwoPlPaxos::build(&deployment(replicas), replica) else { panic!("{replicas} replicas built") };
+            assert!(e.contains("`lock_at`") && e.contains("replicas_per_shard = 3"), "{e}");
+        }
+        assert!(TwoPlPaxos::build(&deployment(3), replica).is_ok());
     }
 }
