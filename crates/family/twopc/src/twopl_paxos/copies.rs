@@ -6,7 +6,10 @@
 //! the home replica alone locks, reads and prepares its granules, and its
 //! writes reach the other copies asynchronously, in log order — SLOG-B's
 //! and NuoDB's replication. The copies keep the data on every replica of
-//! the shard, and the end of every simulated run compares them.
+//! the shard, and the end of every simulated run compares them. (Learning
+//! the log by slot, rather than as `batch_stream`'s numbered batches, lets
+//! a copy fetch any gap from the home's durable log, also after the home
+//! restarted, and a snapshot past its checkpoint.)
 //!
 //! Each copy's durable records go to a stream of its own, so that each
 //! checkpoints alone (`Stream(1 + home)`: the replica's own log keeps the
