@@ -297,7 +297,8 @@ fn protocols_json_has_name_consistency_and_status_for_each_protocol() {
             str_at(d, "name")
         })
         .collect();
-    for documented in ["execute_timeout_ms", "prepare_retry_ms", "max_attempts", "heartbeat_ms", "election_timeout_ms"]
+    for documented in
+        ["lock_at", "execute_timeout_ms", "prepare_retry_ms", "max_attempts", "heartbeat_ms", "election_timeout_ms"]
     {
         assert!(params.contains(&documented), "`{documented}` missing from {params:?}");
     }

@@ -148,6 +148,23 @@ impl ClusterSpec {
             clients_per_region: 1,
         }
     }
+
+    /// Every one of `regions` a server region holding one replica of each
+    /// of `shards` shards (every region a home), leaders co-located, one
+    /// client in the first region: the multi-region deployment handler
+    /// tests build.
+    pub fn every_region(regions: &[&str], shards: u32) -> ClusterSpec {
+        let n = regions.len() as u16;
+        ClusterSpec {
+            regions: regions.iter().map(|r| r.to_string()).collect(),
+            server_regions: (0..n).map(RegionId).collect(),
+            shards,
+            replicas_per_shard: u32::from(n),
+            leaders: LeaderPlacement::Colocated,
+            client_regions: vec![RegionId(0)],
+            clients_per_region: 1,
+        }
+    }
 }
 
 /// Where keys live: key `k` is on shard `k % shards`, and its home region

@@ -2,6 +2,8 @@
 //! execute round reads and locks, the rounds of a procedure until it has
 //! its reads, the writes buffered per shard until commit, which replica a
 //! read goes to, and bounded retries that keep a transaction's priority.
+//! Participants are shards unless the protocol locks at a finer unit
+//! (2pl-paxos with `lock_at = "home"`: a shard's keys homed at one region).
 //!
 //! Shared by the protocols whose coordinator executes a transaction before
 //! committing it (2pl-paxos today; occ-paxos, d2pl-ttc, mvto-hlc, K2,
@@ -64,17 +66,19 @@ pub enum Progress {
     TooManyRounds,
 }
 
-/// One attempt's execution: the rounds in flight and the read set.
+/// One attempt's execution: the rounds in flight and the read set. Rounds
+/// are answered by participants `P`: shards, or whatever unit the protocol
+/// locks at (2pl-paxos's `lock_at = "home"`: a shard's home partition).
 #[derive(Debug)]
-pub struct Execute {
+pub struct Execute<P = ShardId> {
     round: u32,
-    waiting: BTreeSet<ShardId>,
+    waiting: BTreeSet<P>,
     reads: BTreeMap<Key, Option<Value>>,
 }
 
-impl Execute {
-    /// Starts round 0, which the given shards answer.
-    pub fn start(shards: impl IntoIterator<Item = ShardId>) -> Execute {
+impl<P: Copy + Ord> Execute<P> {
+    /// Starts round 0, which the given participants answer.
+    pub fn start(shards: impl IntoIterator<Item = P>) -> Execute<P> {
         Execute { round: 0, waiting: shards.into_iter().collect(), reads: BTreeMap::new() }
     }
 
@@ -88,11 +92,11 @@ impl Execute {
     }
 
     /// Whether `shard` still owes an answer to the current round.
-    pub fn waiting_for(&self, shard: ShardId) -> bool {
+    pub fn waiting_for(&self, shard: P) -> bool {
         self.waiting.contains(&shard)
     }
 
-    pub fn waiting(&self) -> impl Iterator<Item = ShardId> + '_ {
+    pub fn waiting(&self) -> impl Iterator<Item = P> + '_ {
         self.waiting.iter().copied()
     }
 
@@ -100,7 +104,7 @@ impl Execute {
     pub fn on_reads(
         &mut self,
         program: &Program,
-        shard: ShardId,
+        shard: P,
         round: u32,
         reads: impl IntoIterator<Item = (Key, Option<Value>)>,
     ) -> Progress {
@@ -122,7 +126,7 @@ impl Execute {
     }
 
     /// Starts the next round, answered by `shards`.
-    pub fn next_round(&mut self, shards: impl IntoIterator<Item = ShardId>) -> u32 {
+    pub fn next_round(&mut self, shards: impl IntoIterator<Item = P>) -> u32 {
         assert!(self.waiting.is_empty(), "round {} still has answers to come", self.round);
         self.round += 1;
         self.waiting = shards.into_iter().collect();
@@ -130,13 +134,17 @@ impl Execute {
     }
 }
 
-/// The writes an execution buffered, by the shard that installs them.
-pub fn writes_by_shard(exec: &Execution, shard_of: impl Fn(Key) -> ShardId) -> BTreeMap<ShardId, Vec<(Key, Value)>> {
-    let mut by_shard: BTreeMap<ShardId, Vec<(Key, Value)>> = BTreeMap::new();
+/// The writes an execution buffered, by the participant (the shard, or the
+/// unit the protocol locks at) that installs them.
+pub fn writes_by_participant<P: Ord>(
+    exec: &Execution,
+    participant_of: impl Fn(Key) -> P,
+) -> BTreeMap<P, Vec<(Key, Value)>> {
+    let mut by: BTreeMap<P, Vec<(Key, Value)>> = BTreeMap::new();
     for (key, value) in &exec.writes {
-        by_shard.entry(shard_of(*key)).or_default().push((*key, value.clone()));
+        by.entry(participant_of(*key)).or_default().push((*key, value.clone()));
     }
-    by_shard
+    by
 }
 
 /// Which replica of a shard a read goes to.
@@ -307,7 +315,7 @@ mod tests {
     fn buffered_writes_go_to_the_shard_of_their_key() {
         let writes = vec![(Key(2), Value::int(1, 1)), (Key(3), Value::int(1, 2)), (Key(4), Value::int(1, 3))];
         let exec = Execution { writes, results: vec![] };
-        let by = writes_by_shard(&exec, |k| ShardId((k.0 % 2) as u32));
+        let by = writes_by_participant(&exec, |k| ShardId((k.0 % 2) as u32));
         assert_eq!(by[&ShardId(0)], vec![(Key(2), Value::int(1, 1)), (Key(4), Value::int(1, 3))]);
         assert_eq!(by[&ShardId(1)], vec![(Key(3), Value::int(1, 2))]);
     }

@@ -21,10 +21,20 @@
 //! durable, and it emits [`PaxosEvent::Committed`] strictly in slot order,
 //! each slot exactly once per process lifetime (a restarted node replays its
 //! durable chosen prefix from slot 1).
+//!
+//! **Learners** ("Paxos Made Simple" §2.3, learning a chosen value): a group
+//! may name nodes that are not members ([`MultiPaxos::with_learners`]); each
+//! runs a [`MultiPaxos::learner`] that never votes, runs or answers a
+//! candidate. Every tick the leader pushes them the slots chosen since its
+//! last push, then its commit point, from which they fetch what they missed
+//! (or a snapshot, past the leader's checkpoint). Only chosen values reach a
+//! learner, so it holds nothing a later ballot could overwrite. 2pl-paxos's
+//! `lock_at = "home"` replicates each home's one-member log to the shard's
+//! other copies this way, asynchronously and in order.
 
 use crate::durable::AfterDurable;
 use crate::quorum::Quorum;
-use meridian_core::{Env, Lsn, NodeId};
+use meridian_core::{Env, Lsn, NodeId, Stream};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -204,6 +214,12 @@ pub const COUNTERS: &[meridian_core::CounterDoc] = &[
 /// message naming a far-off slot cannot break.
 const LOG_WINDOW: u64 = 1 << 24;
 
+/// Most chosen slots a leader pushes to its learners per tick: a bound on
+/// one message's size. A leader choosing faster than this leaves the rest
+/// to the learners' fetches (and falls back on snapshots past its
+/// checkpoint); at the default tick of 50 ms it is 80,000 slots a second.
+const LEARNER_PUSH_MAX: u64 = 4_096;
+
 /// The log, by slot, from `base` (slots before it are compacted into a
 /// checkpoint): O(1) access, appends at the end.
 #[derive(Debug)]
@@ -287,11 +303,25 @@ enum Deferred<V, S> {
 
 pub type PaxosEnv<'a, V, S = ()> = dyn Env<PaxosMsg<V, S>, PaxosRecord<V, S>, PaxosTimer> + 'a;
 
-/// One member's replica of a Multi-Paxos group.
+/// One member's replica of a Multi-Paxos group (or a learner's copy of
+/// its log).
 pub struct MultiPaxos<V, S = ()> {
     group: u32,
     members: Vec<NodeId>,
+    /// This node's rank among the members (`members.len()` for a learner:
+    /// no member's).
     me: usize,
+    /// Nodes that learn the chosen log without voting; empty in a plain
+    /// group.
+    learners: Vec<NodeId>,
+    /// This node is a learner: it never votes, runs or leads.
+    learning: bool,
+    /// The stream of the node's durable log this group's records go to (a
+    /// node that holds several groups' logs gives each its own, so that
+    /// each compacts alone).
+    stream: Stream,
+    /// A leader's last slot pushed to its learners.
+    pushed_upto: u64,
     preferred: usize,
     cfg: PaxosConfig,
     promised: Ballot,
@@ -321,12 +351,47 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// `preferred` is the rank that leads first.
     pub fn new(group: u32, members: Vec<NodeId>, me: NodeId, preferred: usize, cfg: PaxosConfig) -> Self {
         let me = members.iter().position(|m| *m == me).expect("a member of its own group");
+        Self::build(group, members, me, preferred, cfg)
+    }
+
+    /// A learner of group `group`, whose members (`members`, of which it is
+    /// not one) name it in [`MultiPaxos::with_learners`]: it applies the
+    /// chosen log in slot order as the leader pushes it or as it fetches
+    /// it, and never votes, runs for election or answers a candidate.
+    pub fn learner(group: u32, members: Vec<NodeId>, me: NodeId, preferred: usize, cfg: PaxosConfig) -> Self {
+        assert!(!members.contains(&me), "a learner is not a member");
+        let rank = members.len();
+        let mut learner = Self::build(group, members, rank, preferred, cfg);
+        learner.learning = true;
+        learner
+    }
+
+    /// Names the group's learners: its leader pushes them every slot
+    /// chosen, once a tick, and answers their fetches.
+    pub fn with_learners(mut self, learners: Vec<NodeId>) -> Self {
+        assert!(learners.iter().all(|l| !self.members.contains(l)), "a learner is not a member");
+        self.learners = learners;
+        self
+    }
+
+    /// Keeps the group's durable records in `stream` of the node's log
+    /// (default [`Stream::MAIN`]).
+    pub fn on_stream(mut self, stream: Stream) -> Self {
+        self.stream = stream;
+        self
+    }
+
+    fn build(group: u32, members: Vec<NodeId>, me: usize, preferred: usize, cfg: PaxosConfig) -> Self {
         assert!(members.len() <= 64, "a quorum counts at most 64 members");
         assert!(preferred < members.len(), "the preferred leader is a member");
         MultiPaxos {
             group,
             members,
             me,
+            learners: Vec::new(),
+            learning: false,
+            stream: Stream::MAIN,
+            pushed_upto: 0,
             preferred,
             cfg,
             promised: Ballot::default(),
@@ -353,6 +418,11 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
 
     pub fn members(&self) -> &[NodeId] {
         &self.members
+    }
+
+    /// Whether this node is a learner of the group, not a member.
+    pub fn is_learner(&self) -> bool {
+        self.learning
     }
 
     /// Starts (or restarts from durable records): replays the durable chosen
@@ -453,8 +523,10 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         for slot in self.log.slots.iter().rev().take(8).flatten() {
             assert!(slot.ballot <= self.promised, "a slot accepted above the promise");
         }
+        assert!(!self.learning || matches!(self.role, Role::Follower), "a learner runs or leads");
         if let Role::Leader { ballot, next_slot, acks, .. } = &self.role {
             assert!(*ballot <= self.promised, "a leader's ballot above its promise");
+            assert!(self.pushed_upto <= self.commit_upto, "pushed to learners past the commit point");
             assert!(*next_slot > self.commit_upto, "a leader proposes below its commit point");
             assert!(acks.last_key_value().is_none_or(|(slot, _)| slot < next_slot), "votes for an unproposed slot");
         }
@@ -501,6 +573,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         if let Role::Leader { ballot, .. } = self.role {
             let body = PaxosBody::Commit { ballot, commit_upto: self.commit_upto };
             self.send_others(env, &body);
+            self.push_to_learners(env, body);
             self.retransmit(env);
             return;
         }
@@ -508,7 +581,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         if self.leader_commit > self.commit_upto {
             self.request_missing(env);
         }
-        if self.ticks_since_heard >= self.timeout_ticks {
+        if !self.learning && self.ticks_since_heard >= self.timeout_ticks {
             let round = self.max_round_seen.max(self.promised.round).max(1) + 1;
             self.begin_candidacy(env, Ballot { round, rank: self.me as u32 }, true);
         }
@@ -517,8 +590,17 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     pub fn on_message(&mut self, env: &mut PaxosEnv<'_, V, S>, from: NodeId, msg: PaxosMsg<V, S>) {
         debug_assert_eq!(msg.group, self.group);
         let Some(rank) = self.members.iter().position(|m| *m == from) else {
+            // A learner asks for what it missed; it says nothing else.
+            if let PaxosBody::Fetch { from_slot, to_slot } = msg.body {
+                if self.learners.contains(&from) {
+                    self.on_fetch(env, from, from_slot, to_slot);
+                }
+            }
             return;
         };
+        if self.learning {
+            return self.on_learn(env, rank, msg.body);
+        }
         match msg.body {
             PaxosBody::Prepare { ballot, from_slot } => self.on_prepare(env, rank, ballot, from_slot),
             PaxosBody::Promise { ballot, entries, snapshot } => self.on_promise(env, rank, ballot, entries, snapshot),
@@ -535,6 +617,56 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             PaxosBody::Commit { ballot, commit_upto } => self.on_commit(env, rank, ballot, commit_upto),
             PaxosBody::Fetch { from_slot, to_slot } => self.on_fetch(env, from, from_slot, to_slot),
             PaxosBody::Chosen { entries } => self.on_chosen(env, entries),
+        }
+    }
+
+    // ---- learners ----
+
+    /// A leader's tick: every learner gets the slots chosen since the last
+    /// push (at most [`LEARNER_PUSH_MAX`]), then the commit point `commit`,
+    /// from which it fetches anything it missed.
+    fn push_to_learners(&mut self, env: &mut PaxosEnv<'_, V, S>, commit: PaxosBody<V, S>) {
+        if self.learners.is_empty() {
+            return;
+        }
+        let upto = self.commit_upto.min(self.pushed_upto + LEARNER_PUSH_MAX);
+        let entries: Vec<(u64, Option<Arc<V>>)> = self
+            .log
+            .range(self.pushed_upto + 1, upto)
+            .filter(|(_, s)| s.chosen)
+            .map(|(slot, s)| (slot, s.value.clone()))
+            .collect();
+        self.pushed_upto = upto;
+        for to in self.learners.clone() {
+            if !entries.is_empty() {
+                self.send(env, to, PaxosBody::Chosen { entries: entries.clone() });
+            }
+            self.send(env, to, commit.clone());
+        }
+    }
+
+    /// A learner hears the leader's commit point, chosen slots and
+    /// snapshots; a candidate's or an acceptor's messages are not for it.
+    fn on_learn(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, body: PaxosBody<V, S>) {
+        match body {
+            // A lower ballot is a deposed leader's (or a restarted one's
+            // earlier life): its commit point says nothing new.
+            PaxosBody::Commit { ballot, commit_upto } if ballot >= self.promised => {
+                self.follow(rank, ballot);
+                self.learn_commit(env, ballot, commit_upto);
+            }
+            PaxosBody::Chosen { entries } => self.on_chosen(env, entries),
+            PaxosBody::Snapshot { upto, state } => {
+                self.install_snapshot(env, upto, state);
+                self.fetch_pending_ticks = 0;
+            }
+            PaxosBody::Commit { .. }
+            | PaxosBody::Prepare { .. }
+            | PaxosBody::Promise { .. }
+            | PaxosBody::Nack { .. }
+            | PaxosBody::Accept { .. }
+            | PaxosBody::Accepted { .. }
+            | PaxosBody::Fetch { .. } => {}
         }
     }
 
@@ -636,6 +768,9 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         let recover_upto = merged.keys().next_back().copied().unwrap_or(0).max(self.commit_upto);
         self.role =
             Role::Leader { ballot, next_slot: recover_upto + 1, acks: BTreeMap::new(), ready: false, recover_upto };
+        // What learners have is not known: they fetch the chosen prefix, and
+        // the pushes go on from here.
+        self.pushed_upto = self.commit_upto;
         self.leader = Some(self.me);
         env.count("paxos_leader_changes", 1);
         for slot in self.commit_upto + 1..=recover_upto {
@@ -913,7 +1048,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         let (upto, state) = self.snapshot.clone().expect("a checkpoint to persist");
         let entries = self.entries_from(upto + 1);
         let body = PaxosRecordBody::Checkpoint { promised: self.promised, upto, state, entries };
-        env.compact(self.durable.last_appended(), PaxosRecord { group: self.group, body });
+        env.compact_stream(self.stream, self.durable.last_appended(), PaxosRecord { group: self.group, body });
     }
 
     // ---- helpers ----
@@ -941,7 +1076,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     }
 
     fn persist(&mut self, env: &mut PaxosEnv<'_, V, S>, body: PaxosRecordBody<V, S>) -> Lsn {
-        let lsn = env.append(PaxosRecord { group: self.group, body });
+        let lsn = env.append_to(self.stream, PaxosRecord { group: self.group, body });
         self.durable.appended(lsn);
         lsn
     }
@@ -1023,14 +1158,13 @@ mod handler_tests {
         fn start(topology: &Arc<Topology>, rank: usize) -> (Member, Fx) {
             let members = topology.replicas(ShardId(0)).to_vec();
             let me = members[rank];
-            let paxos = MultiPaxos::new(0, members, me, 0, config());
-            let mut m = Member {
-                paxos,
-                topology: topology.clone(),
-                me,
-                rng: Rng::new(rank as u64 + 1),
-                ids: NextIds::default(),
-            };
+            Member::of(topology, me, MultiPaxos::new(0, members, me, 0, config()))
+        }
+
+        /// Node `me` running `paxos` (a member or a learner), started fresh.
+        fn of(topology: &Arc<Topology>, me: NodeId, paxos: MultiPaxos<V>) -> (Member, Fx) {
+            let rng = Rng::new(u64::from(me.0) + 1);
+            let mut m = Member { paxos, topology: topology.clone(), me, rng, ids: NextIds::default() };
             let fx = m.step(|p, env| p.start(env, Vec::new()));
             (m, fx)
         }
@@ -1045,11 +1179,13 @@ mod handler_tests {
         }
 
         fn message(&mut self, from: NodeId, body: PaxosBody<V>) -> Fx {
-            self.step(|p, env| p.on_message(env, from, PaxosMsg { group: 0, body }))
+            let group = self.paxos.group();
+            self.step(|p, env| p.on_message(env, from, PaxosMsg { group, body }))
         }
 
         fn tick(&mut self) -> Fx {
-            self.step(|p, env| p.on_timer(env, PaxosTimer { group: 0 }))
+            let group = self.paxos.group();
+            self.step(|p, env| p.on_timer(env, PaxosTimer { group }))
         }
 
         /// Everything appended so far is durable.
@@ -1234,5 +1370,109 @@ mod handler_tests {
         assert_eq!(l.paxos.leader_hint(), Some(members[2]));
         let promise = PaxosBody::Promise { ballot: higher, entries: Vec::new(), snapshot: None };
         assert_eq!(l.persist_all().all(), [send(members[2], promise)]);
+    }
+
+    // ---- learners ("Paxos Made Simple" §2.3): a group of one member whose
+    // log two other nodes learn ----
+
+    const GROUP: u32 = 5;
+    const STREAM: Stream = Stream(3);
+
+    /// Three nodes: the group's only member, and its two learners.
+    fn trio() -> (Arc<Topology>, Vec<NodeId>) {
+        let topo = topology();
+        let nodes = topo.replicas(ShardId(0)).to_vec();
+        (topo, nodes)
+    }
+
+    /// The member, leading (a group of one chooses on its own durable vote).
+    fn sole_member(topo: &Arc<Topology>, nodes: &[NodeId]) -> Member {
+        let paxos = MultiPaxos::new(GROUP, vec![nodes[0]], nodes[0], 0, config())
+            .with_learners(nodes[1..].to_vec())
+            .on_stream(STREAM);
+        let (mut m, _) = Member::of(topo, nodes[0], paxos);
+        m.persist_all();
+        assert_eq!(m.paxos.drain_events(), [PaxosEvent::LeaderReady { ballot: FIRST }]);
+        m
+    }
+
+    fn learner(topo: &Arc<Topology>, nodes: &[NodeId], i: usize) -> Member {
+        Member::of(topo, nodes[i], MultiPaxos::learner(GROUP, vec![nodes[0]], nodes[i], 0, config())).0
+    }
+
+    fn sent(fx: &Fx) -> Vec<(NodeId, PaxosBody<V>)> {
+        fx.sends().map(|(to, m)| (to, m.body.clone())).collect()
+    }
+
+    #[test]
+    fn a_sole_member_chooses_on_its_own_durable_vote_and_pushes_the_choice_to_its_learners_at_its_tick() {
+        let (topo, nodes) = trio();
+        let mut m = sole_member(&topo, &nodes);
+        let fx = m.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        assert!(sent(&fx).is_empty(), "nothing leaves before the tick: no vote is awaited from anyone");
+        assert!(fx.all().iter().all(|e| matches!(e, Effect::Append { stream: STREAM, .. })), "on its own stream");
+        m.persist_all();
+        assert_eq!(m.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
+        let chosen = PaxosBody::Chosen { entries: vec![(1, Some(Arc::new(7)))] };
+        let commit = PaxosBody::Commit { ballot: FIRST, commit_upto: 1 };
+        let expected = vec![
+            (nodes[1], chosen.clone()),
+            (nodes[1], commit.clone()),
+            (nodes[2], chosen.clone()),
+            (nodes[2], commit.clone()),
+        ];
+        assert_eq!(sent(&m.tick()), expected);
+        assert_eq!(sent(&m.tick()), vec![(nodes[1], commit.clone()), (nodes[2], commit)], "pushed once");
+        // The learner applies what it is pushed, durably, and says nothing.
+        let mut l = learner(&topo, &nodes, 1);
+        let fx = l.message(nodes[0], chosen);
+        assert!(sent(&fx).is_empty());
+        assert!(matches!(fx.all(), [Effect::Append { .. }]), "the choice is made durable");
+        assert_eq!(l.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
+    }
+
+    #[test]
+    fn a_learner_that_missed_a_push_fetches_it_from_the_leader() {
+        let (topo, nodes) = trio();
+        let mut m = sole_member(&topo, &nodes);
+        for v in [7, 8] {
+            m.step(|p, env| {
+                p.propose(env, v).expect("leading");
+            });
+        }
+        m.persist_all();
+        m.paxos.drain_events();
+        let mut l = learner(&topo, &nodes, 2);
+        // The push was lost; the commit point shows the gap.
+        let fx = l.message(nodes[0], PaxosBody::Commit { ballot: FIRST, commit_upto: 2 });
+        let fetch = PaxosBody::Fetch { from_slot: 1, to_slot: 2 };
+        assert_eq!(fx.all(), [Effect::Send { to: nodes[0], msg: PaxosMsg { group: GROUP, body: fetch.clone() } }]);
+        let chosen = PaxosBody::Chosen { entries: vec![(1, Some(Arc::new(7))), (2, Some(Arc::new(8)))] };
+        assert_eq!(
+            m.message(nodes[2], fetch.clone()).all(),
+            [Effect::Send { to: nodes[2], msg: PaxosMsg { group: GROUP, body: chosen.clone() } }]
+        );
+        l.message(nodes[0], chosen);
+        assert_eq!(l.paxos.commit_upto(), 2);
+        // Only learners and members are answered.
+        assert!(m.message(NodeId(99), fetch).is_empty());
+    }
+
+    #[test]
+    fn a_learner_never_votes_never_runs_and_ignores_a_deposed_leaders_commit_point() {
+        let (topo, nodes) = trio();
+        let mut l = learner(&topo, &nodes, 1);
+        let higher = Ballot { round: 3, rank: 0 };
+        l.message(nodes[0], PaxosBody::Commit { ballot: higher, commit_upto: 0 });
+        for _ in 0..20 {
+            let fx = l.tick();
+            assert!(sent(&fx).is_empty(), "no election, however long the silence");
+        }
+        let accept = PaxosBody::Accept { ballot: higher, slot: 1, value: Some(Arc::new(7)), commit_upto: 0 };
+        assert!(l.message(nodes[0], accept).is_empty(), "no vote");
+        assert!(l.message(nodes[0], PaxosBody::Prepare { ballot: higher, from_slot: 1 }).is_empty(), "no promise");
+        let stale = PaxosBody::Commit { ballot: FIRST, commit_upto: 9 };
+        assert!(l.message(nodes[0], stale).is_empty(), "no fetch for a deposed ballot's commit point");
+        assert!(!l.paxos.is_leader());
     }
 }

@@ -35,22 +35,24 @@ pub enum Decision {
     Abort,
 }
 
-/// The coordinator's count of prepare votes.
+/// The coordinator's count of prepare votes, one per participant (a
+/// shard, or whatever unit the protocol prepares at: 2pl-paxos's
+/// `lock_at = "home"` prepares at each shard's home partitions).
 #[derive(Clone, Debug)]
-pub struct Tally {
-    pending: BTreeSet<ShardId>,
+pub struct Tally<P = ShardId> {
+    pending: BTreeSet<P>,
     decided: Option<Decision>,
 }
 
-impl Tally {
-    pub fn new(participants: &[ShardId]) -> Tally {
+impl<P: Copy + Ord> Tally<P> {
+    pub fn new(participants: &[P]) -> Tally<P> {
         assert!(!participants.is_empty(), "a transaction has participants");
         Tally { pending: participants.iter().copied().collect(), decided: None }
     }
 
     /// A yes vote; returns the decision when it completes the tally.
-    pub fn yes(&mut self, shard: ShardId) -> Option<Decision> {
-        if self.decided.is_some() || !self.pending.remove(&shard) || !self.pending.is_empty() {
+    pub fn yes(&mut self, participant: P) -> Option<Decision> {
+        if self.decided.is_some() || !self.pending.remove(&participant) || !self.pending.is_empty() {
             return None;
         }
         self.decided = Some(Decision::Commit);
@@ -58,7 +60,7 @@ impl Tally {
     }
 
     /// A no vote decides abort (once).
-    pub fn no(&mut self, _shard: ShardId) -> Option<Decision> {
+    pub fn no(&mut self, _participant: P) -> Option<Decision> {
         if self.decided.is_some() {
             return None;
         }
@@ -66,7 +68,7 @@ impl Tally {
         self.decided
     }
 
-    pub fn pending(&self) -> impl Iterator<Item = ShardId> + '_ {
+    pub fn pending(&self) -> impl Iterator<Item = P> + '_ {
         self.pending.iter().copied()
     }
 

@@ -305,3 +305,265 @@ fn outcomes_are_retired_by_coordinator_watermarks_so_memory_follows_the_work_in_
         }
     }
 }
+
+// ---- lock_at = "home": the SLOG paper's 2PL-coord (§4) ----
+
+const SLOG_REGIONS: [&str; 6] = ["virginia", "ohio", "oregon", "california", "ireland", "london"];
+
+/// slog-six-regions: every region a server region (one replica of each of
+/// 4 shards) with one client; `lock_at = "home"`, fsync 0.1 ms.
+fn home_sim(seed: u64) -> Sim<TwoPlPaxos> {
+    let matrix = LatencyMatrix::preset("slog-six-regions").unwrap();
+    assert_eq!(matrix.regions, SLOG_REGIONS);
+    let all: Vec<RegionId> = (0..6).map(RegionId).collect();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: all.clone(),
+        shards: 4,
+        replicas_per_shard: 6,
+        leaders: LeaderPlacement::Spread,
+        client_regions: all,
+        clients_per_region: 1,
+    };
+    let topology = Arc::new(Topology::build(&spec, &[]));
+    let latency = Arc::new(matrix.clone());
+    let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
+    cfg.fsync_ns = FSYNC_NS;
+    let params = Params::new().with("lock_at", meridian_core::ParamValue::Str("home".into()));
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
+}
+
+const FSYNC_NS: u64 = 100_000;
+
+fn region(name: &str) -> usize {
+    SLOG_REGIONS.iter().position(|r| *r == name).unwrap()
+}
+
+/// Round trip between two regions of slog-six-regions, in ms.
+fn rtt_ms(a: &str, b: &str) -> f64 {
+    LatencyMatrix::preset("slog-six-regions").unwrap().rtt_ms(region(a), region(b))
+}
+
+/// The module docs' formula: execute and prepare each a round trip to the
+/// farthest home `h` of `homes`, plus one fsync there.
+fn commit_ms(client: &str, homes: &[&str]) -> f64 {
+    let widest = homes.iter().map(|h| rtt_ms(client, h)).fold(0.0, f64::max);
+    2.0 * widest + FSYNC_NS as f64 / MS as f64
+}
+
+/// Key `n` of `shard` homed at `home`.
+fn homed(sim: &Sim<TwoPlPaxos>, shard: u32, home: &str, n: u64) -> Key {
+    sim.topology().key_layout().key(shard, region(home), n)
+}
+
+fn increment(keys: &[Key], tag: u64) -> Program {
+    Program::new(
+        keys.iter().enumerate().map(|(i, k)| Op::Increment { key: *k, delta: 1, tag: tag + i as u64 }).collect(),
+    )
+}
+
+/// The value of `key` at its home replica.
+fn at_home(sim: &Sim<TwoPlPaxos>, key: Key) -> i64 {
+    let layout = sim.topology().key_layout();
+    let part = meridian_twopc::twopl_paxos::LockAt::Home.participant(&layout, key);
+    let home = sim.topology().replicas(layout.shard_of(key))[layout.home_index(key)];
+    let Some(Node::Replica(rep)) = sim.process(home) else { panic!("the home replica is up") };
+    assert_eq!(rep.participant(), part);
+    match rep.store().latest(key).map(|v| &v.data) {
+        Some(Data::Int(i)) => *i,
+        _ => 0,
+    }
+}
+
+/// Runs `program` from `client` alone and returns its latency in ms.
+fn latency_alone_ms(sim: &mut Sim<TwoPlPaxos>, client: NodeId, id: u64, program: Program) -> f64 {
+    let start = sim.now_ns();
+    sim.request(client, RequestId(id), program);
+    sim.run_until(start + 2_000 * MS);
+    let done = sim.take_completions();
+    assert_eq!(committed(&done), 1, "{done:?}");
+    (done[0].at_ns - start) as f64 / MS as f64
+}
+
+#[test]
+fn a_transaction_homed_at_its_clients_region_commits_with_no_wide_area_round_trip() {
+    // Module docs: latency = max RTT(c, h) for execute + max RTT(c, h) +
+    // fsync for the prepare; homed at c: 2 × 0.5 + 0.1 = 1.1 ms, on two
+    // shards as on one (both home partitions are in c).
+    let mut s = home_sim(1);
+    let wide: std::rc::Rc<std::cell::RefCell<Vec<String>>> = Default::default();
+    let seen = wide.clone();
+    let regions: Vec<RegionId> = s.topology().nodes.iter().map(|n| n.region).collect();
+    s.set_interceptor(Box::new(move |_, from, to, msg: &meridian_twopc::twopl_paxos::Msg| {
+        let replication = matches!(msg, meridian_twopc::twopl_paxos::Msg::Paxos(_));
+        if regions[from.index()] != regions[to.index()] && !replication {
+            seen.borrow_mut().push(format!("{msg:?}"));
+        }
+        meridian_sim::Verdict::Deliver
+    }));
+    s.run_until(200 * MS);
+    for (i, name) in SLOG_REGIONS.iter().enumerate() {
+        let c = client(&s, &format!("client-{name}-0"));
+        let keys = [homed(&s, 0, name, 7), homed(&s, 1, name, 7), homed(&s, 1, name, 8)];
+        let want = commit_ms(name, &[name]);
+        let got = latency_alone_ms(&mut s, c, i as u64, increment(&keys, 100 * i as u64));
+        assert!((got - want).abs() < 0.01, "{name}: {got:.3} ms vs analytical {want} ms");
+        assert!(got < rtt_ms("virginia", "ohio") / 2.0, "{name}: below the shortest wide-area one-way delay");
+    }
+    assert!(wide.borrow().is_empty(), "only replication crossed regions: {:?}", wide.borrow());
+    // The copies learn it afterwards: every replica of shard 1 holds it.
+    s.run_until(s.now_ns() + 1_000 * MS);
+    let key = homed(&s, 1, "london", 8);
+    let part = meridian_twopc::twopl_paxos::LockAt::Home.participant(&s.topology().key_layout(), key);
+    for r in s.topology().replicas(ShardId(1)) {
+        let Some(Node::Replica(rep)) = s.process(*r) else { panic!() };
+        assert!(
+            rep.store_of(part).and_then(|st| st.latest(key)).is_some(),
+            "{} has London's write",
+            s.topology().name(*r)
+        );
+    }
+}
+
+#[test]
+fn a_multi_home_transaction_takes_two_of_its_widest_round_trips() {
+    // Virginia's client, keys homed at Virginia and Ireland: 2 × 68 + 0.1.
+    let mut s = home_sim(2);
+    s.run_until(200 * MS);
+    let c = client(&s, "client-virginia-0");
+    let keys = [homed(&s, 0, "virginia", 1), homed(&s, 0, "ireland", 1)];
+    let want = commit_ms("virginia", &["virginia", "ireland"]);
+    let got = latency_alone_ms(&mut s, c, 1, increment(&keys, 10));
+    assert!((got - want).abs() < 0.01, "{got:.3} ms vs analytical {want} ms");
+}
+
+#[test]
+fn a_multi_home_transaction_holds_its_remote_lock_across_the_wide_area_commit() {
+    // SLOG §4.1: "once a transaction acquires a lock on a remote master,
+    // this lock is held for the entire duration of transaction processing,
+    // including the time to acquire other locks, execute transaction logic,
+    // and perform the commit protocol". Ireland's client T locks A, homed in
+    // Virginia, 34 ms after it starts; Virginia's client L starts on A at
+    // 40 ms, younger, and waits until T's decision is applied in Virginia:
+    // 2 × 68 + 0.1 (T's votes) + 34 (the decision) + 0.1 (made durable).
+    let mut s = home_sim(3);
+    s.run_until(200 * MS);
+    let (ireland, virginia) = (client(&s, "client-ireland-0"), client(&s, "client-virginia-0"));
+    let a = homed(&s, 2, "virginia", 5);
+    let b = homed(&s, 3, "ireland", 5);
+    let t0 = s.now_ns();
+    s.request(ireland, RequestId(1), increment(&[a, b], 10));
+    s.run_until(t0 + 40 * MS);
+    s.request(virginia, RequestId(2), increment(&[a], 20));
+    s.run_until(t0 + 2_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 2, "{done:?}");
+    let at = |r: u64| done.iter().find(|c| c.request == RequestId(r)).unwrap().at_ns;
+    let waited_ms = (at(2) - (t0 + 40 * MS)) as f64 / MS as f64;
+    let fsync_ms = FSYNC_NS as f64 / MS as f64;
+    let wan = rtt_ms("ireland", "virginia");
+    let released_ms = 2.0 * wan + fsync_ms + wan / 2.0 + fsync_ms;
+    let want = released_ms - 40.0 + rtt_ms("virginia", "virginia") / 2.0 + rtt_ms("virginia", "virginia") + fsync_ms;
+    assert!((waited_ms - want).abs() < 0.01, "L waited {waited_ms:.2} ms, analytical {want:.2}");
+    assert!(waited_ms > wan, "a local transaction waits more than a wide-area round trip behind a multi-home one");
+    assert_eq!(at_home(&s, a), 2, "both increments, T's first");
+    // Alone, the same local transaction takes 1.1 ms.
+    let alone = latency_alone_ms(&mut s, virginia, 3, increment(&[a], 30));
+    assert!((alone - commit_ms("virginia", &["virginia"])).abs() < 0.01, "{alone}");
+}
+
+#[test]
+fn a_crashed_and_restarted_home_replica_recovers_its_prepared_transactions_and_every_copy_converges() {
+    // Virginia's client commits T on keys homed at Virginia and Ireland.
+    // Ireland's home replica votes (its prepare durable at 102.1 ms) and
+    // crashes at 120 ms, before the decision reaches it (170.1 ms). The
+    // client was told T committed (136.1 ms). A restarted replica replays
+    // its log: T is prepared again, its lock held; the coordinator's
+    // re-sent decision commits it. Ireland's client L, meanwhile on the same
+    // key, commits after it and reads T's write. Every copy of both shards
+    // then holds the same data.
+    let mut s = home_sim(4);
+    s.run_until(200 * MS);
+    let (virginia, ireland) = (client(&s, "client-virginia-0"), client(&s, "client-ireland-0"));
+    let a = homed(&s, 1, "virginia", 9);
+    let b = homed(&s, 2, "ireland", 9);
+    let home_b = s.topology().replicas(ShardId(2))[region("ireland")];
+    let t0 = s.now_ns();
+    s.request(virginia, RequestId(1), increment(&[a, b], 10));
+    s.schedule(t0 + 120 * MS, FaultAction::Crash(home_b));
+    s.run_until(t0 + 150 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 1, "T committed before the decision reached Ireland: {done:?}");
+    s.schedule(t0 + 600 * MS, FaultAction::Restart(home_b));
+    // Its log's only member elects itself after its election timeout; the
+    // coordinator's next decision comes at 1,136 ms, 2,136 ms, ...
+    let leading = |s: &Sim<TwoPlPaxos>| matches!(s.process(home_b), Some(Node::Replica(r)) if r.is_leading());
+    while !leading(&s) {
+        assert!(s.now_ns() < t0 + 2_000 * MS, "Ireland's replica leads its log again");
+        s.run_until(s.now_ns() + MS);
+    }
+    let Some(Node::Replica(rep)) = s.process(home_b) else { panic!("restarted") };
+    assert_eq!(rep.prepared_count(), 1, "T is prepared again from Ireland's own log, not yet decided");
+    s.request(ireland, RequestId(2), increment(&[b], 20));
+    s.run_until(t0 + 20_000 * MS);
+    let done = s.take_completions();
+    assert_eq!(committed(&done), 1, "L commits once Ireland serves again: {done:?}");
+    assert_eq!((at_home(&s, a), at_home(&s, b)), (1, 2), "T's writes survived, L's came after them");
+    assert!(s.counters().get("leader_takeovers").copied().unwrap_or(0) > 24, "Ireland's replica led again");
+    s.run_until(s.now_ns() + 2_000 * MS);
+    let copies = meridian_harness::runner::compare_copies(&s).expect("home partitions' copies are compared");
+    assert!(copies.diverged.is_empty(), "{copies:?}");
+    assert_eq!((copies.compared, copies.agreeing), (24, 24), "every replica applied every home's log: {copies:?}");
+}
+
+fn run_file(name: &str, home: bool, seed: u64) -> meridian_harness::runner::RunOutput {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../examples").join(name);
+    let mut exp = meridian_experiment::Experiment::load(&path).unwrap();
+    if home {
+        exp.protocol.params.set("lock_at", meridian_core::ParamValue::Str("home".into()));
+    }
+    exp.set_seed(seed);
+    let opts = meridian_harness::runner::RunOptions {
+        record_history: true,
+        extra_faults: None,
+        progress: None,
+        event_log: None,
+    };
+    meridian_harness::runner::run_sim::<TwoPlPaxos>(&exp, opts).unwrap()
+}
+
+/// Checked strictly serializable, and every replica's copies identical.
+fn assert_valid_and_converged(out: &meridian_harness::runner::RunOutput) {
+    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
+    let copies = out.report.copies.as_ref().expect("home partitions' copies are compared");
+    assert!(copies.diverged.is_empty(), "{copies:?}");
+    assert_eq!(copies.agreeing, copies.replicas, "{copies:?}");
+}
+
+#[test]
+fn a_contended_list_append_run_with_lock_at_home_is_strictly_serializable_and_its_copies_agree() {
+    let out = run_file("list-append.toml", true, 1);
+    assert_valid_and_converged(&out);
+    assert!(out.report.txns.committed > 40, "{:?}", out.report.txns);
+    assert!(out.report.counters.get("wounds").copied().unwrap_or(0) > 0, "contended: {:?}", out.report.counters);
+}
+
+#[test]
+fn contended_multi_home_slog_ycsb_with_lock_at_home_is_strictly_serializable_and_its_copies_agree() {
+    let out = run_file("2pl-coord.toml", false, 1);
+    assert_valid_and_converged(&out);
+    assert!(out.report.txns_by_type["multi-home"].committed > 100, "{:?}", out.report.txns_by_type);
+    assert!(out.report.counters.get("wounds").copied().unwrap_or(0) > 0, "contended: {:?}", out.report.counters);
+}
+
+#[test]
+fn the_same_seed_gives_the_same_trace_with_lock_at_home() {
+    let (one, again, other) = (
+        run_file("2pl-coord.toml", false, 5),
+        run_file("2pl-coord.toml", false, 5),
+        run_file("2pl-coord.toml", false, 6),
+    );
+    assert_eq!(one.trace_hash, again.trace_hash);
+    assert_eq!(one.report.txns.committed, again.report.txns.committed);
+    assert_ne!(one.trace_hash, other.trace_hash, "another seed, another run");
+}

@@ -11,16 +11,25 @@
 //! attempt wounded by an older transaction is restarted with the same
 //! priority (so it eventually becomes the oldest and cannot starve), at most
 //! `max_attempts` times.
+//!
+//! Its participants are shards, each served by its leader as last heard
+//! (redirects and `WhoLeads` find a new one), or with `lock_at = "home"`
+//! home partitions, each served by its home replica, always the same one: a
+//! home replica that is down or still recovering is waited for (an
+//! executing attempt restarts after its backoff; prepares and decisions are
+//! sent again at their deadlines).
 
 use super::messages::{self, Executed, LockRead, Msg, Prepare, Priority, Record, Refusal, Timer};
+use super::participant::{LockAt, Participant, home_replica};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
-    AbortReason, Ctx, Execution, Key, Lsn, NodeId, Outcome, Program, RequestId, ShardId, TxnId, Value,
+    AbortReason, Ctx, Execution, Key, KeyLayout, Lsn, NodeId, Outcome, Program, RequestId, ShardId, Topology, TxnId,
+    Value,
 };
 use meridian_mechanisms::interactive::{
-    Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys, writes_by_shard,
+    Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys, writes_by_participant,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
@@ -47,12 +56,12 @@ struct Attempt {
     request: RequestId,
     phase: Phase,
     /// The execute rounds and what they read.
-    exec: Execute,
-    /// Every shard that locked something for this attempt.
-    participants: BTreeSet<ShardId>,
-    writes: BTreeMap<ShardId, Vec<(Key, Value)>>,
-    tally: Option<Tally>,
-    unacked: BTreeSet<ShardId>,
+    exec: Execute<Participant>,
+    /// Every participant that locked something for this attempt.
+    participants: BTreeSet<Participant>,
+    writes: BTreeMap<Participant, Vec<(Key, Value)>>,
+    tally: Option<Tally<Participant>>,
+    unacked: BTreeSet<Participant>,
     /// The coordinator tick at which the current phase times out.
     deadline_tick: u64,
     /// Prepare re-sends so far (bounded by the decision timeout).
@@ -63,6 +72,9 @@ struct Attempt {
 
 pub struct Coordinator {
     cfg: Config,
+    /// Where keys live: their shards and homes.
+    layout: KeyLayout,
+    /// Each shard's leader as last heard (`lock_at = "leader"`).
     leader_hint: Vec<NodeId>,
     /// Transaction ids, and the requests that arrived before their epoch
     /// was durable.
@@ -70,10 +82,10 @@ pub struct Coordinator {
     requests: BTreeMap<RequestId, Request>,
     attempts: BTreeMap<TxnId, Attempt>,
     /// Attempts given up on before every participant acknowledged a
-    /// decision, with the shards not known to have decided: they hold the
+    /// decision, with the participants not known to have decided: they hold the
     /// watermark (a participant may still be in doubt and ask the others)
     /// until every one of them answers a query with a decision.
-    abandoned: BTreeMap<TxnId, BTreeSet<ShardId>>,
+    abandoned: BTreeMap<TxnId, BTreeSet<Participant>>,
     ticks: u64,
     tick_armed: bool,
     /// The timer that queries abandoned attempts runs (while any is left).
@@ -87,9 +99,11 @@ const ABANDONED_MAX: usize = 10_000;
 const ABANDONED_QUERY_TICKS: u64 = 20;
 
 impl Coordinator {
-    pub fn new(me: NodeId, leaders: Vec<NodeId>, cfg: Config) -> Coordinator {
+    pub fn new(me: NodeId, leaders: Vec<NodeId>, layout: KeyLayout, cfg: Config) -> Coordinator {
+        assert_eq!(leaders.len(), layout.shards as usize, "a leader per shard");
         Coordinator {
             cfg,
+            layout,
             leader_hint: leaders,
             ids: EpochGate::new(me),
             requests: BTreeMap::new(),
@@ -136,31 +150,45 @@ impl Coordinator {
         self.send_round(ctx, txn, keys, true);
     }
 
-    /// Sends the attempt's first or next round: each shard's keys to its
-    /// leader.
+    /// The participant that locks `key`.
+    fn participant(&self, key: Key) -> Participant {
+        self.cfg.lock_at.participant(&self.layout, key)
+    }
+
+    /// The replica `part`'s requests go to: its shard's leader as last
+    /// heard, or its home replica.
+    fn server(&self, topology: &Topology, part: Participant) -> NodeId {
+        match self.cfg.lock_at {
+            LockAt::Leader => self.leader_hint[part.shard(self.layout.shards).index()],
+            LockAt::Home => home_replica(topology, part),
+        }
+    }
+
+    /// Sends the attempt's first or next round: each participant's keys to
+    /// its server.
     fn send_round(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, keys: Vec<LockRead>, first: bool) {
-        let topo = ctx.topology();
-        let mut by_shard: BTreeMap<ShardId, Vec<LockRead>> = BTreeMap::new();
+        let mut by_part: BTreeMap<Participant, Vec<LockRead>> = BTreeMap::new();
         for k in keys {
-            by_shard.entry(topo.shard_of(k.key)).or_default().push(k);
+            by_part.entry(self.participant(k.key)).or_default().push(k);
         }
         let a = self.attempts.get_mut(&txn).expect("a live attempt");
         let prio = self.requests[&a.request].attempts.priority().expect("set at the first attempt");
-        let shards = by_shard.keys().copied();
+        let parts = by_part.keys().copied();
         let round = if first {
-            a.exec = Execute::start(shards);
+            a.exec = Execute::start(parts);
             0
         } else {
-            a.exec.next_round(shards)
+            a.exec.next_round(parts)
         };
-        a.participants.extend(by_shard.keys().copied());
-        for (shard, keys) in by_shard {
-            ctx.send(self.leader_hint[shard.index()], Msg::Execute(messages::Execute { txn, prio, round, keys }));
+        a.participants.extend(by_part.keys().copied());
+        for (part, keys) in by_part {
+            let to = self.server(ctx.topology(), part);
+            ctx.send(to, Msg::Execute(messages::Execute { txn, prio, round, keys }));
         }
     }
 
     fn on_executed(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, m: Executed) {
-        let Executed { txn, shard, round, reads } = m;
+        let Executed { txn, part, round, reads } = m;
         let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Executing) else {
             // A late or duplicated execution of an attempt that is over or
             // aborting holds locks there: release them.
@@ -171,50 +199,51 @@ impl Coordinator {
             return;
         };
         let req = &self.requests[&a.request];
-        let exec: Execution = match a.exec.on_reads(&req.program, shard, round, reads) {
+        let exec: Execution = match a.exec.on_reads(&req.program, part, round, reads) {
             Progress::Duplicate | Progress::Waiting => return,
             Progress::TooManyRounds => return self.abort_attempt(ctx, txn, AbortReason::Rejected),
             Progress::NextRound(more) => return self.send_round(ctx, txn, lock_reads(more), false),
             // Every lock is held: the writes are computed from what was read.
             Progress::Done(exec) => exec,
         };
-        let topo = ctx.topology();
-        // Writes on a shard nothing was read from: that shard's leader
-        // takes their locks in one more round (elsewhere the prepare takes
-        // the locks of keys written without being read).
+        // Writes on a participant nothing was read from: its server takes
+        // their locks in one more round (elsewhere the prepare takes the
+        // locks of keys written without being read).
+        let (lock_at, layout) = (self.cfg.lock_at, &self.layout);
         let elsewhere: Vec<LockRead> = exec
             .writes
             .iter()
-            .filter(|(k, _)| !a.participants.contains(&topo.shard_of(*k)))
+            .filter(|(k, _)| !a.participants.contains(&lock_at.participant(layout, *k)))
             .map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false })
             .collect();
         if !elsewhere.is_empty() {
             return self.send_round(ctx, txn, elsewhere, false);
         }
         debug_assert!(a.writes.is_empty(), "writes are computed once, when every lock is held");
-        a.writes = writes_by_shard(&exec, |k| topo.shard_of(k));
-        let participants: Vec<ShardId> = a.participants.iter().copied().collect();
+        a.writes = writes_by_participant(&exec, |k| lock_at.participant(layout, k));
+        let participants: Vec<Participant> = a.participants.iter().copied().collect();
         a.phase = Phase::Preparing;
         a.tally = Some(Tally::new(&participants));
         self.reset_deadline(ctx, txn, self.cfg.prepare_retry_ns);
-        for shard in participants {
-            self.send_prepare(ctx, txn, shard, self.leader_hint[shard.index()]);
+        for part in participants {
+            let to = self.server(ctx.topology(), part);
+            self.send_prepare(ctx, txn, part, to);
         }
     }
 
-    fn send_prepare(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, to: NodeId) {
+    fn send_prepare(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, part: Participant, to: NodeId) {
         let a = &self.attempts[&txn];
-        let participants: Vec<ShardId> = a.participants.iter().copied().collect();
-        let writes = a.writes.get(&shard).cloned().unwrap_or_default();
+        let participants: Vec<Participant> = a.participants.iter().copied().collect();
+        let writes = a.writes.get(&part).cloned().unwrap_or_default();
         ctx.send(to, Msg::Prepare(Prepare { txn, participants, writes }));
     }
 
-    fn on_vote(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shard: ShardId, yes: bool) {
+    fn on_vote(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, part: Participant, yes: bool) {
         let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Preparing) else {
             return;
         };
         let tally = a.tally.as_mut().expect("preparing attempts tally votes");
-        let decided = if yes { tally.yes(shard) } else { tally.no(shard) };
+        let decided = if yes { tally.yes(part) } else { tally.no(part) };
         match decided {
             Some(Decision::Commit) => self.commit(ctx, txn),
             Some(Decision::Abort) => self.abort_attempt(ctx, txn, AbortReason::Conflict),
@@ -236,12 +265,13 @@ impl Coordinator {
     }
 
     /// Sends the decision to every participant until acknowledged.
-    fn decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision, shards: Vec<ShardId>) {
+    fn decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision, parts: Vec<Participant>) {
         let a = self.attempts.get_mut(&txn).expect("deciding a live attempt");
         a.phase = Phase::Deciding(decision);
-        a.unacked = shards.iter().copied().collect();
-        for shard in shards {
-            ctx.send(self.leader_hint[shard.index()], self.decide_msg(txn, decision));
+        a.unacked = parts.iter().copied().collect();
+        for part in parts {
+            let to = self.server(ctx.topology(), part);
+            ctx.send(to, self.decide_msg(txn, decision));
         }
         self.reset_deadline(ctx, txn, self.cfg.decide_retry_ns);
     }
@@ -250,8 +280,8 @@ impl Coordinator {
     /// or report the abort.
     fn abort_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, reason: AbortReason) {
         let request = self.attempts[&txn].request;
-        let shards = self.attempts[&txn].participants.iter().copied().collect();
-        self.decide(ctx, txn, Decision::Abort, shards);
+        let parts = self.attempts[&txn].participants.iter().copied().collect();
+        self.decide(ctx, txn, Decision::Abort, parts);
         let policy = RetryPolicy { max_attempts: self.cfg.max_attempts, backoff_ns: self.cfg.retry_backoff_ns };
         let jitter = |ctx: &mut Ctx<'_, TwoPlPaxos>| ctx.rng().below(policy.backoff_ns.max(1));
         match self.requests[&request].attempts.after_abort(&policy, || jitter(ctx)) {
@@ -266,49 +296,77 @@ impl Coordinator {
         }
     }
 
-    fn on_decided(&mut self, txn: TxnId, shard: ShardId) {
+    fn on_decided(&mut self, txn: TxnId, part: Participant) {
         let Some(a) = self.attempts.get_mut(&txn) else {
             return;
         };
-        a.unacked.remove(&shard);
+        a.unacked.remove(&part);
         if matches!(a.phase, Phase::Deciding(_)) && a.unacked.is_empty() {
             self.attempts.remove(&txn);
         }
     }
 
-    fn on_refused(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId, shard: ShardId, reason: Refusal) {
+    fn on_refused(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        part: Participant,
+        reason: Refusal,
+    ) {
         let Some(a) = self.attempts.get_mut(&txn) else {
             return;
         };
-        match reason {
-            Refusal::Wounded => {
+        match (reason, self.cfg.lock_at) {
+            (Refusal::Wounded, _) => {
                 if matches!(a.phase, Phase::Executing | Phase::Preparing) {
                     self.abort_attempt(ctx, txn, AbortReason::Conflict);
                 }
             }
-            Refusal::NotLeader { hint } => {
-                let next = match hint {
-                    Some(h) if h != from => h,
-                    // No idea, or it names itself without leading: ask them all.
-                    _ => {
-                        self.find_leader(ctx, shard);
-                        self.leader_hint[shard.index()]
-                    }
-                };
-                self.leader_hint[shard.index()] = next;
-                let Some(a) = self.attempts.get_mut(&txn) else { return };
-                a.redirects += 1;
-                if a.redirects > self.cfg.max_redirects {
-                    return; // the phase's deadline takes over
-                }
-                match a.phase {
-                    // Locks taken elsewhere would be held by a leader that may
-                    // no longer lead: restart the attempt cleanly.
-                    Phase::Executing => self.abort_attempt(ctx, txn, AbortReason::Timeout),
-                    Phase::Preparing => self.send_prepare(ctx, txn, shard, next),
-                    Phase::Deciding(decision) => ctx.send(next, self.decide_msg(txn, decision)),
+            (Refusal::NotLeader { hint }, LockAt::Leader) => self.redirect(ctx, from, txn, part, hint),
+            // A home replica still recovering its log: it alone serves its
+            // granules. Locks taken elsewhere would wait for it, so an
+            // executing attempt starts again after its backoff; prepares and
+            // decisions go again at their deadlines.
+            (Refusal::NotLeader { .. }, LockAt::Home) => {
+                if a.phase == Phase::Executing {
+                    self.abort_attempt(ctx, txn, AbortReason::Timeout);
                 }
             }
+        }
+    }
+
+    /// `from` does not lead `part`'s shard: follow its hint (or ask every
+    /// replica).
+    fn redirect(
+        &mut self,
+        ctx: &mut Ctx<'_, TwoPlPaxos>,
+        from: NodeId,
+        txn: TxnId,
+        part: Participant,
+        hint: Option<NodeId>,
+    ) {
+        let shard = part.shard(self.layout.shards);
+        let next = match hint {
+            Some(h) if h != from => h,
+            // No idea, or it names itself without leading: ask them all.
+            _ => {
+                self.find_leader(ctx, shard);
+                self.leader_hint[shard.index()]
+            }
+        };
+        self.leader_hint[shard.index()] = next;
+        let Some(a) = self.attempts.get_mut(&txn) else { return };
+        a.redirects += 1;
+        if a.redirects > self.cfg.max_redirects {
+            return; // the phase's deadline takes over
+        }
+        match a.phase {
+            // Locks taken elsewhere would be held by a leader that may
+            // no longer lead: restart the attempt cleanly.
+            Phase::Executing => self.abort_attempt(ctx, txn, AbortReason::Timeout),
+            Phase::Preparing => self.send_prepare(ctx, txn, part, next),
+            Phase::Deciding(decision) => ctx.send(next, self.decide_msg(txn, decision)),
         }
     }
 
@@ -348,10 +406,13 @@ impl Coordinator {
     fn execute_timed_out(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = &self.attempts[&txn];
         // Shards that did not answer may have lost their leader, or may just
-        // be slow (lock waits): ask who leads rather than guess.
-        let silent: Vec<ShardId> = a.exec.waiting().collect();
-        for shard in silent {
-            self.find_leader(ctx, shard);
+        // be slow (lock waits): ask who leads rather than guess. (A home
+        // partition has one server: nobody to ask.)
+        let silent: Vec<Participant> = a.exec.waiting().collect();
+        if self.cfg.lock_at == LockAt::Leader {
+            for part in silent {
+                self.find_leader(ctx, part.shard(self.layout.shards));
+            }
         }
         self.abort_attempt(ctx, txn, AbortReason::Timeout);
     }
@@ -364,8 +425,8 @@ impl Coordinator {
         }
     }
 
-    /// Votes are missing: ask every replica of the silent shards (the new
-    /// leader answers), until the decision timeout says we cannot know.
+    /// Votes are missing: ask every server of the silent participants (the
+    /// new leader answers), until the decision timeout says we cannot know.
     fn retry_prepare(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let Some(a) = self.attempts.get_mut(&txn).filter(|a| a.phase == Phase::Preparing) else {
             return;
@@ -379,11 +440,11 @@ impl Coordinator {
             ctx.count("unknown_outcomes", 1);
             return ctx.complete(a.request, Outcome::Unknown);
         }
-        let pending: Vec<ShardId> = a.tally.as_ref().expect("preparing").pending().collect();
+        let pending: Vec<Participant> = a.tally.as_ref().expect("preparing").pending().collect();
         self.reset_deadline(ctx, txn, self.cfg.prepare_retry_ns);
-        for shard in pending {
-            for replica in ctx.topology().replicas(shard).to_vec() {
-                self.send_prepare(ctx, txn, shard, replica);
+        for part in pending {
+            for replica in self.cfg.lock_at.servers(ctx.topology(), part) {
+                self.send_prepare(ctx, txn, part, replica);
             }
         }
     }
@@ -402,10 +463,10 @@ impl Coordinator {
             self.abandon(ctx, txn, a.unacked);
             return;
         }
-        let unacked: Vec<ShardId> = a.unacked.iter().copied().collect();
+        let unacked: Vec<Participant> = a.unacked.iter().copied().collect();
         self.reset_deadline(ctx, txn, self.cfg.decide_retry_ns);
-        for shard in unacked {
-            for replica in ctx.topology().replicas(shard).to_vec() {
+        for part in unacked {
+            for replica in self.cfg.lock_at.servers(ctx.topology(), part) {
                 ctx.send(replica, self.decide_msg(txn, decision));
             }
         }
@@ -426,11 +487,11 @@ impl Coordinator {
         Msg::Decide { txn, decision, settled_below: self.settled_below() }
     }
 
-    fn abandon(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, shards: BTreeSet<ShardId>) {
-        if shards.is_empty() {
+    fn abandon(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, parts: BTreeSet<Participant>) {
+        if parts.is_empty() {
             return;
         }
-        self.abandoned.insert(txn, shards);
+        self.abandoned.insert(txn, parts);
         if self.abandoned.len() > ABANDONED_MAX {
             self.abandoned.pop_first();
             ctx.count("abandoned_dropped", 1);
@@ -446,25 +507,26 @@ impl Coordinator {
         ABANDONED_QUERY_TICKS * self.cfg.coordinator_tick_ns
     }
 
-    /// Asks every replica of the shards not known to have decided each
-    /// abandoned attempt; a leader that never saw it aborts it first (see
-    /// `recovery.rs`), so every shard eventually answers with a decision.
+    /// Asks every server of the participants not known to have decided
+    /// each abandoned attempt; a leader that never saw it aborts it first
+    /// (see `recovery.rs`), so every participant eventually answers with a
+    /// decision.
     fn query_abandoned(&self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
-        for (txn, shards) in &self.abandoned {
-            for shard in shards {
-                for replica in ctx.topology().replicas(*shard).to_vec() {
+        for (txn, parts) in &self.abandoned {
+            for part in parts {
+                for replica in self.cfg.lock_at.servers(ctx.topology(), *part) {
                     ctx.send(replica, Msg::Query { txn: *txn });
                 }
             }
         }
     }
 
-    fn on_status(&mut self, txn: TxnId, shard: ShardId, status: TxnStatus) {
-        let Some(shards) = self.abandoned.get_mut(&txn) else { return };
+    fn on_status(&mut self, txn: TxnId, part: Participant, status: TxnStatus) {
+        let Some(parts) = self.abandoned.get_mut(&txn) else { return };
         if status != TxnStatus::Prepared {
-            shards.remove(&shard);
+            parts.remove(&part);
         }
-        if shards.is_empty() {
+        if parts.is_empty() {
             self.abandoned.remove(&txn);
         }
     }
@@ -536,10 +598,10 @@ impl Process<TwoPlPaxos> for Coordinator {
     fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Executed(m) => self.on_executed(ctx, from, m),
-            Msg::Vote { txn, shard, yes } => self.on_vote(ctx, txn, shard, yes),
-            Msg::Decided { txn, shard } => self.on_decided(txn, shard),
-            Msg::Status { txn, shard, status: Some(status) } => self.on_status(txn, shard, status),
-            Msg::Refused { txn, shard, reason } => self.on_refused(ctx, from, txn, shard, reason),
+            Msg::Vote { txn, part, yes } => self.on_vote(ctx, txn, part, yes),
+            Msg::Decided { txn, part } => self.on_decided(txn, part),
+            Msg::Status { txn, part, status: Some(status) } => self.on_status(txn, part, status),
+            Msg::Refused { txn, part, reason } => self.on_refused(ctx, from, txn, part, reason),
             // Only a replica that leads names itself: believe those claims.
             Msg::Leader { shard, leader: Some(leader) } if leader == from => {
                 self.leader_hint[shard.index()] = leader;

@@ -11,11 +11,12 @@ use super::coordinator::Coordinator;
 use super::messages::{
     Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, Timer,
 };
+use super::participant::{LockAt, Participant};
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
-    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, Lsn, NodeId, Now, Op, Outcome, Params, Program, RequestId,
-    ShardId, Stream, Topology, TxnId, Value,
+    ClusterSpec, Data, Effect, EffectsOf, Hand, Key, Lsn, NodeId, Now, Op, Outcome, ParamValue, Params, Program,
+    RequestId, ShardId, Stream, Topology, TxnId, Value,
 };
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::paxos::{Ballot, MultiPaxos, PaxosBody, PaxosMsg, PaxosRecord, PaxosRecordBody, PaxosTimer};
@@ -88,7 +89,7 @@ fn execute(t: TxnId, start_ns: u64, keys: &[u64], mode: LockMode) -> Msg {
     Msg::Execute(Execute { txn: t, prio: prio(t, start_ns), round: 0, keys })
 }
 
-fn prepare(t: TxnId, participants: Vec<ShardId>, writes: &[(u64, i64)]) -> Msg {
+fn prepare(t: TxnId, participants: Vec<Participant>, writes: &[(u64, i64)]) -> Msg {
     let writes = writes.iter().map(|(k, v)| (Key(*k), int(*v))).collect();
     Msg::Prepare(Prepare { txn: t, participants, writes })
 }
@@ -114,15 +115,15 @@ fn no_wait() -> Fx {
 
 fn executed(to: NodeId, t: TxnId, reads: Vec<(u64, Option<Value>)>) -> Fx {
     let reads = reads.into_iter().map(|(k, v)| (Key(k), v)).collect();
-    send(to, Msg::Executed(Executed { txn: t, shard: ShardId(0), round: 0, reads }))
+    send(to, Msg::Executed(Executed { txn: t, part: Participant(0), round: 0, reads }))
 }
 
 fn vote(to: NodeId, t: TxnId, yes: bool) -> Fx {
-    send(to, Msg::Vote { txn: t, shard: ShardId(0), yes })
+    send(to, Msg::Vote { txn: t, part: Participant(0), yes })
 }
 
 fn decided(to: NodeId, t: TxnId) -> Fx {
-    send(to, Msg::Decided { txn: t, shard: ShardId(0) })
+    send(to, Msg::Decided { txn: t, part: Participant(0) })
 }
 
 fn paxos(to: NodeId, body: PaxosBody<Cmd, super::ReplicaState>) -> Fx {
@@ -140,7 +141,13 @@ fn next_lsn(hand: &Leader) -> u64 {
     hand.last_lsn().0 + 1
 }
 
-fn prepare_cmd(t: TxnId, coordinator: NodeId, participants: Vec<ShardId>, reads: &[u64], writes: &[(u64, i64)]) -> Cmd {
+fn prepare_cmd(
+    t: TxnId,
+    coordinator: NodeId,
+    participants: Vec<Participant>,
+    reads: &[u64],
+    writes: &[(u64, i64)],
+) -> Cmd {
     Cmd::Prepare(Arc::new(PrepareRecord {
         txn: t,
         coordinator,
@@ -152,7 +159,7 @@ fn prepare_cmd(t: TxnId, coordinator: NodeId, participants: Vec<ShardId>, reads:
 
 /// Runs `t` (exclusive on `keys`, writing 5 to each) through execute and a
 /// durable prepare, in slot `slot` of a one-replica shard.
-fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Vec<ShardId>, slot: u64) {
+fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Vec<Participant>, slot: u64) {
     hand.message(from, execute(t, 10, keys, LockMode::Exclusive));
     let writes: Vec<(u64, i64)> = keys.iter().map(|k| (*k, 5)).collect();
     let lsn = next_lsn(hand);
@@ -183,7 +190,7 @@ fn an_older_transaction_wounds_a_younger_holder_and_takes_its_lock() {
     let fx = hand.message(c, execute(younger, 20, &[2], LockMode::Exclusive));
     assert_effects(&fx, &[no_wait(), executed(c, younger, vec![(2, None)])]);
     let fx = hand.message(c, execute(older, 10, &[2], LockMode::Exclusive));
-    let wounded = Msg::Refused { txn: younger, shard: ShardId(0), reason: Refusal::Wounded };
+    let wounded = Msg::Refused { txn: younger, part: Participant(0), reason: Refusal::Wounded };
     assert_effects(&fx, &[count("wounds"), send(c, wounded), no_wait(), executed(c, older, vec![(2, None)])]);
 }
 
@@ -193,7 +200,7 @@ fn a_younger_transaction_waits_for_an_older_prepared_holder_and_reads_its_write(
     let mut hand = leader(&topo);
     let c = client(&topo);
     let (older, younger) = (txn(1), txn(2));
-    prepared(&mut hand, c, older, &[2], vec![ShardId(0)], 1);
+    prepared(&mut hand, c, older, &[2], vec![Participant(0)], 1);
     let fx = hand.message(c, execute(younger, 20, &[2], LockMode::Shared));
     assert_effects(&fx, &[]); // waits: a prepared holder is never wounded, nor is it refused
     let lsn = next_lsn(&hand);
@@ -217,8 +224,8 @@ fn a_prepare_is_voted_only_after_its_log_entry_is_durable() {
     let fx = hand.message(c, Msg::Execute(Execute { txn: t, prio: prio(t, 10), round: 0, keys }));
     assert_effects(&fx, &[no_wait(), executed(c, t, vec![(2, None), (4, None)])]);
     let lsn = next_lsn(&hand);
-    let fx = hand.message(c, prepare(t, vec![ShardId(0)], &[(2, 5)]));
-    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, vec![ShardId(0)], &[4], &[(2, 5)]))]);
+    let fx = hand.message(c, prepare(t, vec![Participant(0)], &[(2, 5)]));
+    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, vec![Participant(0)], &[4], &[(2, 5)]))]);
     assert_effects(&hand.persist_all(), &[vote(c, t, true)]);
 }
 
@@ -227,7 +234,7 @@ fn a_prepare_without_an_execution_here_is_voted_no_at_once() {
     let topo = topology(1);
     let mut hand = leader(&topo);
     let c = client(&topo);
-    let fx = hand.message(c, prepare(txn(1), vec![ShardId(0)], &[(2, 5)]));
+    let fx = hand.message(c, prepare(txn(1), vec![Participant(0)], &[(2, 5)]));
     assert_effects(&fx, &[vote(c, txn(1), false)]);
 }
 
@@ -237,7 +244,7 @@ fn a_commit_decision_installs_the_writes_and_is_acknowledged_once_applied() {
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![ShardId(0)], 1);
+    prepared(&mut hand, c, t, &[2], vec![Participant(0)], 1);
     let lsn = next_lsn(&hand);
     let fx = hand.message(c, decide(t, Decision::Commit));
     assert_effects(&fx, &[logged(lsn, 2, Cmd::Commit(t))]); // not acknowledged before it is applied
@@ -252,7 +259,7 @@ fn an_abort_decision_releases_the_locks_without_writing() {
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![ShardId(0)], 1);
+    prepared(&mut hand, c, t, &[2], vec![Participant(0)], 1);
     let lsn = next_lsn(&hand);
     assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[logged(lsn, 2, Cmd::Abort(t))]);
     assert_effects(&hand.persist_all(), &[decided(c, t)]);
@@ -284,7 +291,7 @@ fn a_transaction_in_doubt_asks_the_other_participants_and_follows_their_answer()
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![ShardId(0), ShardId(1)], 1);
+    prepared(&mut hand, c, t, &[2], vec![Participant(0), Participant(1)], 1);
     let other = topo.replicas(ShardId(1))[0];
     let rearm = |hand: &Leader| Effect::SetTimer {
         id: hand.next_timer_id(),
@@ -299,7 +306,7 @@ fn a_transaction_in_doubt_asks_the_other_participants_and_follows_their_answer()
     hand.advance_ns(cfg.termination_tick_ns);
     let expected = [rearm(&hand), count("in_doubt_queries"), send(other, Msg::Query { txn: t })];
     assert_effects(&hand.timer(Timer::Termination), &expected);
-    let status = Msg::Status { txn: t, shard: ShardId(1), status: Some(TxnStatus::Committed) };
+    let status = Msg::Status { txn: t, part: Participant(1), status: Some(TxnStatus::Committed) };
     let lsn = next_lsn(&hand);
     assert_effects(&hand.message(other, status), &[count("in_doubt_resolved"), logged(lsn, 2, Cmd::Commit(t))]);
     assert_effects(&hand.persist_all(), &[]); // nobody awaits the acknowledgement
@@ -316,11 +323,11 @@ fn a_query_about_a_transaction_never_seen_aborts_it_durably_before_answering() {
     let t = txn(1);
     let lsn = next_lsn(&hand);
     assert_effects(&hand.message(asker, Msg::Query { txn: t }), &[logged(lsn, 1, Cmd::Abort(t))]);
-    let aborted = Msg::Status { txn: t, shard: ShardId(0), status: Some(TxnStatus::Aborted) };
+    let aborted = Msg::Status { txn: t, part: Participant(0), status: Some(TxnStatus::Aborted) };
     assert_effects(&hand.persist_all(), &[send(asker, aborted.clone())]);
     assert_effects(&hand.message(asker, Msg::Query { txn: t }), &[send(asker, aborted)]); // from its outcomes
     let c = client(&topo);
-    assert_effects(&hand.message(c, prepare(t, vec![ShardId(0), ShardId(1)], &[(2, 5)])), &[vote(c, t, false)]);
+    assert_effects(&hand.message(c, prepare(t, vec![Participant(0), Participant(1)], &[(2, 5)])), &[vote(c, t, false)]);
 }
 
 // ---- a shard of three replicas ----
@@ -339,10 +346,10 @@ fn a_prepare_is_voted_only_once_a_majority_of_its_shard_accepted_it() {
     let t = txn(1);
     l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
     // The leader's vote goes to disk while the followers are asked.
-    let cmd = prepare_cmd(t, c, vec![ShardId(0)], &[], &[(2, 5)]);
+    let cmd = prepare_cmd(t, c, vec![Participant(0)], &[], &[(2, 5)]);
     let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(cmd.clone())), commit_upto: 0 };
     let lsn = next_lsn(&l);
-    let fx = l.message(c, prepare(t, vec![ShardId(0)], &[(2, 5)]));
+    let fx = l.message(c, prepare(t, vec![Participant(0)], &[(2, 5)]));
     assert_effects(
         &fx,
         &[logged(lsn, 1, cmd.clone()), paxos(members[1], accept.clone()), paxos(members[2], accept.clone())],
@@ -382,7 +389,7 @@ fn a_new_leader_retakes_the_locks_of_prepared_transactions_and_the_old_one_redir
     // `t` prepared through the leader and the first follower.
     l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
     let accepts: Vec<Msg> =
-        l.message(c, prepare(t, vec![ShardId(0)], &[(2, 5)])).sends().map(|(_, m)| m.clone()).collect();
+        l.message(c, prepare(t, vec![Participant(0)], &[(2, 5)])).sends().map(|(_, m)| m.clone()).collect();
     l.persist_all();
     f.message(members[0], accepts[0].clone());
     let accepted: Vec<Msg> = f.persist_all().sends().map(|(_, m)| m.clone()).collect();
@@ -431,13 +438,13 @@ fn a_new_leader_retakes_the_locks_of_prepared_transactions_and_the_old_one_redir
     let lsn = next_lsn(&l);
     let fx = l.message(members[1], Msg::Paxos(PaxosMsg { group: 0, body: prepare_2 }));
     let promised = Record::Paxos(PaxosRecord { group: 0, body: PaxosRecordBody::Promised(ballot) });
-    let redirect = Msg::Refused { txn: t, shard: ShardId(0), reason: Refusal::NotLeader { hint: Some(members[1]) } };
+    let redirect = Msg::Refused { txn: t, part: Participant(0), reason: Refusal::NotLeader { hint: Some(members[1]) } };
     assert_effects(&fx, &[Effect::Append { stream: Stream::MAIN, lsn: Lsn(lsn), record: promised }, send(c, redirect)]);
     assert!(!l.node.is_leading());
     assert_effects(&l.persist_all(), &[paxos(members[1], promise)]);
     let fx = l.message(c, execute(txn(4), 40, &[8], LockMode::Exclusive));
     let refused =
-        Msg::Refused { txn: txn(4), shard: ShardId(0), reason: Refusal::NotLeader { hint: Some(members[1]) } };
+        Msg::Refused { txn: txn(4), part: Participant(0), reason: Refusal::NotLeader { hint: Some(members[1]) } };
     assert_effects(&fx, &[send(c, refused)]);
 }
 
@@ -449,7 +456,7 @@ type Client = Hand<TwoPlPaxos, Coordinator>;
 fn coordinator(topo: &Arc<Topology>) -> Client {
     let me = client(topo);
     let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
-    let mut hand = Hand::new(Coordinator::new(me, leaders, config()), topo.clone(), me, Now::at(0));
+    let mut hand = Hand::new(Coordinator::new(me, leaders, topo.key_layout(), config()), topo.clone(), me, Now::at(0));
     hand.start(Vec::new());
     hand.persist_all();
     hand
@@ -465,8 +472,8 @@ fn first_id(topo: &Topology) -> TxnId {
     TxnId { node: client(topo), seq: (1 << COUNTER_BITS) | 1 }
 }
 
-fn participants() -> Vec<ShardId> {
-    vec![ShardId(0), ShardId(1)]
+fn participants() -> Vec<Participant> {
+    vec![Participant(0), Participant(1)]
 }
 
 /// Runs a two-shard increment up to its votes; returns its id.
@@ -482,7 +489,7 @@ fn through_prepare(hand: &mut Client, topo: &Topology) -> TxnId {
     };
     assert_effects(&fx, &[tick, round(0), round(1)]); // one execute round per shard leader
     let reads =
-        |s: u32| Msg::Executed(Executed { txn: t, shard: ShardId(s), round: 0, reads: vec![(Key(s.into()), None)] });
+        |s: u32| Msg::Executed(Executed { txn: t, part: Participant(s), round: 0, reads: vec![(Key(s.into()), None)] });
     assert_effects(&hand.message(leader(0), reads(0)), &[]); // shard 1 has not answered
     let fx = hand.message(leader(1), reads(1));
     let prepare = |s: u32| {
@@ -503,8 +510,8 @@ fn the_coordinator_commits_when_every_participant_votes_yes() {
     let mut hand = coordinator(&topo);
     let t = through_prepare(&mut hand, &topo);
     let leader = |s: u32| topo.replicas(ShardId(s))[0];
-    assert_effects(&hand.message(leader(0), Msg::Vote { txn: t, shard: ShardId(0), yes: true }), &[]);
-    let fx = hand.message(leader(1), Msg::Vote { txn: t, shard: ShardId(1), yes: true });
+    assert_effects(&hand.message(leader(0), Msg::Vote { txn: t, part: Participant(0), yes: true }), &[]);
+    let fx = hand.message(leader(1), Msg::Vote { txn: t, part: Participant(1), yes: true });
     let results = two_shard_increment().execute(|_| None).results;
     let expected = [
         Effect::Complete { request: RequestId(1), outcome: Outcome::Committed { results } },
@@ -521,7 +528,7 @@ fn one_no_vote_aborts_every_participant_and_the_request_retries() {
     let t = through_prepare(&mut hand, &topo);
     let leader = |s: u32| topo.replicas(ShardId(s))[0];
     let restart_id = hand.next_timer_id();
-    let fx = hand.message(leader(1), Msg::Vote { txn: t, shard: ShardId(1), yes: false });
+    let fx = hand.message(leader(1), Msg::Vote { txn: t, part: Participant(1), yes: false });
     // The backoff is drawn: take it from the effect, check its range.
     let (_, backoff_ns, _) = fx.timers_set().next().expect("a restart timer");
     assert!(backoff_ns <= config().retry_backoff_ns * 2, "within the backoff and its jitter");
@@ -554,7 +561,7 @@ fn a_not_leader_refusal_sends_the_prepare_to_the_leader_it_names_or_asks_who_lea
     let prepare_to =
         |to: NodeId| send(to, Msg::Prepare(Prepare { txn: t, participants: participants(), writes: writes.clone() }));
     // The old leader names the new one: the prepare goes there.
-    let refused = |hint| Msg::Refused { txn: t, shard: ShardId(0), reason: Refusal::NotLeader { hint } };
+    let refused = |hint| Msg::Refused { txn: t, part: Participant(0), reason: Refusal::NotLeader { hint } };
     assert_effects(&hand.message(shard0[0], refused(Some(shard0[1]))), &[prepare_to(shard0[1])]);
     // It knows no leader either: every replica is asked, and the prepare
     // goes to the last one named meanwhile.
@@ -573,4 +580,186 @@ fn a_not_leader_refusal_sends_the_prepare_to_the_leader_it_names_or_asks_who_lea
             prepare_to(shard0[2]),
         ],
     );
+}
+
+// ---- lock_at = "home": SLOG's 2PL-coord ----
+
+/// Three regions, each a server region with one replica of each of two
+/// shards; one client in the first.
+fn home_topology() -> Arc<Topology> {
+    Arc::new(Topology::build(&ClusterSpec::every_region(&["a", "b", "c"], 2), &[]))
+}
+
+fn home_config() -> Config {
+    Config::from_params(&Params::new().with("lock_at", ParamValue::Str("home".into()))).expect("valid")
+}
+
+/// Replica `index` of `shard` (its home is region `index`), built as the
+/// protocol builds it, not started.
+fn home_node(topo: &Arc<Topology>, shard: u32, index: usize) -> Leader {
+    let node = topo.replicas(ShardId(shard))[index];
+    let replica = super::home_replica(topo, node, ShardId(shard), index, home_config());
+    Hand::new(replica, topo.clone(), node, Now::at(1_000_000))
+}
+
+/// The same, started fresh and leading its home partition's log.
+fn home_leader(topo: &Arc<Topology>, shard: u32, index: usize) -> Leader {
+    let mut hand = home_node(topo, shard, index);
+    hand.start(Vec::new());
+    let fx = hand.persist_all();
+    assert_effects(&fx, &[count("paxos_leader_changes"), count("leader_takeovers")]);
+    hand
+}
+
+/// Shard 1's key homed at region 1: its home partition is participant
+/// `1 × 2 + 1 = 3`, served by shard 1's replica 1.
+const HOME_KEY: u64 = 2 * 3 + 2 + 1;
+const HOME_PART: Participant = Participant(3);
+
+/// Every record appended in `fxs`, in order: what a restart recovers when
+/// all of them were made durable (and none compacted).
+fn durable(fxs: &[&EffectsOf<TwoPlPaxos>]) -> Vec<Record> {
+    fxs.iter().flat_map(|fx| fx.appends().map(|(_, _, r)| r.clone()).collect::<Vec<_>>()).collect()
+}
+
+#[test]
+fn a_home_replica_prepares_with_its_own_fsync_alone_and_pushes_its_log_to_the_copies_at_its_tick() {
+    let topo = home_topology();
+    let layout = topo.key_layout();
+    assert_eq!(layout.key(1, 1, 1), Key(HOME_KEY));
+    let mut home = home_leader(&topo, 1, 1);
+    assert_eq!(home.node.participant(), HOME_PART);
+    let c = client(&topo);
+    let t = txn(1);
+    let fx = home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
+    let reads = vec![(Key(HOME_KEY), None)];
+    assert_effects(&fx, &[no_wait(), send(c, Msg::Executed(Executed { txn: t, part: HOME_PART, round: 0, reads }))]);
+    // The prepare record goes to its own log alone: nothing is sent, to any
+    // replica, until its own fsync; then the vote.
+    let fx = home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    assert_eq!(fx.appends().count(), 1, "{fx:?}");
+    assert_eq!(fx.sends().count(), 0, "no vote awaited from any other replica: {fx:?}");
+    let vote = Msg::Vote { txn: t, part: HOME_PART, yes: true };
+    assert_effects(&home.persist_all(), &[send(c, vote)]);
+    home.message(c, decide(t, Decision::Commit));
+    let decided = Msg::Decided { txn: t, part: HOME_PART };
+    assert_effects(&home.persist_all(), &[send(c, decided)]);
+    assert_eq!(home.node.store().latest(Key(HOME_KEY)), Some(&int(5)));
+    // At its tick the log goes to the shard's other replicas: what was
+    // chosen since the last push, then the commit point.
+    let tick = Timer::Paxos(PaxosTimer { group: HOME_PART.0 });
+    let fx = home.timer(tick);
+    let copies: Vec<NodeId> = [0, 2].iter().map(|r| topo.replicas(ShardId(1))[*r]).collect();
+    let pushed: Vec<(NodeId, &'static str)> = fx
+        .sends()
+        .map(|(to, m)| match m {
+            Msg::Paxos(PaxosMsg { group, body: PaxosBody::Chosen { entries } }) if *group == 3 => {
+                assert_eq!(entries.iter().map(|(slot, _)| *slot).collect::<Vec<_>>(), [1, 2]);
+                (to, "chosen")
+            }
+            Msg::Paxos(PaxosMsg { group: 3, body: PaxosBody::Commit { commit_upto: 2, .. } }) => (to, "commit"),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let expected = vec![(copies[0], "chosen"), (copies[0], "commit"), (copies[1], "chosen"), (copies[1], "commit")];
+    assert_eq!(pushed, expected);
+}
+
+#[test]
+fn a_copy_applies_a_home_log_pushed_to_it_on_that_homes_stream() {
+    let topo = home_topology();
+    let mut home = home_leader(&topo, 1, 1);
+    let c = client(&topo);
+    let t = txn(1);
+    home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
+    home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    home.persist_all();
+    home.message(c, decide(t, Decision::Commit));
+    home.persist_all();
+    let pushed: Vec<Msg> = home.timer(Timer::Paxos(PaxosTimer { group: 3 })).sends().map(|(_, m)| m.clone()).collect();
+    // Shard 1's replica in region 0 learns home 1's log.
+    let mut copy = home_leader(&topo, 1, 0);
+    let from = home.me();
+    let lsn = next_lsn(&copy);
+    let fx = copy.message(from, pushed[0].clone());
+    let streams: Vec<(Stream, Lsn)> = fx.appends().map(|(s, l, _)| (s, l)).collect();
+    assert_eq!(streams, [(Stream(2), Lsn(lsn)), (Stream(2), Lsn(lsn + 1))], "home 1's copy: stream 1 + 1");
+    assert_eq!(fx.sends().count(), 0, "a copy answers nothing");
+    let own = copy.node.participant();
+    assert_eq!(copy.node.store_of(HOME_PART).and_then(|s| s.latest(Key(HOME_KEY))), Some(&int(5)));
+    assert_eq!(copy.node.store_of(own).and_then(|s| s.latest(Key(HOME_KEY))), None, "not in its own partition");
+}
+
+#[test]
+fn a_restarted_home_replica_replays_its_log_and_holds_its_prepared_transactions_locks_again() {
+    let topo = home_topology();
+    let cfg = home_config();
+    let mut home = home_node(&topo, 1, 1);
+    let started = home.start(Vec::new());
+    let promised = home.persist_all();
+    let c = client(&topo);
+    let t = txn(1);
+    home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
+    let prepared = home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    home.persist_all();
+    // It crashes before the decision: a new process gets its durable log.
+    let mut back = home_node(&topo, 1, 1);
+    back.start(durable(&[&started, &promised, &prepared]));
+    let refused = Msg::Refused { txn: txn(2), part: HOME_PART, reason: Refusal::NotLeader { hint: None } };
+    let newcomer = execute(txn(2), 20, &[HOME_KEY], LockMode::Shared);
+    assert_effects(&back.message(c, newcomer.clone()), &[send(c, refused)]);
+    // Its one member elects itself at its election timeout.
+    let tick = Timer::Paxos(PaxosTimer { group: HOME_PART.0 });
+    for _ in 0..=cfg.paxos.election_ticks + cfg.paxos.jitter_ticks {
+        back.advance_ns(cfg.paxos.tick_ns);
+        back.timer(tick.clone());
+        back.persist_all();
+        if back.node.is_leading() {
+            break;
+        }
+    }
+    assert!(back.node.is_leading(), "a home replica is never replaced: it leads again");
+    assert_eq!(back.node.prepared_count(), 1, "its prepared transaction survived the crash");
+    assert_effects(&back.message(c, newcomer), &[]); // waits: the prepared lock was taken again
+    back.message(c, decide(t, Decision::Commit));
+    let fx = back.persist_all();
+    let waited = fx.sends().find_map(|(_, m)| match m {
+        Msg::Executed(e) if e.txn == txn(2) => Some(e.reads.clone()),
+        _ => None,
+    });
+    assert_eq!(waited, Some(vec![(Key(HOME_KEY), Some(int(5)))]), "granted once the commit is durable: {fx:?}");
+}
+
+#[test]
+fn a_home_coordinator_sends_each_key_to_its_home_replica_and_never_asks_who_leads() {
+    let topo = home_topology();
+    let layout = topo.key_layout();
+    let me = client(&topo);
+    let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
+    let mut hand =
+        Hand::new(Coordinator::new(me, leaders, layout.clone(), home_config()), topo.clone(), me, Now::at(0));
+    hand.start(Vec::new());
+    hand.persist_all();
+    // One shard, two homes: two participants.
+    let (k0, k2) = (layout.key(0, 0, 3), layout.key(0, 2, 3));
+    let program =
+        Program::new(vec![Op::Increment { key: k0, delta: 1, tag: 1 }, Op::Increment { key: k2, delta: 1, tag: 2 }]);
+    let fx = hand.request(RequestId(1), program);
+    let shard0 = topo.replicas(ShardId(0));
+    let to: Vec<(NodeId, Participant)> = fx
+        .sends()
+        .map(|(to, m)| match m {
+            Msg::Execute(e) => (to, LockAt::Home.participant(&layout, e.keys[0].key)),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(to, [(shard0[0], Participant(0)), (shard0[2], Participant(4))], "each key at its home's replica");
+    // The home in region c is recovering: the attempt is given up and
+    // retried later, and nobody is asked who leads.
+    let t = first_id(&topo);
+    let refused = Msg::Refused { txn: t, part: Participant(4), reason: Refusal::NotLeader { hint: None } };
+    let fx = hand.message(shard0[2], refused);
+    assert!(fx.sends().all(|(_, m)| matches!(m, Msg::Decide { decision: Decision::Abort, .. })), "{fx:?}");
+    assert_eq!(fx.sends().count(), 2, "the abort goes to both homes");
+    assert!(fx.timers_set().any(|(_, _, t)| matches!(t, Timer::Restart(RequestId(1)))), "retried after a backoff");
 }

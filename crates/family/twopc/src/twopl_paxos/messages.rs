@@ -1,5 +1,6 @@
 //! The messages, log commands, durable records and timers of `2pl-paxos`.
 
+use super::participant::Participant;
 use meridian_core::{Key, NodeId, RequestId, ShardId, TxnId, Value};
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::mvstore::MvStore;
@@ -17,12 +18,13 @@ pub struct Priority {
     pub first: TxnId,
 }
 
-/// A participant's prepare record, replicated through its shard's log.
+/// A participant's prepare record, in its log (its shard's Paxos log, or
+/// its home partition's).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PrepareRecord {
     pub txn: TxnId,
     pub coordinator: NodeId,
-    pub participants: Vec<ShardId>,
+    pub participants: Vec<Participant>,
     /// Keys it read and does not write, each with the version it read (the
     /// log slot that wrote it; `None`: the initial state). Every replica
     /// applies the record only if these are still current (see
@@ -49,7 +51,8 @@ pub enum Cmd {
 /// Why a leader refused a request.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Refusal {
-    /// Not the shard's leader; try `hint`.
+    /// Not the shard's leader (or a home replica still recovering its log);
+    /// try `hint`.
     NotLeader { hint: Option<NodeId> },
     /// An older transaction took the lock (wound-wait).
     Wounded,
@@ -72,6 +75,9 @@ pub struct LockRead {
     pub read: bool,
 }
 
+/// "Leader" below is the replica that serves a participant: its shard's
+/// Paxos leader, or with `lock_at = "home"` its home replica (the only
+/// member, so the leader, of its home partition's log).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     Paxos(PaxosMsg<Cmd, ReplicaState>),
@@ -88,7 +94,7 @@ pub enum Msg {
     /// Leader → coordinator: the prepare vote.
     Vote {
         txn: TxnId,
-        shard: ShardId,
+        part: Participant,
         yes: bool,
     },
     /// Coordinator → leader: the outcome; and the coordinator's
@@ -102,14 +108,15 @@ pub enum Msg {
     /// Leader → coordinator: the outcome is applied.
     Decided {
         txn: TxnId,
-        shard: ShardId,
+        part: Participant,
     },
     Refused {
         txn: TxnId,
-        shard: ShardId,
+        part: Participant,
         reason: Refusal,
     },
-    /// Coordinator → every replica of a shard: who leads?
+    /// Coordinator → every replica of a shard: who leads? (`lock_at =
+    /// "leader"` only: a home partition has one server.)
     WhoLeads {
         shard: ShardId,
     },
@@ -118,15 +125,17 @@ pub enum Msg {
         shard: ShardId,
         leader: Option<NodeId>,
     },
-    /// In-doubt participant → the replicas of another participant.
+    /// In-doubt participant → the servers of another participant (every
+    /// replica of its shard, or its home replica).
     Query {
         txn: TxnId,
     },
-    /// The answer; `None`: this replica cannot tell (a follower that never
-    /// saw the transaction).
+    /// The answer, about the answering replica's own participant; `None`:
+    /// this replica cannot tell (a follower that never saw the
+    /// transaction, or a home replica recovering its log).
     Status {
         txn: TxnId,
-        shard: ShardId,
+        part: Participant,
         status: Option<TxnStatus>,
     },
 }
@@ -148,18 +157,18 @@ pub struct Execute {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Executed {
     pub txn: TxnId,
-    pub shard: ShardId,
+    pub part: Participant,
     pub round: u32,
     pub reads: Vec<(Key, Option<Value>)>,
 }
 
 /// Coordinator → leader: make the prepare record durable (the writes are
-/// this shard's; `participants` are every shard of the transaction, for
-/// cooperative termination).
+/// this participant's; `participants` are every participant of the
+/// transaction, for cooperative termination).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prepare {
     pub txn: TxnId,
-    pub participants: Vec<ShardId>,
+    pub participants: Vec<Participant>,
     pub writes: Vec<(Key, Value)>,
 }
 

@@ -3,10 +3,17 @@
 //! baseline of the Tiga paper (§5, after Janus's codebase) and the
 //! Spanner-like baseline of the others. Promises strict serializability.
 //!
+//! With `lock_at = "home"` it is instead the SLOG paper's **2PL-coord**
+//! (§4): "a traditional distributed 2PL algorithm where the lock manager for
+//! a granule is located in its home partition" — NuoDB's chairmanship, with
+//! locks instead of its MVCC (see below).
+//!
 //! Roles: `replica.rs` (shard replica: Paxos member; while leading, the lock
 //! table), `coordinator.rs` (client-side coordinator), `recovery.rs`
 //! (in-doubt transactions after coordinator or leader failure),
-//! `messages.rs`.
+//! `messages.rs`. Concerns: `log.rs` (a participant's log and the state
+//! machine applied from it), `participant.rs` (who locks a key, and where),
+//! `copies.rs` (a home replica's copies of its shard's other homes).
 //!
 //! # Commit path and analytical latency
 //!
@@ -32,18 +39,84 @@
 //! jitter, queueing and lock waits). `tests/twopl_paxos.rs` holds a run to
 //! this formula.
 //!
+//! # `lock_at = "home"`: SLOG's 2PL-coord
+//!
+//! Every key is mastered at its home region — the one SLOG starts from,
+//! `KeyLayout::home_of`; 2PL-coord never remasters — and a participant is a
+//! shard's **home partition**: the shard's keys homed at one region, whose
+//! lock table, reads and prepare records live at the shard's replica in
+//! that region (`participant.rs`). That replica is the only member of its
+//! partition's log: it leads from the start, chooses an entry as soon as
+//! its own fsync makes it durable, and votes then — no wide-area message on
+//! a transaction's path, as in SLOG-B and NuoDB. Every tick it pushes what
+//! it chose to the shard's other replicas, which learn the log in order
+//! (Multi-Paxos learners) and apply it to a copy (`copies.rs`): the copies
+//! converge, asynchronously, and every simulated run compares them at the
+//! end. Two-phase commit across home partitions, wound-wait, bounded
+//! retries and cooperative termination are those of `lock_at = "leader"`.
+//!
+//! The commit path of a client in region `c` whose transaction touches home
+//! partitions homed at regions `h`:
+//!
+//! ```text
+//! latency(c) ≈ max_h RTT(c, h)            execute: lock and read at each home
+//!            + max_h RTT(c, h) + fsync    prepare: durable at each home alone
+//! ```
+//!
+//! A transaction whose keys are all homed at the client's region commits in
+//! `2 × RTT(c, c) + fsync`: on `slog-six-regions` (0.5 ms inside a region)
+//! with a 0.1-ms fsync, 1.1 ms, where SLOG's batches take 5 ms and
+//! `lock_at = "leader"` at least one wide-area round trip to the leaders. A
+//! multi-home one from Virginia homed at Virginia and Ireland takes 2 × 68 +
+//! 0.1 = 136.1 ms. Its lock at a home `h` is taken `RTT(c, h)/2` after it
+//! starts and released when the decision is applied there, `2 × max_h
+//! RTT(c, h) + fsync + RTT(c, h)/2 + fsync` after it starts: every lock of a
+//! multi-home transaction is held for about two of its coordinator's widest
+//! round trips (136.2 ms in that example), across acquiring the other
+//! locks, executing and committing. Conflicting transactions wait behind it
+//! for that long, local ones included — the paper's explanation of
+//! 2PL-coord's collapse with multi-home transactions under contention (§4.1,
+//! Figures 1 and 7). `tests/twopl_paxos.rs` holds runs to both formulas.
+//!
+//! A home replica that is down serves nothing until it restarts: no other
+//! replica takes its mastership (as in SLOG-B), so transactions on its keys
+//! abort after `execute_timeout_ms` and retry, and participants prepared
+//! with it wait for its answer. Nothing committed is lost: a vote leaves
+//! only once the prepare is durable in the home's own log, a decision
+//! takes effect only through that log, and a restarted home replica replays
+//! it and re-takes the locks of its prepared transactions before it serves
+//! again (after `election_timeout_ms`: the one member elects itself). The
+//! copies lag by up to a tick and a one-way delay and are never read; they
+//! keep the data on every replica, not the home's availability.
+//! `lock_at = "home"` needs one replica of each shard in every server
+//! region (`replicas_per_shard` = the number of server regions), as SLOG
+//! does. docs/2pl-coord.md lists every choice made where the paper is
+//! silent.
+//!
+//! | SLOG paper, §4 (2PL-coord) | here |
+//! |---|---|
+//! | "the lock manager for a granule is located in its home partition" | `participant.rs` (home partitions), `replica.rs` (their lock tables) |
+//! | "all writes and reads to data are controlled by the chairman" | `coordinator.rs` (`server`: each key's home replica) |
+//! | low-latency writes: no coordination for data mastered nearby | `mod.rs` `home_replica` (a log of one member), `log.rs` |
+//! | the data replicated to every region | `copies.rs`, `meridian_mechanisms::paxos` (learners) |
+//! | coordination across homes for multi-home transactions | two-phase commit as `lock_at = "leader"` |
+//!
 //! # Counters
 //!
 //! `retries` (attempts restarted after a wound or a lost leader),
 //! `wounds`, `lock_leases_expired`, `in_doubt_queries`, `in_doubt_resolved`,
 //! `unknown_outcomes`,
-//! `leader_takeovers`, and the Paxos log's `paxos_elections`,
-//! `paxos_leader_changes`.
+//! `leader_takeovers` (with `lock_at = "home"`: a home replica leading its
+//! log, at start and after each restart), and the Paxos log's
+//! `paxos_elections`, `paxos_leader_changes`.
 
 mod coordinator;
+mod copies;
 #[cfg(test)]
 mod handler_tests;
+mod log;
 mod messages;
+mod participant;
 mod recovery;
 mod replica;
 
@@ -51,10 +124,12 @@ pub use coordinator::Coordinator;
 pub use messages::{
     Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer,
 };
+pub use participant::{LockAt, Participant};
 pub use replica::Replica;
 
 use meridian_core::{
     Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Role, Rounding, ShardId,
+    Stream, Topology,
 };
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosConfig};
 
@@ -76,6 +151,7 @@ pub struct Config {
     pub retry_backoff_ns: u64,
     pub max_redirects: u32,
     pub outcomes_kept: usize,
+    pub lock_at: LockAt,
     pub paxos: PaxosConfig,
 }
 
@@ -140,7 +216,20 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "1000000",
         doc: "decided transactions each replica remembers for late questions",
     },
-    ParamDoc { name: "heartbeat_ms", default: "50", doc: "Paxos leader heartbeat (and tick) period" },
+    ParamDoc {
+        name: "lock_at",
+        default: "\"leader\"",
+        doc: "\"leader\": a shard's locks, reads and prepares at its Paxos leader, prepares replicated to a majority \
+              (2PL+Paxos); \"home\": a key's at its shard's replica in the key's home region, prepares durable \
+              there alone and learned by the shard's other replicas afterwards (the SLOG paper's 2PL-coord; needs \
+              one replica of each shard per server region)",
+    },
+    ParamDoc {
+        name: "heartbeat_ms",
+        default: "50",
+        doc: "Paxos leader heartbeat (and tick) period; with lock_at = \"home\", also how often a home pushes its \
+              log to the other copies",
+    },
     ParamDoc {
         name: "election_timeout_ms",
         default: "1000",
@@ -188,6 +277,7 @@ impl Config {
             retry_backoff_ns: ms("retry_backoff_ms")?,
             max_redirects: count("max_redirects")? as u32,
             outcomes_kept: count("outcomes_kept")? as usize,
+            lock_at: if p.choice("lock_at", &["leader", "home"])? == "home" { LockAt::Home } else { LockAt::Leader },
             paxos: PaxosConfig {
                 tick_ns: heartbeat_ns,
                 election_ticks,
@@ -227,20 +317,58 @@ impl Protocol for TwoPlPaxos {
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
         let cfg = Config::from_params(&d.params)?;
         let topo = &d.topology;
-        match &topo.node(node).role {
-            Role::Replica { shard, .. } => {
+        match (&topo.node(node).role, cfg.lock_at) {
+            (Role::Replica { shard, .. }, LockAt::Leader) => {
                 let members = topo.replicas(*shard).to_vec();
                 let preferred = topo.initial_leader_index(*shard) as usize;
                 let paxos = MultiPaxos::new(shard.0, members, node, preferred, cfg.paxos);
                 Ok(Node::Replica(Box::new(Replica::new(*shard, paxos, cfg))))
             }
-            Role::Client { .. } => {
-                let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
-                Ok(Node::Client(Box::new(Coordinator::new(node, leaders, cfg))))
+            (Role::Replica { shard, replica }, LockAt::Home) => {
+                one_replica_per_home(topo)?;
+                Ok(Node::Replica(Box::new(home_replica(topo, node, *shard, *replica as usize, cfg))))
             }
-            Role::Service { kind, .. } => Err(format!("2pl-paxos has no `{kind}` service")),
+            (Role::Client { .. }, _) => {
+                let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
+                Ok(Node::Client(Box::new(Coordinator::new(node, leaders, topo.key_layout(), cfg))))
+            }
+            (Role::Service { kind, .. }, _) => Err(format!("2pl-paxos has no `{kind}` service")),
         }
     }
+}
+
+/// `lock_at = "home"` serves each home partition at its shard's replica in
+/// its home region: every server region needs one.
+fn one_replica_per_home(topo: &Topology) -> Result<(), String> {
+    let regions = topo.server_regions.len();
+    if topo.replicas_per_shard as usize != regions {
+        return Err(format!(
+            "`lock_at` = \"home\" needs one replica of each shard per server region: replicas_per_shard = \
+             {regions} (the server regions), not {}",
+            topo.replicas_per_shard
+        ));
+    }
+    Ok(())
+}
+
+/// Replica `index` of `shard` with `lock_at = "home"`: the only member of
+/// its home partition's log, which the shard's other replicas learn; a
+/// learner of theirs, each on a stream of its own.
+fn home_replica(topo: &Topology, node: NodeId, shard: ShardId, index: usize, cfg: Config) -> Replica {
+    let layout = topo.key_layout();
+    let replicas = topo.replicas(shard);
+    let others: Vec<NodeId> = replicas.iter().copied().filter(|r| *r != node).collect();
+    let own = Participant::home_partition(&layout, shard, index);
+    let paxos = MultiPaxos::new(own.0, vec![node], node, 0, cfg.paxos).with_learners(others);
+    let copies = (0..replicas.len())
+        .filter(|home| *home != index)
+        .map(|home| {
+            let group = Participant::home_partition(&layout, shard, home).0;
+            let stream = Stream(1 + home as u16);
+            MultiPaxos::learner(group, vec![replicas[home]], node, 0, cfg.paxos).on_stream(stream)
+        })
+        .collect();
+    Replica::new(shard, paxos, cfg).with_copies(copies)
 }
 
 #[cfg(test)]
@@ -282,5 +410,27 @@ mod tests {
         assert!(Config::from_params(&p).unwrap_err().contains("`max_attempts`"));
         let p = Params::new().with("no_such_ms", ParamValue::Int(1));
         assert!(Config::from_params(&p).unwrap_err().contains("`no_such_ms`"));
+        let p = Params::new().with("lock_at", ParamValue::Str("chairman".into()));
+        assert!(Config::from_params(&p).unwrap_err().contains("`lock_at`"));
+    }
+
+    #[test]
+    fn lock_at_home_is_refused_without_one_replica_of_each_shard_per_server_region() {
+        use meridian_core::{ClusterSpec, LatencyMatrix};
+        let params = Params::new().with("lock_at", ParamValue::Str("home".into()));
+        let deployment = |replicas: u32| {
+            let mut spec = ClusterSpec::every_region(&["a", "b", "c"], 2);
+            spec.replicas_per_shard = replicas;
+            let topology = std::sync::Arc::new(Topology::build(&spec, &[]));
+            let pairs = [("a", "b", 10.0), ("a", "c", 10.0), ("b", "c", 10.0)];
+            let latency = std::sync::Arc::new(LatencyMatrix::from_pairs(&["a", "b", "c"], &pairs, 0.2).unwrap());
+            Deployment { topology, params: params.clone(), epsilon_us: 100, latency }
+        };
+        let replica = NodeId(0);
+        for replicas in [2, 4] {
+            let Err(e) = TwoPlPaxos::build(&deployment(replicas), replica) else { panic!("{replicas} replicas built") };
+            assert!(e.contains("`lock_at`") && e.contains("replicas_per_shard = 3"), "{e}");
+        }
+        assert!(TwoPlPaxos::build(&deployment(3), replica).is_ok());
     }
 }

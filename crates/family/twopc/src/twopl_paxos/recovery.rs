@@ -2,17 +2,21 @@
 //! (cooperative termination, see `meridian_mechanisms::twopc`).
 //!
 //! A leader holding a prepared transaction without a decision for
-//! `in_doubt_ticks` termination ticks asks every replica of every other
-//! participant. Replicas answer from their applied log; a leader that never
-//! saw the transaction first makes an abort durable in its log (so a late
-//! prepare can no longer succeed there) and answers once it is applied. The
-//! asker decides when the answers do (any abort or commit, or all prepared)
-//! and logs the decision like a coordinator's.
+//! `in_doubt_ticks` termination ticks asks every server of every other
+//! participant (every replica of its shard, or with `lock_at = "home"` its
+//! home replica). Replicas answer from their applied log; a leader that
+//! never saw the transaction first makes an abort durable in its log (so a
+//! late prepare can no longer succeed there) and answers once it is
+//! applied. The asker decides when the answers do (any abort or commit, or
+//! all prepared) and logs the decision like a coordinator's. A home replica
+//! that is down answers nothing until it is back: the participants that
+//! prepared wait for it (no other replica takes its place).
 
 use super::TwoPlPaxos;
 use super::messages::{Cmd, Msg, Refusal};
+use super::participant::Participant;
 use super::replica::{Replica, Stage};
-use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+use meridian_core::{Ctx, NodeId, TxnId};
 use meridian_mechanisms::twopc::{Decision, TxnStatus, termination_decision};
 
 impl Replica {
@@ -64,16 +68,16 @@ impl Replica {
         debug_assert!(matches!(a.stage, Stage::Locking { .. } | Stage::Executed), "only unprepared leases expire");
         self.refused.insert(txn);
         ctx.count("lock_leases_expired", 1);
-        ctx.send(a.coordinator, Msg::Refused { txn, shard: self.shard, reason: Refusal::Wounded });
+        ctx.send(a.coordinator, Msg::Refused { txn, part: self.part, reason: Refusal::Wounded });
         let granted = self.release_locks(txn, &a.locks);
         self.acquire(ctx, granted);
     }
 
     fn query_participants(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
-        let Some(record) = self.prepared.get(&txn) else {
+        let Some(record) = self.log.prepared_record(txn) else {
             return;
         };
-        let others: Vec<ShardId> = record.participants.iter().copied().filter(|s| *s != self.shard).collect();
+        let others: Vec<Participant> = record.participants.iter().copied().filter(|p| *p != self.part).collect();
         self.in_doubt.entry(txn).or_default();
         ctx.count("in_doubt_queries", 1);
         if others.is_empty() {
@@ -85,21 +89,19 @@ impl Replica {
             self.propose(ctx, Cmd::Commit(txn));
             return;
         }
-        for shard in others {
-            for replica in ctx.topology().replicas(shard).to_vec() {
+        for part in others {
+            for replica in self.cfg.lock_at.servers(ctx.topology(), part) {
                 ctx.send(replica, Msg::Query { txn });
             }
         }
     }
 
     pub(super) fn on_query(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, txn: TxnId) {
-        let known =
-            if self.prepared.contains_key(&txn) { Some(TxnStatus::Prepared) } else { self.outcomes.lookup(txn) };
-        if let Some(status) = known {
-            return ctx.send(from, Msg::Status { txn, shard: self.shard, status: Some(status) });
+        if let Some(status) = self.log.status(txn) {
+            return ctx.send(from, Msg::Status { txn, part: self.part, status: Some(status) });
         }
         if !self.leading {
-            return ctx.send(from, Msg::Status { txn, shard: self.shard, status: None });
+            return ctx.send(from, Msg::Status { txn, part: self.part, status: None });
         }
         match self.active.get(&txn).map(|a| a.stage) {
             // Its prepare is in flight here: the asker will ask again.
@@ -121,26 +123,26 @@ impl Replica {
         &mut self,
         ctx: &mut Ctx<'_, TwoPlPaxos>,
         txn: TxnId,
-        shard: ShardId,
+        part: Participant,
         status: Option<TxnStatus>,
     ) {
-        if !self.leading || !self.prepared.contains_key(&txn) {
+        if !self.leading || self.log.prepared_record(txn).is_none() {
             return;
         }
         let Some(answers) = self.in_doubt.get_mut(&txn) else {
             return;
         };
-        match (status, answers.get(&shard)) {
+        match (status, answers.get(&part)) {
             (None | Some(TxnStatus::Forgotten), _) => {}
             // A decided answer outranks a prepared one from another replica.
             (Some(s), Some(TxnStatus::Prepared) | None) => {
-                answers.insert(shard, s);
+                answers.insert(part, s);
             }
             (Some(_), Some(_)) => {}
         }
-        let participants = &self.prepared[&txn].participants;
+        let participants = &self.log.prepared_record(txn).expect("checked above").participants;
         let decision =
-            termination_decision(participants.iter().filter(|s| **s != self.shard).map(|s| answers.get(s).copied()));
+            termination_decision(participants.iter().filter(|p| **p != self.part).map(|p| answers.get(p).copied()));
         if let Some(decision) = decision {
             self.in_doubt.remove(&txn);
             ctx.count("in_doubt_resolved", 1);

@@ -3,26 +3,38 @@
 //! and the transactions executing under it.
 //!
 //! Every replica applies the log in order to the same state machine (the
-//! store, the prepared transactions, the remembered outcomes). Only the
-//! leader locks: wound-wait over a priority-ordered wait queue, where an
-//! older transaction wounds a younger holder that has not started to
-//! prepare, and otherwise waits (so nobody ever waits for a younger
+//! store, the prepared transactions, the remembered outcomes: `log.rs`).
+//! Only the leader locks: wound-wait over a priority-ordered wait queue,
+//! where an older transaction wounds a younger holder that has not started
+//! to prepare, and otherwise waits (so nobody ever waits for a younger
 //! unprepared transaction and deadlock cannot form). A new leader re-takes
 //! the locks of every prepared, undecided transaction from the log before it
 //! serves, then resolves the ones left in doubt (recovery.rs).
+//!
+//! With `lock_at = "home"` (SLOG's 2PL-coord) the replica's own log is its
+//! home partition's — the shard's keys homed in its region — in a group of
+//! which it is the only member: it leads it from the start and again after
+//! every restart, and is never replaced. It locks, reads and prepares those
+//! keys alone, a prepare is durable with its own fsync, and the shard's
+//! other replicas learn the log afterwards; it learns theirs in turn
+//! (`copies.rs`).
 
+use super::copies::Copies;
+use super::log::{Applied, Log};
 use super::messages::{
     Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, ReplicaState, Timer,
 };
+use super::participant::{LockAt, Participant};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
-use meridian_core::process::CHECKED_MAX;
+use meridian_core::process::{CHECKED_MAX, CopyState, Settled};
 use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
 use meridian_mechanisms::locks::{Acquire, LockMode, LockTable};
 use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
 use meridian_mechanisms::recent::RecentSet;
-use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
+use meridian_mechanisms::scheduler::digest;
+use meridian_mechanisms::twopc::{Decision, TxnStatus};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -63,16 +75,15 @@ pub(super) struct Active {
 
 pub struct Replica {
     pub(super) shard: ShardId,
+    /// The participant this replica serves while it leads its log: its
+    /// shard, or its home partition.
+    pub(super) part: Participant,
     pub(super) cfg: Config,
-    pub(super) paxos: MultiPaxos<Cmd, ReplicaState>,
-    // The replicated state machine.
-    pub(super) store: MvStore,
-    pub(super) prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
-    /// The keys of `prepared`, for the conflict check of every applied
-    /// prepare (derived: rebuilt on restore).
-    prepared_keys: PreparedKeys,
-    pub(super) outcomes: Outcomes,
-    applied_slot: u64,
+    /// Its own log (the one it may lead) and the state applied from it.
+    pub(super) log: Log,
+    /// With `lock_at = "home"`: the logs of the shard's other home
+    /// partitions, learned.
+    copies: Copies,
     // Leader-only state, rebuilt on every LeaderReady.
     pub(super) leading: bool,
     pub(super) locks: LockTable<TxnId, Priority>,
@@ -82,8 +93,8 @@ pub struct Replica {
     pub(super) refused: RecentSet<TxnId>,
     /// Coordinators to acknowledge once a decision is applied.
     pub(super) awaiting_decision: BTreeMap<TxnId, NodeId>,
-    /// In-doubt transactions: the answers gathered so far, by shard.
-    pub(super) in_doubt: BTreeMap<TxnId, BTreeMap<ShardId, TxnStatus>>,
+    /// In-doubt transactions: the answers gathered so far, by participant.
+    pub(super) in_doubt: BTreeMap<TxnId, BTreeMap<Participant, TxnStatus>>,
     /// Queries to answer once an abort we proposed for them is applied.
     pub(super) pending_answers: BTreeMap<TxnId, Vec<NodeId>>,
     /// Coordinators' watermarks seen in decisions, not yet proposed.
@@ -91,16 +102,15 @@ pub struct Replica {
 }
 
 impl Replica {
+    /// A replica of `shard` whose own log is `paxos`'s; its participant is
+    /// that log's group (the shard's number with `lock_at = "leader"`).
     pub fn new(shard: ShardId, paxos: MultiPaxos<Cmd, ReplicaState>, cfg: Config) -> Replica {
         Replica {
             shard,
-            outcomes: Outcomes::new(cfg.outcomes_kept),
+            part: Participant(paxos.group()),
+            log: Log::new(paxos, cfg.outcomes_kept),
+            copies: Copies::none(),
             cfg,
-            paxos,
-            store: MvStore::new(),
-            prepared: BTreeMap::new(),
-            prepared_keys: PreparedKeys::default(),
-            applied_slot: 0,
             leading: false,
             locks: LockTable::new(),
             active: FxHashMap::default(),
@@ -112,30 +122,51 @@ impl Replica {
         }
     }
 
+    /// With `lock_at = "home"`: learns the logs of the shard's other home
+    /// partitions (`MultiPaxos::learner`s, each on a stream of its own).
+    pub fn with_copies(mut self, copies: Vec<MultiPaxos<Cmd, ReplicaState>>) -> Replica {
+        assert_eq!(self.cfg.lock_at, LockAt::Home, "only home partitions have copies");
+        let kept = self.cfg.outcomes_kept;
+        self.copies = Copies::of(copies.into_iter().map(|paxos| Log::new(paxos, kept)).collect());
+        self
+    }
+
     pub fn is_leading(&self) -> bool {
         self.leading
     }
 
+    /// The participant this replica serves while it leads.
+    pub fn participant(&self) -> Participant {
+        self.part
+    }
+
+    /// The data of its own log.
     pub fn store(&self) -> &MvStore {
-        &self.store
+        self.log.store()
+    }
+
+    /// The data of `part`'s log, its own or a copy's (`lock_at = "home"`).
+    pub fn store_of(&self, part: Participant) -> Option<&MvStore> {
+        let own = (part == self.part).then(|| self.log.store());
+        own.or_else(|| self.copies.logs().find(|l| l.group() == part.0).map(Log::store))
     }
 
     pub fn applied_slot(&self) -> u64 {
-        self.applied_slot
+        self.log.applied_slot()
     }
 
     /// Decided transactions this replica remembers.
     pub fn outcomes_len(&self) -> usize {
-        self.outcomes.len()
+        self.log.outcomes_len()
     }
 
     pub fn prepared_count(&self) -> usize {
-        self.prepared.len()
+        self.log.prepared_len()
     }
 
     fn refuse_not_leader(&self, ctx: &mut Ctx<'_, TwoPlPaxos>, to: NodeId, txn: TxnId) {
-        let hint = self.paxos.leader_hint();
-        ctx.send(to, Msg::Refused { txn, shard: self.shard, reason: Refusal::NotLeader { hint } });
+        let hint = self.log.paxos.leader_hint();
+        ctx.send(to, Msg::Refused { txn, part: self.part, reason: Refusal::NotLeader { hint } });
     }
 
     // ---- execute: lock and read ----
@@ -148,7 +179,7 @@ impl Replica {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
-        if self.refused.contains(&txn) || self.outcomes.lookup(txn).is_some() || self.prepared.contains_key(&txn) {
+        if self.refused.contains(&txn) || self.log.status(txn).is_some() {
             return; // late or duplicated: the coordinator has moved on
         }
         assert!(!keys.is_empty(), "an execute request names keys");
@@ -158,7 +189,7 @@ impl Replica {
             if round > 0 {
                 // The locks of earlier rounds were taken by another leader
                 // (or lost with this one's term): the attempt cannot go on.
-                ctx.send(from, Msg::Refused { txn, shard: self.shard, reason: Refusal::Wounded });
+                ctx.send(from, Msg::Refused { txn, part: self.part, reason: Refusal::Wounded });
                 return;
             }
             let active = Active {
@@ -262,7 +293,7 @@ impl Replica {
         let a = self.active.remove(&b).expect("woundable transactions are active");
         self.refused.insert(b);
         ctx.count("wounds", 1);
-        ctx.send(a.coordinator, Msg::Refused { txn: b, shard: self.shard, reason: Refusal::Wounded });
+        ctx.send(a.coordinator, Msg::Refused { txn: b, part: self.part, reason: Refusal::Wounded });
         self.release_locks(b, &a.locks)
     }
 
@@ -277,11 +308,12 @@ impl Replica {
     /// Every lock of the round is held: read its keys and answer.
     fn send_reads(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = self.active.get_mut(&txn).expect("reads are sent for active transactions");
+        let store = self.log.store();
         for k in &a.reads {
-            a.read_versions.entry(*k).or_insert_with(|| self.store.latest_version(*k));
+            a.read_versions.entry(*k).or_insert_with(|| store.latest_version(*k));
         }
-        let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, self.store.latest(*k).cloned())).collect();
-        ctx.send(a.coordinator, Msg::Executed(Executed { txn, shard: self.shard, round: a.round, reads }));
+        let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, store.latest(*k).cloned())).collect();
+        ctx.send(a.coordinator, Msg::Executed(Executed { txn, part: self.part, round: a.round, reads }));
     }
 
     // ---- prepare ----
@@ -291,8 +323,8 @@ impl Replica {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
-        let vote = |yes| Msg::Vote { txn, shard: self.shard, yes };
-        if self.prepared.contains_key(&txn) || self.outcomes.lookup(txn) == Some(TxnStatus::Committed) {
+        let vote = |yes| Msg::Vote { txn, part: self.part, yes };
+        if matches!(self.log.status(txn), Some(TxnStatus::Prepared | TxnStatus::Committed)) {
             return ctx.send(from, vote(true));
         }
         let Some(a) = self.active.get_mut(&txn) else {
@@ -324,14 +356,14 @@ impl Replica {
             a.locks.iter().map(|(k, _)| *k).filter(|k| !writes.iter().any(|(w, _)| w == k)).collect();
         read_keys.sort_unstable();
         read_keys.dedup();
-        let store = &self.store;
+        let store = self.log.store();
         let reads = read_keys
             .into_iter()
             .map(|k| (k, a.read_versions.get(&k).copied().unwrap_or_else(|| store.latest_version(k))))
             .collect();
         let record = PrepareRecord { txn, coordinator: from, participants, reads, writes };
         a.stage = Stage::Preparing;
-        if self.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(Arc::new(record))).is_err() {
+        if self.log.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(Arc::new(record))).is_err() {
             self.refuse_not_leader(ctx, from, txn);
         }
     }
@@ -342,11 +374,11 @@ impl Replica {
         if !self.leading {
             return self.refuse_not_leader(ctx, from, txn);
         }
-        if self.outcomes.lookup(txn).is_some() {
-            return ctx.send(from, Msg::Decided { txn, shard: self.shard });
+        if self.log.outcome(txn).is_some() {
+            return ctx.send(from, Msg::Decided { txn, part: self.part });
         }
         let preparing = self.active.get(&txn).is_some_and(|a| a.stage == Stage::Preparing);
-        if self.prepared.contains_key(&txn) || preparing {
+        if self.log.prepared_record(txn).is_some() || preparing {
             self.awaiting_decision.insert(txn, from);
             let cmd = match decision {
                 Decision::Commit => Cmd::Commit(txn),
@@ -357,97 +389,74 @@ impl Replica {
         }
         // Never prepared here: only an abort is possible, and nothing durable
         // needs to say so (a later prepare finds no executed transaction).
-        debug_assert_eq!(decision, Decision::Abort, "commit of {txn} that never prepared at {}", self.shard);
+        debug_assert_eq!(decision, Decision::Abort, "commit of {txn} that never prepared at {:?}", self.part);
         if let Some(a) = self.active.remove(&txn) {
             let granted = self.release_locks(txn, &a.locks);
             self.acquire(ctx, granted);
         }
         self.refused.insert(txn);
-        ctx.send(from, Msg::Decided { txn, shard: self.shard });
+        ctx.send(from, Msg::Decided { txn, part: self.part });
     }
 
     pub(super) fn propose(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
         // A refusal means leadership was just lost; Deposed follows and the
         // requester retries elsewhere.
-        let _ = self.paxos.propose(&mut Mapped::new(ctx), cmd);
+        let _ = self.log.paxos.propose(&mut Mapped::new(ctx), cmd);
     }
 
     // ---- the replicated state machine ----
 
-    /// Applies what the log committed and reacts to leadership changes.
+    /// Applies what the log committed and reacts to leadership changes;
+    /// then what the copies learned.
     pub(super) fn drain(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         loop {
-            let events = self.paxos.drain_events();
+            let events = self.log.events();
             if events.is_empty() {
-                return;
+                break;
             }
             for ev in events {
                 match ev {
                     PaxosEvent::Committed { slot, value } => {
-                        assert!(slot > self.applied_slot, "slots apply in order");
-                        self.applied_slot = slot;
-                        self.apply(ctx, std::sync::Arc::unwrap_or_clone(value));
+                        let applied = self.log.apply_slot(ctx, slot, value);
+                        self.on_applied(ctx, applied);
                     }
                     PaxosEvent::LeaderReady { .. } => self.take_over(ctx),
                     PaxosEvent::Deposed => self.step_down(ctx),
-                    PaxosEvent::Restore { upto, state } => self.restore(upto, &state),
+                    PaxosEvent::Restore { upto, state } => {
+                        assert!(!self.leading, "a leader never lags behind a checkpoint");
+                        self.log.restore(upto, &state);
+                    }
                 }
             }
-            if self.paxos.should_compact(self.store.keys() + self.outcomes.len()) {
-                let state = ReplicaState {
-                    store: self.store.clone(),
-                    prepared: self.prepared.clone(),
-                    outcomes: self.outcomes.clone(),
-                };
-                self.paxos.compact(&mut Mapped::new(ctx), self.applied_slot, state);
-            }
+            self.log.checkpoint_if_due(ctx);
         }
+        self.copies.drain(ctx);
     }
 
-    /// Takes over a checkpoint's state (after a restart, or from a peer when
-    /// this replica lagged behind a compacted log).
-    fn restore(&mut self, upto: u64, state: &ReplicaState) {
-        assert!(!self.leading, "a leader never lags behind a checkpoint");
-        self.store = state.store.clone();
-        self.prepared = state.prepared.clone();
-        self.prepared_keys = PreparedKeys::default();
-        for r in self.prepared.values() {
-            self.prepared_keys.add(r);
-        }
-        self.outcomes = state.outcomes.clone();
-        self.applied_slot = upto;
-    }
-
-    fn apply(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
-        match cmd {
-            Cmd::Prepare(record) => {
-                let txn = record.txn;
-                if self.outcomes.lookup(txn).is_some() {
-                    return; // decided (aborted) before its prepare: it stays so
-                }
-                if self.prepared.contains_key(&txn) {
-                    return; // prepared already (a re-proposed record)
-                }
-                if !self.prepare_holds(&record) {
-                    return self.void_prepare(ctx, &record);
-                }
-                let coordinator = record.coordinator;
-                self.prepared_keys.add(&record);
-                self.prepared.insert(txn, record);
+    /// What the leader does about an applied command: vote once a prepare
+    /// is durable, release locks and answer once a decision is.
+    fn on_applied(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, applied: Applied) {
+        match applied {
+            Applied::Nothing => {}
+            Applied::Prepared { txn, coordinator } => {
                 let leading = self.leading;
                 if let Some(a) = self.active.get_mut(&txn).filter(|_| leading) {
                     a.stage = Stage::Prepared;
                     a.age_ticks = 0;
-                    ctx.send(coordinator, Msg::Vote { txn, shard: self.shard, yes: true });
+                    ctx.send(coordinator, Msg::Vote { txn, part: self.part, yes: true });
                 }
             }
-            Cmd::Commit(txn) => self.apply_decision(ctx, txn, Decision::Commit),
-            Cmd::Abort(txn) => self.apply_decision(ctx, txn, Decision::Abort),
-            Cmd::Retire(watermarks) => {
-                for (coordinator, below) in watermarks {
-                    self.outcomes.retire(coordinator, below);
+            Applied::Voided { txn, coordinator } => {
+                if self.leading {
+                    if let Some(a) = self.active.remove(&txn) {
+                        self.refused.insert(txn);
+                        let granted = self.release_locks(txn, &a.locks);
+                        self.acquire(ctx, granted);
+                    }
+                    ctx.send(coordinator, Msg::Vote { txn, part: self.part, yes: false });
                 }
             }
+            Applied::Decided { txn, decision } => self.on_decided(ctx, txn, decision),
         }
     }
 
@@ -468,54 +477,9 @@ impl Replica {
         }
     }
 
-    /// Whether a prepare record may still take effect where the log places
-    /// it: what it read is still current, and no prepared, undecided
-    /// transaction conflicts with it. A leader only proposes such records,
-    /// but one proposed by a leader that was already deposed can still be
-    /// chosen later (its slot adopted by the next leader's phase 1), its
-    /// locks taken from a table nobody else honoured. Every replica decides
-    /// this alike from the log.
-    fn prepare_holds(&self, r: &PrepareRecord) -> bool {
-        let current = r.reads.iter().all(|(k, version)| self.store.latest_version(*k) == *version);
-        current && !self.prepared_keys.conflicts(r)
-    }
-
-    /// A prepare that cannot take effect: the transaction is aborted here,
-    /// durably and alike at every replica (its coordinator, if it still
-    /// waits, hears no).
-    fn void_prepare(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, r: &PrepareRecord) {
-        ctx.count("prepares_voided", 1);
-        self.outcomes.record(r.txn, Decision::Abort);
-        if self.leading {
-            if let Some(a) = self.active.remove(&r.txn) {
-                self.refused.insert(r.txn);
-                let granted = self.release_locks(r.txn, &a.locks);
-                self.acquire(ctx, granted);
-            }
-            ctx.send(r.coordinator, Msg::Vote { txn: r.txn, shard: self.shard, yes: false });
-        }
-    }
-
-    fn apply_decision(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision) {
-        if self.outcomes.lookup(txn).is_some() {
-            return; // a duplicate decision
-        }
-        let record = self.prepared.remove(&txn);
-        if let Some(r) = &record {
-            self.prepared_keys.remove(r);
-        }
-        match (decision, &record) {
-            (Decision::Commit, Some(r)) => {
-                for (key, value) in &r.writes {
-                    self.store.put(*key, self.applied_slot, value.clone());
-                }
-            }
-            (Decision::Commit, None) => {
-                panic!("{txn} committed at {} without a prepare record", self.shard)
-            }
-            (Decision::Abort, _) => {}
-        }
-        self.outcomes.record(txn, decision);
+    /// A decision is applied: release its locks, acknowledge it, answer
+    /// those who asked.
+    fn on_decided(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision) {
         self.in_doubt.remove(&txn);
         if self.leading {
             if let Some(a) = self.active.remove(&txn) {
@@ -523,11 +487,11 @@ impl Replica {
                 self.acquire(ctx, granted);
             }
             if let Some(coordinator) = self.awaiting_decision.remove(&txn) {
-                ctx.send(coordinator, Msg::Decided { txn, shard: self.shard });
+                ctx.send(coordinator, Msg::Decided { txn, part: self.part });
             }
             let status = if decision == Decision::Commit { TxnStatus::Committed } else { TxnStatus::Aborted };
             for asker in self.pending_answers.remove(&txn).unwrap_or_default() {
-                ctx.send(asker, Msg::Status { txn, shard: self.shard, status: Some(status) });
+                ctx.send(asker, Msg::Status { txn, part: self.part, status: Some(status) });
             }
         }
     }
@@ -538,7 +502,7 @@ impl Replica {
         self.clear_leader_state();
         self.leading = true;
         ctx.count("leader_takeovers", 1);
-        let prepared: Vec<Arc<PrepareRecord>> = self.prepared.values().cloned().collect();
+        let prepared: Vec<Arc<PrepareRecord>> = self.log.prepared_records().cloned().collect();
         for r in prepared {
             let shared = r.reads.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Shared, read: false });
             let exclusive = r.writes.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false });
@@ -566,11 +530,11 @@ impl Replica {
     fn step_down(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         // Tell coordinators of unprepared work to go elsewhere; prepared work
         // survives in the log and the next leader resolves it.
-        let hint = self.paxos.leader_hint();
+        let hint = self.log.paxos.leader_hint();
         let mut told: Vec<(TxnId, NodeId)> = self.active.iter().map(|(t, a)| (*t, a.coordinator)).collect();
         told.sort_unstable();
         for (txn, coordinator) in told {
-            ctx.send(coordinator, Msg::Refused { txn, shard: self.shard, reason: Refusal::NotLeader { hint } });
+            ctx.send(coordinator, Msg::Refused { txn, part: self.part, reason: Refusal::NotLeader { hint } });
         }
         self.clear_leader_state();
     }
@@ -595,45 +559,6 @@ fn cfg_refused_kept() -> usize {
     4_096
 }
 
-/// The locks a piece needs: one per key, exclusive if any op writes it,
-/// sorted by key.
-/// How many prepared, undecided transactions read and write each key.
-#[derive(Default, Debug)]
-struct PreparedKeys {
-    /// key -> (readers, writers)
-    map: FxHashMap<Key, (u32, u32)>,
-}
-
-impl PreparedKeys {
-    fn add(&mut self, r: &PrepareRecord) {
-        for (k, _) in &r.reads {
-            self.map.entry(*k).or_default().0 += 1;
-        }
-        for (k, _) in &r.writes {
-            self.map.entry(*k).or_default().1 += 1;
-        }
-    }
-
-    fn remove(&mut self, r: &PrepareRecord) {
-        let keys = r.reads.iter().map(|(k, _)| (*k, true)).chain(r.writes.iter().map(|(k, _)| (*k, false)));
-        for (k, read) in keys {
-            let e = self.map.get_mut(&k).expect("a prepared key is counted");
-            let n = if read { &mut e.0 } else { &mut e.1 };
-            assert!(*n > 0, "key {k} counted below zero");
-            *n -= 1;
-            if *e == (0, 0) {
-                self.map.remove(&k);
-            }
-        }
-    }
-
-    /// Whether `r` conflicts with a counted transaction.
-    fn conflicts(&self, r: &PrepareRecord) -> bool {
-        let at = |k: &Key| self.map.get(k).copied().unwrap_or_default();
-        r.reads.iter().any(|(k, _)| at(k).1 > 0) || r.writes.iter().any(|(k, _)| at(k) != (0, 0))
-    }
-}
-
 /// One lock per key (the strongest asked), in key order.
 fn lock_list(keys: &[LockRead]) -> Vec<(Key, LockMode)> {
     let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(keys.len());
@@ -652,10 +577,15 @@ impl Process<TwoPlPaxos> for Replica {
     /// Between events: the state machine applied no further than Paxos
     /// delivered; leader-only state is empty at a follower; at the leader
     /// every lock is held or awaited by a live transaction, and every
-    /// transaction in its prepare stages holds its locks.
+    /// transaction in its prepare stages holds its locks. A home replica is
+    /// the only member of its log, and its copies learn the others.
     fn check_invariants(&self) {
-        self.paxos.check_invariants();
-        assert!(self.applied_slot <= self.paxos.delivered_upto(), "applied past what Paxos delivered");
+        self.log.check_invariants();
+        self.copies.check_invariants();
+        if self.cfg.lock_at == LockAt::Home {
+            assert_eq!(self.log.paxos.members().len(), 1, "a home partition's log has one member");
+            assert!(!self.copies.holds(self.part.0), "a replica copies its own log");
+        }
         if !self.leading {
             assert!(self.locks.is_empty(), "a follower holds locks");
             assert!(self.active.is_empty(), "a follower has active transactions");
@@ -681,9 +611,9 @@ impl Process<TwoPlPaxos> for Replica {
 
     /// See `Process::state_sizes`.
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("store_keys", self.store.keys());
-        out("prepared", self.prepared.len());
-        out("outcomes", self.outcomes.len());
+        out("store_keys", self.log.store().keys());
+        out("prepared", self.log.prepared_len());
+        out("outcomes", self.log.outcomes_len());
         out("locked_keys", self.locks.len());
         out("active", self.active.len());
         out("refused", self.refused.len());
@@ -691,27 +621,55 @@ impl Process<TwoPlPaxos> for Replica {
         out("in_doubt", self.in_doubt.len());
         out("pending_answers", self.pending_answers.len());
         out("watermarks", self.watermarks.len());
-        self.paxos.state_sizes(out);
+        self.log.paxos.state_sizes(out);
+        if self.cfg.lock_at == LockAt::Home {
+            self.copies.state_sizes(out);
+        }
+    }
+
+    /// With `lock_at = "home"`: what every log of the shard applied (its
+    /// own and its copies', in group order) and a digest of their data.
+    /// Every replica of a shard holds every home partition's log, so copies
+    /// that applied the same slots must hold the same data. (With `lock_at =
+    /// "leader"` nothing is reported: the runs' traces stay as they were.)
+    fn copy_state(&self) -> Option<CopyState> {
+        if self.cfg.lock_at != LockAt::Home {
+            return None;
+        }
+        let mut logs: Vec<&Log> = self.copies.logs().chain([&self.log]).collect();
+        logs.sort_by_key(|l| l.group());
+        let applied: Vec<(u32, u64)> = logs.iter().map(|l| (l.group(), l.applied_slot())).collect();
+        let data: Vec<(u32, u64)> = logs.iter().map(|l| (l.group(), l.data_digest())).collect();
+        Some(CopyState { shard: self.shard, settled: Some(Settled { applied: digest(&applied), hash: digest(&data) }) })
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
-        let records = durable.into_iter().filter_map(|r| match r {
-            Record::Paxos(p) => Some(p.body),
-            Record::Epoch(_) => None,
-        });
-        self.paxos.start(&mut Mapped::new(ctx), records);
+        let own = self.log.group();
+        let mut mine = Vec::new();
+        let mut copied: BTreeMap<u32, Vec<_>> = BTreeMap::new();
+        for r in durable {
+            match r {
+                Record::Paxos(p) if p.group == own => mine.push(p.body),
+                Record::Paxos(p) => copied.entry(p.group).or_default().push(p.body),
+                Record::Epoch(_) => {}
+            }
+        }
+        self.log.paxos.start(&mut Mapped::new(ctx), mine);
+        self.copies.start(ctx, copied);
         ctx.set_timer(self.cfg.termination_tick_ns, Timer::Termination);
         self.drain(ctx);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, upto: Lsn) {
-        self.paxos.on_persisted(&mut Mapped::new(ctx), upto);
+        self.log.paxos.on_persisted(&mut Mapped::new(ctx), upto);
+        self.copies.on_persisted(ctx, upto);
         self.drain(ctx);
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, timer: Timer) {
         match timer {
-            Timer::Paxos(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
+            Timer::Paxos(t) if t.group == self.log.group() => self.log.paxos.on_timer(&mut Mapped::new(ctx), t),
+            Timer::Paxos(t) => self.copies.on_timer(ctx, t),
             // One period by design, like the coordinator's `Tick`: in-doubt
             // queries and lease expiry are per-transaction deadlines counted
             // in these ticks (`in_doubt_ticks`, `lock_lease_ticks`), and the
@@ -728,7 +686,8 @@ impl Process<TwoPlPaxos> for Replica {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Paxos(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
+            Msg::Paxos(m) if m.group == self.log.group() => self.log.paxos.on_message(&mut Mapped::new(ctx), from, m),
+            Msg::Paxos(m) => self.copies.on_message(ctx, from, m),
             Msg::Execute(m) => self.on_execute(ctx, from, m),
             Msg::Prepare(m) => self.on_prepare(ctx, from, m),
             Msg::Decide { txn, decision, settled_below } => {
@@ -737,10 +696,10 @@ impl Process<TwoPlPaxos> for Replica {
             }
             Msg::Query { txn } => self.on_query(ctx, from, txn),
             Msg::WhoLeads { shard } if shard == self.shard => {
-                let leader = if self.leading { Some(ctx.me()) } else { self.paxos.leader_hint() };
+                let leader = if self.leading { Some(ctx.me()) } else { self.log.paxos.leader_hint() };
                 ctx.send(from, Msg::Leader { shard, leader });
             }
-            Msg::Status { txn, shard, status } => self.on_status(ctx, txn, shard, status),
+            Msg::Status { txn, part, status } => self.on_status(ctx, txn, part, status),
             Msg::WhoLeads { .. } => {} // about another shard
             // Messages to coordinators.
             Msg::Executed(_) | Msg::Vote { .. } | Msg::Decided { .. } | Msg::Refused { .. } | Msg::Leader { .. } => {}
