@@ -166,6 +166,14 @@ pub struct WorkloadSpec {
     /// tpcc: % of Payments and Order-Status naming the customer by last
     /// name (60).
     pub by_last_name_pct: Option<f64>,
+    /// tpcc: % of New-Orders touching a second warehouse, which supplies
+    /// one of its lines (SLOG §4's multi-warehouse transactions); instead
+    /// of `remote_item_pct`'s per-line draw. Unset: the specification's.
+    pub multi_warehouse_pct: Option<f64>,
+    /// tpcc: each client is a terminal of a warehouse homed in its own
+    /// region (SLOG §4: a warehouse's records are homed at the region
+    /// nearest to it) (false).
+    pub home_terminals: Option<bool>,
     /// The transaction mix in %: tpcc New-Order, Payment, Order-Status,
     /// Delivery, Stock-Level (45, 43, 4, 4, 4); retwis add-user,
     /// follow/unfollow, post-tweet, load-timeline (5, 15, 30, 50).
@@ -176,7 +184,9 @@ pub struct WorkloadSpec {
     pub hot_records: Option<u32>,
     /// slog-ycsb: hot records per partition (10,000).
     pub hot_set: Option<u64>,
-    /// slog-ycsb: % of transactions touching records of two home regions.
+    /// slog-ycsb: % of transactions touching records of two home regions;
+    /// tpcc: % of multi-warehouse New-Orders whose second warehouse is
+    /// homed in another region (50).
     pub multi_home_pct: Option<f64>,
     /// slog-ycsb: % of transactions touching two partitions.
     pub multi_partition_pct: Option<f64>,
@@ -219,11 +229,13 @@ const FIELD_KINDS: &[(&str, &[WorkloadKind])] = {
         ("remote_item_pct", &[Tpcc]),
         ("remote_payment_pct", &[Tpcc]),
         ("by_last_name_pct", &[Tpcc]),
+        ("multi_warehouse_pct", &[Tpcc]),
+        ("home_terminals", &[Tpcc]),
         ("mix", &[Tpcc, Retwis]),
         ("records_per_txn", &[SlogYcsb]),
         ("hot_records", &[SlogYcsb]),
         ("hot_set", &[SlogYcsb]),
-        ("multi_home_pct", &[SlogYcsb]),
+        ("multi_home_pct", &[SlogYcsb, Tpcc]),
         ("multi_partition_pct", &[SlogYcsb]),
         ("snapshot_reads", &[SlogYcsb]),
         ("home_shift_after_txns", &[SlogYcsb]),
@@ -326,6 +338,8 @@ impl WorkloadSpec {
             ("remote_item_pct", self.remote_item_pct.is_some()),
             ("remote_payment_pct", self.remote_payment_pct.is_some()),
             ("by_last_name_pct", self.by_last_name_pct.is_some()),
+            ("multi_warehouse_pct", self.multi_warehouse_pct.is_some()),
+            ("home_terminals", self.home_terminals.is_some()),
             ("mix", self.mix.is_some()),
             ("records_per_txn", self.records_per_txn.is_some()),
             ("hot_records", self.hot_records.is_some()),

@@ -10,6 +10,13 @@
 //! warehouse; 1 % of New-Orders name the unused item and roll back;
 //! `remote_payment_pct` of Payments for a customer of another warehouse;
 //! `by_last_name_pct` of Payments and Order-Status by last name.
+//!
+//! For SLOG's TPC-C experiment (§4, Figure 9): `multi_warehouse_pct` of
+//! New-Orders touch a second warehouse, which supplies one of their lines
+//! (the others are supplied at home), and `multi_home_pct` of those pick a
+//! warehouse homed in another region (warehouse `w` is homed at server
+//! region `(w - 1) % regions`); `home_terminals` deals each client a
+//! warehouse homed in its own region.
 
 use crate::spec::{SpecError, WorkloadSpec};
 use crate::{ClientInfo, Generator, TagSource, Txn};
@@ -37,6 +44,9 @@ pub struct TpccSpec {
     pub remote_item_pct: f64,
     pub remote_payment_pct: f64,
     pub by_last_name_pct: f64,
+    pub multi_warehouse_pct: Option<f64>,
+    pub multi_home_pct: f64,
+    pub home_terminals: bool,
     pub mix: [f64; 5],
     pub broken_new_order: bool,
 }
@@ -51,6 +61,9 @@ impl TpccSpec {
             remote_item_pct: spec.remote_item_pct.unwrap_or(1.0),
             remote_payment_pct: spec.remote_payment_pct.unwrap_or(15.0),
             by_last_name_pct: spec.by_last_name_pct.unwrap_or(60.0),
+            multi_warehouse_pct: spec.multi_warehouse_pct,
+            multi_home_pct: spec.multi_home_pct.unwrap_or(50.0),
+            home_terminals: spec.home_terminals.unwrap_or(false),
             mix,
             broken_new_order: spec.broken_new_order,
         }
@@ -88,10 +101,18 @@ pub fn check(spec: &WorkloadSpec, shards: u32) -> Result<(), SpecError> {
     if !(1..=ITEMS_MAX).contains(&t.items) {
         return err("items", format!("must be between 1 and {ITEMS_MAX}, got {}", t.items));
     }
+    if spec.multi_warehouse_pct.is_some() && spec.remote_item_pct.is_some() {
+        return err("multi_warehouse_pct", "replaces remote_item_pct's per-line draw: set one of them".into());
+    }
+    if spec.multi_home_pct.is_some() && spec.multi_warehouse_pct.is_none() {
+        return err("multi_home_pct", "applies to multi-warehouse New-Orders: set multi_warehouse_pct too".into());
+    }
     for (field, pct) in [
         ("remote_item_pct", t.remote_item_pct),
         ("remote_payment_pct", t.remote_payment_pct),
         ("by_last_name_pct", t.by_last_name_pct),
+        ("multi_warehouse_pct", t.multi_warehouse_pct.unwrap_or(0.0)),
+        ("multi_home_pct", t.multi_home_pct),
     ] {
         if !(0.0..=100.0).contains(&pct) {
             return err(field, format!("must be a percentage between 0 and 100, got {pct}"));
@@ -127,8 +148,14 @@ pub struct TpccGenerator {
 /// The generator of client `client`.
 pub fn generator(spec: &WorkloadSpec, client: &ClientInfo) -> TpccGenerator {
     let t = TpccSpec::of(spec, client.layout.shards);
-    let scale = t.scale(client.layout.shards, client.layout.homes.len() as u32);
-    let w = client.index % t.warehouses + 1;
+    let homes = client.layout.homes.len() as u32;
+    let scale = t.scale(client.layout.shards, homes);
+    let home = client.layout.homes.iter().position(|r| *r == client.region).map(|h| h as u32);
+    let w = match home.filter(|h| t.home_terminals && *h < t.warehouses) {
+        // The warehouses homed here are h + 1, h + 1 + homes, ...
+        Some(h) => h + 1 + homes * (client.index_in_region % (t.warehouses - h).div_ceil(homes)),
+        None => client.index % t.warehouses + 1,
+    };
     TpccGenerator { spec: t, scale, w, c_customer: 259, c_item: 7_911 }
 }
 
@@ -164,18 +191,44 @@ impl TpccGenerator {
         (self.w - 1 + k) % n + 1
     }
 
+    /// Another warehouse homed in another region (`other_home`) or in
+    /// this one's, if there is one; else any other.
+    fn warehouse_homed(&self, rng: &mut Rng, other_home: bool) -> u32 {
+        let homes = self.scale.homes.max(1);
+        let home_of = |w: u32| (w - 1) % homes;
+        let fits: Vec<u32> = (1..=self.spec.warehouses)
+            .filter(|w| *w != self.w && (home_of(*w) != home_of(self.w)) == other_home)
+            .collect();
+        if fits.is_empty() {
+            return self.other_warehouse(rng);
+        }
+        fits[rng.below(fits.len() as u64) as usize]
+    }
+
     fn new_order(&self, rng: &mut Rng) -> TpccKind {
         let d = rng.range_inclusive(1, u64::from(DISTRICTS)) as u32;
         let count = rng.range_inclusive(5, u64::from(LINES_MAX)) as usize;
         let rollback = rng.chance(0.01);
+        // SLOG §4: one line supplied by a second warehouse, or none.
+        let second = self.spec.multi_warehouse_pct.map(|pct| {
+            let multi = self.spec.warehouses > 1 && rng.chance(pct / 100.0);
+            let other_home = rng.chance(self.spec.multi_home_pct / 100.0);
+            multi.then(|| (self.warehouse_homed(rng, other_home), rng.below(count as u64) as usize))
+        });
         let mut lines: Vec<LineInput> = Vec::with_capacity(count);
         while lines.len() < count {
             let item = self.item_id(rng);
             if lines.iter().any(|l| l.item == item) {
                 continue; // one line per item
             }
-            let remote = self.spec.warehouses > 1 && rng.chance(self.spec.remote_item_pct / 100.0);
-            let supply_w = if remote { self.other_warehouse(rng) } else { self.w };
+            let supply_w = match second {
+                Some(Some((w, line))) if line == lines.len() => w,
+                Some(_) => self.w,
+                None => {
+                    let remote = self.spec.warehouses > 1 && rng.chance(self.spec.remote_item_pct / 100.0);
+                    if remote { self.other_warehouse(rng) } else { self.w }
+                }
+            };
             lines.push(LineInput { item, supply_w, qty: rng.range_inclusive(1, 10) as u32 });
         }
         if rollback {
@@ -454,13 +507,72 @@ mod tests {
         assert!(found.iter().any(|v| v.starts_with("condition 2")), "{found:?}");
     }
 
+    /// SLOG §4, Figure 9: six regions, 24 warehouses, New-Orders only.
+    fn slog_spec(multi_warehouse: f64, multi_home: f64) -> WorkloadSpec {
+        WorkloadSpec {
+            warehouses: Some(24),
+            multi_warehouse_pct: Some(multi_warehouse),
+            multi_home_pct: Some(multi_home),
+            home_terminals: Some(true),
+            mix: Some(vec![100.0, 0.0, 0.0, 0.0, 0.0]),
+            ..spec()
+        }
+    }
+
+    fn six_regions(index_in_region: u32, region: u16) -> ClientInfo {
+        let homes = (0..6).map(meridian_core::RegionId).collect();
+        let layout = meridian_core::KeyLayout { shards: 4, homes };
+        let region = meridian_core::RegionId(region);
+        ClientInfo { node: meridian_core::NodeId(0), region, index: 0, index_in_region, clients: 12, layout }
+    }
+
+    /// The warehouses each New-Order of `spec`'s client touches.
+    fn warehouses_touched(spec: &WorkloadSpec, client: &ClientInfo, n: usize) -> Vec<Vec<u32>> {
+        let mut g = generator(spec, client);
+        let (mut rng, mut tags) = (Rng::new(5), TagSource::new(0));
+        (0..n)
+            .map(|_| {
+                let txn = g.next(&mut rng, &mut tags);
+                let Some(Procedure::Tpcc(TpccTxn { kind: TpccKind::NewOrder(o), .. })) =
+                    txn.program.procedure.as_deref()
+                else {
+                    panic!("New-Orders only")
+                };
+                let mut ws: Vec<u32> = o.lines.iter().map(|l| l.supply_w).chain([o.w]).collect();
+                ws.sort_unstable();
+                ws.dedup();
+                ws
+            })
+            .collect()
+    }
+
+    #[test]
+    fn slogs_new_orders_touch_a_second_warehouse_in_the_shares_asked_homed_as_asked() {
+        let client = six_regions(1, 2);
+        let home_of = |w: u32| (w - 1) % 6;
+        for (mw, mh) in [(10.0, 0.0), (100.0, 50.0), (100.0, 100.0)] {
+            let all = warehouses_touched(&slog_spec(mw, mh), &client, 2_000);
+            assert!(all.iter().all(|ws| ws.len() <= 2), "at most one other warehouse");
+            let multi: Vec<&Vec<u32>> = all.iter().filter(|ws| ws.len() == 2).collect();
+            let share = multi.len() as f64 / all.len() as f64 * 100.0;
+            assert!((share - mw).abs() < 2.5, "{mw} % multi-warehouse: {share}");
+            let other = multi.iter().filter(|ws| home_of(ws[0]) != home_of(ws[1])).count();
+            let share = other as f64 / multi.len() as f64 * 100.0;
+            assert!((share - mh).abs() < 5.0, "{mh} % of them multi-home: {share}");
+            assert!(all.iter().all(|ws| ws.iter().any(|w| home_of(*w) == 2)), "its terminal's warehouse is homed here");
+        }
+    }
+
     #[test]
     fn bad_fields_are_named() {
-        let cases: [(WorkloadSpec, &str); 4] = [
+        let cases: [(WorkloadSpec, &str); 7] = [
             (WorkloadSpec { warehouses: Some(0), ..spec() }, "warehouses"),
             (WorkloadSpec { mix: Some(vec![50.0, 50.0]), ..spec() }, "mix"),
             (WorkloadSpec { remote_item_pct: Some(101.0), ..spec() }, "remote_item_pct"),
             (WorkloadSpec { customers_per_district: Some(0), ..spec() }, "customers_per_district"),
+            (WorkloadSpec { remote_item_pct: Some(1.0), ..slog_spec(10.0, 50.0) }, "multi_warehouse_pct"),
+            (WorkloadSpec { multi_warehouse_pct: None, ..slog_spec(10.0, 50.0) }, "multi_home_pct"),
+            (slog_spec(110.0, 50.0), "multi_warehouse_pct"),
         ];
         for (s, field) in cases {
             assert_eq!(s.check(2).unwrap_err().field, field);
