@@ -356,8 +356,8 @@ impl Executed {
         let (mut rmap, mut wmap) = (prev.rmap.clone(), prev.wmap.clone());
         let mut dones = Vec::with_capacity(folded.len());
         for e in folded {
-            hashes.toggle(e, shard, |k| topo.shard_of(k));
             let (reads, writes) = e.body.program.declared_keys(shard, |k| topo.shard_of(k));
+            hashes.toggle_declared(e, &reads, &writes);
             raise_stamps(&mut rmap, &reads, e.stamp());
             raise_stamps(&mut wmap, &writes, e.stamp());
             let r =

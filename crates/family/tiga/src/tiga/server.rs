@@ -593,19 +593,15 @@ impl Server {
     /// timestamp) and the results; the caller sends the reply once its vote
     /// is durable.
     fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
+        // Fields borrowed apart: the queued transaction's keys serve the
+        // conflict maps and the hash without copies.
         let p = self.pq.get(id).expect("executing a queued transaction");
-        let (body, t) = (p.body.clone(), p.t);
-        let (reads, writes) = (p.reads.clone(), p.writes.clone());
-        let topo = Arc::clone(&self.core.topo);
-        let piece = body.program.piece(self.core.shard, |k| topo.shard_of(k));
+        let topo = &self.core.topo;
+        let piece = p.body.program.piece(self.core.shard, |k| topo.shard_of(k));
         let results = self.optimistic.execute(id, &piece);
-        self.conflicts.released(Stamp { t, id }, &reads, &writes);
-        let entry = LogEntry { body: body.clone(), t };
-        let shard = self.core.shard;
-        let shard_of = |k| topo.shard_of(k);
-        self.hashes.toggle(&entry, shard, shard_of);
-        let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
-        self.hashes.toggle(&entry, shard, shard_of);
+        self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
+        let entry = LogEntry { body: p.body.clone(), t: p.t };
+        let hash = self.hashes.digest_with(&entry, &p.reads, &p.writes);
         (hash, results)
     }
 
@@ -644,11 +640,11 @@ impl Server {
     }
 
     /// Appends to the log durably and folds the entry into the key hashes;
-    /// returns the fast-reply hash for it.
+    /// returns the fast-reply hash for it. `reads` and `writes` are the
+    /// entry's declared keys here (`Core::keys_of`).
     fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
-        let topo = Arc::clone(&self.core.topo);
-        self.hashes.toggle(&entry, self.core.shard, |k| topo.shard_of(k));
-        let hash = self.hashes.digest(reads.iter().chain(writes).copied());
+        self.hashes.toggle_declared(&entry, reads, writes);
+        let hash = self.hashes.digest_declared(reads, writes);
         let pos = self.core.log.push(entry.clone());
         self.core.persist(ctx, Record::Log { pos, entries: vec![entry] });
         hash
