@@ -312,8 +312,7 @@ impl Executed {
     ) {
         while self.applied < upto {
             let e = log.get(self.applied).expect("committed entries are held");
-            let piece = e.body.program.piece(shard, |k| topo.shard_of(k));
-            let exec = piece.execute(|k| self.state.latest(k).cloned());
+            let exec = e.body.program.execute_piece(shard, |k| topo.shard_of(k), |k| self.state.latest(k).cloned());
             for (key, value) in exec.writes {
                 self.state.put(key, self.applied + 1, value);
             }

@@ -48,7 +48,7 @@ use super::sync::{self, SYNC_BATCH_MAX, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
-use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
+use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, Program, ShardId, Topology, TxnId};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -83,10 +83,10 @@ pub(super) struct Optimistic {
 }
 
 impl Optimistic {
-    /// Runs `piece` on the latest versions; its writes become revocable
-    /// versions of `id`. Returns its results.
-    fn execute(&mut self, id: TxnId, piece: &meridian_core::Piece) -> Vec<OpResult> {
-        let exec = piece.execute(|k| self.store.latest(k).cloned());
+    /// Runs `program`'s piece on `shard` on the latest versions; its writes
+    /// become revocable versions of `id`. Returns its results.
+    fn execute(&mut self, id: TxnId, program: &Program, shard: ShardId, topo: &Topology) -> Vec<OpResult> {
+        let exec = program.execute_piece(shard, |k| topo.shard_of(k), |k| self.store.latest(k).cloned());
         let mut installed = Vec::with_capacity(exec.writes.len());
         for (key, value) in exec.writes {
             let version = self.next_version();
@@ -98,9 +98,9 @@ impl Optimistic {
         exec.results
     }
 
-    /// Runs a logged entry's `piece`: its writes are final.
-    fn execute_logged(&mut self, piece: &meridian_core::Piece) -> Vec<OpResult> {
-        let exec = piece.execute(|k| self.store.latest(k).cloned());
+    /// Runs a logged entry's piece on `shard`: its writes are final.
+    fn execute_logged(&mut self, program: &Program, shard: ShardId, topo: &Topology) -> Vec<OpResult> {
+        let exec = program.execute_piece(shard, |k| topo.shard_of(k), |k| self.store.latest(k).cloned());
         for (key, value) in exec.writes {
             let version = self.next_version();
             self.store.put(key, version, value);
@@ -596,9 +596,7 @@ impl Server {
         // Fields borrowed apart: the queued transaction's keys serve the
         // conflict maps and the hash without copies.
         let p = self.pq.get(id).expect("executing a queued transaction");
-        let topo = &self.core.topo;
-        let piece = p.body.program.piece(self.core.shard, |k| topo.shard_of(k));
-        let results = self.optimistic.execute(id, &piece);
+        let results = self.optimistic.execute(id, &p.body.program, self.core.shard, &self.core.topo);
         self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.hashes.digest_with(&entry, &p.reads, &p.writes);
@@ -710,8 +708,7 @@ impl Server {
         self.optimistic.restart_from(self.executed.state(), self.executed.applied());
         let topo = Arc::clone(&self.core.topo);
         for e in self.core.log.suffix(self.executed.applied()).to_vec() {
-            let piece = e.body.program.piece(self.core.shard, |k| topo.shard_of(k));
-            let results = self.optimistic.execute_logged(&piece);
+            let results = self.optimistic.execute_logged(&e.body.program, self.core.shard, &topo);
             let led_view = Some(self.core.view.g_view);
             self.executed.note_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
@@ -1276,16 +1273,22 @@ impl Server {
     fn place(&mut self, pos: u64, entry: LogEntry) {
         let topo = Arc::clone(&self.core.topo);
         let shard_of = |k| topo.shard_of(k);
-        if let Some(q) = self.core.log.position(entry.body.id) {
+        let at = self.core.log.position(entry.body.id);
+        if let Some(q) = at {
             debug_assert!(q >= pos, "synced entries do not move");
-            let old = self.core.log.remove_unsynced(q);
-            self.hashes.toggle(&old, self.core.shard, shard_of);
+            let old = self.core.log.get(q).expect("indexed entries are held");
+            self.hashes.toggle(old, self.core.shard, shard_of);
         }
         self.forget_pending(entry.body.id);
-        self.hashes.toggle(&entry, self.core.shard, shard_of);
         let (reads, writes) = self.core.keys_of(&entry.body);
+        self.hashes.toggle_declared(&entry, &reads, &writes);
         self.conflicts.released(entry.stamp(), &reads, &writes);
-        self.core.log.insert_unsynced(pos, entry);
+        match at {
+            Some(q) => {
+                self.core.log.move_unsynced(q, pos, entry);
+            }
+            None => self.core.log.insert_unsynced(pos, entry),
+        }
     }
 
     fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {
