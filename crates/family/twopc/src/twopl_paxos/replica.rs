@@ -443,11 +443,7 @@ impl Replica {
             }
             Cmd::Commit(txn) => self.apply_decision(ctx, txn, Decision::Commit),
             Cmd::Abort(txn) => self.apply_decision(ctx, txn, Decision::Abort),
-            Cmd::Retire(watermarks) => {
-                for (coordinator, below) in watermarks {
-                    self.outcomes.retire(coordinator, below);
-                }
-            }
+            Cmd::Retire(watermarks) => self.outcomes.retire_all(&watermarks),
         }
     }
 
