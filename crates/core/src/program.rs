@@ -273,13 +273,33 @@ impl Program {
         piece
     }
 
+    /// Runs the program's piece on `shard` against a reader: what
+    /// `self.piece(shard, shard_of).execute(read)` returns, without building
+    /// the piece (a copy of its operations), which replicas that execute
+    /// every entry of their log would build and drop once per entry.
+    pub fn execute_piece(
+        &self,
+        shard: ShardId,
+        shard_of: impl Fn(Key) -> ShardId,
+        read: impl FnMut(Key) -> Option<Value>,
+    ) -> Execution {
+        let here = |key: Key| shard_of(key) == shard;
+        let ops = self.ops.iter().filter(|op| here(op.key()));
+        let anchored: Vec<u32> = match &self.procedure {
+            Some(p) => (0..p.parts()).filter(|part| p.anchor(*part).is_some_and(&here)).collect(),
+            None => Vec::new(),
+        };
+        let procedure = self.procedure.as_deref().filter(|_| !anchored.is_empty()).map(|p| (p, &anchored[..]));
+        execute_piece_of(ops, procedure, read)
+    }
+
     /// Runs the program against a reader of committed state, returning the
     /// per-op results and the final value of every written key (in first-
     /// write order). Operations see earlier writes of the same program. A
     /// procedure's results follow its operations' (see
     /// [`crate::procedure`]).
     pub fn execute(&self, mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
-        let mut exec = execute_ops(&self.ops, &mut read);
+        let mut exec = execute_ops(self.ops.iter(), &mut read);
         if let Some(p) = &self.procedure {
             let (results, writes) = procedure::execute(p, read);
             exec.results.extend(results);
@@ -310,24 +330,35 @@ impl Piece {
     /// state before the piece's writes). The results are the operations',
     /// then each part's reads in order; the writes are withheld when a part
     /// rolls back.
-    pub fn execute(&self, mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
-        let mut exec = execute_ops(&self.ops, &mut read);
-        if let Some(p) = &self.procedure {
-            let mut memo = procedure::ReadMap::new();
-            let mut writes = Vec::new();
-            let mut rolled_back = false;
-            for part in &self.parts {
-                let run = procedure::run_part(p, *part, &mut memo, &mut read);
-                exec.results.extend(run.reads.into_iter().map(|(_, v)| v));
-                rolled_back |= run.rolled_back;
-                writes.extend(run.writes);
-            }
-            if !rolled_back {
-                exec.writes.extend(writes);
-            }
-        }
-        exec
+    pub fn execute(&self, read: impl FnMut(Key) -> Option<Value>) -> Execution {
+        let procedure = self.procedure.as_ref().map(|p| (&**p, &self.parts[..]));
+        execute_piece_of(self.ops.iter(), procedure, read)
     }
+}
+
+/// Runs a piece given as its operations and its procedure's parts (see
+/// [`Piece::execute`]).
+fn execute_piece_of<'a>(
+    ops: impl Iterator<Item = &'a Op> + Clone,
+    procedure: Option<(&Procedure, &[u32])>,
+    mut read: impl FnMut(Key) -> Option<Value>,
+) -> Execution {
+    let mut exec = execute_ops(ops, &mut read);
+    if let Some((p, parts)) = procedure {
+        let mut memo = procedure::ReadMap::new();
+        let mut writes = Vec::new();
+        let mut rolled_back = false;
+        for part in parts {
+            let run = procedure::run_part(p, *part, &mut memo, &mut read);
+            exec.results.extend(run.reads.into_iter().map(|(_, v)| v));
+            rolled_back |= run.rolled_back;
+            writes.extend(run.writes);
+        }
+        if !rolled_back {
+            exec.writes.extend(writes);
+        }
+    }
+    exec
 }
 
 /// The outcome of executing operations: one result per operation and the
@@ -338,8 +369,8 @@ pub struct Execution {
     pub writes: Vec<(Key, Value)>,
 }
 
-fn execute_ops(ops: &[Op], mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
-    let mut exec = Execution { results: Vec::with_capacity(ops.len()), writes: Vec::new() };
+fn execute_ops<'a>(ops: impl Iterator<Item = &'a Op> + Clone, mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
+    let mut exec = Execution { results: Vec::with_capacity(ops.clone().count()), writes: Vec::new() };
     for op in ops {
         let key = op.key();
         let before = match exec.writes.iter().find(|(k, _)| *k == key) {
@@ -355,7 +386,6 @@ fn execute_ops(ops: &[Op], mut read: impl FnMut(Key) -> Option<Value>) -> Execut
             }
         }
     }
-    debug_assert_eq!(exec.results.len(), ops.len());
     exec
 }
 

@@ -781,7 +781,9 @@ impl StockLevel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::ShardId;
     use crate::procedure::{Procedure, execute, replay};
+    use crate::program::{Op, Program};
     use std::collections::BTreeMap;
 
     fn scale() -> Scale {
@@ -810,6 +812,29 @@ mod tests {
 
     fn new_order(w: u32, lines: Vec<LineInput>) -> TpccKind {
         TpccKind::NewOrder(NewOrder { w, d: 3, c: 7, lines, skip_district_update: false })
+    }
+
+    #[test]
+    fn executing_a_piece_in_place_equals_building_it_first() {
+        // A New-Order with a remote supplier has a part on each shard, and
+        // plain operations beside it on both.
+        let mut db = Db::default();
+        db.run(new_order(1, vec![LineInput { item: 4, supply_w: 1, qty: 2 }]), 100);
+        let lines = vec![LineInput { item: 5, supply_w: 1, qty: 3 }, LineInput { item: 9, supply_w: 2, qty: 1 }];
+        let mut program =
+            Program::procedure(Procedure::Tpcc(TpccTxn { scale: scale(), tag: 200, kind: new_order(1, lines) }));
+        program.ops = vec![
+            Op::Increment { key: Key(10), delta: 1, tag: 900 },
+            Op::Read { key: Key(11) },
+            Op::Increment { key: Key(10), delta: 2, tag: 901 },
+        ];
+        let shard_of = |k: Key| ShardId((k.0 % 2) as u32);
+        for shard in [ShardId(0), ShardId(1)] {
+            let built = program.piece(shard, shard_of);
+            assert!(!built.parts.is_empty(), "a part on shard {shard:?}");
+            let read = |k: Key| db.0.get(&k).cloned();
+            assert_eq!(program.execute_piece(shard, shard_of, read), built.execute(read));
+        }
     }
 
     #[test]

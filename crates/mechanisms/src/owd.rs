@@ -15,26 +15,38 @@ use std::collections::{BTreeMap, VecDeque};
 const OWD_SAMPLES: usize = 16;
 
 /// The recent samples of one peer's delay.
+///
+/// The samples are also kept sorted, so that an estimate — asked for far
+/// more often than a sample arrives (Tiga's coordinator asks for every
+/// replica of every shard a transaction touches) — is one index, with no
+/// copy or sort per question.
 #[derive(Clone, Debug, Default)]
 pub struct Owd {
+    /// In arrival order: the oldest ages out first.
     samples: VecDeque<u64>,
+    /// The same samples in ascending order.
+    sorted: Vec<u64>,
 }
 
 impl Owd {
     pub fn add(&mut self, ns: u64) {
         if self.samples.len() == OWD_SAMPLES {
-            self.samples.pop_front();
+            let oldest = self.samples.pop_front().expect("a full window");
+            let at = self.sorted.binary_search(&oldest).expect("every sample is in the sorted copy");
+            self.sorted.remove(at);
         }
         self.samples.push_back(ns);
+        let at = self.sorted.partition_point(|s| *s < ns);
+        self.sorted.insert(at, ns);
+        debug_assert_eq!(self.samples.len(), self.sorted.len());
     }
 
     /// The samples' `percentile` (0-100), once there is one.
     pub fn estimate(&self, percentile: f64) -> Option<u64> {
-        if self.samples.is_empty() {
+        let s = &self.sorted;
+        if s.is_empty() {
             return None;
         }
-        let mut s: Vec<u64> = self.samples.iter().copied().collect();
-        s.sort_unstable();
         let i = ((percentile / 100.0) * (s.len() - 1) as f64).round() as usize;
         Some(s[i.min(s.len() - 1)])
     }
@@ -90,5 +102,28 @@ mod tests {
         d.sample(NodeId(3), 100, 90);
         assert_eq!(d.estimate(NodeId(3), 50.0), None, "a receiver clock behind the sender's gives no sample");
         assert_eq!(d.estimates(50.0), vec![(NodeId(1), 7)]);
+    }
+
+    #[test]
+    fn the_sorted_copy_matches_a_sort_of_the_window() {
+        let mut owd = Owd::default();
+        let mut window: VecDeque<u64> = VecDeque::new();
+        let mut rng = meridian_core::Rng::new(3);
+        for _ in 0..500 {
+            // Few distinct values, so that equal samples age out too.
+            let ns = rng.below(8);
+            owd.add(ns);
+            if window.len() == OWD_SAMPLES {
+                window.pop_front();
+            }
+            window.push_back(ns);
+            let mut sorted: Vec<u64> = window.iter().copied().collect();
+            sorted.sort_unstable();
+            assert_eq!(owd.sorted, sorted);
+            for p in [0.0, 37.5, 50.0, 99.0, 100.0] {
+                let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+                assert_eq!(owd.estimate(p), Some(sorted[i]));
+            }
+        }
     }
 }

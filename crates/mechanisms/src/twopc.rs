@@ -145,11 +145,26 @@ impl Outcomes {
     /// `below`: forget them. Earlier epochs are untouched (a restarted
     /// coordinator no longer knows which of them are settled).
     pub fn retire(&mut self, node: NodeId, below: u64) {
-        let first = below & !((1u64 << crate::txnids::COUNTER_BITS) - 1);
-        if below <= first + 1 {
+        self.retire_all(&[(node, below)]);
+    }
+
+    /// `retire` for several coordinators' watermarks, in one pass over the
+    /// remembered outcomes rather than one per coordinator: a replica
+    /// applies every coordinator's watermark from one log entry per
+    /// termination tick, and each pass visits every outcome in flight.
+    pub fn retire_all(&mut self, watermarks: &[(NodeId, u64)]) {
+        // Each watermark's retired ids: its epoch's, from the first below it.
+        let retiring: Vec<(NodeId, std::ops::Range<u64>)> = watermarks
+            .iter()
+            .filter_map(|&(node, below)| {
+                let first = below & !((1u64 << crate::txnids::COUNTER_BITS) - 1);
+                (below > first + 1).then_some((node, first..below))
+            })
+            .collect();
+        if retiring.is_empty() {
             return;
         }
-        let retired = |t: &TxnId| t.node == node && (first..below).contains(&t.seq);
+        let retired = |t: &TxnId| retiring.iter().any(|(node, ids)| t.node == *node && ids.contains(&t.seq));
         let map = &mut self.map;
         self.order.retain(|t| {
             let gone = retired(t);
@@ -158,7 +173,9 @@ impl Outcomes {
             }
             !gone
         });
-        self.forget_upto(node, below - 1);
+        for (node, ids) in &retiring {
+            self.forget_upto(*node, ids.end - 1);
+        }
         self.compact_order();
     }
 
@@ -261,6 +278,33 @@ mod tests {
         assert_eq!(o.lookup(t(1, EPOCH + 6)), None, "an earlier epoch's unseen ids are not forgotten");
         o.record(t(1, 2 * EPOCH + 3), Decision::Abort);
         assert_eq!(o.lookup(t(1, 2 * EPOCH + 3)), Some(TxnStatus::Forgotten), "a retired id is not remembered again");
+    }
+
+    #[test]
+    fn retiring_several_watermarks_at_once_equals_retiring_each() {
+        let mut each = Outcomes::new(1_000);
+        for node in 1..=3 {
+            each.record(t(node, EPOCH + 1), Decision::Commit);
+            for seq in 1..=20 {
+                each.record(t(node, 2 * EPOCH + seq), if seq % 3 == 0 { Decision::Abort } else { Decision::Commit });
+            }
+        }
+        let mut all = each.clone();
+        // Node 3's watermark sits at its epoch's start: nothing to retire.
+        let watermarks = [(NodeId(1), 2 * EPOCH + 8), (NodeId(2), 2 * EPOCH + 15), (NodeId(3), 2 * EPOCH + 1)];
+        for (node, below) in watermarks {
+            each.retire(node, below);
+        }
+        all.retire_all(&watermarks);
+        assert_eq!(all.len(), each.len());
+        assert_eq!(all.order, each.order);
+        assert_eq!(all.forgotten_upto, each.forgotten_upto);
+        for node in 1..=3 {
+            for seq in (EPOCH..EPOCH + 3).chain(2 * EPOCH..2 * EPOCH + 22) {
+                assert_eq!(all.lookup(t(node, seq)), each.lookup(t(node, seq)), "node {node} seq {seq}");
+            }
+        }
+        assert_eq!(all.lookup(t(2, 2 * EPOCH + 14)), Some(TxnStatus::Forgotten));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! restart faults. Same seed and configuration ⇒ identical run.
 
 pub mod config;
+mod counters;
 pub mod disk;
 pub mod net;
 pub mod queue;

@@ -12,6 +12,7 @@
 //! This module must never read the wall clock or iterate a hash map.
 
 use crate::config::{ClockModel, FaultAction, SimConfig};
+use crate::counters::Counters;
 use crate::disk::Disk;
 use crate::net::Network;
 use crate::queue::EventQueue;
@@ -145,7 +146,7 @@ pub struct Sim<P: Protocol> {
     net: Network,
     interceptor: Option<Interceptor<P::Msg>>,
     clients: Option<Box<dyn Clients>>,
-    counters: BTreeMap<&'static str, u64>,
+    counters: Counters,
     /// `Protocol::counters`: the names a run may count.
     documented_counters: BTreeSet<&'static str>,
     observations: BTreeMap<&'static str, Histogram<u64>>,
@@ -223,7 +224,7 @@ impl<P: Protocol> Sim<P> {
             nodes,
             interceptor: None,
             clients: None,
-            counters: BTreeMap::new(),
+            counters: Counters::default(),
             documented_counters: P::counters().iter().map(|c| c.name).collect(),
             observations: BTreeMap::new(),
             violations: Vec::new(),
@@ -281,8 +282,9 @@ impl<P: Protocol> Sim<P> {
         self.trace
     }
 
-    pub fn counters(&self) -> &BTreeMap<&'static str, u64> {
-        &self.counters
+    /// Every counter so far, by name.
+    pub fn counters(&self) -> BTreeMap<&'static str, u64> {
+        self.counters.by_name()
     }
 
     /// What the protocol did against its own declarations (see
@@ -339,10 +341,17 @@ impl<P: Protocol> Sim<P> {
         wall_clock(&self.nodes[node.index()], self.now_ns)
     }
 
+    /// Runs once, before the first event; checked at every step, so the
+    /// check is inlined and the work is not.
+    #[inline]
     fn start(&mut self) {
-        if self.started {
-            return;
+        if !self.started {
+            self.start_nodes();
         }
+    }
+
+    #[cold]
+    fn start_nodes(&mut self) {
         self.started = true;
         for i in 0..self.nodes.len() {
             self.handle_start(NodeId(i as u32), Vec::new());
@@ -571,10 +580,16 @@ impl<P: Protocol> Sim<P> {
         }
     }
 
+    /// Hands the handler's completions to the driver; checked after every
+    /// event, so the check is inlined and the work is not.
+    #[inline]
     fn flush_completions(&mut self) {
-        if self.completions.is_empty() {
-            return;
+        if !self.completions.is_empty() {
+            self.hand_over_completions();
         }
+    }
+
+    fn hand_over_completions(&mut self) {
         let done = std::mem::take(&mut self.completions);
         match self.clients.take() {
             Some(mut clients) => {
@@ -667,7 +682,7 @@ impl<P: Protocol> Sim<P> {
     }
 
     fn count_fault(&mut self, name: &'static str) {
-        *self.counters.entry(name).or_default() += 1;
+        self.counters.add(name, 1);
     }
 }
 
@@ -711,7 +726,7 @@ struct Apply<'a, P: Protocol> {
     queue: &'a mut EventQueue<Event<P>>,
     net: &'a mut Network,
     interceptor: &'a mut Option<Interceptor<P::Msg>>,
-    counters: &'a mut BTreeMap<&'static str, u64>,
+    counters: &'a mut Counters,
     documented_counters: &'a BTreeSet<&'static str>,
     violations: &'a mut Vec<String>,
     observations: &'a mut BTreeMap<&'static str, Histogram<u64>>,
@@ -751,13 +766,10 @@ impl<P: Protocol> Apply<'_, P> {
     /// Adds to a report counter; the first use of one the protocol does
     /// not document (`Protocol::counters`) fails the run.
     fn count(&mut self, counter: &'static str, delta: u64) {
-        let total = self.counters.entry(counter).or_insert_with(|| {
-            if !self.documented_counters.contains(counter) && self.violations.len() < VIOLATIONS_MAX {
-                self.violations.push(format!("counter `{counter}` is not among {}'s documented counters", P::NAME));
-            }
-            0
-        });
-        *total += delta;
+        let fresh = self.counters.add(counter, delta);
+        if fresh && !self.documented_counters.contains(counter) && self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(format!("counter `{counter}` is not among {}'s documented counters", P::NAME));
+        }
     }
 
     fn send(&mut self, to: NodeId, msg: P::Msg) {

@@ -312,8 +312,7 @@ impl Executed {
     ) {
         while self.applied < upto {
             let e = log.get(self.applied).expect("committed entries are held");
-            let piece = e.body.program.piece(shard, |k| topo.shard_of(k));
-            let exec = piece.execute(|k| self.state.latest(k).cloned());
+            let exec = e.body.program.execute_piece(shard, |k| topo.shard_of(k), |k| self.state.latest(k).cloned());
             for (key, value) in exec.writes {
                 self.state.put(key, self.applied + 1, value);
             }
@@ -356,8 +355,8 @@ impl Executed {
         let (mut rmap, mut wmap) = (prev.rmap.clone(), prev.wmap.clone());
         let mut dones = Vec::with_capacity(folded.len());
         for e in folded {
-            hashes.toggle(e, shard, |k| topo.shard_of(k));
             let (reads, writes) = e.body.program.declared_keys(shard, |k| topo.shard_of(k));
+            hashes.toggle_declared(e, &reads, &writes);
             raise_stamps(&mut rmap, &reads, e.stamp());
             raise_stamps(&mut wmap, &writes, e.stamp());
             let r =

@@ -45,14 +45,27 @@ pub fn entry_hash(e: &LogEntry) -> u128 {
     h128(u64::from(e.body.id.node.0), e.body.id.seq, e.t, 0x7469_6761)
 }
 
-/// The keys an entry is hashed on at `shard`: every key it declares there,
-/// once.
-fn hashed_keys(e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) -> Vec<Key> {
-    let (reads, writes) = e.body.program.declared_keys(shard, shard_of);
-    let mut keys: Vec<Key> = reads.into_iter().chain(writes).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys
+/// The keys an entry is hashed on: every key it declares at a shard, once,
+/// in order — the union of `reads` and `writes` as
+/// `Program::declared_keys` gives them (each sorted and distinct, no key in
+/// both), merged without a new vector. Servers hold those for every queued
+/// transaction, so hashing needs neither to derive them again nor to sort.
+fn hashed_keys<'a>(reads: &'a [Key], writes: &'a [Key]) -> impl Iterator<Item = Key> + 'a {
+    debug_assert!(reads.is_sorted() && writes.is_sorted(), "declared keys are sorted");
+    let (mut r, mut w) = (reads.iter().peekable(), writes.iter().peekable());
+    std::iter::from_fn(move || match (r.peek(), w.peek()) {
+        (Some(a), Some(b)) => {
+            debug_assert_ne!(a, b, "a key both read and written is declared a write");
+            if a < b { r.next() } else { w.next() }.copied()
+        }
+        (Some(_), None) => r.next().copied(),
+        (None, _) => w.next().copied(),
+    })
+}
+
+/// What a fast reply's hash takes from one key whose entries' XOR is `kh`.
+fn key_digest(k: Key, kh: u128) -> u128 {
+    h128(k.0, kh as u64, (kh >> 64) as u64, 0x006b_6579)
 }
 
 /// The per-key hashes of the entries a checkpoint folded. A checkpoint
@@ -67,8 +80,15 @@ pub struct FoldedHashes {
 impl FoldedHashes {
     /// Adds or removes an entry's contribution, as `KeyHashes::toggle`.
     pub fn toggle(&mut self, e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) {
+        let (reads, writes) = e.body.program.declared_keys(shard, shard_of);
+        self.toggle_declared(e, &reads, &writes);
+    }
+
+    /// `toggle` for an entry whose declared keys at the shard the caller
+    /// holds (`Program::declared_keys`).
+    pub fn toggle_declared(&mut self, e: &LogEntry, reads: &[Key], writes: &[Key]) {
         let h = entry_hash(e);
-        for key in hashed_keys(e, shard, shard_of) {
+        for key in hashed_keys(reads, writes) {
             let h = self.map.get(&key).copied().unwrap_or(0) ^ h;
             if h == 0 {
                 self.map.remove(&key);
@@ -100,8 +120,15 @@ impl KeyHashes {
 
     /// Adds or removes (the same XOR) an entry's contribution on `shard`.
     pub fn toggle(&mut self, e: &LogEntry, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) {
+        let (reads, writes) = e.body.program.declared_keys(shard, shard_of);
+        self.toggle_declared(e, &reads, &writes);
+    }
+
+    /// `toggle` for an entry whose declared keys at the shard the caller
+    /// holds (`Core::keys_of`, kept with every queued transaction).
+    pub fn toggle_declared(&mut self, e: &LogEntry, reads: &[Key], writes: &[Key]) {
         let h = entry_hash(e);
-        for key in hashed_keys(e, shard, shard_of) {
+        for key in hashed_keys(reads, writes) {
             let slot = self.map.entry(key).or_insert(0);
             *slot ^= h;
             if *slot == 0 {
@@ -115,10 +142,28 @@ impl KeyHashes {
         let mut seen: Vec<Key> = keys.into_iter().collect();
         seen.sort_unstable();
         seen.dedup();
-        seen.iter().fold(0u128, |acc, k| {
-            let kh = self.map.get(k).copied().unwrap_or(0);
-            acc ^ h128(k.0, kh as u64, (kh >> 64) as u64, 0x006b_6579)
-        })
+        seen.iter().fold(0u128, |acc, k| acc ^ key_digest(*k, self.map.get(k).copied().unwrap_or(0)))
+    }
+
+    /// `digest` of a transaction's declared keys at the shard
+    /// (`Core::keys_of`): they are distinct already, and XOR does not care
+    /// for their order.
+    pub fn digest_declared(&self, reads: &[Key], writes: &[Key]) -> u128 {
+        self.digest_toggled(reads, writes, 0)
+    }
+
+    /// `digest_declared` as if `e`, which declares `reads` and `writes`,
+    /// were toggled in first and out again after: the hash of a leader's
+    /// optimistic execution (§3.3), as if appended at its timestamp,
+    /// without changing the map twice.
+    pub fn digest_with(&self, e: &LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
+        self.digest_toggled(reads, writes, entry_hash(e))
+    }
+
+    /// Every declared key's hash XOR `h` (an absent key's is 0, as a
+    /// toggle that empties a key removes it), digested.
+    fn digest_toggled(&self, reads: &[Key], writes: &[Key], h: u128) -> u128 {
+        hashed_keys(reads, writes).fold(0u128, |acc, k| acc ^ key_digest(k, self.map.get(&k).copied().unwrap_or(0) ^ h))
     }
 
     pub fn len(&self) -> usize {
@@ -202,6 +247,42 @@ mod tests {
         x.toggle(&a, ShardId(0), one_shard);
         assert_eq!(x.digest([Key(1), Key(2)]), empty);
         assert!(x.is_empty());
+    }
+
+    #[test]
+    fn hashing_with_the_declared_keys_equals_deriving_them() {
+        // Reads and writes on one shard, some keys on another.
+        let shard_of = |k: Key| ShardId((k.0 / 100) as u32);
+        let body = TxnBody {
+            id: TxnId { node: NodeId(1), seq: 5 },
+            coordinator: NodeId(1),
+            program: Program::new(vec![
+                Op::Read { key: Key(7) },
+                Op::Increment { key: Key(3), delta: 1, tag: 1 },
+                Op::Read { key: Key(3) },
+                Op::Read { key: Key(1) },
+                Op::Increment { key: Key(105), delta: 1, tag: 2 },
+            ]),
+            shards: vec![ShardId(0), ShardId(1)],
+        };
+        let e = LogEntry { body: Arc::new(body), t: 30 };
+        let (reads, writes) = e.body.program.declared_keys(ShardId(0), shard_of);
+        assert_eq!((reads.clone(), writes.clone()), (vec![Key(1), Key(7)], vec![Key(3)]));
+        let keys = [Key(1), Key(3), Key(7)];
+        let mut x = KeyHashes::new();
+        x.toggle(&entry(1, 10, &[1, 3]), ShardId(0), shard_of);
+        let before = x.digest(keys);
+        assert_eq!(x.digest_declared(&reads, &writes), before);
+        let mut y = x.clone();
+        y.toggle(&e, ShardId(0), shard_of);
+        assert_eq!(x.digest_with(&e, &reads, &writes), y.digest(keys), "as if toggled in");
+        assert_eq!(x.digest(keys), before, "and left as it was");
+        x.toggle_declared(&e, &reads, &writes);
+        assert_eq!(x.map, y.map);
+        let mut folded = FoldedHashes::default();
+        folded.toggle_declared(&e, &reads, &writes);
+        folded.toggle(&e, ShardId(0), shard_of);
+        assert!(folded.is_empty(), "the same keys both ways");
     }
 
     #[test]

@@ -89,13 +89,25 @@ impl TigaLog {
         &self.entries
     }
 
-    /// Removes the entry at `pos`, shifting the rest down.
-    pub fn remove_at(&mut self, pos: u64) -> LogEntry {
-        assert!(pos >= self.base, "removing folded position {pos}");
-        let e = self.entries.remove((pos - self.base) as usize);
-        self.pos.remove(&e.body.id);
-        self.reindex_from(pos);
-        e
+    /// Moves the entry at `from` back to `to` (at most `from`) as `e`, the
+    /// same transaction (perhaps at another timestamp), shifting those in
+    /// between up; returns the entry it replaces. The log is as if the
+    /// entry were removed and `e` inserted at `to`, but only the positions
+    /// in between are reindexed: a follower placing its leader's order
+    /// (§3.7) moves an entry a few places back in an unsynced suffix of
+    /// hundreds, each of which a removal and an insertion would reindex
+    /// twice.
+    pub fn move_back(&mut self, from: u64, to: u64, e: LogEntry) -> LogEntry {
+        assert!(to >= self.base, "moving to folded position {to}");
+        assert!(to <= from, "moving position {from} forward to {to}");
+        let (i, j) = ((to - self.base) as usize, (from - self.base) as usize);
+        assert_eq!(self.entries[j].body.id, e.body.id, "moving an entry as another transaction");
+        let old = std::mem::replace(&mut self.entries[j], e);
+        self.entries[i..=j].rotate_right(1);
+        for (k, moved) in self.entries[i..=j].iter().enumerate() {
+            self.pos.insert(moved.body.id, to + k as u64);
+        }
+        old
     }
 
     /// Inserts an entry at `pos`, shifting the rest up.
@@ -208,10 +220,12 @@ impl ShardLog {
         self.check();
     }
 
-    /// Removes the unsynced entry at `pos`.
-    pub fn remove_unsynced(&mut self, pos: u64) -> LogEntry {
-        assert!(pos >= self.sync_point, "removing synced position {pos}");
-        self.log.remove_at(pos)
+    /// Moves the unsynced entry at `from` back to `to`, at or past the
+    /// sync-point, as `e` (see [`TigaLog::move_back`]).
+    pub fn move_unsynced(&mut self, from: u64, to: u64, e: LogEntry) -> LogEntry {
+        assert!(from >= self.sync_point, "removing synced position {from}");
+        assert!(to >= self.sync_point, "inserting at synced position {to}");
+        self.log.move_back(from, to, e)
     }
 
     /// Inserts an entry at `pos`, at or past the sync-point.
@@ -281,6 +295,13 @@ mod tests {
         assert_eq!(log.range(1, 3).len(), 1);
         log.insert_at(2, e(9, 25));
         assert_eq!(log.position(id(3)), Some(3));
+        let old = log.move_back(4, 2, e(4, 45));
+        assert_eq!((old.body.id, old.t), (id(4), 40));
+        let order: Vec<(u64, u64)> = log.all().iter().map(|x| (x.body.id.seq, x.t)).collect();
+        assert_eq!(order, vec![(4, 45), (9, 25), (3, 30)], "as if removed and inserted");
+        for (seq, pos) in [(4, 2), (9, 3), (3, 4)] {
+            assert_eq!(log.position(id(seq)), Some(pos));
+        }
         assert_eq!(log.push(e(5, 50)), 5);
         let rebuilt = TigaLog::from_base(2, log.all().to_vec());
         assert_eq!(rebuilt.position(id(5)), Some(5));

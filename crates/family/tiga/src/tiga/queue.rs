@@ -12,7 +12,7 @@
 use super::messages::{Stamp, TxnBody};
 use meridian_core::{Key, OpResult, TxnId};
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Where a queued transaction stands.
@@ -45,13 +45,41 @@ impl Pending {
     }
 }
 
+/// The transactions by id, with their stamps ordered beside them: a
+/// lookup by id (the agreement and release paths ask for a queued
+/// transaction several times per event) is one hash probe, not a hash probe
+/// and a search of an ordered map; only insertions and removals touch the
+/// ordered stamps.
 #[derive(Debug, Default)]
 pub(super) struct TxnQueue {
-    by_stamp: BTreeMap<Stamp, Pending>,
-    stamps: FxHashMap<TxnId, Stamp>,
+    by_id: FxHashMap<TxnId, Pending>,
+    /// Every queued transaction's stamp, in timestamp order.
+    order: BTreeSet<Stamp>,
+    index: ReleaseIndex,
+}
+
+/// What release by the clock reads of the queue: the stamps still waiting,
+/// and the keys of those awaiting agreement.
+#[derive(Debug, Default)]
+struct ReleaseIndex {
     waiting: BTreeSet<Stamp>,
     agreeing_reads: FxHashMap<Key, u32>,
     agreeing_writes: FxHashMap<Key, u32>,
+}
+
+impl ReleaseIndex {
+    fn index(&mut self, p: &Pending, add: bool) {
+        if p.state == PState::Waiting {
+            if add {
+                self.waiting.insert(p.stamp());
+            } else {
+                self.waiting.remove(&p.stamp());
+            }
+        } else {
+            count(&mut self.agreeing_reads, &p.reads, add);
+            count(&mut self.agreeing_writes, &p.writes, add);
+        }
+    }
 }
 
 fn count(map: &mut FxHashMap<Key, u32>, keys: &[Key], up: bool) {
@@ -71,54 +99,45 @@ fn count(map: &mut FxHashMap<Key, u32>, keys: &[Key], up: bool) {
 
 impl TxnQueue {
     pub fn len(&self) -> usize {
-        self.by_stamp.len()
+        self.by_id.len()
     }
 
     pub fn contains(&self, id: TxnId) -> bool {
-        self.stamps.contains_key(&id)
+        self.by_id.contains_key(&id)
     }
 
     pub fn get(&self, id: TxnId) -> Option<&Pending> {
-        self.stamps.get(&id).map(|s| &self.by_stamp[s])
+        self.by_id.get(&id)
     }
 
     /// Every queued transaction, in timestamp order.
     pub fn values(&self) -> impl Iterator<Item = &Pending> {
-        self.by_stamp.values()
+        self.order.iter().map(|s| &self.by_id[&s.id])
     }
 
     pub fn insert(&mut self, p: Pending) {
         let stamp = p.stamp();
-        let old = self.stamps.insert(p.body.id, stamp);
-        assert!(old.is_none(), "{} queued twice", p.body.id);
-        self.index(&p, true);
-        self.by_stamp.insert(stamp, p);
+        self.index.index(&p, true);
+        let fresh = self.order.insert(stamp);
+        assert!(fresh, "{} queued twice", p.body.id);
+        let old = self.by_id.insert(p.body.id, p);
+        assert!(old.is_none(), "{} queued twice", stamp.id);
     }
 
     pub fn remove(&mut self, id: TxnId) -> Option<Pending> {
-        let stamp = self.stamps.remove(&id)?;
-        let p = self.by_stamp.remove(&stamp).expect("indexed entries are queued");
-        self.index(&p, false);
+        let p = self.by_id.remove(&id)?;
+        let indexed = self.order.remove(&p.stamp());
+        assert!(indexed, "queued entries are ordered");
+        self.index.index(&p, false);
         Some(p)
     }
 
-    fn index(&mut self, p: &Pending, add: bool) {
-        if p.state == PState::Waiting {
-            if add {
-                self.waiting.insert(p.stamp());
-            } else {
-                self.waiting.remove(&p.stamp());
-            }
-        } else {
-            count(&mut self.agreeing_reads, &p.reads, add);
-            count(&mut self.agreeing_writes, &p.writes, add);
-        }
-    }
-
+    /// A new state, in place: the stamp and so the order stay.
     pub fn set_state(&mut self, id: TxnId, state: PState) {
-        let mut p = self.remove(id).expect("a queued transaction");
+        let p = self.by_id.get_mut(&id).expect("a queued transaction");
+        self.index.index(p, false);
         p.state = state;
-        self.insert(p);
+        self.index.index(p, true);
     }
 
     /// Moves a transaction to a later timestamp, waiting again (§3.5 case 3).
@@ -132,25 +151,28 @@ impl TxnQueue {
 
     /// Waiting transactions whose timestamp the clock has reached, in order.
     pub fn expired_waiting(&self, now_ns: u64) -> Vec<TxnId> {
-        self.waiting.iter().take_while(|s| s.t <= now_ns).map(|s| s.id).collect()
+        self.index.waiting.iter().take_while(|s| s.t <= now_ns).map(|s| s.id).collect()
     }
 
     /// The earliest timestamp of a waiting transaction after `now_ns`.
     pub fn next_waiting_after(&self, now_ns: u64) -> Option<u64> {
         let from = Stamp { t: now_ns.saturating_add(1), id: TxnId { node: meridian_core::NodeId(0), seq: 0 } };
-        self.waiting.range(from..).next().map(|s| s.t)
+        self.index.waiting.range(from..).next().map(|s| s.t)
     }
 
     /// Whether a transaction awaiting agreement holds one of these keys in
     /// a conflicting way.
     pub fn blocked_by_agreeing(&self, reads: &[Key], writes: &[Key]) -> bool {
-        reads.iter().any(|k| self.agreeing_writes.contains_key(k))
-            || writes.iter().any(|k| self.agreeing_writes.contains_key(k) || self.agreeing_reads.contains_key(k))
+        reads.iter().any(|k| self.index.agreeing_writes.contains_key(k))
+            || writes
+                .iter()
+                .any(|k| self.index.agreeing_writes.contains_key(k) || self.index.agreeing_reads.contains_key(k))
     }
 
     /// Empties the queue, returning its transactions in timestamp order.
     pub fn drain(&mut self) -> Vec<Pending> {
-        let all = std::mem::take(&mut self.by_stamp).into_values().collect();
+        let mut by_id = std::mem::take(&mut self.by_id);
+        let all = self.order.iter().map(|s| by_id.remove(&s.id).expect("ordered entries are queued")).collect();
         *self = TxnQueue::default();
         all
     }
@@ -204,5 +226,24 @@ mod tests {
         assert!(!q.blocked_by_agreeing(&k(3), &k(3)));
         assert_eq!(q.drain().iter().map(|p| p.t).collect::<Vec<_>>(), vec![30, 40]);
         assert!(q.len() == 0 && !q.contains(id(1)));
+    }
+
+    #[test]
+    fn transactions_come_out_in_timestamp_order_and_are_found_by_id_after_moving() {
+        let mut q = TxnQueue::default();
+        for (seq, t) in [(1, 50), (2, 10), (3, 30), (4, 10)] {
+            q.insert(p(seq, t, &[], &[seq]));
+        }
+        let order = |q: &TxnQueue| q.values().map(|p| p.body.id.seq).collect::<Vec<_>>();
+        assert_eq!(order(&q), vec![2, 4, 3, 1], "by timestamp, then id");
+        q.reposition(id(2), 40);
+        assert_eq!(order(&q), vec![4, 3, 2, 1]);
+        assert_eq!(q.get(id(2)).map(|p| p.t), Some(40));
+        q.set_state(id(3), PState::Notified);
+        assert_eq!(order(&q), vec![4, 3, 2, 1], "a new state keeps the place");
+        assert_eq!(q.expired_waiting(45), vec![id(4), id(2)]);
+        assert!(q.remove(id(3)).is_some() && q.get(id(3)).is_none());
+        assert_eq!(q.drain().iter().map(|p| p.body.id.seq).collect::<Vec<_>>(), vec![4, 2, 1]);
+        assert_eq!(q.len(), 0);
     }
 }

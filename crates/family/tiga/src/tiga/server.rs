@@ -48,7 +48,7 @@ use super::sync::{self, SYNC_BATCH_MAX, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
-use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, ShardId, Topology, TxnId};
+use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, Program, ShardId, Topology, TxnId};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -83,10 +83,10 @@ pub(super) struct Optimistic {
 }
 
 impl Optimistic {
-    /// Runs `piece` on the latest versions; its writes become revocable
-    /// versions of `id`. Returns its results.
-    fn execute(&mut self, id: TxnId, piece: &meridian_core::Piece) -> Vec<OpResult> {
-        let exec = piece.execute(|k| self.store.latest(k).cloned());
+    /// Runs `program`'s piece on `shard` on the latest versions; its writes
+    /// become revocable versions of `id`. Returns its results.
+    fn execute(&mut self, id: TxnId, program: &Program, shard: ShardId, topo: &Topology) -> Vec<OpResult> {
+        let exec = program.execute_piece(shard, |k| topo.shard_of(k), |k| self.store.latest(k).cloned());
         let mut installed = Vec::with_capacity(exec.writes.len());
         for (key, value) in exec.writes {
             let version = self.next_version();
@@ -98,9 +98,9 @@ impl Optimistic {
         exec.results
     }
 
-    /// Runs a logged entry's `piece`: its writes are final.
-    fn execute_logged(&mut self, piece: &meridian_core::Piece) -> Vec<OpResult> {
-        let exec = piece.execute(|k| self.store.latest(k).cloned());
+    /// Runs a logged entry's piece on `shard`: its writes are final.
+    fn execute_logged(&mut self, program: &Program, shard: ShardId, topo: &Topology) -> Vec<OpResult> {
+        let exec = program.execute_piece(shard, |k| topo.shard_of(k), |k| self.store.latest(k).cloned());
         for (key, value) in exec.writes {
             let version = self.next_version();
             self.store.put(key, version, value);
@@ -593,19 +593,13 @@ impl Server {
     /// timestamp) and the results; the caller sends the reply once its vote
     /// is durable.
     fn execute(&mut self, _ctx: &mut Ctx<'_, Tiga>, id: TxnId) -> (u128, Vec<OpResult>) {
+        // Fields borrowed apart: the queued transaction's keys serve the
+        // conflict maps and the hash without copies.
         let p = self.pq.get(id).expect("executing a queued transaction");
-        let (body, t) = (p.body.clone(), p.t);
-        let (reads, writes) = (p.reads.clone(), p.writes.clone());
-        let topo = Arc::clone(&self.core.topo);
-        let piece = body.program.piece(self.core.shard, |k| topo.shard_of(k));
-        let results = self.optimistic.execute(id, &piece);
-        self.conflicts.released(Stamp { t, id }, &reads, &writes);
-        let entry = LogEntry { body: body.clone(), t };
-        let shard = self.core.shard;
-        let shard_of = |k| topo.shard_of(k);
-        self.hashes.toggle(&entry, shard, shard_of);
-        let hash = self.hashes.digest(reads.iter().chain(&writes).copied());
-        self.hashes.toggle(&entry, shard, shard_of);
+        let results = self.optimistic.execute(id, &p.body.program, self.core.shard, &self.core.topo);
+        self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
+        let entry = LogEntry { body: p.body.clone(), t: p.t };
+        let hash = self.hashes.digest_with(&entry, &p.reads, &p.writes);
         (hash, results)
     }
 
@@ -644,11 +638,11 @@ impl Server {
     }
 
     /// Appends to the log durably and folds the entry into the key hashes;
-    /// returns the fast-reply hash for it.
+    /// returns the fast-reply hash for it. `reads` and `writes` are the
+    /// entry's declared keys here (`Core::keys_of`).
     fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
-        let topo = Arc::clone(&self.core.topo);
-        self.hashes.toggle(&entry, self.core.shard, |k| topo.shard_of(k));
-        let hash = self.hashes.digest(reads.iter().chain(writes).copied());
+        self.hashes.toggle_declared(&entry, reads, writes);
+        let hash = self.hashes.digest_declared(reads, writes);
         let pos = self.core.log.push(entry.clone());
         self.core.persist(ctx, Record::Log { pos, entries: vec![entry] });
         hash
@@ -714,8 +708,7 @@ impl Server {
         self.optimistic.restart_from(self.executed.state(), self.executed.applied());
         let topo = Arc::clone(&self.core.topo);
         for e in self.core.log.suffix(self.executed.applied()).to_vec() {
-            let piece = e.body.program.piece(self.core.shard, |k| topo.shard_of(k));
-            let results = self.optimistic.execute_logged(&piece);
+            let results = self.optimistic.execute_logged(&e.body.program, self.core.shard, &topo);
             let led_view = Some(self.core.view.g_view);
             self.executed.note_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
@@ -1280,16 +1273,22 @@ impl Server {
     fn place(&mut self, pos: u64, entry: LogEntry) {
         let topo = Arc::clone(&self.core.topo);
         let shard_of = |k| topo.shard_of(k);
-        if let Some(q) = self.core.log.position(entry.body.id) {
+        let at = self.core.log.position(entry.body.id);
+        if let Some(q) = at {
             debug_assert!(q >= pos, "synced entries do not move");
-            let old = self.core.log.remove_unsynced(q);
-            self.hashes.toggle(&old, self.core.shard, shard_of);
+            let old = self.core.log.get(q).expect("indexed entries are held");
+            self.hashes.toggle(old, self.core.shard, shard_of);
         }
         self.forget_pending(entry.body.id);
-        self.hashes.toggle(&entry, self.core.shard, shard_of);
         let (reads, writes) = self.core.keys_of(&entry.body);
+        self.hashes.toggle_declared(&entry, &reads, &writes);
         self.conflicts.released(entry.stamp(), &reads, &writes);
-        self.core.log.insert_unsynced(pos, entry);
+        match at {
+            Some(q) => {
+                self.core.log.move_unsynced(q, pos, entry);
+            }
+            None => self.core.log.insert_unsynced(pos, entry),
+        }
     }
 
     fn find_body(&self, id: TxnId) -> Option<Arc<TxnBody>> {

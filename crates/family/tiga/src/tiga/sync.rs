@@ -150,15 +150,11 @@ impl SyncState {
         checkpoint: &Arc<Checkpoint>,
         heartbeat: bool,
     ) {
-        let followers: Vec<(usize, NodeId)> = ctx
-            .topology()
-            .replicas(core.shard())
-            .iter()
-            .copied()
-            .enumerate()
-            .filter(|(r, _)| *r as u32 != core.replica())
-            .collect();
-        for (r, node) in followers {
+        // Runs after every event at a leader: the followers are walked by
+        // index rather than collected into a new vector each time.
+        let me = core.replica() as usize;
+        for r in (0..core.n() as usize).filter(|r| *r != me) {
+            let node = ctx.topology().replicas(core.shard())[r];
             if self.progress.followers[r].sent < core.log().base() {
                 // It lacks entries this leader folded: the checkpoint
                 // stands for them (§4).

@@ -135,9 +135,7 @@ impl Log {
             Cmd::Commit(txn) => self.apply_decision(txn, Decision::Commit),
             Cmd::Abort(txn) => self.apply_decision(txn, Decision::Abort),
             Cmd::Retire(watermarks) => {
-                for (coordinator, below) in watermarks {
-                    self.outcomes.retire(coordinator, below);
-                }
+                self.outcomes.retire_all(&watermarks);
                 Applied::Nothing
             }
         }
