@@ -21,6 +21,15 @@ const MS: u64 = 1_000_000;
 /// Three server regions (South Carolina, Finland, Brazil), each a full
 /// copy of two shards; clients in each of them.
 fn sim(seed: u64) -> Sim<Slog> {
+    sim_with(seed, Params::new())
+}
+
+/// `sim` with these protocol parameters.
+fn sim_with(seed: u64, params: Params) -> Sim<Slog> {
+    try_sim(seed, params).unwrap()
+}
+
+fn try_sim(seed: u64, params: Params) -> Result<Sim<Slog>, String> {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
         regions: matrix.regions.clone(),
@@ -31,11 +40,10 @@ fn sim(seed: u64) -> Sim<Slog> {
         client_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
         clients_per_region: 1,
     };
-    let params = Params::new();
     let topology = Arc::new(Topology::build(&spec, &Slog::services(&params)));
     let latency = Arc::new(matrix.clone());
     let cfg = SimConfig::ideal(seed, topology.clone(), matrix);
-    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency })
 }
 
 fn layout(s: &Sim<Slog>) -> KeyLayout {
@@ -455,22 +463,9 @@ fn the_same_seed_gives_the_same_trace() {
 /// another region; `remaster_wait` as given.
 fn sim_remastering(seed: u64, remaster_wait: bool) -> Sim<Slog> {
     use meridian_core::ParamValue;
-    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
-    let spec = ClusterSpec {
-        regions: matrix.regions.clone(),
-        server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-        shards: 2,
-        replicas_per_shard: 3,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-        clients_per_region: 1,
-    };
     let params =
         Params::new().with("remaster_after", ParamValue::Int(1)).with("remaster_wait", ParamValue::Bool(remaster_wait));
-    let topology = Arc::new(Topology::build(&spec, &Slog::services(&params)));
-    let latency = Arc::new(matrix.clone());
-    let cfg = SimConfig::ideal(seed, topology.clone(), matrix);
-    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
+    sim_with(seed, params)
 }
 
 /// SLOG Figure 5: granule B, homed in Finland, is remastered to South
@@ -545,6 +540,59 @@ fn a_granule_accessed_three_times_from_another_region_is_remastered_there_and_th
     assert_regions_agree(&s);
     let moved = replica(&s, node(&s, "shard0-replica0")).header(a);
     assert_eq!((moved.home, moved.counter), (RegionId(1), 1));
+}
+
+#[test]
+fn figure_11_one_scheduled_remaster_moves_its_granule_once_and_its_old_regions_client_follows_it() {
+    // SLOG §4.1.1, Figure 11: one record remastered under load at a chosen
+    // time (`remaster_at`), with the PNUTS trigger off. South Carolina's
+    // client updates its own granule before and after it moves to Finland:
+    // after the move its update is annotated with the old home, aborted and
+    // resubmitted (a lookup miss) or sent to Finland once its Lookup Master
+    // learned, and commits there.
+    use meridian_core::ParamValue;
+    let a = KeyLayout { shards: 2, homes: vec![RegionId(0), RegionId(1), RegionId(2)] }.key(0, 0, 5);
+    let finland = LatencyMatrix::preset("tiga-gcp").unwrap().regions[1].clone();
+    let params = Params::new()
+        .with("remaster", ParamValue::Bool(false))
+        .with("remaster_at", ParamValue::Str(format!("{}:{finland}:1000", a.0)));
+    let mut s = sim_with(3, params);
+    let c0 = client_in(&s, 0);
+    let mut latencies_ms = Vec::new();
+    for i in 0..4u64 {
+        let start = (300 + 500 * i) * MS;
+        s.run_until(start);
+        s.request(c0, RequestId(i), inc(&[a], 10 * i));
+        s.run_until(start + 450 * MS);
+        let done = s.take_completions();
+        assert_eq!(committed(&done), 1, "{done:?}");
+        latencies_ms.push((done[0].at_ns - start) / MS);
+    }
+    assert_eq!(s.counters().get("remasters_asked"), Some(&1));
+    assert_eq!(s.counters().get("remasters"), Some(&1), "asked once, moved once");
+    assert!(latencies_ms[..2].iter().all(|l| *l < 15), "{latencies_ms:?}: homed at the client's region");
+    assert!(latencies_ms[3] > 50, "{latencies_ms:?}: homed in Finland now");
+    assert_eq!(counter(&s, a), 4);
+    assert_regions_agree(&s);
+    for r in s.topology().replicas(ShardId(0)).to_vec() {
+        let moved = replica(&s, r).header(a);
+        assert_eq!((moved.home, moved.counter), (RegionId(1), 1), "at {r:?}");
+    }
+}
+
+#[test]
+fn bad_remaster_at_values_are_refused_naming_the_parameter_and_the_field() {
+    use meridian_core::ParamValue;
+    for (bad, why) in [
+        ("5", "not three fields"),
+        ("x:finland:10", "KEY"),
+        ("0:atlantis:10", "`atlantis` is not a server region"),
+        ("0:finland:-1", "MS"),
+    ] {
+        let params = Params::new().with("remaster_at", ParamValue::Str(bad.into()));
+        let err = try_sim(1, params).err().unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(err.contains("`remaster_at`") && err.contains(why), "{bad}: {err}");
+    }
 }
 
 /// SLOG-HA: Finland's local log is replicated to South Carolina (its

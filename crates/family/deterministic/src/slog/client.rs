@@ -233,7 +233,7 @@ impl Process<Slog> for Client {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Slog>, timer: Timer) {
         match timer {
             Timer::ClientTick => self.on_tick(ctx),
-            Timer::Paxos(_) | Timer::Batch | Timer::SequencerTick | Timer::ReplicaTick => {
+            Timer::Paxos(_) | Timer::Batch | Timer::SequencerTick | Timer::ReplicaTick | Timer::Remaster => {
                 unreachable!("a sequencer's or replica's timer at a client")
             }
         }

@@ -409,4 +409,7 @@ pub enum Timer {
     ReplicaTick,
     /// Client: retry or give up on outstanding requests.
     ClientTick,
+    /// Replica: the experiment's one scheduled remaster is due
+    /// (`remaster_at`).
+    Remaster,
 }

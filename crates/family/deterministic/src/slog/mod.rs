@@ -85,8 +85,8 @@ pub use replica::Replica;
 pub use sequencer::Sequencer;
 
 use meridian_core::{
-    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Placement, Program, Protocol, RegionId,
-    Role, Rounding, ServiceSpec, Shapes, Topology,
+    Consistency, CounterDoc, Deployment, Key, NodeId, ParamDoc, ParamReader, Params, Placement, Program, Protocol,
+    RegionId, Role, Rounding, ServiceSpec, Shapes, Topology,
 };
 use meridian_mechanisms::paxos::PaxosConfig;
 use std::sync::Arc;
@@ -218,6 +218,11 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "a granule whose last this many accesses came from one other region is remastered there (PNUTS's rule)",
     },
     ParamDoc {
+        name: "remaster_at",
+        default: "\"\"",
+        doc: "for experiments: \"KEY:REGION:MS\" remasters key KEY to the server region REGION once, MS simulated milliseconds into the run (SLOG Figure 11's one remaster), through the same path as a triggered one",
+    },
+    ParamDoc {
         name: "ha",
         default: "false",
         doc: "SLOG-HA: a region's local-log batch is durable at its paired region before any region runs it",
@@ -252,6 +257,7 @@ pub const COUNTERS: &[CounterDoc] = &[
     },
     CounterDoc { name: "restarts", doc: "transactions a client submitted again after a lookup miss" },
     CounterDoc { name: "remasters", doc: "granules whose home moved (§3.4), counted once each" },
+    CounterDoc { name: "remasters_asked", doc: "remasters asked by `remaster_at` (the experiment's scheduled one)" },
     CounterDoc {
         name: "remaster_aborts",
         doc: "remaster requests that found the granule's header already changed, and did nothing",
@@ -386,6 +392,34 @@ pub fn ha_pairs(d: &Deployment, cfg: &Config) -> Result<Vec<Option<u32>>, String
     Ok(pairs.collect())
 }
 
+/// The experiment's one remaster (`remaster_at`): `key` moves to `to`
+/// `at_ns` into the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduledRemaster {
+    pub key: Key,
+    pub to: RegionId,
+    pub at_ns: u64,
+}
+
+/// Parses `remaster_at` ("KEY:REGION:MS"; empty: none).
+pub fn scheduled_remaster(d: &Deployment) -> Result<Option<ScheduledRemaster>, String> {
+    let text = d.params.str_or("remaster_at", "")?.trim();
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let bad = |why: &str| format!("slog: `remaster_at` = \"{text}\": {why} (expected \"KEY:REGION:MS\")");
+    let [key, region, ms] = text.split(':').collect::<Vec<_>>()[..] else {
+        return Err(bad("not three fields"));
+    };
+    let key = key.trim().parse::<u64>().map_err(|_| bad("KEY is not a key number"))?;
+    let topo = &d.topology;
+    let to = topo.server_regions.iter().copied().find(|r| topo.region_name(*r) == region.trim());
+    let to = to.ok_or_else(|| bad(&format!("`{}` is not a server region", region.trim())))?;
+    let ms = ms.trim().parse::<f64>().ok().filter(|ms| ms.is_finite() && *ms >= 0.0 && *ms <= 1e9);
+    let at_ns = (ms.ok_or_else(|| bad("MS is not a time in milliseconds"))? * 1e6) as u64;
+    Ok(Some(ScheduledRemaster { key: Key(key), to, at_ns }))
+}
+
 /// The replica that answers the client: the home region's (single-home)
 /// or the origin region's (multi-home, and snapshot reads) replica of the
 /// first shard.
@@ -444,7 +478,8 @@ impl Protocol for Slog {
         }
         match &topo.node(node).role {
             Role::Replica { shard, replica } => {
-                Ok(Node::Replica(Box::new(Replica::new(Arc::clone(topo), node, *shard, *replica, cfg))))
+                let replica = Replica::new(Arc::clone(topo), node, *shard, *replica, cfg);
+                Ok(Node::Replica(Box::new(replica.with_scheduled_remaster(scheduled_remaster(d)?))))
             }
             Role::Service { kind, .. } if kind == SEQUENCER => {
                 let pairs = ha_pairs(d, &cfg)?;

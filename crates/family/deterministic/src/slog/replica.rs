@@ -113,6 +113,8 @@ pub struct Replica {
     /// Answers this replica gave (`None`: restart), for clients' queries.
     pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
     pub(super) recovery: super::recovery::Recovery,
+    /// The experiment's one scheduled remaster (`remaster_at`), if any.
+    pub(super) scheduled: Option<super::ScheduledRemaster>,
 }
 
 impl Replica {
@@ -141,8 +143,15 @@ impl Replica {
             sent: RecentMap::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
             recovery: super::recovery::Recovery::default(),
+            scheduled: None,
             cfg,
         }
+    }
+
+    /// With the experiment's one scheduled remaster (`remaster_at`).
+    pub fn with_scheduled_remaster(mut self, scheduled: Option<super::ScheduledRemaster>) -> Replica {
+        self.scheduled = scheduled;
+        self
     }
 
     pub fn shard(&self) -> ShardId {
@@ -498,6 +507,28 @@ impl Replica {
         self.finish(r.txn.id);
     }
 
+    /// Whether this replica keeps `key`'s access streaks: the first replica
+    /// of its shard in its home region.
+    fn keeps(&self, key: Key) -> bool {
+        let region = self.region();
+        self.topo.shard_of(key) == self.shard
+            && self.header(key).home == region
+            && self.topo.replicas_in(self.shard, region).first() == Some(&self.me)
+    }
+
+    /// The experiment's one remaster (`remaster_at`; SLOG §4.1.1, Figure 11:
+    /// "the remaster operation is initiated approximately five seconds into
+    /// the experiment"): asked of this region's sequencers like a
+    /// triggered one, so it runs the same path (§3.4).
+    fn scheduled_remaster(&mut self, ctx: &mut Ctx<'_, Slog>) {
+        let Some(s) = self.scheduled else { return };
+        let header = self.header(s.key);
+        if header.home == self.region() && s.to != header.home {
+            ctx.count("remasters_asked", 1);
+            ctx.send(self.sequencer(), Msg::RemasterRequest { key: s.key, from: header, to: s.to });
+        }
+    }
+
     /// PNUTS's heuristic (§3.4): a granule homed in this region whose last
     /// `remaster_after` accesses all came from one other region is
     /// remastered there. Kept by one replica of the shard in the home region.
@@ -625,7 +656,11 @@ impl Replica {
 
 impl Process<Slog> for Replica {
     fn on_start(&mut self, ctx: &mut Ctx<'_, Slog>, durable: Vec<Record>) {
+        let first_start = durable.is_empty();
         self.restart(durable);
+        if let Some(at) = self.scheduled.filter(|s| first_start && self.keeps(s.key)) {
+            ctx.set_timer(at.at_ns, Timer::Remaster);
+        }
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
         ctx.send(self.sequencer(), Msg::FetchLog { shard: self.shard, from: self.next_pos });
     }
@@ -666,6 +701,7 @@ impl Process<Slog> for Replica {
     fn on_timer(&mut self, ctx: &mut Ctx<'_, Slog>, timer: Timer) {
         match timer {
             Timer::ReplicaTick => self.on_tick(ctx),
+            Timer::Remaster => self.scheduled_remaster(ctx),
             Timer::Paxos(_) | Timer::Batch | Timer::SequencerTick | Timer::ClientTick => {
                 unreachable!("a sequencer's or client's timer at a replica")
             }

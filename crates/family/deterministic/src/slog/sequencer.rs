@@ -966,7 +966,9 @@ impl Process<Slog> for Sequencer {
             Timer::Paxos(t) => self.paxos.on_timer(&mut Mapped::new(ctx), t),
             Timer::Batch => self.on_batch_timer(ctx),
             Timer::SequencerTick => self.on_tick(ctx),
-            Timer::ReplicaTick | Timer::ClientTick => unreachable!("a replica's or client's timer at a sequencer"),
+            Timer::ReplicaTick | Timer::ClientTick | Timer::Remaster => {
+                unreachable!("a replica's or client's timer at a sequencer")
+            }
         }
         self.drain(ctx);
     }
