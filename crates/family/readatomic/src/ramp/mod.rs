@@ -297,6 +297,9 @@ fn build(d: &Deployment, node: NodeId, name: &str, variant: Variant) -> Result<B
             Ok(Built::Partition(Partition::new(Arc::clone(topo), node, *shard, cfg)))
         }
         Role::Replica { .. } => Ok(Built::Backup),
+        Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => {
+            Err(format!("{name} tells clients apart in its timestamps: at most {} clients", 1 << Ts::CLIENT_BITS))
+        }
         Role::Client { .. } => {
             let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
             Ok(Built::Client(Client::new(Arc::clone(topo), node, index as u32, cfg)))
