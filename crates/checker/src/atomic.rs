@@ -5,7 +5,8 @@
 //! (before writing) a key `Tw` wrote, it must see `Tw`'s last write of that
 //! key or a later version. Read-your-writes: a transaction must see, or see
 //! past, what earlier transactions of its own session wrote; violations are
-//! reported as causality violations. Serializability cycles are allowed.
+//! reported as causality violations; `read-atomic-no-ryw` leaves that out
+//! (RAMP-OPW). Serializability cycles are allowed.
 
 use crate::constraints::{Constraints, Why};
 use crate::fxhash::FxMap;
@@ -15,12 +16,14 @@ use crate::order::VersionOrder;
 use crate::report::Findings;
 use crate::txns::TxnId;
 
-/// Checks read atomicity; returns how many undecided order requirements
-/// were derived.
-pub(crate) fn check(ix: &Index<'_>, ord: &VersionOrder, f: &mut Findings) -> u64 {
+/// Checks read atomicity, with read-your-writes when `ryw`; returns how
+/// many undecided order requirements were derived.
+pub(crate) fn check(ix: &Index<'_>, ord: &VersionOrder, ryw: bool, f: &mut Findings) -> u64 {
     let mut cons = Constraints::default();
     fractured_reads(ix, ord, &mut cons, f);
-    read_your_writes(ix, ord, &mut cons, f);
+    if ryw {
+        read_your_writes(ix, ord, &mut cons, f);
+    }
     cons.cycles(ix, ord, f, |whys| {
         if whys.iter().any(|w| matches!(w, Why::Fractured { .. })) {
             AnomalyKind::FracturedRead
@@ -112,6 +115,8 @@ mod tests {
         let r = run(h);
         assert_eq!(r.kinds(), [AnomalyKind::FracturedRead], "{}", r.summary());
         assert_eq!(r.anomalies[0].txns.len(), 2);
+        let no_ryw = check(&parse_jsonl(h).unwrap(), Model::ReadAtomicNoRyw);
+        assert_eq!(no_ryw.kinds(), [AnomalyKind::FracturedRead], "fractured without read-your-writes too");
         assert!(run(&h.replace(r#"["r",2,null]]}"#, r#"["r",2,20]]}"#)).valid);
     }
 
@@ -158,6 +163,7 @@ mod tests {
         let r = run(h);
         assert_eq!(r.kinds(), [AnomalyKind::Causality], "{}", r.summary());
         assert!(r.anomalies[0].explanation.contains("read-your-writes"));
+        assert!(check(&parse_jsonl(h).unwrap(), Model::ReadAtomicNoRyw).valid, "allowed without read-your-writes");
         // Another session may read the old value.
         assert!(run(&h.replace(r#""process":1,"value":[["r"#, r#""process":2,"value":[["r"#)).valid);
     }

@@ -102,7 +102,8 @@ pub fn check(ops: &[HistoryOp], model: Model) -> CheckReport {
         }
         (Model::StrictSerializable, None) => serial::check(&ix, &ord, true, &mut f, &mut warnings),
         (Model::Serializable, _) => serial::check(&ix, &ord, false, &mut f, &mut warnings),
-        (Model::ReadAtomic, _) => atomic::check(&ix, &ord, &mut f),
+        (Model::ReadAtomic, _) => atomic::check(&ix, &ord, true, &mut f),
+        (Model::ReadAtomicNoRyw, _) => atomic::check(&ix, &ord, false, &mut f),
         (Model::Causal, _) => causal::check(&ix, &ord, &mut f),
     };
     f.finish(stats(&ix, edges), warnings)

@@ -20,6 +20,11 @@ pub enum Model {
     /// see their own writes (causality violations). Dependency cycles are
     /// allowed.
     ReadAtomic,
+    /// Read atomic without read-your-writes: no fractured reads; a session
+    /// may miss its own earlier writes (RAMP-OPW: "Scalable Atomic
+    /// Visibility with RAMP Transactions" §4.3 notes that one-phase writes
+    /// give up read-your-writes). Dependency cycles are allowed.
+    ReadAtomicNoRyw,
     /// Transactional causal consistency with convergence: reads see every
     /// write in their causal past and causal order is acyclic (causality
     /// violations), and one version order per key explains every
@@ -28,7 +33,8 @@ pub enum Model {
 }
 
 impl Model {
-    pub const ALL: [Model; 4] = [Model::StrictSerializable, Model::Serializable, Model::ReadAtomic, Model::Causal];
+    pub const ALL: [Model; 5] =
+        [Model::StrictSerializable, Model::Serializable, Model::ReadAtomic, Model::ReadAtomicNoRyw, Model::Causal];
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -36,6 +42,7 @@ impl Model {
             Model::StrictSerializable => "strict-serializable",
             Model::Serializable => "serializable",
             Model::ReadAtomic => "read-atomic",
+            Model::ReadAtomicNoRyw => "read-atomic-no-ryw",
             Model::Causal => "causal",
         }
     }
@@ -52,6 +59,9 @@ impl Model {
             Model::Serializable => !matches!(kind, RealTime | FracturedRead | Causality | Divergence),
             Model::ReadAtomic => {
                 matches!(kind, G1a | G1b | Internal | GarbageRead | DuplicateElements | FracturedRead | Causality)
+            }
+            Model::ReadAtomicNoRyw => {
+                matches!(kind, G1a | G1b | Internal | GarbageRead | DuplicateElements | FracturedRead)
             }
             Model::Causal => {
                 matches!(kind, G1a | G1b | Internal | GarbageRead | DuplicateElements | Causality | Divergence)
@@ -178,12 +188,15 @@ mod tests {
 
     #[test]
     fn weak_models_tolerate_serializability_cycles() {
-        for m in [Model::ReadAtomic, Model::Causal] {
+        for m in [Model::ReadAtomic, Model::ReadAtomicNoRyw, Model::Causal] {
             for k in [AnomalyKind::G0, AnomalyKind::G1c, AnomalyKind::GSingle, AnomalyKind::G2, AnomalyKind::RealTime] {
                 assert!(!m.forbids(k), "{m} {k}");
             }
-            assert!(m.forbids(AnomalyKind::G1a) && m.forbids(AnomalyKind::Causality));
+            assert!(m.forbids(AnomalyKind::G1a));
         }
+        assert!(Model::ReadAtomic.forbids(AnomalyKind::Causality) && Model::Causal.forbids(AnomalyKind::Causality));
+        assert!(!Model::ReadAtomicNoRyw.forbids(AnomalyKind::Causality), "sessions may miss their own writes");
+        assert!(Model::ReadAtomicNoRyw.forbids(AnomalyKind::FracturedRead));
         assert!(Model::Causal.forbids(AnomalyKind::Divergence));
         assert!(!Model::ReadAtomic.forbids(AnomalyKind::Divergence));
         assert!(Model::ReadAtomic.forbids(AnomalyKind::FracturedRead));

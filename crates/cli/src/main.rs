@@ -341,7 +341,8 @@ fn sim(
 
 fn check(model: &str, file: &Path, report_path: Option<&Path>) -> Result<(), Failure> {
     let model = Model::from_name(model).ok_or_else(|| {
-        bad(format!("--model: unknown model `{model}` (strict-serializable, serializable, read-atomic, causal)"))
+        let known: Vec<&str> = Model::ALL.iter().map(|m| m.name()).collect();
+        bad(format!("--model: unknown model `{model}` ({})", known.join(", ")))
     })?;
     let text = std::fs::read_to_string(file).map_err(|e| bad(format!("{}: cannot read: {e}", file.display())))?;
     let ops = parse_jsonl(&text).map_err(|e| bad(format!("{}:{}: {}", file.display(), e.line, e.message)))?;

@@ -132,7 +132,7 @@ pub fn run_bench(
         Target::Meridian(c) => {
             let info = crate::registry::find(&c.protocol).expect("cluster files name known protocols");
             crate::runner::check_shapes(exp, info.name, info.shapes)?;
-            (bench_topology(exp, c)?, c.protocol.clone(), info.consistency)
+            (bench_topology(exp, c)?, c.protocol.clone(), info.promise(&c.params))
         }
         Target::Etcd(_) => {
             (Topology::build(&exp.cluster_spec(), &[]), "etcd".to_string(), Consistency::StrictSerializable)

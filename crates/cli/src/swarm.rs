@@ -60,11 +60,25 @@ pub fn base_experiment(opts: &SwarmOptions) -> Result<Experiment, ConfigError> {
     if opts.config.is_none() {
         // The built-in deployment's workload, or the one the protocol runs.
         if let Some(info) = crate::registry::find(&opts.protocol) {
-            exp.workload = meridian_workload::workload_for(info.shapes, &exp.workload);
+            exp.workload = contended_like(meridian_workload::workload_for(info.shapes, &exp.workload), &exp);
         }
     }
     // Fail fast on a bad protocol name or parameters, with seed 0's profile.
     Ok(exp)
+}
+
+/// A protocol that runs only read-only and write-only transactions gets
+/// RAMP's YCSB on the base file's few keys (its `keys_per_shard` on every
+/// shard, transactions of `ops_per_txn` keys, half of them writes), so its
+/// histories are as rich in conflicts as the base workload's.
+fn contended_like(mut spec: meridian_workload::WorkloadSpec, base: &Experiment) -> meridian_workload::WorkloadSpec {
+    if spec.kind != base.workload.kind && spec.kind == meridian_workload::WorkloadKind::RampYcsb {
+        let shards = u64::from(base.cluster.shards);
+        spec.keys = base.workload.keys_per_shard.map(|k| k * shards);
+        spec.txn_size = base.workload.ops_per_txn;
+        spec.read_txn_pct = Some(50.0);
+    }
+    spec
 }
 
 /// Runs every seed; results in seed order.

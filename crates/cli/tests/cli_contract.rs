@@ -16,8 +16,10 @@ use std::time::{Duration, Instant};
 /// 3 simulated seconds (0.5 s warm-up) and a 3-second drain, seed 7.
 const SMALL: &str = include_str!("fixtures/small.toml");
 
-/// Longest any single command may take before the test fails.
-const TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest any single command may take before the test fails: a guard
+/// against a hang, not a measure of speed (the demo alone takes about 30 s
+/// in a debug build, and much longer beside the other tests on 2 cores).
+const TIMEOUT: Duration = Duration::from_secs(240);
 
 /// Every protocol name of CONTRACT.md, in its order.
 const CONTRACT_PROTOCOLS: [&str; 17] = [

@@ -90,6 +90,15 @@ async fn commit(client: &Client, program: &Program, within: Duration) -> Vec<Opt
     }
 }
 
+/// An append of `element` to `key`, or, for a protocol that runs only
+/// write-only transactions (RAMP), a blind write tagged `element`.
+fn one_write(read_write: bool, key: Key, element: u64) -> Program {
+    if read_write {
+        return Program::new(vec![Op::Append { key, element }]);
+    }
+    Program::new(vec![Op::Write { key, value: meridian_core::Value::int(element, 0) }])
+}
+
 fn run_protocol(protocol: &str, params: Vec<String>) {
     let mut cluster =
         TestCluster::start(protocol, Shape { protocol, shards: 3, replicas: 3, wan_scale: Some(0.02), params });
@@ -146,8 +155,8 @@ fn run_protocol(protocol: &str, params: Vec<String>) {
     let other = shard0.iter().map(|n| cluster.cfg.topology.name(*n).to_string()).find(|n| *n != victim).unwrap();
     cluster.kill(&other);
     let key = (0..).map(Key).find(|k| cluster.cfg.topology.shard_of(*k).0 == 0).unwrap();
-    let append = Program::new(vec![Op::Append { key, element: u64::MAX - 1 }]);
-    rt.block_on(commit(&client, &append, Duration::from_secs(15)));
+    let read_write = registry::find(protocol).expect("registered").shapes.read_write;
+    rt.block_on(commit(&client, &one_write(read_write, key, u64::MAX - 1), Duration::from_secs(15)));
 
     // Every server and service dies at once (SIGKILL) and restarts from its
     // log alone: no live node can hand it state. Every acknowledged append
@@ -166,8 +175,7 @@ fn run_protocol(protocol: &str, params: Vec<String>) {
         cluster.restart(name);
     }
     still_there(&rt.block_on(commit(&client, &read_all, Duration::from_secs(30))), "after a whole restart");
-    let append = Program::new(vec![Op::Append { key, element: u64::MAX - 2 }]);
-    rt.block_on(commit(&client, &append, Duration::from_secs(15)));
+    rt.block_on(commit(&client, &one_write(read_write, key, u64::MAX - 2), Duration::from_secs(15)));
 }
 
 #[test]

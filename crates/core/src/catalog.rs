@@ -14,6 +14,9 @@ use crate::{ClusterSpec, CounterDoc, ParamDoc, Params, ServiceSpec, Topology};
 pub struct ProtocolInfo {
     pub name: &'static str,
     pub consistency: Consistency,
+    /// The promise of a deployment with these parameters
+    /// (`Protocol::consistency_for`; see [`ProtocolInfo::promise`]).
+    pub consistency_for: Option<fn(&Params) -> Consistency>,
     /// Implemented and runnable (otherwise planned).
     pub implemented: bool,
     pub summary: &'static str,
@@ -40,6 +43,7 @@ impl ProtocolInfo {
         ProtocolInfo {
             name: P::NAME,
             consistency: P::CONSISTENCY,
+            consistency_for: Some(P::consistency_for),
             implemented: true,
             summary,
             params,
@@ -54,12 +58,15 @@ impl ProtocolInfo {
         let shapes = match consistency {
             // The read-atomic and causal algorithms of the NOC-NOC paper
             // and their baselines run read-only and write-only transactions.
-            Consistency::ReadAtomic | Consistency::Causal => Shapes::READ_ONLY_WRITE_ONLY,
+            Consistency::ReadAtomic | Consistency::ReadAtomicNoRyw | Consistency::Causal => {
+                Shapes::READ_ONLY_WRITE_ONLY
+            }
             _ => Shapes::GENERAL,
         };
         ProtocolInfo {
             name,
             consistency,
+            consistency_for: None,
             implemented: false,
             summary,
             params: &[],
@@ -67,6 +74,12 @@ impl ProtocolInfo {
             services: no_services,
             counters: no_counters,
         }
+    }
+
+    /// What a deployment with `params` promises: the catalog's level,
+    /// unless a parameter of the protocol gives something up.
+    pub fn promise(&self, params: &Params) -> Consistency {
+        self.consistency_for.map_or(self.consistency, |f| f(params))
     }
 
     /// The topology this protocol runs on for `spec`: its parameters

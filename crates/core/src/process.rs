@@ -43,6 +43,9 @@ pub enum Consistency {
     Serializable,
     /// Read atomicity with read-your-writes.
     ReadAtomic,
+    /// Read atomicity without read-your-writes: what RAMP-F with one-phase
+    /// writes (RAMP-OPW, a parameter of `ramp-f`) promises.
+    ReadAtomicNoRyw,
     /// Transactional causal consistency with convergence.
     Causal,
 }
@@ -53,6 +56,7 @@ impl Consistency {
             Consistency::StrictSerializable => "strict-serializable",
             Consistency::Serializable => "serializable",
             Consistency::ReadAtomic => "read-atomic",
+            Consistency::ReadAtomicNoRyw => "read-atomic-no-ryw",
             Consistency::Causal => "causal",
         }
     }
@@ -219,6 +223,13 @@ pub trait Protocol: Sized + 'static {
 
     /// The transaction shapes the protocol runs.
     const SHAPES: Shapes = Shapes::GENERAL;
+
+    /// What a deployment with these parameters promises: `CONSISTENCY`,
+    /// unless a parameter gives something up (RAMP-OPW's one-phase writes
+    /// give up read-your-writes). Every run is checked at this level.
+    fn consistency_for(_params: &Params) -> Consistency {
+        Self::CONSISTENCY
+    }
 
     /// Whether nodes of this role may read TrueTime (K2's data nodes have
     /// only unsynchronized clocks: its oracles may, they may not).

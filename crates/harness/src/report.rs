@@ -244,6 +244,7 @@ pub fn model_for(c: Consistency) -> Model {
         Consistency::StrictSerializable => Model::StrictSerializable,
         Consistency::Serializable => Model::Serializable,
         Consistency::ReadAtomic => Model::ReadAtomic,
+        Consistency::ReadAtomicNoRyw => Model::ReadAtomicNoRyw,
         Consistency::Causal => Model::Causal,
     }
 }
@@ -276,7 +277,7 @@ pub fn build_report<P: Protocol>(
     checked: bool,
     facts: RunFacts,
 ) -> Report {
-    build_report_for(P::NAME, P::CONSISTENCY, exp, topology, stats, history, checked, facts)
+    build_report_for(P::NAME, P::consistency_for(&exp.protocol.params), exp, topology, stats, history, checked, facts)
 }
 
 /// [`build_report`] for a system named at run time (a protocol, or a peer

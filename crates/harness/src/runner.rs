@@ -92,7 +92,12 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
             .map_err(|e| ConfigError::new(&path.display().to_string(), None, "", format!("cannot write: {e}")))?;
         sim.set_event_log(Box::new(std::io::BufWriter::new(file)));
     }
-    let driver = Rc::new(RefCell::new(build_driver(exp, &topology, opts.record_history, P::CONSISTENCY)?));
+    let driver = Rc::new(RefCell::new(build_driver(
+        exp,
+        &topology,
+        opts.record_history,
+        P::consistency_for(&exp.protocol.params),
+    )?));
     sim.set_clients(Box::new(Shared(driver.clone())));
 
     let wall = Instant::now();

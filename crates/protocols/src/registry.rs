@@ -51,8 +51,8 @@ const CATALOG: &[Known] = &[
     planned("ra-noc", ReadAtomic, "read atomic, NOC-NOC's earlier algorithm (RA-NOC)"),
     planned("eiger-noc2", Causal, "transactional causal consistency (Eiger-NOC2)"),
     planned("eiger-port", Causal, "transactional causal consistency (Eiger-PORT)"),
-    planned("ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
-    planned("ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
+    built("readatomic", "ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
+    built("readatomic", "ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
     planned("lora", ReadAtomic, "SNOW-optimal read-atomic transactions (LORA)"),
 ];
 
@@ -68,6 +68,8 @@ pub fn entries() -> &'static [&'static Entry] {
         all.extend(meridian_tiga::ENTRIES);
         #[cfg(feature = "deterministic")]
         all.extend(meridian_deterministic::ENTRIES);
+        #[cfg(feature = "readatomic")]
+        all.extend(meridian_readatomic::ENTRIES);
         all
     })
 }
@@ -174,10 +176,10 @@ mod tests {
         assert!(not_runnable("nope").contains("unknown protocol"));
     }
 
-    #[cfg(all(feature = "twopc", feature = "tiga", feature = "deterministic"))]
+    #[cfg(all(feature = "twopc", feature = "tiga", feature = "deterministic", feature = "readatomic"))]
     #[test]
     fn the_default_build_runs_every_written_protocol() {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
-        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog"]);
+        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog", "ramp-f", "ramp-s"]);
     }
 }

@@ -53,10 +53,29 @@ pub struct Shape<'a> {
     pub params: Vec<String>,
 }
 
-/// Ports nobody listens on right now (bound, then released together).
+/// Ports nobody listens on right now.
+///
+/// Chosen below Linux's ephemeral range (32768-60999): a port the kernel
+/// hands out for `:0` can be taken by any outgoing connection between the
+/// choice and the server's listen, and was (a peer port "already in use"
+/// while other test binaries ran). Each test process walks its own stretch
+/// of 20000-31999 (from its pid) and keeps the ports it can bind.
 fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<TcpListener> = (0..n).map(|_| TcpListener::bind("127.0.0.1:0").expect("a free port")).collect();
-    held.iter().map(|l| l.local_addr().expect("bound").port()).collect()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
+    let mut ports = Vec::with_capacity(n);
+    while ports.len() < n {
+        let i = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(i < SPAN, "no free loopback port left in {LOW}-{}", LOW + SPAN - 1);
+        let port = (LOW + (start + i) % SPAN) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            ports.push(port);
+        }
+    }
+    ports
 }
 
 pub struct TestCluster {

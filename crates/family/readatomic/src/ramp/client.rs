@@ -1,0 +1,572 @@
+//! A RAMP client: PUT_ALL and GET_ALL ("Scalable Atomic Visibility with
+//! RAMP Transactions", Algorithm 1 lines 14-33, Algorithm 2), talking to
+//! the partitions directly — there is no coordinator.
+//!
+//! A write-only transaction takes a fresh timestamp (`timestamps.rs`),
+//! PREPAREs its versions at every partition it writes and, once all are
+//! durable, COMMITs; it returns after the commits (RAMP-F, RAMP-S) or,
+//! with `one_phase_writes` (RAMP-OPW), after the prepares, committing in
+//! the background. A read-only transaction asks every partition for
+//! `lastCommit`; RAMP-F then fetches by timestamp only the keys whose
+//! siblings show a newer version (`v_latest`), RAMP-S always sends the set
+//! of timestamps it saw in a second round.
+//!
+//! Faults: a partition silent for `retry_ms` gets the round or phase
+//! again (partitions answer repeats); after `max_attempts` sends a read
+//! aborts (it changed nothing) and a write reports an unknown outcome —
+//! its prepared versions are then finished by the partitions' termination
+//! protocol. A partition that refused a prepare (that protocol aborted the
+//! transaction first) makes the write's outcome unknown too: it is never
+//! reported aborted, so that a refusal forgotten long after and a late
+//! prepare could not make a write reported aborted visible. A read told
+//! that a version it needs was collected starts again, up to
+//! `max_attempts` times.
+
+use super::messages::{Ask, GetId, Item, Msg, Prepare, Record, Timer, Ts};
+use super::timestamps::TsSource;
+use super::{Config, Variant, partition_of};
+use meridian_core::{
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
+    Value,
+};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// The environment a client acts through (either variant's).
+type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
+
+/// Requests waiting for a durable timestamp reservation, at most.
+const WAITING_MAX: usize = 65_536;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Round {
+    First,
+    Second,
+}
+
+/// One GET sent and not answered: what it asked, and its metadata's size.
+struct Sent {
+    ask: Ask,
+    metadata_bytes: usize,
+}
+
+struct ReadTxn {
+    request: RequestId,
+    program: Program,
+    keys: Vec<Key>,
+    step: u32,
+    round: Round,
+    items: BTreeMap<Key, Item>,
+    awaiting: BTreeMap<ShardId, Sent>,
+    sent_ns: u64,
+    sends: u32,
+    restarts: u32,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Prepare,
+    Commit,
+}
+
+struct WriteTxn {
+    /// `None` once answered (RAMP-OPW's background commit).
+    request: Option<RequestId>,
+    ops: usize,
+    phase: Phase,
+    prepares: BTreeMap<ShardId, Arc<Prepare>>,
+    awaiting: BTreeSet<ShardId>,
+    sent_ns: u64,
+    sends: u32,
+}
+
+pub struct Client {
+    topo: Arc<Topology>,
+    index: u32,
+    cfg: Config,
+    clock: TsSource,
+    reads: BTreeMap<Ts, ReadTxn>,
+    writes: BTreeMap<Ts, WriteTxn>,
+    waiting: VecDeque<(RequestId, Program)>,
+}
+
+/// The postcard-encoded size of `x`.
+fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
+    postcard::to_allocvec(x).map_or(0, |v| v.len())
+}
+
+/// The metadata a GET carries: the timestamps it asks by (keys are the
+/// read itself, not metadata).
+fn ask_metadata_bytes(ask: &Ask) -> usize {
+    match ask {
+        Ask::Latest(_) => 0,
+        Ask::Exact(wants) => encoded_len(&wants.iter().map(|(_, ts)| *ts).collect::<Vec<Ts>>()),
+        Ask::Among { among, .. } => encoded_len(among),
+    }
+}
+
+/// The metadata of one returned version: its timestamp and RAMP-F's
+/// sibling keys.
+fn item_metadata_bytes(item: &Item) -> usize {
+    encoded_len(&(item.ts, &*item.siblings))
+}
+
+/// What a request asks for, if RAMP runs it: only reads, or only blind
+/// writes (the paper's read-only and write-only transactions).
+enum Shape {
+    Read,
+    Write,
+}
+
+fn shape(program: &Program) -> Option<Shape> {
+    if program.procedure.is_some() {
+        return None;
+    }
+    if program.ops.iter().all(|op| matches!(op, Op::Read { .. })) {
+        return Some(Shape::Read);
+    }
+    program.ops.iter().all(|op| matches!(op, Op::Write { .. })).then_some(Shape::Write)
+}
+
+impl Client {
+    pub fn new(topo: Arc<Topology>, _me: NodeId, index: u32, cfg: Config) -> Client {
+        Client {
+            topo,
+            index,
+            clock: TsSource::start(index, [], cfg.reserve_ahead_us),
+            cfg,
+            reads: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            waiting: VecDeque::new(),
+        }
+    }
+
+    /// Transactions in flight (reads, writes, RAMP-OPW's background
+    /// commits).
+    pub fn outstanding(&self) -> usize {
+        self.reads.len() + self.writes.len()
+    }
+
+    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
+        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
+        for k in keys {
+            out.entry(self.topo.shard_of(k)).or_default().push(k);
+        }
+        out
+    }
+
+    fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
+        let clock_us = ctx.clock_ns() / 1_000;
+        if let Some(upto_us) = self.clock.to_reserve(clock_us) {
+            let lsn = ctx.append(Record::Reserved { upto_us });
+            self.clock.recording(lsn, upto_us);
+        }
+    }
+
+    /// Starts the request now, or holds it until a timestamp is durably
+    /// reserved.
+    fn start(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
+        let Some(shape) = shape(&program) else {
+            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        };
+        if program.is_empty() {
+            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        }
+        self.reserve(ctx);
+        let Some(ts) = self.clock.next(ctx.clock_ns() / 1_000) else {
+            if self.waiting.len() >= WAITING_MAX {
+                return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+            }
+            return self.waiting.push_back((request, program));
+        };
+        let now_ns = ctx.monotonic_ns();
+        match shape {
+            Shape::Read => self.get_all(ctx, ts, request, program, now_ns),
+            Shape::Write => self.put_all(ctx, ts, request, program, now_ns),
+        }
+    }
+
+    // ---- PUT_ALL ----
+
+    /// Algorithm 1 lines 14-19: a timestamp, `I_tx`, and the versions
+    /// prepared at every partition written.
+    fn put_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, request: RequestId, program: Program, now_ns: u64) {
+        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
+        for op in &program.ops {
+            if let Op::Write { key, value } = op {
+                last.insert(*key, value.clone());
+            }
+        }
+        let keys: Arc<[Key]> = last.keys().copied().collect();
+        let participants: Vec<ShardId> = self.by_shard(keys.iter().copied()).into_keys().collect();
+        let mut prepares = BTreeMap::new();
+        for (key, value) in last {
+            let shard = self.topo.shard_of(key);
+            let p = prepares.entry(shard).or_insert_with(|| Prepare {
+                ts,
+                writes: Vec::new(),
+                keys: Arc::clone(&keys),
+                participants: participants.clone(),
+            });
+            p.writes.push((key, value));
+        }
+        let prepares: BTreeMap<ShardId, Arc<Prepare>> = prepares.into_iter().map(|(s, p)| (s, Arc::new(p))).collect();
+        let awaiting: BTreeSet<ShardId> = prepares.keys().copied().collect();
+        let w = WriteTxn {
+            request: Some(request),
+            ops: program.ops.len(),
+            phase: Phase::Prepare,
+            prepares,
+            awaiting,
+            sent_ns: now_ns,
+            sends: 1,
+        };
+        self.send_phase(ctx, ts, &w);
+        self.writes.insert(ts, w);
+    }
+
+    fn send_phase(&self, ctx: &mut ClientCtx<'_>, ts: Ts, w: &WriteTxn) {
+        for shard in &w.awaiting {
+            let to = partition_of(&self.topo, *shard);
+            match w.phase {
+                Phase::Prepare => ctx.send(to, Msg::Prepare(Arc::clone(&w.prepares[shard]))),
+                Phase::Commit => ctx.send(to, Msg::Commit { ts }),
+            }
+        }
+    }
+
+    /// Algorithm 1 lines 20-21 once every partition prepared: COMMIT
+    /// everywhere. RAMP-OPW returns to the client here, after one phase.
+    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(w) = self.writes.get_mut(&ts) else { return };
+        if w.phase != Phase::Prepare || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+            return;
+        }
+        w.phase = Phase::Commit;
+        w.awaiting = w.prepares.keys().copied().collect();
+        w.sent_ns = ctx.monotonic_ns();
+        w.sends = 1;
+        if self.cfg.one_phase_writes
+            && let Some(request) = w.request.take()
+        {
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 1);
+            ctx.complete(request, Outcome::Committed { results: vec![None; w.ops] });
+        }
+        let w = &self.writes[&ts];
+        self.send_phase(ctx, ts, w);
+    }
+
+    /// Every partition committed: the write returns (RAMP-F, RAMP-S), or
+    /// RAMP-OPW's background commit is done.
+    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(w) = self.writes.get_mut(&ts) else { return };
+        if w.phase != Phase::Commit || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+            return;
+        }
+        let w = self.writes.remove(&ts).expect("present");
+        if let Some(request) = w.request {
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 2);
+            ctx.complete(request, Outcome::Committed { results: vec![None; w.ops] });
+        }
+    }
+
+    /// The termination protocol aborted the write at a partition before
+    /// its prepare arrived: it never commits, but is reported unknown
+    /// (see the module documentation).
+    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts) {
+        let Some(w) = self.writes.get(&ts) else { return };
+        if w.phase != Phase::Prepare {
+            return;
+        }
+        let w = self.writes.remove(&ts).expect("present");
+        ctx.count("writes_refused", 1);
+        if let Some(request) = w.request {
+            ctx.complete(request, Outcome::Unknown);
+        }
+    }
+
+    // ---- GET_ALL ----
+
+    /// Algorithm 1 lines 22-25 (Algorithm 2 alike): the first round asks
+    /// every partition for `lastCommit` of its keys.
+    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, request: RequestId, program: Program, now_ns: u64) {
+        let keys = program.read_set();
+        let mut r = ReadTxn {
+            request,
+            program,
+            keys,
+            step: 0,
+            round: Round::First,
+            items: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
+            sent_ns: now_ns,
+            sends: 0,
+            restarts: 0,
+        };
+        let asks = self.first_round(&r.keys);
+        self.send_round(ctx, ts, &mut r, Round::First, asks, now_ns);
+        self.reads.insert(ts, r);
+    }
+
+    fn first_round(&self, keys: &[Key]) -> BTreeMap<ShardId, Ask> {
+        self.by_shard(keys.iter().copied()).into_iter().map(|(s, keys)| (s, Ask::Latest(keys))).collect()
+    }
+
+    fn send_round(
+        &self,
+        ctx: &mut ClientCtx<'_>,
+        read: Ts,
+        r: &mut ReadTxn,
+        round: Round,
+        asks: BTreeMap<ShardId, Ask>,
+        now_ns: u64,
+    ) {
+        assert!(!asks.is_empty(), "a round asks something");
+        r.step += 1;
+        r.round = round;
+        r.sent_ns = now_ns;
+        r.sends = 1;
+        r.awaiting = asks
+            .into_iter()
+            .map(|(shard, ask)| {
+                let metadata_bytes = ask_metadata_bytes(&ask);
+                (shard, Sent { ask, metadata_bytes })
+            })
+            .collect();
+        self.resend_round(ctx, read, r);
+    }
+
+    fn resend_round(&self, ctx: &mut ClientCtx<'_>, read: Ts, r: &ReadTxn) {
+        let id = GetId { read, step: r.step };
+        for (shard, sent) in &r.awaiting {
+            ctx.send(partition_of(&self.topo, *shard), Msg::Get { id, ask: sent.ask.clone() });
+        }
+    }
+
+    fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
+        let Some(sent) = r.awaiting.remove(&shard) else { return };
+        let answer_bytes: usize = items.iter().map(item_metadata_bytes).sum();
+        ctx.observe("metadata_bytes_per_request", (sent.metadata_bytes + answer_bytes) as u64);
+        for item in items {
+            ctx.observe("metadata_bytes_per_version", item_metadata_bytes(&item) as u64);
+            r.items.insert(item.key, item);
+        }
+        if r.awaiting.is_empty() {
+            let now_ns = ctx.monotonic_ns();
+            self.on_round_done(ctx, id.read, now_ns);
+        }
+    }
+
+    fn on_round_done(&mut self, ctx: &mut ClientCtx<'_>, read: Ts, now_ns: u64) {
+        let mut r = self.reads.remove(&read).expect("a read in flight");
+        let second = match (r.round, self.cfg.variant) {
+            (Round::Second, _) => None,
+            (Round::First, Variant::Fast) => self.repairs(ctx, &r),
+            (Round::First, Variant::Small) => Some(self.second_round_small(&r)),
+        };
+        match second {
+            Some(asks) => {
+                self.send_round(ctx, read, &mut r, Round::Second, asks, now_ns);
+                self.reads.insert(read, r);
+            }
+            None => self.finish_read(ctx, r),
+        }
+    }
+
+    /// Algorithm 1 lines 26-32: `v_latest[i]`, the newest timestamp of a
+    /// transaction that wrote `i` among the versions read (their sibling
+    /// metadata), and the keys read below it, fetched again by timestamp.
+    /// `None` when the first round was not fractured (one round).
+    fn repairs(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) -> Option<BTreeMap<ShardId, Ask>> {
+        let mut v_latest: BTreeMap<Key, Ts> = BTreeMap::new();
+        for item in r.items.values() {
+            let Some(ts) = item.ts else { continue };
+            for sibling in item.siblings.iter().filter(|k| r.keys.binary_search(k).is_ok()) {
+                let v = v_latest.entry(*sibling).or_insert(ts);
+                *v = (*v).max(ts);
+            }
+        }
+        let stale: Vec<(Key, Ts)> =
+            v_latest.into_iter().filter(|(k, latest)| r.items.get(k).is_none_or(|i| i.ts < Some(*latest))).collect();
+        if stale.is_empty() || self.cfg.skip_repair {
+            return None;
+        }
+        ctx.count("repair_reads", stale.len() as u64);
+        let mut asks: BTreeMap<ShardId, Vec<(Key, Ts)>> = BTreeMap::new();
+        for (key, ts) in stale {
+            asks.entry(self.topo.shard_of(key)).or_default().push((key, ts));
+        }
+        Some(asks.into_iter().map(|(s, wants)| (s, Ask::Exact(wants))).collect())
+    }
+
+    /// Algorithm 2's second round: every key again, with the set of
+    /// timestamps the first round returned.
+    fn second_round_small(&self, r: &ReadTxn) -> BTreeMap<ShardId, Ask> {
+        let among: BTreeSet<Ts> = r.items.values().filter_map(|i| i.ts).collect();
+        let among: Vec<Ts> = among.into_iter().collect();
+        let by_shard = self.by_shard(r.keys.iter().copied());
+        by_shard.into_iter().map(|(s, keys)| (s, Ask::Among { keys, among: among.clone() })).collect()
+    }
+
+    fn finish_read(&mut self, ctx: &mut ClientCtx<'_>, r: ReadTxn) {
+        let rounds = match r.round {
+            Round::First => 1,
+            Round::Second => 2,
+        };
+        ctx.count("reads", 1);
+        ctx.count("read_rounds", rounds);
+        ctx.count(if rounds == 1 { "reads_one_round" } else { "reads_two_rounds" }, 1);
+        ctx.observe("rounds_per_read", rounds);
+        let value = |key: &Key| r.items.get(key).and_then(|i| i.value.clone());
+        let results = r.program.ops.iter().map(|op| value(&op.key())).collect();
+        ctx.complete(r.request, Outcome::Committed { results });
+    }
+
+    /// A version the read needs was collected: the read starts again.
+    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
+        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
+        r.restarts += 1;
+        if r.restarts > self.cfg.max_attempts {
+            ctx.count("reads_given_up", 1);
+            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+        }
+        ctx.count("read_restarts", 1);
+        r.items.clear();
+        let asks = self.first_round(&r.keys);
+        let now_ns = ctx.monotonic_ns();
+        self.send_round(ctx, id.read, &mut r, Round::First, asks, now_ns);
+        self.reads.insert(id.read, r);
+    }
+
+    // ---- retries ----
+
+    fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
+        ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
+        let now_ns = ctx.monotonic_ns();
+        self.reserve(ctx);
+        self.resend_reads(ctx, now_ns);
+        self.resend_writes(ctx, now_ns);
+    }
+
+    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let due: Vec<Ts> =
+            self.reads.iter().filter(|(_, r)| r.sent_ns + self.cfg.retry_ns <= now_ns).map(|(t, _)| *t).collect();
+        for ts in due {
+            let mut r = self.reads.remove(&ts).expect("listed");
+            if r.sends >= self.cfg.max_attempts {
+                ctx.count("reads_given_up", 1);
+                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+                continue;
+            }
+            ctx.count("read_resends", 1);
+            r.sends += 1;
+            r.sent_ns = now_ns;
+            self.resend_round(ctx, ts, &r);
+            self.reads.insert(ts, r);
+        }
+    }
+
+    fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let due: Vec<Ts> =
+            self.writes.iter().filter(|(_, w)| w.sent_ns + self.cfg.retry_ns <= now_ns).map(|(t, _)| *t).collect();
+        for ts in due {
+            let mut w = self.writes.remove(&ts).expect("listed");
+            if w.sends >= self.cfg.max_attempts {
+                match w.request {
+                    Some(request) => {
+                        ctx.count("unknown_outcomes", 1);
+                        ctx.complete(request, Outcome::Unknown);
+                    }
+                    None => ctx.count("background_commits_dropped", 1),
+                }
+                continue;
+            }
+            ctx.count("write_resends", 1);
+            w.sends += 1;
+            w.sent_ns = now_ns;
+            self.send_phase(ctx, ts, &w);
+            self.writes.insert(ts, w);
+        }
+    }
+
+    /// Requests held for a reservation start once it is durable.
+    fn start_waiting(&mut self, ctx: &mut ClientCtx<'_>) {
+        let waiting = std::mem::take(&mut self.waiting);
+        for (request, program) in waiting {
+            self.start(ctx, request, program);
+        }
+    }
+}
+
+impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
+        let reserved = durable.into_iter().filter_map(|r| match r {
+            Record::Reserved { upto_us } => Some(upto_us),
+            _ => None,
+        });
+        self.clock = TsSource::start(self.index, reserved, self.cfg.reserve_ahead_us);
+        self.reserve(ctx);
+        ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        if self.clock.persisted(upto) {
+            // Earlier reservations are covered by this one.
+            ctx.compact(upto, Record::Reserved { upto_us: self.clock.reserved_us() });
+            self.start_waiting(ctx);
+        }
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, program: Program) {
+        self.start(ctx, request, program);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Prepared { ts } => self.on_prepared(ctx, from, ts),
+            Msg::Committed { ts } => self.on_committed(ctx, from, ts),
+            Msg::Refused { ts } => self.on_refused(ctx, ts),
+            Msg::Got { id, items } => self.on_got(ctx, from, id, items),
+            Msg::Gone { id } => self.on_gone(ctx, id),
+            // Messages to partitions.
+            Msg::Prepare(_)
+            | Msg::Commit { .. }
+            | Msg::Get { .. }
+            | Msg::CheckPrepared { .. }
+            | Msg::PrepareState { .. } => {}
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
+        match timer {
+            Timer::ClientTick => self.on_tick(ctx),
+            Timer::Gc | Timer::Ctp => unreachable!("a partition's timer at a client"),
+        }
+    }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("reads", self.reads.len());
+        out("writes", self.writes.len());
+        out("waiting", self.waiting.len());
+    }
+
+    fn check_invariants(&self) {
+        self.clock.check_invariants();
+        assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
+        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
+            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
+            assert!(r.restarts <= self.cfg.max_attempts, "restarts within their bound");
+        }
+        for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
+            assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
+            assert!(w.request.is_some() || w.phase == Phase::Commit, "only a commit goes on after its answer");
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Handlers driven by hand: the effects of one event compared with what
+//! the paper's algorithms say the transition does.
+
+use super::messages::{Ask, GetId, Held, Item, Msg, Prepare, Record, Timer, Ts};
+use super::{NodeF, RampF};
+use meridian_core::{
+    ClusterSpec, Deployment, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program, Protocol,
+    RegionId, RequestId, ShardId, Topology, Value,
+};
+use std::sync::Arc;
+
+const MS: u64 = 1_000_000;
+
+/// Two shards, one replica (the partition) each, one client.
+fn deployment() -> Deployment {
+    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+    let spec = ClusterSpec {
+        regions: matrix.regions.clone(),
+        server_regions: vec![RegionId(0)],
+        shards: 2,
+        replicas_per_shard: 1,
+        leaders: LeaderPlacement::Colocated,
+        client_regions: vec![RegionId(0)],
+        clients_per_region: 1,
+    };
+    let topology = Arc::new(Topology::build(&spec, &[]));
+    Deployment { topology, params: Params::new(), epsilon_us: 100, latency: Arc::new(matrix) }
+}
+
+fn hand(d: &Deployment, node: NodeId) -> Hand<RampF> {
+    let mut h = Hand::new(RampF::build(d, node).unwrap(), Arc::clone(&d.topology), node, Now::at(0));
+    h.start(Vec::new());
+    h
+}
+
+fn partition(d: &Deployment, shard: u32) -> NodeId {
+    d.topology.initial_leader(ShardId(shard))
+}
+
+/// A key on `shard`, the `n`-th.
+fn key_on(d: &Deployment, shard: u32, n: usize) -> Key {
+    (0..).map(Key).filter(|k| d.topology.shard_of(*k).0 == shard).nth(n).unwrap()
+}
+
+/// A transaction at `ts` writing `x` (shard 0) and `y` (shard 1).
+fn prepare(d: &Deployment, ts: Ts, shard: u32) -> Arc<Prepare> {
+    let (x, y) = (key_on(d, 0, 0), key_on(d, 1, 0));
+    let key = if shard == 0 { x } else { y };
+    Arc::new(Prepare {
+        ts,
+        writes: vec![(key, Value::int(ts.0, 1))],
+        keys: Arc::from([x, y]),
+        participants: vec![ShardId(0), ShardId(1)],
+    })
+}
+
+fn sent(fx: &meridian_core::EffectsOf<RampF>) -> Vec<&Msg> {
+    fx.sends().map(|(_, m)| m).collect()
+}
+
+#[test]
+fn a_prepare_is_acknowledged_only_once_its_versions_are_durable() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let mut p = hand(&d, partition(&d, 0));
+    let fx = p.message(client, Msg::Prepare(prepare(&d, Ts(10), 0)));
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Prepared(_))), "Algorithm 1 line 4, durably");
+    assert!(sent(&fx).is_empty(), "no acknowledgement before the append is durable");
+    let fx = p.persist_all();
+    assert!(matches!(sent(&fx)[..], [Msg::Prepared { ts: Ts(10) }]));
+    // A first-round GET does not see a prepared version.
+    let x = key_on(&d, 0, 0);
+    let id = GetId { read: Ts(11), step: 1 };
+    let fx = p.message(client, Msg::Get { id, ask: Ask::Latest(vec![x]) });
+    assert!(matches!(sent(&fx)[..], [Msg::Got { items, .. }] if items[0].ts.is_none()));
+}
+
+#[test]
+fn a_commit_raises_last_commit_and_a_first_round_returns_the_version_with_its_siblings() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let mut p = hand(&d, partition(&d, 0));
+    p.message(client, Msg::Prepare(prepare(&d, Ts(10), 0)));
+    p.persist_all();
+    let fx = p.message(client, Msg::Commit { ts: Ts(10) });
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Committed { ts: Ts(10) })));
+    assert!(matches!(sent(&p.persist_all())[..], [Msg::Committed { ts: Ts(10) }]), "acknowledged once durable");
+    let (x, y) = (key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let fx = p.message(client, Msg::Get { id: GetId { read: Ts(11), step: 1 }, ask: Ask::Latest(vec![x]) });
+    let [Msg::Got { items, .. }] = &sent(&fx)[..] else { panic!("one answer") };
+    assert_eq!(items[0].ts, Some(Ts(10)), "Algorithm 1 line 11: the version at lastCommit");
+    assert_eq!(&*items[0].siblings, &[y], "line 18: md = I_tx − {{i}}");
+}
+
+#[test]
+fn a_partition_that_never_prepared_a_transaction_refuses_it_for_good_when_asked() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let mut p1 = hand(&d, partition(&d, 1));
+    let keys = prepare(&d, Ts(10), 1).keys.clone();
+    let fx = p1.message(partition(&d, 0), Msg::CheckPrepared { ts: Ts(10), keys });
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Aborted { ts: Ts(10) })));
+    assert!(sent(&fx).is_empty(), "the refusal is durable before it is told");
+    let fx = p1.persist_all();
+    assert!(matches!(sent(&fx)[..], [Msg::PrepareState { ts: Ts(10), held: Held::Aborted }]));
+    let fx = p1.message(client, Msg::Prepare(prepare(&d, Ts(10), 1)));
+    assert!(matches!(sent(&fx)[..], [Msg::Refused { ts: Ts(10) }]), "the late prepare is refused");
+    assert_eq!(fx.appends().count(), 0, "and installs nothing");
+}
+
+#[test]
+fn a_transaction_left_prepared_is_committed_once_every_participant_holds_it() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let mut p0 = hand(&d, partition(&d, 0));
+    p0.message(client, Msg::Prepare(prepare(&d, Ts(10), 0)));
+    p0.persist_all();
+    // The writer goes silent: no COMMIT. After `ctp_ms` the partition asks.
+    p0.set_time_ns(1_000 * MS);
+    let fx = p0.timer(Timer::Ctp);
+    assert!(matches!(sent(&fx)[..], [Msg::CheckPrepared { ts: Ts(10), .. }]), "§4.6: ask the other participant");
+    assert_eq!(fx.counted("ctp_runs"), 1);
+    let fx = p0.message(partition(&d, 1), Msg::PrepareState { ts: Ts(10), held: Held::Prepared });
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Committed { ts: Ts(10) })), "every participant holds it");
+    let x = key_on(&d, 0, 0);
+    match &p0.node {
+        NodeF::Partition(p) => assert_eq!(p.last_commit(x), Some(Ts(10))),
+        _ => panic!("a partition"),
+    }
+    let fx = p0.persist_all();
+    let to_p1 = fx.sends().any(|(to, m)| to == partition(&d, 1) && matches!(m, Msg::Commit { ts: Ts(10) }));
+    assert!(to_p1, "and the other participant is told to commit");
+}
+
+#[test]
+fn a_ramp_f_client_fetches_only_the_stale_sibling_in_its_second_round() {
+    let d = deployment();
+    let mut c = hand(&d, d.topology.clients()[0]);
+    c.persist_all(); // the timestamp reservation
+    let (x, y) = (key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let fx = c.request(RequestId(1), Program::new(vec![Op::Read { key: x }, Op::Read { key: y }]));
+    let gets: Vec<(NodeId, GetId)> = fx
+        .sends()
+        .filter_map(|(to, m)| match m {
+            Msg::Get { id, ask: Ask::Latest(_) } => Some((to, *id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gets.len(), 2, "Algorithm 1 lines 24-25: one GET per partition");
+    let id = gets[0].1;
+    // x at ts 10 names y as its sibling; y's partition still has nothing
+    // committed: the first round is fractured.
+    let xs = Item { key: x, ts: Some(Ts(10)), value: Some(Value::int(10, 1)), siblings: Arc::from([y]) };
+    let ys = Item { key: y, ts: None, value: None, siblings: Arc::from([]) };
+    c.message(partition(&d, 0), Msg::Got { id, items: vec![xs] });
+    let fx = c.message(partition(&d, 1), Msg::Got { id, items: vec![ys] });
+    let repairs: Vec<(NodeId, &Ask)> = fx
+        .sends()
+        .filter_map(|(to, m)| match m {
+            Msg::Get { ask, .. } => Some((to, ask)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(repairs.len(), 1, "only y's partition is asked again");
+    assert_eq!(repairs[0].0, partition(&d, 1));
+    assert_eq!(repairs[0].1, &Ask::Exact(vec![(y, Ts(10))]), "lines 30-32: y at v_latest");
+    assert_eq!(fx.counted("repair_reads"), 1);
+    let second = GetId { read: id.read, step: id.step + 1 };
+    let yv = Item { key: y, ts: Some(Ts(10)), value: Some(Value::int(11, 1)), siblings: Arc::from([x]) };
+    let fx = c.message(partition(&d, 1), Msg::Got { id: second, items: vec![yv] });
+    let done: Vec<_> = fx.completions().collect();
+    assert_eq!(done.len(), 1);
+    assert!(
+        matches!(done[0].1, meridian_core::Outcome::Committed { results } if results[1].as_ref().map(|v| v.tag) == Some(11))
+    );
+}

@@ -1,0 +1,337 @@
+//! A RAMP partition: the primary of one shard ("Scalable Atomic
+//! Visibility with RAMP Transactions", Algorithm 1 lines 1-13 and
+//! Algorithm 2's server side). It installs prepared versions, raises
+//! `lastCommit` on COMMIT, answers GETs by `lastCommit`, by timestamp
+//! (RAMP-F) or by timestamp set (RAMP-S), collects overwritten versions,
+//! and finishes transactions whose writer went silent between PREPARE and
+//! COMMIT (the cooperative termination protocol, §4.6).
+//!
+//! Acknowledgements of PREPARE and COMMIT, and the termination protocol's
+//! answers, leave only once what they acknowledge is durable. GETs are
+//! answered at once: a version committed in memory and lost in a crash
+//! was prepared durably everywhere first, so a reader repairing towards it
+//! still finds its siblings.
+//!
+//! It must never make a version visible (raise `lastCommit` to it) unless
+//! every participant of its transaction prepared it.
+
+use super::messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Timer, Ts};
+use super::pending::Pending;
+use super::recovery::Checkpoints;
+use super::versions::{Lookup, Versions};
+use super::{Config, Variant, partition_of};
+use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
+use meridian_mechanisms::durable::AfterDurable;
+use std::sync::Arc;
+
+/// The environment a partition acts through (either variant's).
+pub(super) type PartitionCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
+
+pub struct Partition {
+    pub(super) topo: Arc<Topology>,
+    pub(super) shard: ShardId,
+    pub(super) cfg: Config,
+    pub(super) versions: Versions,
+    pub(super) pending: Pending,
+    pub(super) out: AfterDurable<(NodeId, Msg)>,
+    pub(super) checkpoints: Checkpoints,
+}
+
+impl Partition {
+    pub fn new(topo: Arc<Topology>, _me: NodeId, shard: ShardId, cfg: Config) -> Partition {
+        Partition {
+            topo,
+            shard,
+            versions: Versions::new(cfg.gc_window_ns, cfg.superseded_max),
+            pending: Pending::new(shard, cfg.pending_max, cfg.aborted_remembered),
+            out: AfterDurable::new(),
+            checkpoints: Checkpoints::new(cfg.checkpoint_records),
+            cfg,
+        }
+    }
+
+    /// The versions (for tests and the end-of-run inspection).
+    pub fn store(&self) -> &meridian_mechanisms::mvstore::MvStore<meridian_mechanisms::mvstore::Meta> {
+        self.versions.store()
+    }
+
+    /// `lastCommit[key]`.
+    pub fn last_commit(&self, key: Key) -> Option<Ts> {
+        self.versions.last_commit(key)
+    }
+
+    /// Prepared transactions not committed here.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The keys of `keys` on this shard.
+    fn mine(&self, keys: &[Key]) -> Vec<Key> {
+        keys.iter().copied().filter(|k| self.topo.shard_of(*k) == self.shard).collect()
+    }
+
+    /// Algorithm 1 line 18: RAMP-F's metadata of the version of `key`,
+    /// `I_tx − {i}`; RAMP-S keeps none (Algorithm 2).
+    fn siblings(&self, keys: &[Key], key: Key) -> Arc<[Key]> {
+        match self.cfg.variant {
+            Variant::Fast => keys.iter().copied().filter(|k| *k != key).collect(),
+            Variant::Small => Arc::from([]),
+        }
+    }
+
+    // ---- state changes, shared by the handlers and by replay ----
+
+    /// Algorithm 1 line 4: `versions.add(v)` for each write.
+    pub(super) fn install(&mut self, p: &Prepare, now_ns: u64) {
+        for (key, value) in &p.writes {
+            debug_assert_eq!(self.topo.shard_of(*key), self.shard, "a prepare carries this shard's writes");
+            let siblings = self.siblings(&p.keys, *key);
+            self.versions.prepare(*key, p.ts, value.clone(), siblings);
+        }
+        let txn = PendingTxn { keys: Arc::clone(&p.keys), participants: p.participants.clone() };
+        self.pending.add(p.ts, txn, now_ns);
+    }
+
+    /// Algorithm 1 lines 7-8: every version of `ts` here is committed and
+    /// `lastCommit` raised to it. False if `ts` is not pending here.
+    pub(super) fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
+        let Some(txn) = self.pending.remove(ts) else { return false };
+        for key in self.mine(&txn.keys) {
+            let committed = self.versions.commit(key, ts, now_ns);
+            debug_assert!(committed, "a pending transaction's versions are prepared here");
+        }
+        true
+    }
+
+    /// The termination protocol refused `ts`: its versions here go, and
+    /// a prepare arriving later is refused.
+    pub(super) fn apply_abort(&mut self, ts: Ts) {
+        if let Some(txn) = self.pending.abort(ts) {
+            for key in self.mine(&txn.keys) {
+                self.versions.abort(key, ts);
+            }
+        }
+    }
+
+    fn append(&mut self, ctx: &mut PartitionCtx<'_>, record: Record) -> Lsn {
+        let lsn = ctx.append(record);
+        self.out.appended(lsn);
+        self.checkpoints.appended(lsn);
+        lsn
+    }
+
+    /// Sends `msg` once everything appended so far is durable.
+    fn send_durable(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, msg: Msg) {
+        if let Some((to, msg)) = self.out.after_last((to, msg)) {
+            ctx.send(to, msg);
+        }
+    }
+
+    /// Whether a version of `ts` is here, prepared or committed.
+    fn holds(&self, ts: Ts, keys: &[Key]) -> bool {
+        self.mine(keys).into_iter().any(|k| self.versions.holds(k, ts))
+    }
+
+    /// Whether `ts` may become visible as far as this partition goes: a
+    /// version of it is here, or `lastCommit` is at or past it on one of
+    /// its keys (as the paper's implementation answers: a reader whose
+    /// first round here saw `lastCommit` needs no version of `ts` here,
+    /// and one that saw an older version and asks for `ts` exactly is told
+    /// `Gone` and reads again).
+    fn settled(&self, ts: Ts, keys: &[Key]) -> bool {
+        let past = |k: &Key| self.versions.last_commit(*k).is_some_and(|l| l >= ts);
+        self.holds(ts, keys) || self.mine(keys).iter().any(past)
+    }
+
+    // ---- handlers ----
+
+    /// Algorithm 1 lines 3-5 (PREPARE): install the versions, acknowledge
+    /// once durable. A repeat is acknowledged again; a transaction the
+    /// termination protocol refused is refused.
+    fn on_prepare(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, p: Arc<Prepare>, now_ns: u64) {
+        let ts = p.ts;
+        if self.pending.is_aborted(ts) {
+            return ctx.send(from, Msg::Refused { ts });
+        }
+        if !self.pending.contains(ts) && !self.holds(ts, &p.keys) {
+            if self.pending.is_full() {
+                return ctx.count("prepares_shed", 1);
+            }
+            self.install(&p, now_ns);
+            self.append(ctx, Record::Prepared(p));
+        }
+        self.send_durable(ctx, from, Msg::Prepared { ts });
+    }
+
+    /// Algorithm 1 lines 6-8 (COMMIT): commit the versions of `ts`,
+    /// acknowledge once durable. A repeat (or a commit the termination
+    /// protocol already made) is acknowledged again.
+    fn on_commit(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, now_ns: u64) {
+        if self.pending.is_aborted(ts) {
+            // Never sent: a client commits only what every participant
+            // acknowledged, and this one refused it.
+            debug_assert!(false, "a commit of a refused transaction");
+            return;
+        }
+        if self.apply_commit(ts, now_ns) {
+            self.append(ctx, Record::Committed { ts });
+        }
+        if self.topo.is_client(from) {
+            self.send_durable(ctx, from, Msg::Committed { ts });
+        }
+    }
+
+    /// Algorithm 1 lines 9-13 and Algorithm 2's GET: the versions asked
+    /// for, or `Gone` if one was collected.
+    fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, id: GetId, ask: Ask) {
+        let items: Option<Vec<Item>> = match ask {
+            Ask::Latest(keys) => Some(keys.into_iter().map(|k| self.versions.latest(k)).collect()),
+            Ask::Exact(wants) => wants.into_iter().map(|(k, ts)| found(self.versions.exact(k, ts))).collect(),
+            Ask::Among { keys, among } => keys.into_iter().map(|k| found(self.versions.among(k, &among))).collect(),
+        };
+        match items {
+            Some(items) => ctx.send(from, Msg::Got { id, items }),
+            None => {
+                ctx.count("gone_answers", 1);
+                ctx.send(from, Msg::Gone { id });
+            }
+        }
+    }
+
+    /// §4.6, the question: does this participant hold `ts`? One that
+    /// never prepared it refuses it for good, durably, before answering.
+    fn on_check_prepared(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, keys: Arc<[Key]>) {
+        let held = if self.pending.is_aborted(ts) {
+            Held::Aborted
+        } else if self.pending.contains(ts) || self.settled(ts, &keys) {
+            Held::Prepared
+        } else {
+            self.pending.abort(ts);
+            self.append(ctx, Record::Aborted { ts });
+            Held::Aborted
+        };
+        self.send_durable(ctx, from, Msg::PrepareState { ts, held });
+    }
+
+    /// §4.6, the answers: commit once every other participant holds `ts`
+    /// (and tell them to), abort as soon as one refused it.
+    fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
+        let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        if !self.pending.contains(ts) {
+            return;
+        }
+        match held {
+            Held::Aborted => {
+                ctx.count("ctp_aborts", 1);
+                self.apply_abort(ts);
+                self.append(ctx, Record::Aborted { ts });
+            }
+            Held::Prepared => {
+                if !self.pending.held_by(ts, from_shard) {
+                    return;
+                }
+                let participants = self.pending.get(ts).map(|t| t.participants.clone()).unwrap_or_default();
+                ctx.count("ctp_commits", 1);
+                self.apply_commit(ts, now_ns);
+                self.append(ctx, Record::Committed { ts });
+                let me = self.shard;
+                for shard in participants.into_iter().filter(|s| *s != me) {
+                    let to = partition_of(&self.topo, shard);
+                    self.send_durable(ctx, to, Msg::Commit { ts });
+                }
+            }
+        }
+    }
+
+    fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
+        ctx.set_timer(self.cfg.gc_tick_ns, Timer::Gc);
+        let dropped = self.versions.collect(now_ns);
+        if dropped > 0 {
+            ctx.count("gc_versions", dropped);
+        }
+    }
+
+    /// §4.6: ask the other participants of every transaction pending for
+    /// `ctp_ms`.
+    fn on_ctp_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
+        ctx.set_timer(self.cfg.ctp_tick_ns, Timer::Ctp);
+        for q in self.pending.due(now_ns, self.cfg.ctp_ns) {
+            for shard in q.ask {
+                ctx.count("ctp_runs", 1);
+                let to = partition_of(&self.topo, shard);
+                ctx.send(to, Msg::CheckPrepared { ts: q.ts, keys: Arc::clone(&q.keys) });
+            }
+        }
+    }
+
+    /// After every event: a checkpoint when one is due.
+    fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
+        if let Some(upto) = self.checkpoints.due() {
+            let snapshot = self.snapshot();
+            ctx.compact(upto, Record::Snapshot(Arc::new(snapshot)));
+            ctx.count("checkpoints", 1);
+        }
+    }
+}
+
+fn found(l: Lookup) -> Option<Item> {
+    match l {
+        Lookup::Found(item) => Some(item),
+        Lookup::Gone => None,
+    }
+}
+
+impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Partition {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
+        let now_ns = ctx.monotonic_ns();
+        self.restore(durable, now_ns);
+        ctx.set_timer(self.cfg.gc_tick_ns, Timer::Gc);
+        ctx.set_timer(self.cfg.ctp_tick_ns, Timer::Ctp);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
+        let now_ns = ctx.monotonic_ns();
+        match msg {
+            Msg::Prepare(p) => self.on_prepare(ctx, from, p, now_ns),
+            Msg::Commit { ts } => self.on_commit(ctx, from, ts, now_ns),
+            Msg::Get { id, ask } => self.on_get(ctx, from, id, ask),
+            Msg::CheckPrepared { ts, keys } => self.on_check_prepared(ctx, from, ts, keys),
+            Msg::PrepareState { ts, held } => self.on_prepare_state(ctx, from, ts, held, now_ns),
+            // A partition's own acknowledgements of a commit it forwarded.
+            Msg::Committed { .. } => {}
+            // Answers to clients.
+            Msg::Prepared { .. } | Msg::Refused { .. } | Msg::Got { .. } | Msg::Gone { .. } => {}
+        }
+        self.after_event(ctx);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
+        let now_ns = ctx.monotonic_ns();
+        match timer {
+            Timer::Gc => self.on_gc_tick(ctx, now_ns),
+            Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
+            Timer::ClientTick => unreachable!("a client's timer at a partition"),
+        }
+        self.after_event(ctx);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        while let Some((to, msg)) = self.out.next_freed(upto) {
+            ctx.send(to, msg);
+        }
+    }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("versions", self.versions.versions());
+        out("overwrites_waiting", self.versions.waiting());
+        out("pending", self.pending.len());
+        out("aborted", self.pending.aborted_len());
+        out("held_replies", self.out.len());
+    }
+
+    fn check_invariants(&self) {
+        self.versions.check_invariants();
+        self.pending.check_invariants();
+        self.out.check_invariants();
+    }
+}

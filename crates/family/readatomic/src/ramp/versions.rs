@@ -1,0 +1,284 @@
+//! A partition's versions ("Scalable Atomic Visibility with RAMP
+//! Transactions", Algorithm 1 lines 1-2: `versions` and `lastCommit`) and
+//! their garbage collection (§4.5 / §5.3: versions older than the last
+//! commit may go once no reader will ask for them).
+//!
+//! Versions live in the shared multi-version store, numbered by their
+//! timestamp, prepared ones as intents: `lastCommit[i]` is the newest
+//! committed version of `i` (commits only ever raise it, line 8, and the
+//! store's newest committed version is the maximum).
+//!
+//! Garbage collection is bounded twice: a version overwritten by a newer
+//! commit is kept `gc_window_ms` (a reader that saw its sibling, or got
+//! its timestamp in a first round, asks for it within a round trip), and
+//! at most `superseded_max` overwrites wait at once (beyond, the oldest is
+//! collected early). A reader asking for a collected version is told so
+//! (`Lookup::Gone`) and starts its read again: `collected` remembers, per
+//! key, the newest version dropped, so that RAMP-S's "newest version in
+//! the set" is never answered with an older one because the right one was
+//! dropped. Prepared versions are never collected.
+//!
+//! It never decides what is committed: the partition tells it.
+
+use super::messages::{Item, Ts};
+use meridian_core::{Key, Value};
+use meridian_mechanisms::mvstore::{Meta, MvStore, ReadAt, Status, Version};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// A version overwritten at `at_ns` by the commit of `by`.
+#[derive(Copy, Clone, Debug)]
+struct Superseded {
+    at_ns: u64,
+    key: Key,
+    by: Ts,
+}
+
+/// What a lookup by timestamp found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Lookup {
+    Found(Item),
+    /// A version the reader may need was collected: read again.
+    Gone,
+}
+
+pub struct Versions {
+    store: MvStore<Meta>,
+    superseded: VecDeque<Superseded>,
+    collected: FxHashMap<Key, Ts>,
+    window_ns: u64,
+    superseded_max: usize,
+    /// Versions dropped since `collect` last reported.
+    dropped: u64,
+}
+
+fn item(key: Key, v: Option<&Version<Meta>>) -> Item {
+    match v {
+        Some(v) => {
+            Item { key, ts: Some(Ts(v.version)), value: Some(v.value.clone()), siblings: Arc::clone(&v.meta.siblings) }
+        }
+        None => Item { key, ts: None, value: None, siblings: Arc::from([]) },
+    }
+}
+
+impl Versions {
+    pub fn new(window_ns: u64, superseded_max: usize) -> Versions {
+        assert!(superseded_max > 0, "at least one overwrite may wait for collection");
+        Versions {
+            store: MvStore::default(),
+            superseded: VecDeque::new(),
+            collected: FxHashMap::default(),
+            window_ns,
+            superseded_max,
+            dropped: 0,
+        }
+    }
+
+    /// Restores a checkpoint's versions and what was collected before it.
+    pub fn restore(&mut self, store: MvStore<Meta>, collected: &[(Key, Ts)]) {
+        self.store = store;
+        self.collected = collected.iter().copied().collect();
+    }
+
+    /// Algorithm 1 line 4: adds a prepared version (with RAMP-F's
+    /// `siblings`, `I_tx − {i}`; RAMP-S passes none).
+    pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, siblings: Arc<[Key]>) {
+        let meta = Meta { status: Status::Prepared, writer: None, siblings };
+        self.store.install_intent(key, ts.0, value, meta);
+    }
+
+    /// Algorithm 1 lines 7-8: commits the prepared version `ts` of `key`;
+    /// `lastCommit` becomes the larger of the two. Whichever version is
+    /// now below `lastCommit` waits for collection. False if `ts` was not
+    /// prepared here.
+    pub fn commit(&mut self, key: Key, ts: Ts, now_ns: u64) -> bool {
+        if !self.store.commit_intent(key, ts.0, ts.0) {
+            return false;
+        }
+        let last = self.last_commit(key).expect("just committed");
+        debug_assert!(last >= ts, "lastCommit never falls below a commit");
+        self.superseded.push_back(Superseded { at_ns: now_ns, key, by: last });
+        while self.superseded.len() > self.superseded_max {
+            let s = self.superseded.pop_front().expect("over the bound");
+            self.collect_below(s.key, s.by);
+        }
+        true
+    }
+
+    /// Drops the prepared version `ts` of `key` (an aborted transaction).
+    pub fn abort(&mut self, key: Key, ts: Ts) {
+        self.store.abort_intent(key, ts.0);
+    }
+
+    /// `lastCommit[key]`.
+    pub fn last_commit(&self, key: Key) -> Option<Ts> {
+        self.store.latest_committed(key).map(|v| Ts(v.version))
+    }
+
+    /// Whether the version `ts` of `key` is here (prepared or committed).
+    pub fn holds(&self, key: Key, ts: Ts) -> bool {
+        self.store.read_exact(key, ts.0).is_some()
+    }
+
+    /// Algorithm 1 lines 10-11: the version at `lastCommit`.
+    pub fn latest(&self, key: Key) -> Item {
+        item(key, self.store.latest_committed(key))
+    }
+
+    /// Algorithm 1 lines 12-13: the version `ts` exactly.
+    pub fn exact(&self, key: Key, ts: Ts) -> Lookup {
+        match self.store.read_exact(key, ts.0) {
+            Some(v) => Lookup::Found(item(key, Some(v))),
+            None => Lookup::Gone,
+        }
+    }
+
+    /// Algorithm 2's second-round GET: the newest version of `key` whose
+    /// timestamp is in `among` (sorted), or the initial state if none is.
+    /// Gone if a version in `among` newer than that one was collected.
+    pub fn among(&self, key: Key, among: &[Ts]) -> Lookup {
+        debug_assert!(among.windows(2).all(|w| w[0] < w[1]), "the set is sorted and distinct");
+        let found = among.iter().rev().find_map(|ts| self.store.read_exact(key, ts.0));
+        let found_ts = found.map(|v| Ts(v.version));
+        let dropped_above =
+            self.collected.get(&key).is_some_and(|c| among.iter().any(|t| Some(*t) > found_ts && t <= c));
+        if dropped_above {
+            return Lookup::Gone;
+        }
+        Lookup::Found(item(key, found))
+    }
+
+    /// Collects the versions overwritten `gc_window_ms` ago or more;
+    /// returns how many versions were dropped since the last call (the
+    /// oldest overwrites beyond `superseded_max` go as they come).
+    pub fn collect(&mut self, now_ns: u64) -> u64 {
+        while let Some(s) = self.superseded.front().copied() {
+            if s.at_ns.saturating_add(self.window_ns) > now_ns {
+                break;
+            }
+            self.superseded.pop_front();
+            self.collect_below(s.key, s.by);
+        }
+        std::mem::take(&mut self.dropped)
+    }
+
+    /// Drops the committed versions of `key` older than `by`, remembering
+    /// the newest dropped.
+    fn collect_below(&mut self, key: Key, by: Ts) {
+        let Some(below) = by.0.checked_sub(1) else { return };
+        let newest_dropped = match self.store.read_committed_at(key, below) {
+            ReadAt::Committed(v) => v,
+            ReadAt::Intent { committed, .. } => committed,
+        };
+        let Some(newest_dropped) = newest_dropped.map(|v| Ts(v.version)) else { return };
+        let before = self.store.versions();
+        self.store.gc(key, by.0);
+        self.dropped += (before - self.store.versions()) as u64;
+        let c = self.collected.entry(key).or_insert(newest_dropped);
+        *c = (*c).max(newest_dropped);
+    }
+
+    /// After a restart: every key with more than its last commit waits
+    /// for collection again (the queue is not durable).
+    pub fn requeue_all(&mut self, now_ns: u64) {
+        self.superseded.clear();
+        for (key, versions) in self.store.snapshot() {
+            if versions.len() > 1
+                && let Some(by) = self.last_commit(key)
+            {
+                self.superseded.push_back(Superseded { at_ns: now_ns, key, by });
+            }
+        }
+    }
+
+    pub fn store(&self) -> &MvStore<Meta> {
+        &self.store
+    }
+
+    /// What was collected, sorted by key (for a checkpoint).
+    pub fn collected(&self) -> Vec<(Key, Ts)> {
+        let mut all: Vec<(Key, Ts)> = self.collected.iter().map(|(k, t)| (*k, *t)).collect();
+        all.sort_unstable();
+        all
+    }
+
+    pub fn versions(&self) -> usize {
+        self.store.versions()
+    }
+
+    pub fn waiting(&self) -> usize {
+        self.superseded.len()
+    }
+
+    pub fn check_invariants(&self) {
+        assert!(self.superseded.len() <= self.superseded_max, "overwrites waiting within their bound");
+        for s in self.superseded.iter().take(meridian_core::process::CHECKED_MAX) {
+            assert!(self.last_commit(s.key).is_some_and(|l| l >= s.by), "an overwrite is below lastCommit");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(tag: u64) -> Value {
+        Value::int(tag, tag as i64)
+    }
+
+    const K: Key = Key(7);
+
+    fn committed(vs: &mut Versions, ts: u64, at_ns: u64) {
+        vs.prepare(K, Ts(ts), v(ts), Arc::from([]));
+        assert!(vs.commit(K, Ts(ts), at_ns));
+    }
+
+    #[test]
+    fn last_commit_is_the_largest_committed_timestamp_whatever_the_commit_order() {
+        let mut vs = Versions::new(1_000, 100);
+        committed(&mut vs, 20, 0);
+        committed(&mut vs, 10, 0);
+        assert_eq!(vs.last_commit(K), Some(Ts(20)), "line 8: max(lastCommit, ts)");
+        vs.prepare(K, Ts(30), v(30), Arc::from([]));
+        assert_eq!(vs.latest(K).ts, Some(Ts(20)), "a prepared version is not read in a first round");
+        assert!(matches!(vs.exact(K, Ts(30)), Lookup::Found(i) if i.ts == Some(Ts(30))), "but fetched by timestamp");
+    }
+
+    #[test]
+    fn overwritten_versions_go_after_the_window_and_a_later_ask_is_told_so() {
+        let mut vs = Versions::new(1_000, 100);
+        committed(&mut vs, 10, 0);
+        committed(&mut vs, 20, 500);
+        assert_eq!(vs.collect(1_400), 0, "t=10 overwritten at 500: kept until 1500");
+        assert!(matches!(vs.exact(K, Ts(10)), Lookup::Found(_)));
+        assert_eq!(vs.collect(1_500), 1);
+        assert_eq!(vs.exact(K, Ts(10)), Lookup::Gone);
+        assert_eq!(vs.latest(K).ts, Some(Ts(20)), "the last commit stays");
+        assert_eq!(vs.among(K, &[Ts(10), Ts(15)]), Lookup::Gone, "RAMP-S must not fall back below a dropped one");
+        assert!(matches!(vs.among(K, &[Ts(10), Ts(20)]), Lookup::Found(i) if i.ts == Some(Ts(20))));
+        assert!(matches!(vs.among(Key(8), &[Ts(10)]), Lookup::Found(i) if i.ts.is_none()), "never written");
+    }
+
+    #[test]
+    fn too_many_waiting_overwrites_are_collected_early() {
+        let mut vs = Versions::new(1_000_000, 2);
+        for ts in 1..=5 {
+            committed(&mut vs, ts * 10, 0);
+        }
+        assert_eq!(vs.waiting(), 2);
+        assert_eq!(vs.exact(K, Ts(10)), Lookup::Gone);
+        assert!(matches!(vs.exact(K, Ts(50)), Lookup::Found(_)));
+    }
+
+    #[test]
+    fn prepared_versions_below_the_last_commit_are_never_collected() {
+        let mut vs = Versions::new(0, 100);
+        vs.prepare(K, Ts(5), v(5), Arc::from([]));
+        committed(&mut vs, 10, 0);
+        committed(&mut vs, 20, 0);
+        vs.collect(1);
+        assert!(vs.holds(K, Ts(5)), "a pending write's version stays until it commits or aborts");
+        assert!(!vs.holds(K, Ts(10)));
+    }
+}
