@@ -83,6 +83,11 @@ impl GlobalLog {
         self.contents.get(id)
     }
 
+    /// How many batches' contents are kept.
+    pub(super) fn kept_len(&self) -> usize {
+        self.contents.len()
+    }
+
     /// Every batch kept, in id order.
     pub(super) fn kept(&self) -> impl Iterator<Item = &Arc<Batch>> {
         self.contents.values()

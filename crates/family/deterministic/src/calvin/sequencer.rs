@@ -259,6 +259,7 @@ impl Sequencer {
         ctx.set_timer(self.cfg.sequencer_tick_ns, Timer::SequencerTick);
         self.ticks += 1;
         self.announce_checkpoints(ctx);
+        self.truncate(ctx); // once a tick: what the replicas report moves no faster
         let retry = u64::from(self.cfg.order_retry_ticks);
         let due: Vec<BatchId> = self
             .unordered
@@ -341,8 +342,8 @@ impl Sequencer {
     }
 
     /// After every event: committed ids join the log, new positions go to
-    /// the region's replicas, own batches ordered are done; then what the
-    /// region no longer needs is forgotten and the logs compacted.
+    /// the region's replicas, own batches ordered are done; then the logs are compacted (what the
+    /// region no longer needs is forgotten once a tick, `truncate`).
     fn drain(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         if self.log.take_events() {
             self.adopted();
@@ -355,7 +356,6 @@ impl Sequencer {
         if !range.is_empty() {
             self.push(ctx, range);
         }
-        self.truncate(ctx);
         self.checkpoint(ctx);
     }
 
@@ -404,7 +404,7 @@ impl Sequencer {
             let (upto, state) = (self.log.paxos.delivered_upto(), self.log.state());
             self.log.paxos.compact(&mut Mapped::new(ctx), upto, state);
         }
-        let kept = self.log.kept().count() as u64;
+        let kept = self.log.kept_len() as u64;
         let Some(upto) = self.batch_lsn.filter(|_| self.batch_records >= BATCHES_COMPACT_MIN.max(kept)) else {
             return;
         };
