@@ -124,6 +124,15 @@ impl<T> InOrder<T> {
         out
     }
 
+    /// A receiver resuming from a checkpoint: `origin`'s batches before
+    /// `next_seq` were delivered (held ones before it are dropped).
+    pub fn skip_to(&mut self, origin: u32, next_seq: u64) {
+        let (next, held) = self.origins.entry(origin).or_insert((0, BTreeMap::new()));
+        *next = (*next).max(next_seq);
+        let next = *next;
+        held.retain(|seq, _| *seq >= next);
+    }
+
     /// The next number each origin's stream waits for.
     pub fn next_seq(&self, origin: u32) -> u64 {
         self.origins.get(&origin).map_or(0, |(n, _)| *n)
@@ -198,6 +207,19 @@ mod tests {
         assert!(r.accept(batch(1, 1)).is_empty(), "a duplicate");
         assert_eq!(r.next_seq(1), 3);
         assert_eq!(r.held(), 0);
+    }
+
+    #[test]
+    fn a_receiver_resumed_from_a_checkpoint_delivers_from_its_mark_on() {
+        let mut r = InOrder::new(4);
+        r.accept(Batch { origin: 0, seq: 6, items: vec![6] });
+        r.skip_to(0, 5);
+        assert_eq!((r.next_seq(0), r.held()), (5, 1));
+        assert!(r.accept(Batch { origin: 0, seq: 4, items: vec![4] }).is_empty(), "before the mark: delivered");
+        let out: Vec<u64> = r.accept(Batch { origin: 0, seq: 5, items: vec![5] }).iter().map(|b| b.seq).collect();
+        assert_eq!(out, vec![5, 6]);
+        r.skip_to(0, 3);
+        assert_eq!(r.next_seq(0), 7, "a mark behind what was delivered changes nothing");
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! and `slog` (per-region local logs, interleaved by every region).
 
 pub mod calvin;
+pub mod catch_up;
+pub mod readers;
 pub mod recon;
 pub mod slog;
 pub mod submissions;

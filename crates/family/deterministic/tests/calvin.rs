@@ -11,7 +11,7 @@ use meridian_core::{
 use meridian_deterministic::calvin::{Calvin, Node};
 use meridian_experiment::Experiment;
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
-use meridian_sim::{Completion, FaultAction, Sim, SimConfig};
+use meridian_sim::{Completion, FaultAction, ScheduledFault, Sim, SimConfig};
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
@@ -343,4 +343,70 @@ fn a_contended_list_append_run_is_strictly_serializable() {
 #[test]
 fn the_same_seed_gives_the_same_trace() {
     assert_eq!(run(RUN).trace_hash, run(RUN).trace_hash);
+}
+
+/// `RUN` for `duration_s`, with the logs forgotten as soon as allowed
+/// (examples/calvin-truncation.toml): replicas checkpoint every 30
+/// transactions (their store's 30 keys), sequencers keep at most 64
+/// positions past them and checkpoint the global log's Paxos log every 32
+/// slots.
+fn truncating(duration_s: u64) -> String {
+    RUN.replace("duration_s = 8.0", &format!("duration_s = {duration_s}.0\ndrain_s = 12.0"))
+        + "[protocol.params]\ncheckpoint_txns = 20\nkept_positions_max = 64\ncheckpoint_every_slots = 32\n"
+}
+
+fn run_with_faults(text: &str, faults: &dyn Fn(&Topology) -> Vec<ScheduledFault>) -> RunOutput {
+    let exp = Experiment::from_str(text, "<test>").unwrap();
+    let opts = RunOptions { record_history: true, extra_faults: Some(faults), progress: None, event_log: None };
+    run_sim::<Calvin>(&exp, opts).unwrap()
+}
+
+fn count(out: &RunOutput, name: &str) -> u64 {
+    out.report.counters.get(name).copied().unwrap_or(0)
+}
+
+fn peak(out: &RunOutput, name: &str) -> u64 {
+    out.report.state_peaks.get(name).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_long_calvin_run_holds_a_bounded_log() {
+    let out = run_with_faults(&truncating(40), &|_| Vec::new());
+    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
+    let forgotten = count(&out, "positions_forgotten");
+    // Every sequencer materializes the whole log; far more positions than
+    // any structure below may hold went through each one.
+    assert!(forgotten > 3 * 1_000, "{:?}", out.report.counters);
+    // Kept: at most `kept_positions_max` (64) past the replicas'
+    // checkpoints, which lag by a checkpoint's 30 transactions (a position
+    // or more each) and the time to make one durable.
+    for structure in ["log_positions", "batch_contents", "batches_materialized"] {
+        assert!(peak(&out, structure) < 300, "{structure}: {:?}", out.report.state_peaks);
+    }
+    // The Paxos log is compacted every 32 slots; its window never fills.
+    assert!(peak(&out, "paxos_slots") < 300, "{:?}", out.report.state_peaks);
+    let copies = out.report.copies.as_ref().expect("calvin's copies are compared");
+    assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
+}
+
+#[test]
+fn a_replica_behind_every_peers_truncation_point_catches_up_from_a_checkpoint() {
+    // South Carolina's copy of shard 0 is down from 3 s to 15 s: meanwhile
+    // every sequencer forgets what it would replay (only 64 positions are
+    // kept past the other copies' checkpoints), so it comes back to
+    // `Truncated` and installs another copy's checkpoint.
+    let faults = |t: &Topology| {
+        let victim = t.node_by_name("shard0-replica0").unwrap();
+        vec![
+            ScheduledFault { at_ns: 3_000 * MS, action: FaultAction::Crash(victim) },
+            ScheduledFault { at_ns: 15_000 * MS, action: FaultAction::Restart(victim) },
+        ]
+    };
+    let out = run_with_faults(&truncating(25), &faults);
+    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
+    assert!(count(&out, "log_truncated") > 0, "{:?}", out.report.counters);
+    assert!(count(&out, "checkpoints_sent") > 0, "{:?}", out.report.counters);
+    assert!(count(&out, "checkpoints_installed") > 0, "{:?}", out.report.counters);
+    let copies = out.report.copies.as_ref().expect("calvin's copies are compared");
+    assert!(copies.diverged.is_empty() && copies.agreeing == 6, "the restarted copy agrees: {copies:?}");
 }

@@ -13,7 +13,7 @@ use meridian_core::{
 use meridian_deterministic::slog::{Node, Slog};
 use meridian_experiment::Experiment;
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
-use meridian_sim::{Completion, FaultAction, Sim, SimConfig};
+use meridian_sim::{Completion, FaultAction, ScheduledFault, Sim, SimConfig};
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
@@ -713,4 +713,69 @@ fn snapshot_reads_remastering_and_slog_ha_together_leave_no_transaction_stalled(
     assert!(copies.compared == copies.replicas && copies.diverged.is_empty(), "{copies:?}");
     assert!(out.report.counters.get("remasters").copied().unwrap_or(0) > 100, "{:?}", out.report.counters);
     assert!(out.report.counters.get("snapshot_reads").copied().unwrap_or(0) > 100, "{:?}", out.report.counters);
+}
+
+/// `RUN` for `duration_s` with `replicas_per_shard` copies, the logs
+/// forgotten as soon as allowed: replicas checkpoint every 30 transactions
+/// (their store's 30 keys) and the groups' Paxos logs are checkpointed
+/// every 32 slots.
+fn truncating(duration_s: u64, replicas_per_shard: u32) -> String {
+    RUN.replace("duration_s = 8.0", &format!("duration_s = {duration_s}.0\ndrain_s = 12.0"))
+        .replace("replicas_per_shard = 3", &format!("replicas_per_shard = {replicas_per_shard}"))
+        + "[protocol.params]\ncheckpoint_txns = 20\ncheckpoint_every_slots = 32\n"
+}
+
+fn run_with_faults(text: &str, faults: &dyn Fn(&Topology) -> Vec<ScheduledFault>) -> RunOutput {
+    let exp = Experiment::from_str(text, "<test>").unwrap();
+    let opts = RunOptions { record_history: true, extra_faults: Some(faults), progress: None, event_log: None };
+    run_sim::<Slog>(&exp, opts).unwrap()
+}
+
+fn count(out: &RunOutput, name: &str) -> u64 {
+    out.report.counters.get(name).copied().unwrap_or(0)
+}
+
+fn peak(out: &RunOutput, name: &str) -> u64 {
+    out.report.state_peaks.get(name).copied().unwrap_or(0)
+}
+
+#[test]
+fn a_long_slog_run_holds_a_bounded_log() {
+    let out = run_with_faults(&truncating(40, 3), &|_| Vec::new());
+    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
+    // Each region's global log takes every local log's batches, one a
+    // `batch_ms` from each region: far more than any structure below.
+    assert!(count(&out, "positions_forgotten") > 3 * 1_000, "{:?}", out.report.counters);
+    assert!(count(&out, "batches_forgotten") > 1_000, "{:?}", out.report.counters);
+    // Kept: the positions since the region's copies' last durable
+    // checkpoints (30 transactions apart), and the batches not yet placed
+    // in every region (a wide-area delay's worth).
+    for structure in ["global_log", "placed_index", "local_log", "paxos_slots"] {
+        assert!(peak(&out, structure) < 400, "{structure}: {:?}", out.report.state_peaks);
+    }
+    let copies = out.report.copies.as_ref().expect("slog's copies are compared");
+    assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
+}
+
+#[test]
+fn a_replica_behind_every_peers_truncation_point_catches_up_from_a_checkpoint() {
+    // Two copies of each shard per region. South Carolina's first copy of
+    // shard 0 is down from 3 s to 15 s: the region's group forgets the
+    // positions before its other copy's checkpoints meanwhile, so it comes
+    // back to `Truncated` and installs that copy's checkpoint (another
+    // region's would not do: its global log interleaves differently).
+    let faults = |t: &Topology| {
+        let victim = t.node_by_name("shard0-replica0").unwrap();
+        vec![
+            ScheduledFault { at_ns: 3_000 * MS, action: FaultAction::Crash(victim) },
+            ScheduledFault { at_ns: 15_000 * MS, action: FaultAction::Restart(victim) },
+        ]
+    };
+    let out = run_with_faults(&truncating(25, 6), &faults);
+    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
+    assert!(count(&out, "log_truncated") > 0, "{:?}", out.report.counters);
+    assert!(count(&out, "checkpoints_sent") > 0, "{:?}", out.report.counters);
+    assert!(count(&out, "checkpoints_installed") > 0, "{:?}", out.report.counters);
+    let copies = out.report.copies.as_ref().expect("slog's copies are compared");
+    assert!(copies.diverged.is_empty() && copies.agreeing == 12, "the restarted copy agrees: {copies:?}");
 }

@@ -184,6 +184,11 @@ impl Process<Calvin> for Client {
             | Msg::FetchBatch { .. }
             | Msg::Log { .. }
             | Msg::FetchLog { .. }
+            | Msg::Truncated { .. }
+            | Msg::FetchCheckpoint { .. }
+            | Msg::Checkpoint { .. }
+            | Msg::LogState(_)
+            | Msg::Checkpointed { .. }
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
             | Msg::Query { .. }

@@ -3,8 +3,9 @@
 use meridian_core::procedure::Recon;
 use meridian_core::{Key, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
+use meridian_mechanisms::recent::RecentLog;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 /// A transaction as the sequencer of region `region` batched it.
@@ -92,10 +93,78 @@ pub struct LogEntry {
 /// The reads one participant contributes to a transaction.
 pub type Reads = Vec<(Key, Option<Value>)>;
 
+/// One materialized log position: the transactions of one batch, each
+/// with its index in the batch.
+pub type Position = Arc<Vec<(u32, Arc<Txn>)>>;
+
+/// The batches the global log has taken (or dropped as repeats): per
+/// sequencer, every number below a watermark and those above it taken
+/// early. It never forgets (a batch ordered again after its contents are
+/// gone is dropped without them); what it holds above the watermarks is
+/// bounded by the batches ordered while an earlier one of the same
+/// sequencer was still being stored at a majority.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SeenBatches {
+    by_sequencer: BTreeMap<u32, (u64, BTreeSet<u64>)>,
+}
+
+impl SeenBatches {
+    /// Takes a batch; false if it was taken before.
+    pub fn insert(&mut self, id: BatchId) -> bool {
+        let (below, ahead) = self.by_sequencer.entry(id.sequencer).or_default();
+        if id.seq < *below || !ahead.insert(id.seq) {
+            return false;
+        }
+        while ahead.remove(below) {
+            *below += 1;
+        }
+        true
+    }
+
+    pub fn contains(&self, id: &BatchId) -> bool {
+        self.by_sequencer.get(&id.sequencer).is_some_and(|(below, ahead)| id.seq < *below || ahead.contains(&id.seq))
+    }
+
+    /// Batches taken ahead of an earlier one of their sequencer.
+    pub fn ahead(&self) -> usize {
+        self.by_sequencer.values().map(|(_, ahead)| ahead.len()).sum()
+    }
+}
+
+/// A sequencer's global log as of Paxos slot `slot`: what every identifier
+/// ordered up to it made of the log (Calvin §3.1), and what a sequencer
+/// needs to go on from there — the checkpoint of the global log's Paxos
+/// group, and what a sequencer too far behind its peers adopts instead of
+/// the contents they have forgotten (`Msg::LogState`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogState {
+    pub slot: u64,
+    /// The first position kept; the ones before it are forgotten.
+    pub base: u64,
+    /// Positions `base..`.
+    pub positions: Vec<Position>,
+    /// Ordered identifiers not yet materialized (waiting for contents),
+    /// with their slots.
+    pub ordered: Vec<(u64, BatchId)>,
+    /// Batches materialized at or past `base`, each with the position it
+    /// took (or, taking none, the next one): their contents are kept.
+    pub materialized: Vec<(u64, BatchId)>,
+    pub seen_batches: SeenBatches,
+    /// Transactions the log took, oldest first (repeats are dropped).
+    pub seen_txns: RecentLog<TxnId>,
+}
+
+impl LogState {
+    /// The position the next materialized batch takes.
+    pub fn next_pos(&self) -> u64 {
+        self.base + self.positions.len() as u64
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// The global log's Multi-Paxos, among the sequencers.
-    Paxos(PaxosMsg<BatchId>),
+    Paxos(PaxosMsg<BatchId, LogState>),
     /// Client → its region's sequencer: order this transaction (again, on
     /// a retry; the global log drops repeats), with its reconnaissance if
     /// it needed one.
@@ -117,8 +186,28 @@ pub enum Msg {
     /// Sequencer → the replicas of its region: global log positions, each
     /// filtered to the receiver's shard, in order.
     Log { shard: ShardId, entries: Vec<LogEntry> },
-    /// Replica → a sequencer: positions from `from` on, please.
-    FetchLog { shard: ShardId, from: u64 },
+    /// Replica → a sequencer: positions from `from` on, please. `durable`
+    /// is the position its durable checkpoint resumes from: the sequencer
+    /// may forget what every replica of its region is past (Calvin §5).
+    FetchLog { shard: ShardId, from: u64, durable: u64 },
+    /// Sequencer → replica: positions before `base` are forgotten here.
+    Truncated { shard: ShardId, base: u64 },
+    /// Replica → another copy of its shard: a checkpoint at or past `need`,
+    /// please (the positions it needs from `from` on are forgotten), with
+    /// the reads sent for the transactions from `from` on (the replica's
+    /// peers may still wait for them).
+    FetchCheckpoint { shard: ShardId, from: u64, need: u64 },
+    /// A copy's checkpoint, for one that lags behind what the sequencers
+    /// keep (every region executes the same log: any copy's will do).
+    Checkpoint { shard: ShardId, checkpoint: Arc<Checkpoint> },
+    /// Sequencer → a sequencer that asked for contents this one has
+    /// forgotten: its materialized log, to adopt instead.
+    LogState(Arc<LogState>),
+    /// Sequencer → every sequencer, when it changed: per shard, the
+    /// furthest durable checkpoint among its region's copies. A sequencer
+    /// forgets positions past its own region's replicas (`kept_positions_max`)
+    /// only below what some copy of every shard holds durably.
+    Checkpointed { best: Vec<(ShardId, u64)> },
     /// Participant → participants of the same copy: its local reads of a
     /// transaction at global position `at` (Calvin §3.2 phase 3).
     Reads { txn: TxnId, at: (u64, u32), shard: ShardId, reads: Reads },
@@ -134,8 +223,8 @@ pub enum Msg {
     Query { id: TxnId },
 }
 
-impl From<PaxosMsg<BatchId>> for Msg {
-    fn from(m: PaxosMsg<BatchId>) -> Msg {
+impl From<PaxosMsg<BatchId, LogState>> for Msg {
+    fn from(m: PaxosMsg<BatchId, LogState>) -> Msg {
         Msg::Paxos(m)
     }
 }
@@ -155,22 +244,28 @@ pub struct Checkpoint {
 /// A durable record.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
-    /// A sequencer's acceptor state of the global log.
-    Paxos(PaxosRecord<BatchId>),
-    /// A batch stored at a sequencer (its own or another's).
+    /// A sequencer's acceptor state of the global log (its checkpoint
+    /// holds the `LogState`).
+    Paxos(PaxosRecord<BatchId, LogState>),
+    /// A batch stored at a sequencer (its own or another's), in the
+    /// sequencer's `BATCHES` stream.
     Batch(Arc<Batch>),
+    /// The `BATCHES` stream compacted: every batch the sequencer still
+    /// keeps, and the number its next own batch takes.
+    Batches { next_own_seq: u64, batches: Vec<Arc<Batch>> },
     /// A client's identifier epoch (`meridian_mechanisms::txnids`).
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
     /// after sending `sent` (its reads) to the other participants; the
     /// answering replica keeps the client's `outcome`, for its queries.
     Executed { txn: TxnId, at: (u64, u32), writes: Vec<(Key, Value)>, sent: Reads, outcome: Option<Outcome> },
-    /// A replica's checkpoint: every earlier record of its log folded in.
+    /// A replica's checkpoint: every earlier record of its log folded in
+    /// (appended, then made the log's snapshot through it).
     Checkpoint(Arc<Checkpoint>),
 }
 
-impl From<PaxosRecord<BatchId>> for Record {
-    fn from(r: PaxosRecord<BatchId>) -> Record {
+impl From<PaxosRecord<BatchId, LogState>> for Record {
+    fn from(r: PaxosRecord<BatchId, LogState>) -> Record {
         Record::Paxos(r)
     }
 }

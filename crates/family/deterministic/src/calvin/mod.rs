@@ -22,6 +22,7 @@
 //! | Calvin §3.2 scheduler: deterministic locking in log order | `replica.rs`, `meridian_mechanisms::scheduler` |
 //! | Calvin §3.2 execution phases 1-5: local reads, read exchange, active and passive participants | `replica.rs` |
 //! | Calvin §5 checkpoints, replay of the input log after a failure | `recovery.rs` |
+//! | Calvin §5 the input kept only until every replica checkpointed past it; a replica far behind recovers from another's | `sequencer.rs` (`truncate`), `global_log.rs` (`LogState`), `recovery.rs` (`install_checkpoint`), `crate::readers`, `crate::catch_up` |
 //! | Calvin §3.2.1 OLLP / reconnaissance | not yet: procedures whose keys depend on reads are refused (`client.rs`) |
 //!
 //! # Commit path and analytical latency
@@ -52,6 +53,9 @@
 //! `batch_fetches`, `replica_checkpoints`, `replayed` (transactions a
 //! restarted replica found executed in its durable log),
 //! `recon_reads`, `recon_aborts`, `recon_restarts` (reconnaissance, OLLP),
+//! `positions_forgotten`, `log_truncated`, `log_states_sent`,
+//! `log_states_installed`, `checkpoints_sent`, `checkpoints_installed`
+//! (truncation below every replica's checkpoint, and catching up past it),
 //! `refused_not_one_shot`, `unknown_outcomes`, `retries`, and the Paxos
 //! log's counters. Observations: `batch_size`, `batch_wait_us`.
 
@@ -65,7 +69,7 @@ mod replica;
 mod sequencer;
 
 pub use client::Client;
-pub use messages::{Batch, BatchId, Checkpoint, LogEntry, Msg, Reads, Record, Timer, Txn};
+pub use messages::{Batch, BatchId, Checkpoint, LogEntry, LogState, Msg, Reads, Record, Timer, Txn};
 pub use replica::Replica;
 pub use sequencer::Sequencer;
 
@@ -98,6 +102,7 @@ pub struct Config {
     pub failover_ticks: u32,
     pub reads_retry_ticks: u32,
     pub checkpoint_txns: u64,
+    pub kept_positions_max: u64,
     pub reads_kept: usize,
     pub outcomes_kept: usize,
     pub early_reads_max: usize,
@@ -151,6 +156,18 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "10000",
         doc: "executed transactions between a replica's checkpoints (at least as many as its store has keys)",
     },
+    ParamDoc {
+        name: "kept_positions_max",
+        default: "100000",
+        doc: "global-log positions a sequencer keeps at most, even for a replica not checkpointed past them \
+              (it then installs another copy's checkpoint; below it, what every replica of the region is past)",
+    },
+    ParamDoc {
+        name: "checkpoint_every_slots",
+        default: "10000",
+        doc: "global-log Paxos slots between a sequencer's checkpoints (its log state; the Paxos log compacted \
+              behind it); at least as many as the state's entries",
+    },
     ParamDoc { name: "reads_kept", default: "65536", doc: "reads a participant keeps to send again on request" },
     ParamDoc { name: "outcomes_kept", default: "65536", doc: "outcomes an answering replica keeps for queries" },
     ParamDoc {
@@ -202,6 +219,25 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "log_failovers", doc: "replicas that turned to another sequencer for the log" },
     CounterDoc { name: "batch_fetches", doc: "contents of an ordered batch a sequencer asked its peers for" },
     CounterDoc { name: "replica_checkpoints", doc: "checkpoints a replica took (its durable log folded into one)" },
+    CounterDoc {
+        name: "positions_forgotten",
+        doc: "global-log positions a sequencer forgot, with their batches' contents (Calvin §5: its region's \
+              replicas are checkpointed past them, or `kept_positions_max` later ones exist)",
+    },
+    CounterDoc {
+        name: "log_truncated",
+        doc: "log fetches a sequencer answered `Truncated`: the positions are forgotten",
+    },
+    CounterDoc {
+        name: "log_states_sent",
+        doc: "log states a sequencer sent a peer that asked for contents it has forgotten",
+    },
+    CounterDoc { name: "log_states_installed", doc: "log states a sequencer adopted from a peer that was ahead" },
+    CounterDoc { name: "checkpoints_sent", doc: "checkpoints a replica sent another copy of its shard that lagged" },
+    CounterDoc {
+        name: "checkpoints_installed",
+        doc: "checkpoints a replica installed from another copy, the positions it needed being forgotten",
+    },
     CounterDoc { name: "replayed", doc: "transactions a restarted replica found executed in its durable log" },
     CounterDoc {
         name: "refused_not_one_shot",
@@ -242,6 +278,7 @@ impl Config {
             failover_ticks: ticks("failover_ms", replica_tick_ns)?,
             reads_retry_ticks: ticks("reads_retry_ms", replica_tick_ns)?,
             checkpoint_txns: count("checkpoint_txns")?,
+            kept_positions_max: count("kept_positions_max")?,
             reads_kept: count("reads_kept")? as usize,
             outcomes_kept: count("outcomes_kept")? as usize,
             early_reads_max: count("early_reads_max")? as usize,
@@ -255,9 +292,7 @@ impl Config {
                 stagger_ticks: election_ticks / 2,
                 jitter_ticks: (election_ticks / 4).max(1),
                 batch_max: 256,
-                // The global log holds only batch ids; it is not compacted
-                // (see docs/calvin.md, "What remains").
-                compact_every: 0,
+                compact_every: count("checkpoint_every_slots")?,
             },
         })
     }

@@ -19,11 +19,29 @@
 //! ones run again see none of the skipped ones' writes. Peers
 //! that lost this replica's reads ask for them again; they are kept in
 //! the records.
+//!
+//! A checkpoint is appended as a record and the log compacted through it,
+//! so its durability is known exactly (the record's `on_persisted`); from
+//! then on the replica's log fetches report its position (`durable`), and
+//! the region's sequencer may forget the positions before it
+//! (`sequencer.rs`). A replica whose positions are forgotten — restarted
+//! after a long outage, or fed by a sequencer that adopted a peer's log —
+//! is told so (`Truncated`) and installs another copy's checkpoint instead
+//! of replaying (Calvin §5: "a failed node ... can recover from a replica"):
+//! every region executes the same global log, so any copy's checkpoint at
+//! or past the first position kept will do. It asks one copy a tick, its
+//! region's first; the copy sends its state now (the store after every
+//! transaction before its first running one, and those later ones it
+//! executed), with the reads it sent for the transactions the asker had not
+//! reached: its own region's participants may still wait for them, and
+//! every copy reads the same values.
 
 use super::Calvin;
-use super::messages::{Checkpoint, Reads, Record};
+use super::messages::{Checkpoint, Msg, Reads, Record};
 use super::replica::{At, Replica};
-use meridian_core::{Ctx, Key, Lsn, Outcome, TxnId, Value};
+use crate::catch_up::CatchUp;
+use meridian_core::{Ctx, Key, Lsn, NodeId, Outcome, TxnId, Value};
+use meridian_mechanisms::scheduler::{ReadExchange, Scheduler};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -37,6 +55,9 @@ pub(crate) struct Recovery {
     executed: BTreeSet<At>,
     records_since: u64,
     last_lsn: Option<Lsn>,
+    /// The durable checkpoint its fetches report, and the catching up
+    /// from another copy's when the positions it needs are forgotten.
+    pub(super) catch_up: CatchUp,
 }
 
 impl Recovery {
@@ -71,19 +92,96 @@ impl Replica {
     /// Folds the durable log into a checkpoint when enough was executed.
     pub(super) fn maybe_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         let every = self.cfg.checkpoint_txns.max(self.store.len() as u64);
-        let Some(upto) = self.recovery.last_lsn.filter(|_| self.recovery.records_since >= every) else { return };
-        let next_pos = self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos);
+        if self.recovery.last_lsn.is_none() || self.recovery.records_since < every {
+            return;
+        }
+        let checkpoint = self.checkpoint_now(|_| true, CHECKPOINT_SENT_MAX);
+        let next_pos = checkpoint.next_pos;
         self.recovery.executed.retain(|at| at.0 >= next_pos);
-        let sent = self.sent.newest(CHECKPOINT_SENT_MAX).map(|(id, (at, reads))| (*id, *at, reads.clone())).collect();
-        let checkpoint = Checkpoint {
+        self.persist_checkpoint(ctx, Arc::new(checkpoint));
+        ctx.count("replica_checkpoints", 1);
+    }
+
+    /// The state now: the store after every transaction before the first
+    /// one running (or the next position), the later ones executed, and
+    /// the newest `sent_max` reads sent that `keep` selects.
+    fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
+        let next_pos = self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos);
+        let sent = self.sent.newest(sent_max).filter(|(_, (at, _))| keep(*at));
+        Checkpoint {
             next_pos,
             store: self.store.clone(),
-            executed: self.recovery.executed.iter().copied().collect(),
-            sent,
-        };
-        ctx.compact(upto, Record::Checkpoint(Arc::new(checkpoint)));
+            executed: self.recovery.executed.iter().copied().filter(|at| at.0 >= next_pos).collect(),
+            sent: sent.map(|(id, (at, reads))| (*id, *at, reads.clone())).collect(),
+        }
+    }
+
+    /// Appends the checkpoint and compacts the log through it: a restart
+    /// finds it either as the log's snapshot or as its last record before
+    /// the later ones (the runtime writes snapshots aside), and its record
+    /// being durable says the checkpoint is.
+    fn persist_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>, checkpoint: Arc<Checkpoint>) {
+        let next_pos = checkpoint.next_pos;
+        let lsn = ctx.append(Record::Checkpoint(Arc::clone(&checkpoint)));
+        ctx.compact(lsn, Record::Checkpoint(checkpoint));
+        self.recovery.last_lsn = Some(lsn);
         self.recovery.records_since = 0;
-        ctx.count("replica_checkpoints", 1);
+        self.recovery.catch_up.appended(lsn, next_pos);
+    }
+
+    /// The region's sequencer forgot the positions before `base`: if this
+    /// replica needs them, it catches up from another copy's checkpoint.
+    pub(super) fn on_truncated(&mut self, ctx: &mut Ctx<'_, Calvin>, base: u64) {
+        if self.recovery.catch_up.truncated(base, self.feed.next_pos) {
+            self.ask_checkpoint(ctx);
+        }
+    }
+
+    /// Asks the next copy of this shard (its region's first, then the
+    /// others) for a checkpoint, while the positions it needs are gone.
+    pub(super) fn ask_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>) {
+        let region = self.topo.region_of(self.me);
+        let mut copies: Vec<NodeId> =
+            self.topo.replicas(self.shard).iter().copied().filter(|r| *r != self.me).collect();
+        copies.sort_by_key(|r| self.topo.region_of(*r) != region);
+        let Some((to, need)) = self.recovery.catch_up.next_ask(self.feed.next_pos, &copies) else { return };
+        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.feed.next_pos, need });
+    }
+
+    /// Another copy lags behind what the sequencers keep: this replica's
+    /// state now, if it is at or past what that copy needs.
+    pub(super) fn on_fetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>, to: NodeId, from: u64, need: u64) {
+        let checkpoint = self.checkpoint_now(|at| at.0 >= from, self.cfg.reads_kept);
+        if checkpoint.next_pos >= need {
+            ctx.count("checkpoints_sent", 1);
+            ctx.send(to, Msg::Checkpoint { shard: self.shard, checkpoint: Arc::new(checkpoint) });
+        }
+    }
+
+    /// Installs another copy's checkpoint past this replica's log: what
+    /// ran here before it is in its store, what runs after it starts
+    /// afresh (the same locks in the same order), and it is durable here
+    /// before this replica reports it.
+    pub(super) fn install_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>, checkpoint: Arc<Checkpoint>) {
+        if checkpoint.next_pos <= self.feed.next_pos {
+            return;
+        }
+        self.store = checkpoint.store.clone();
+        self.feed.next_pos = checkpoint.next_pos;
+        let next = self.feed.next_pos;
+        self.recovery.executed = checkpoint.executed.iter().copied().collect();
+        for (id, at, reads) in &checkpoint.sent {
+            self.sent.insert(*id, (*at, reads.clone()));
+        }
+        self.running.clear();
+        self.scheduler = Scheduler::new();
+        self.exchange = ReadExchange::new(self.cfg.early_reads_max);
+        self.recovery.catch_up.installed();
+        self.persist_checkpoint(ctx, checkpoint);
+        ctx.count("checkpoints_installed", 1);
+        self.apply_held(ctx);
+        let msg = Msg::FetchLog { shard: self.shard, from: next, durable: self.recovery.catch_up.durable_pos() };
+        ctx.send(self.feed.sequencers[self.feed.source], msg);
     }
 
     /// Rebuilds the store and the executed places from the durable
@@ -95,6 +193,7 @@ impl Replica {
                 Record::Checkpoint(c) => {
                     self.store = c.store.clone();
                     self.feed.next_pos = c.next_pos;
+                    self.recovery.catch_up.restored(c.next_pos);
                     self.recovery.executed = c.executed.iter().copied().collect();
                     for (id, at, reads) in &c.sent {
                         self.sent.insert(*id, (*at, reads.clone()));
@@ -110,7 +209,7 @@ impl Replica {
                         self.sent.insert(txn, (at, sent));
                     }
                 }
-                Record::Paxos(_) | Record::Batch(_) | Record::Epoch(_) => {
+                Record::Paxos(_) | Record::Batch(_) | Record::Batches { .. } | Record::Epoch(_) => {
                     unreachable!("a sequencer's or client's record at a replica")
                 }
             }

@@ -139,12 +139,17 @@ impl Replica {
                 self.feed.held.insert(e.pos, e);
             }
         }
+        self.apply_held(ctx);
+        self.run_ready(ctx);
+    }
+
+    /// Applies the held positions now due, and drops those passed.
+    pub(super) fn apply_held(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         while let Some(e) = self.feed.held.remove(&self.feed.next_pos) {
             self.apply(ctx, e);
         }
         let next = self.feed.next_pos;
         self.feed.held.retain(|pos, _| *pos >= next);
-        self.run_ready(ctx);
     }
 
     /// Calvin §3.2: the position's transactions ask for their locks, in
@@ -330,7 +335,11 @@ impl Replica {
             self.feed.silent_ticks = 0;
             ctx.count("log_failovers", 1);
         }
-        let msg = Msg::FetchLog { shard: self.shard, from: self.feed.next_pos };
+        let msg = Msg::FetchLog {
+            shard: self.shard,
+            from: self.feed.next_pos,
+            durable: self.recovery.catch_up.durable_pos(),
+        };
         ctx.send(self.feed.sequencers[self.feed.source], msg.clone());
         if self.feed.source != self.feed.home {
             // Another sequencer may lag behind the home one: the home one
@@ -339,6 +348,7 @@ impl Replica {
         }
         self.want_reads(ctx);
         self.maybe_checkpoint(ctx);
+        self.ask_checkpoint(ctx);
     }
 
     /// Asks again for reads waited on for `reads_retry_ms` (only the
@@ -357,7 +367,11 @@ impl Process<Calvin> for Replica {
     fn on_start(&mut self, ctx: &mut Ctx<'_, Calvin>, durable: Vec<Record>) {
         self.restart(durable);
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
-        let msg = Msg::FetchLog { shard: self.shard, from: self.feed.next_pos };
+        let msg = Msg::FetchLog {
+            shard: self.shard,
+            from: self.feed.next_pos,
+            durable: self.recovery.catch_up.durable_pos(),
+        };
         ctx.send(self.feed.sequencers[self.feed.source], msg);
     }
 
@@ -372,9 +386,16 @@ impl Process<Calvin> for Replica {
                 None => {}
             },
             Msg::ReconRead { request, keys } => self.on_recon_read(ctx, from, request, keys),
-            Msg::Log { .. } => {} // another shard's
+            Msg::Truncated { shard, base } if shard == self.shard => self.on_truncated(ctx, base),
+            Msg::FetchCheckpoint { shard, from: pos, need } if shard == self.shard => {
+                self.on_fetch_checkpoint(ctx, from, pos, need)
+            }
+            Msg::Checkpoint { shard, checkpoint } if shard == self.shard => self.install_checkpoint(ctx, checkpoint),
+            Msg::Log { .. } | Msg::Truncated { .. } | Msg::FetchCheckpoint { .. } | Msg::Checkpoint { .. } => {} // another shard's
             // Messages to sequencers and clients.
-            Msg::Paxos(_)
+            Msg::LogState(_)
+            | Msg::Checkpointed { .. }
+            | Msg::Paxos(_)
             | Msg::Submit { .. }
             | Msg::StoreBatch(_)
             | Msg::BatchStored { .. }
@@ -398,7 +419,9 @@ impl Process<Calvin> for Replica {
         self.run_ready(ctx);
     }
 
-    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, Calvin>, _upto: Lsn) {}
+    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, Calvin>, upto: Lsn) {
+        self.recovery.catch_up.persisted(upto);
+    }
 
     fn copy_state(&self) -> Option<CopyState> {
         let settled =
@@ -418,6 +441,7 @@ impl Process<Calvin> for Replica {
     }
 
     fn check_invariants(&self) {
+        self.recovery.catch_up.check_invariants(self.feed.next_pos);
         assert_eq!(self.running.len(), self.scheduler.len(), "running = admitted and not finished");
         assert!(self.feed.held.len() <= self.cfg.held_entries_max, "held entries past their bound");
         assert!(self.feed.held.keys().next().is_none_or(|p| *p > self.feed.next_pos), "a held entry is due");

@@ -221,6 +221,10 @@ impl Process<Slog> for Client {
             | Msg::FetchBatch { .. }
             | Msg::Log { .. }
             | Msg::FetchLog { .. }
+            | Msg::Truncated { .. }
+            | Msg::FetchCheckpoint { .. }
+            | Msg::Checkpoint { .. }
+            | Msg::Progress { .. }
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
             | Msg::Query { .. }

@@ -4,8 +4,9 @@ use meridian_core::procedure::Recon;
 use meridian_core::{Key, NodeId, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::batch_stream::Batch;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
+use meridian_mechanisms::recent::RecentLog;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// A granule's header (SLOG §3.2): the region mastering it when it was
@@ -266,7 +267,7 @@ pub type Reads = Vec<(Key, Read)>;
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// Within a region's sequencer group: its Paxos log.
-    Paxos(PaxosMsg<RegionRecord>),
+    Paxos(PaxosMsg<RegionRecord, GroupState>),
     /// Client → its region's sequencer: run this transaction, with its
     /// reconnaissance if it needed one.
     Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>> },
@@ -296,8 +297,24 @@ pub enum Msg {
     /// Sequencer → the replicas of its region: global-log positions, each
     /// filtered to the receiver's shard, in order.
     Log { shard: ShardId, entries: Vec<LogEntry> },
-    /// Replica → its sequencer: positions from `from` on, please.
-    FetchLog { shard: ShardId, from: u64 },
+    /// Replica → its sequencer: positions from `from` on, please. `durable`
+    /// is the position its durable checkpoint resumes from: the region's
+    /// group may forget what a copy of every shard is past (Calvin §5).
+    FetchLog { shard: ShardId, from: u64, durable: u64 },
+    /// Sequencer → replica: positions before `base` are forgotten.
+    Truncated { shard: ShardId, base: u64 },
+    /// Replica → another copy of its shard in its region: a checkpoint at or
+    /// past `need`, please (the positions it needs from `from` on are
+    /// forgotten), with the reads sent for the transactions from `from` on.
+    FetchCheckpoint { shard: ShardId, from: u64, need: u64 },
+    /// A copy's checkpoint, for one of the same region (the same global
+    /// log) that lags behind what the group keeps.
+    Checkpoint { shard: ShardId, checkpoint: Arc<Checkpoint> },
+    /// Sequencer → every region's: how many batches of each local log its
+    /// region's global log has placed (chosen). A local log's batches, and
+    /// an SLOG-HA pair's copies of them, are forgotten once every region
+    /// has placed them.
+    Progress { placed: Vec<(u32, u64)> },
     /// Participant → participants in the same region: its local reads.
     Reads { txn: TxnId, at: (u64, u32), shard: ShardId, reads: Reads },
     /// A participant still waiting for `shard`'s reads asks again.
@@ -353,13 +370,80 @@ pub enum RegionRecord {
     /// This batch (of any local log) takes the next position of the
     /// region's global log.
     Placed(Arc<LocalBatch>),
+    /// What the region needs no more: the global log's positions before
+    /// `placed_below` (a copy of every shard in the region has a durable
+    /// checkpoint past them), and the batches of the local log before
+    /// `own_below` and of each paired log before its mark (every region
+    /// has placed them). Positions and numbers are never reused.
+    Forget { placed_below: u64, own_below: u64, held_below: Vec<(u32, u64)> },
+}
+
+/// Consecutive batches of a log from number (or position) `base` on; the
+/// ones before it are forgotten.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Window {
+    pub base: u64,
+    pub batches: VecDeque<Arc<LocalBatch>>,
+}
+
+impl Window {
+    /// The number the next batch takes.
+    pub fn next(&self) -> u64 {
+        self.base + self.batches.len() as u64
+    }
+
+    /// Batch `n`, unless forgotten or not there yet.
+    pub fn get(&self, n: u64) -> Option<&Arc<LocalBatch>> {
+        self.batches.get(n.checked_sub(self.base)? as usize)
+    }
+
+    pub fn push(&mut self, batch: Arc<LocalBatch>) {
+        self.batches.push_back(batch);
+    }
+
+    /// Forgets the batches before `below` (at most up to the last one);
+    /// returns them.
+    pub fn forget_below(&mut self, below: u64) -> Vec<Arc<LocalBatch>> {
+        let mut gone = Vec::new();
+        while self.base < below {
+            let Some(b) = self.batches.pop_front() else { break };
+            gone.push(b);
+            self.base += 1;
+        }
+        gone
+    }
+}
+
+/// A region's group's state as its chosen records leave it (SLOG §3.1-3.2:
+/// the local and global logs, and what the leader needs to take over): the
+/// checkpoint of the group's Paxos log, which a restarted member or one
+/// that lagged behind the compacted log adopts, and from which a new
+/// leader resumes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupState {
+    /// Transactions in the region's local log, oldest first.
+    pub inserted: RecentLog<TxnId>,
+    /// Multi-home transactions the region inserted a LockOnlyTxn for.
+    pub lock_only: RecentLog<TxnId>,
+    /// Annotations of transactions received here.
+    pub annotated: RecentLog<(TxnId, Arc<Txn>)>,
+    /// The region's local log, and (SLOG-HA) the paired logs it holds.
+    pub own: Window,
+    pub held: BTreeMap<u32, Window>,
+    /// Per local log, the batches placed; and the region's global log.
+    pub placed_count: BTreeMap<u32, u64>,
+    pub placed: Window,
+    /// Multi-home transactions placed whose LockOnlyTxn this region (a
+    /// home) has not yet inserted in a chosen batch.
+    pub lock_only_due: Vec<Arc<Txn>>,
 }
 
 /// A durable record.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
-    /// A sequencer's acceptor state in its region's group.
-    Paxos(PaxosRecord<RegionRecord>),
+    /// A sequencer's acceptor state in its region's group (its checkpoint
+    /// holds the `GroupState`).
+    Paxos(PaxosRecord<RegionRecord, GroupState>),
     /// A client's identifier epoch (`meridian_mechanisms::txnids`).
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
@@ -374,18 +458,19 @@ pub enum Record {
         sent: Reads,
         outcome: Option<Outcome>,
     },
-    /// A replica's checkpoint: every earlier record of its log folded in.
+    /// A replica's checkpoint: every earlier record of its log folded in
+    /// (appended, then made the log's snapshot through it).
     Checkpoint(Arc<Checkpoint>),
 }
 
-impl From<PaxosRecord<RegionRecord>> for Record {
-    fn from(r: PaxosRecord<RegionRecord>) -> Record {
+impl From<PaxosRecord<RegionRecord, GroupState>> for Record {
+    fn from(r: PaxosRecord<RegionRecord, GroupState>) -> Record {
         Record::Paxos(r)
     }
 }
 
-impl From<PaxosMsg<RegionRecord>> for Msg {
-    fn from(m: PaxosMsg<RegionRecord>) -> Msg {
+impl From<PaxosMsg<RegionRecord, GroupState>> for Msg {
+    fn from(m: PaxosMsg<RegionRecord, GroupState>) -> Msg {
         Msg::Paxos(m)
     }
 }

@@ -25,7 +25,7 @@
 //! | paper | file |
 //! |---|---|
 //! | §3.1 local logs shipped in numbered batches; each region's global log | `sequencer.rs` (`batch_stream`) |
-//! | §3.1-3.2 local and global logs "implemented via Paxos across its servers" | `sequencer.rs` (`RegionRecord`, `propose`, `resume`, `rebuild`) |
+//! | §3.1-3.2 local and global logs "implemented via Paxos across its servers" | `sequencer.rs` (`RegionRecord`, `propose`, `resume`, `on_chosen`) |
 //! | §3.2, Figure 2 `ReceiveNewTxn`, Lookup Master, (home, counter) headers | `sequencer.rs`, `messages.rs` (`Header`, `Txn`) |
 //! | Figure 2 `InsertIntoLocalLog`, `ReceiveBatch` | `sequencer.rs` |
 //! | §3.3 multi-home ordering (the third option), LockOnlyTxns | `sequencer.rs` (`insert_lock_onlys`), `replica.rs` |
@@ -34,6 +34,7 @@
 //! | §3.2 SLOG-HA (the local log at the paired region before it runs) | `sequencer.rs` (`on_replicate`, `on_replicated`) |
 //! | §3.1 snapshot read-only transactions at one region | `sequencer.rs` (`place_snapshot`), `replica.rs` |
 //! | Calvin §5 replay of the input after a crash | `recovery.rs` |
+//! | Calvin §5 the input kept only until the region's copies checkpointed past it; a copy far behind recovers from another's | `sequencer.rs` (`forget`, `RegionRecord::Forget`, `GroupState`), `recovery.rs` (`install_checkpoint`), `crate::readers`, `crate::catch_up` |
 //!
 //! # Commit path and analytical latency
 //!
@@ -60,7 +61,10 @@
 //! `lookup_misses` (transactions every region aborted for a wrong assumed
 //! header), `restarts` (their resubmissions), `duplicates_dropped`,
 //! `reads_sent`, `reads_wanted`, `log_fetches`, `batch_fetches`,
-//! `replica_checkpoints`, `replayed`, `submissions_refused`,
+//! `replica_checkpoints`, `replayed`, `positions_forgotten`,
+//! `batches_forgotten`, `log_truncated`, `checkpoints_sent`,
+//! `checkpoints_installed` (truncation below the region's copies'
+//! checkpoints, and catching up past it), `submissions_refused`,
 //! `refused_not_one_shot`, `retries`, `unknown_outcomes`,
 //! `sequencer_takeovers`, `relayed`, `records_skipped`, `log_failovers`
 //! (the region groups' failovers), and Multi-Paxos's. Observations:
@@ -188,6 +192,12 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "10000",
         doc: "executed transactions between a replica's checkpoints (at least as many as its store has keys)",
     },
+    ParamDoc {
+        name: "checkpoint_every_slots",
+        default: "10000",
+        doc: "slots of a region group's Paxos log between a sequencer's checkpoints (its chosen logs; the Paxos \
+              log compacted behind it); at least as many as the checkpoint's entries",
+    },
     ParamDoc { name: "reads_kept", default: "65536", doc: "reads a participant keeps to send again on request" },
     ParamDoc { name: "outcomes_kept", default: "65536", doc: "answers an answering replica keeps for queries" },
     ParamDoc {
@@ -269,6 +279,27 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "log_fetches", doc: "global-log positions a sequencer sent again to a replica that asked" },
     CounterDoc { name: "batch_fetches", doc: "local-log batches a sequencer asked their origin for again" },
     CounterDoc { name: "replica_checkpoints", doc: "checkpoints a replica took (its durable log folded into one)" },
+    CounterDoc {
+        name: "positions_forgotten",
+        doc: "positions of a region's global log its group forgot (a copy of every shard in the region has a \
+              durable checkpoint past them)",
+    },
+    CounterDoc {
+        name: "batches_forgotten",
+        doc: "batches of a local log (or, SLOG-HA, a paired one) a group forgot: every region placed them",
+    },
+    CounterDoc {
+        name: "log_truncated",
+        doc: "log fetches a sequencer answered `Truncated`: the region's group forgot the positions",
+    },
+    CounterDoc {
+        name: "checkpoints_sent",
+        doc: "checkpoints a replica sent a copy of its shard in its region that lagged",
+    },
+    CounterDoc {
+        name: "checkpoints_installed",
+        doc: "checkpoints a replica installed from another copy, the positions it needed being forgotten",
+    },
     CounterDoc { name: "replayed", doc: "log entries a restarted replica found executed in its durable log" },
     CounterDoc {
         name: "refused_not_one_shot",
@@ -315,8 +346,7 @@ impl Config {
                 stagger_ticks: election_ticks / 2,
                 jitter_ticks: (election_ticks / 4).max(1),
                 batch_max: 256,
-                // The logs are kept whole (docs/slog.md, "What remains").
-                compact_every: 0,
+                compact_every: p.count("checkpoint_every_slots", 1..=1 << 40)?,
             },
             failover_ticks: p.ms_ticks("failover_ms", replica_tick_ns, Rounding::Up, 1..=1 << 20)? as u32,
             batch_txns_max: p.count("batch_txns_max", 1..=BATCH_TXNS_MAX as u64)? as usize,

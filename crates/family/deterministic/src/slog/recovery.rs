@@ -15,9 +15,11 @@
 //! conflicting earlier one).
 
 use super::Slog;
-use super::messages::{Checkpoint, Header, Reads, Record, Since};
+use super::messages::{Checkpoint, Header, Msg, Reads, Record, Since};
 use super::replica::{At, Replica};
-use meridian_core::{Ctx, Key, Lsn, Outcome, TxnId, Value};
+use crate::catch_up::CatchUp;
+use meridian_core::{Ctx, Key, Lsn, NodeId, Outcome, TxnId, Value};
+use meridian_mechanisms::scheduler::{ReadExchange, Scheduler};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -31,6 +33,9 @@ pub(crate) struct Recovery {
     executed: BTreeMap<TxnId, At>,
     records_since: u64,
     last_lsn: Option<Lsn>,
+    /// The durable checkpoint its fetches report, and the catching up
+    /// from another copy's when the positions it needs are forgotten.
+    pub(super) catch_up: CatchUp,
 }
 
 impl Recovery {
@@ -65,26 +70,125 @@ impl Replica {
     /// Folds the durable log into a checkpoint when enough was executed.
     pub(super) fn maybe_checkpoint(&mut self, ctx: &mut Ctx<'_, Slog>) {
         let every = self.cfg.checkpoint_txns.max(self.store.len() as u64);
-        let Some(upto) = self.recovery.last_lsn.filter(|_| self.recovery.records_since >= every) else { return };
-        let next_pos = self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos);
+        if self.recovery.last_lsn.is_none() || self.recovery.records_since < every {
+            return;
+        }
+        let checkpoint = self.checkpoint_now(|_| true, CHECKPOINT_SENT_MAX);
+        let next_pos = checkpoint.next_pos;
         self.recovery.executed.retain(|_, at| at.0 >= next_pos);
         self.batch_at = self.batch_at.split_off(&next_pos);
+        self.persist_checkpoint(ctx, Arc::new(checkpoint));
+        ctx.count("replica_checkpoints", 1);
+    }
+
+    /// The state now: the store and headers after every position before
+    /// the first one a running transaction holds (or the next position),
+    /// the transactions executed at or after it, and the newest `sent_max`
+    /// reads sent that `keep` selects.
+    fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
+        let next_pos = self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos);
         let mut applied = self.applied.clone();
-        for b in self.batch_at.values() {
+        for b in self.batch_at.range(next_pos..).map(|(_, b)| b) {
             *applied.get_mut(&b.region).expect("applied") -= 1;
         }
-        let sent = self.sent.newest(CHECKPOINT_SENT_MAX).map(|(id, (at, reads))| (*id, *at, reads.clone())).collect();
-        let checkpoint = Checkpoint {
+        let sent = self.sent.newest(sent_max).filter(|(_, (at, _))| keep(*at));
+        Checkpoint {
             next_pos,
             store: self.store.clone(),
             headers: self.headers.clone(),
             applied,
-            executed: self.recovery.executed.iter().map(|(id, at)| (*id, *at)).collect(),
-            sent,
-        };
-        ctx.compact(upto, Record::Checkpoint(Arc::new(checkpoint)));
+            executed: self
+                .recovery
+                .executed
+                .iter()
+                .filter(|(_, at)| at.0 >= next_pos)
+                .map(|(id, at)| (*id, *at))
+                .collect(),
+            sent: sent.map(|(id, (at, reads))| (*id, *at, reads.clone())).collect(),
+        }
+    }
+
+    /// Appends the checkpoint and compacts the log through it: its
+    /// record's being durable says the checkpoint is (`CatchUp`).
+    fn persist_checkpoint(&mut self, ctx: &mut Ctx<'_, Slog>, checkpoint: Arc<Checkpoint>) {
+        let next_pos = checkpoint.next_pos;
+        let lsn = ctx.append(Record::Checkpoint(Arc::clone(&checkpoint)));
+        ctx.compact(lsn, Record::Checkpoint(checkpoint));
+        self.recovery.last_lsn = Some(lsn);
         self.recovery.records_since = 0;
-        ctx.count("replica_checkpoints", 1);
+        self.recovery.catch_up.appended(lsn, next_pos);
+    }
+
+    /// The region's group forgot the positions before `base`: if this
+    /// replica needs them, it catches up from another copy's checkpoint.
+    pub(super) fn on_truncated(&mut self, ctx: &mut Ctx<'_, Slog>, base: u64) {
+        if self.recovery.catch_up.truncated(base, self.next_pos) {
+            self.ask_checkpoint(ctx);
+        }
+    }
+
+    /// Asks the next copy of this shard in its region (the same global
+    /// log: another region's interleaves the local logs differently) for a
+    /// checkpoint, while the positions it needs are gone.
+    pub(super) fn ask_checkpoint(&mut self, ctx: &mut Ctx<'_, Slog>) {
+        let region = self.region();
+        let copies: Vec<NodeId> = self
+            .topo
+            .replicas(self.shard)
+            .iter()
+            .copied()
+            .filter(|r| *r != self.me && self.topo.region_of(*r) == region)
+            .collect();
+        let Some((to, need)) = self.recovery.catch_up.next_ask(self.next_pos, &copies) else { return };
+        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.next_pos, need });
+    }
+
+    /// Another copy of the region lags behind what the group keeps: this
+    /// replica's state now, if it is at or past what that copy needs.
+    pub(super) fn on_fetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Slog>, to: NodeId, from: u64, need: u64) {
+        if self.topo.region_of(to) != self.region() {
+            return;
+        }
+        let checkpoint = self.checkpoint_now(|at| at.0 >= from, self.cfg.reads_kept);
+        if checkpoint.next_pos >= need {
+            ctx.count("checkpoints_sent", 1);
+            ctx.send(to, Msg::Checkpoint { shard: self.shard, checkpoint: Arc::new(checkpoint) });
+        }
+    }
+
+    /// Installs another copy's checkpoint past this replica's log: what
+    /// ran here before it is in its store, what runs after it starts
+    /// afresh (the same locks in the same order), and it is made durable
+    /// here before this replica reports it.
+    pub(super) fn install_checkpoint(&mut self, ctx: &mut Ctx<'_, Slog>, checkpoint: Arc<Checkpoint>) {
+        if checkpoint.next_pos <= self.next_pos {
+            return;
+        }
+        self.adopt(&checkpoint);
+        self.running.clear();
+        self.order_headers.clear();
+        self.scheduler = Scheduler::new();
+        self.exchange = ReadExchange::new(self.cfg.early_reads_max);
+        self.recovery.catch_up.installed();
+        self.persist_checkpoint(ctx, checkpoint);
+        ctx.count("checkpoints_installed", 1);
+        let next = self.next_pos;
+        self.held.retain(|pos, _| *pos >= next);
+        let msg = Msg::FetchLog { shard: self.shard, from: next, durable: self.recovery.catch_up.durable_pos() };
+        ctx.send(self.sequencer(), msg);
+    }
+
+    /// A checkpoint's state becomes this replica's.
+    fn adopt(&mut self, c: &Checkpoint) {
+        self.store = c.store.clone();
+        self.headers = c.headers.clone();
+        self.applied = c.applied.clone();
+        self.batch_at.clear();
+        self.next_pos = c.next_pos;
+        self.recovery.executed = c.executed.iter().copied().collect();
+        for (id, at, reads) in &c.sent {
+            self.sent.insert(*id, (*at, reads.clone()));
+        }
     }
 
     /// Rebuilds the state and the executed transactions from the durable
@@ -94,14 +198,8 @@ impl Replica {
         for record in durable {
             match record {
                 Record::Checkpoint(c) => {
-                    self.store = c.store.clone();
-                    self.headers = c.headers.clone();
-                    self.applied = c.applied.clone();
-                    self.next_pos = c.next_pos;
-                    self.recovery.executed = c.executed.iter().copied().collect();
-                    for (id, at, reads) in &c.sent {
-                        self.sent.insert(*id, (*at, reads.clone()));
-                    }
+                    self.adopt(&c);
+                    self.recovery.catch_up.restored(c.next_pos);
                 }
                 Record::Executed { txn, at, writes, header, sent, outcome } => {
                     if let Some((key, h, since)) = header {

@@ -188,7 +188,7 @@ impl Replica {
     }
 
     /// The sequencer it fetches the log from.
-    fn sequencer(&self) -> NodeId {
+    pub(super) fn sequencer(&self) -> NodeId {
         self.sequencers[self.source]
     }
 
@@ -637,9 +637,18 @@ impl Replica {
             self.silent_ticks = 0;
             ctx.count("log_failovers", 1);
         }
-        ctx.send(self.sequencer(), Msg::FetchLog { shard: self.shard, from: self.next_pos });
+        self.fetch_log(ctx);
         self.want_reads(ctx);
         self.maybe_checkpoint(ctx);
+        self.ask_checkpoint(ctx);
+    }
+
+    /// Positions from the next on, reporting where this replica's durable
+    /// checkpoint resumes (the group may forget the log before it).
+    fn fetch_log(&mut self, ctx: &mut Ctx<'_, Slog>) {
+        let msg =
+            Msg::FetchLog { shard: self.shard, from: self.next_pos, durable: self.recovery.catch_up.durable_pos() };
+        ctx.send(self.sequencer(), msg);
     }
 
     /// Asks again for reads waited on for `reads_retry_ms` (only the
@@ -662,7 +671,7 @@ impl Process<Slog> for Replica {
             ctx.set_timer(at.at_ns, Timer::Remaster);
         }
         ctx.set_timer(self.cfg.replica_tick_ns, Timer::ReplicaTick);
-        ctx.send(self.sequencer(), Msg::FetchLog { shard: self.shard, from: self.next_pos });
+        self.fetch_log(ctx);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Slog>, from: NodeId, msg: Msg) {
@@ -677,9 +686,16 @@ impl Process<Slog> for Replica {
             Msg::ReadsWanted { txn, .. } => self.on_reads_wanted(ctx, from, txn),
             Msg::Query { id } => self.on_query(ctx, from, id),
             Msg::ReconRead { request, keys } => self.on_recon_read(ctx, from, request, keys),
-            Msg::Log { .. } => {} // another shard's
+            Msg::Truncated { shard, base } if shard == self.shard => self.on_truncated(ctx, base),
+            Msg::FetchCheckpoint { shard, from: pos, need } if shard == self.shard => {
+                self.on_fetch_checkpoint(ctx, from, pos, need)
+            }
+            Msg::Checkpoint { shard, checkpoint } if shard == self.shard => self.install_checkpoint(ctx, checkpoint),
+            // Another shard's.
+            Msg::Log { .. } | Msg::Truncated { .. } | Msg::FetchCheckpoint { .. } | Msg::Checkpoint { .. } => {}
             // Messages to sequencers and clients.
-            Msg::Paxos(_)
+            Msg::Progress { .. }
+            | Msg::Paxos(_)
             | Msg::Leader { .. }
             | Msg::ReconValues { .. }
             | Msg::Submit { .. }
@@ -709,7 +725,9 @@ impl Process<Slog> for Replica {
         self.run_ready(ctx);
     }
 
-    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, Slog>, _upto: Lsn) {}
+    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, Slog>, upto: Lsn) {
+        self.recovery.catch_up.persisted(upto);
+    }
 
     fn copy_state(&self) -> Option<CopyState> {
         let settled = self
@@ -733,6 +751,7 @@ impl Process<Slog> for Replica {
     }
 
     fn check_invariants(&self) {
+        self.recovery.catch_up.check_invariants(self.next_pos);
         let parts: usize = self.running.values().map(|r| r.parts.len()).sum();
         assert_eq!(parts, self.scheduler.len(), "admitted parts = the running transactions' parts");
         assert!(self.held.len() <= self.cfg.held_entries_max, "held entries past their bound");

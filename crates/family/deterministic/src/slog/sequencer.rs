@@ -45,11 +45,31 @@
 //! Other regions' groups are reached through the member each one last
 //! announced its tips from (its leader); until a region is heard from, its
 //! first member.
+//!
+//! What the region needs no more is forgotten (Calvin §5 replays the input
+//! from a checkpoint; nothing in SLOG needs more): the leader proposes a
+//! `RegionRecord::Forget` of the global log's positions before the
+//! region's copies' durable checkpoints (`Readers`: for each shard its
+//! most advanced copy in the region, which a lagging one installs —
+//! another region's global log interleaves the local logs differently, so
+//! only a copy of the same region will do), and of the batches of the
+//! local logs it holds (its own; SLOG-HA, its pairs') that every region
+//! has placed (`Progress`, from every region's leader each tick). The
+//! group's Paxos log is compacted behind the chosen state (`GroupState`)
+//! every `checkpoint_every_slots` slots: a restarted member, or one that
+//! lagged behind the compacted log, restores it (`PaxosEvent::Restore`).
+//! Bounds: the global log holds the positions since the region's copies'
+//! checkpoints (every `checkpoint_txns` transactions; while every copy of a
+//! shard in the region is down, everything since its last one); a local
+//! log, the batches not yet placed everywhere (a partitioned region holds
+//! them until it is back); the transaction sets, `txns_remembered` each.
 
 use super::messages::{
-    BatchId, Entry, LocalBatch, LogEntry, Msg, Record, RegionRecord, SNAPSHOTS, Since, Timer, Txn, batch_id,
+    BatchId, Entry, GroupState, LocalBatch, LogEntry, Msg, Record, RegionRecord, SNAPSHOTS, Since, Timer, Txn, Window,
+    batch_id,
 };
 use super::{Config, Slog};
+use crate::readers::Readers;
 use meridian_core::procedure::Recon;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
@@ -57,7 +77,7 @@ use meridian_core::{
 };
 use meridian_mechanisms::batch_stream::{BatchBuilder, InOrder};
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
-use meridian_mechanisms::recent::{RecentMap, RecentSet};
+use meridian_mechanisms::recent::{RecentLogMap, RecentSet};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -74,9 +94,12 @@ fn txn_id(entry: &Entry) -> TxnId {
     entry.txn().expect("a transaction's entry").id
 }
 
-/// What a member loses when it loses the lead: the region's logs as it
-/// has them (chosen records, and at the leader its own proposals too) and
-/// the leader's work in progress. Rebuilt from the chosen records.
+/// The region's logs as a member has them, and the leader's work in
+/// progress. At a member that does not lead it is exactly what the chosen
+/// records make of the logs; at the leader it holds its own proposals too,
+/// and the chosen state is kept beside it (`Sequencer::chosen`), to go back
+/// to when it loses the lead and to checkpoint the group's Paxos log.
+#[derive(Clone)]
 struct State {
     builder: BatchBuilder<Entry>,
     /// Transactions in this region's local log (a resubmission is dropped).
@@ -86,16 +109,20 @@ struct State {
     held_back: VecDeque<Entry>,
     /// Multi-home transactions this region inserted a LockOnlyTxn for.
     lock_only: RecentSet<TxnId>,
+    /// Multi-home transactions placed whose LockOnlyTxn this region (one of
+    /// their homes) has not yet inserted in its local log: what a new
+    /// leader inserts again.
+    lock_only_due: VecDeque<Arc<Txn>>,
     /// Annotations of transactions received here, reused on resubmission
     /// so that a retry goes where the first attempt went.
-    annotated: RecentMap<TxnId, Arc<Txn>>,
+    annotated: RecentLogMap<TxnId, Arc<Txn>>,
     /// Annotations the leader proposed and has not yet seen chosen: the
     /// transaction leaves then (a retry meanwhile waits for it).
     annotating: BTreeSet<TxnId>,
-    /// This region's local log, by number, and how many of its batches
-    /// are chosen (the rest are the leader's proposals: none leaves the
-    /// group before it is chosen).
-    own: Vec<Arc<LocalBatch>>,
+    /// This region's local log, by number from the first not forgotten,
+    /// and how many of its batches are chosen (the rest are the leader's
+    /// proposals: none leaves the group before it is chosen).
+    own: Window,
     own_chosen: u64,
     /// Own batches shipped by this leader (SLOG-HA: once the pair held them).
     shipped: u64,
@@ -103,7 +130,7 @@ struct State {
     pair_acked: BTreeSet<u64>,
     /// SLOG-HA: the logs this region is the pair of, their batches held
     /// here (`held_chosen`: how many of them are chosen).
-    held_for: BTreeMap<u32, Vec<Arc<LocalBatch>>>,
+    held_for: BTreeMap<u32, Window>,
     held_chosen: BTreeMap<u32, u64>,
     inorder: InOrder<Entry>,
     /// Per local log, batches delivered in order that wait for a batch
@@ -111,10 +138,11 @@ struct State {
     waiting: BTreeMap<u32, VecDeque<Arc<LocalBatch>>>,
     /// Per local log, the batches placed.
     placed_count: BTreeMap<u32, u64>,
-    /// The region's global log: the batch placed at each position, and how
-    /// many positions are chosen (the rest are the leader's proposals).
-    placed: Vec<Arc<LocalBatch>>,
-    placed_at: BTreeMap<BatchId, usize>,
+    /// The region's global log: the batch placed at each position (from
+    /// the first not forgotten), where each kept batch stands, and how many
+    /// positions are chosen (the rest are the leader's proposals).
+    placed: Window,
+    placed_at: BTreeMap<BatchId, u64>,
     placed_chosen: u64,
     /// Positions pushed to the replicas (the leader's).
     pushed: u64,
@@ -127,9 +155,10 @@ impl State {
             inserted: RecentSet::new(cfg.txns_remembered),
             held_back: VecDeque::new(),
             lock_only: RecentSet::new(cfg.txns_remembered),
-            annotated: RecentMap::new(cfg.txns_remembered),
+            lock_only_due: VecDeque::new(),
+            annotated: RecentLogMap::new(cfg.txns_remembered),
             annotating: BTreeSet::new(),
-            own: Vec::new(),
+            own: Window::default(),
             own_chosen: 0,
             shipped: 0,
             pair_acked: BTreeSet::new(),
@@ -138,11 +167,193 @@ impl State {
             inorder: InOrder::new(cfg.held_batches_max),
             waiting: BTreeMap::new(),
             placed_count: BTreeMap::new(),
-            placed: Vec::new(),
+            placed: Window::default(),
             placed_at: BTreeMap::new(),
             placed_chosen: 0,
             pushed: 0,
         }
+    }
+
+    /// The state a checkpoint of the group's log left (every count
+    /// chosen): what a restarted member, or one that lagged behind the
+    /// compacted log, goes on from.
+    fn restore(g: &GroupState, index: u32, cfg: &Config) -> State {
+        let mut st = State::new(index, cfg);
+        st.inserted = RecentSet::from_log(cfg.txns_remembered, g.inserted.clone());
+        st.lock_only = RecentSet::from_log(cfg.txns_remembered, g.lock_only.clone());
+        st.annotated = RecentLogMap::from_log(cfg.txns_remembered, g.annotated.clone());
+        st.lock_only_due = g.lock_only_due.iter().cloned().collect();
+        st.own = g.own.clone();
+        st.own_chosen = st.own.next();
+        st.held_for = g.held.clone();
+        st.held_chosen = g.held.iter().map(|(o, w)| (*o, w.next())).collect();
+        st.placed_count = g.placed_count.clone();
+        for (origin, n) in g.placed_count.iter().filter(|(o, _)| **o != SNAPSHOTS) {
+            st.inorder.skip_to(*origin, *n);
+        }
+        st.placed = g.placed.clone();
+        st.placed_at = (st.placed.base..).zip(&st.placed.batches).map(|(pos, b)| (batch_id(b), pos)).collect();
+        st.placed_chosen = st.placed.next();
+        st.pushed = st.placed_chosen;
+        st
+    }
+
+    /// The chosen state as a checkpoint holds it (at a member that does
+    /// not lead, or the leader's `chosen`).
+    fn checkpoint(&self) -> GroupState {
+        debug_assert_eq!(self.placed_chosen, self.placed.next(), "a checkpoint of chosen records only");
+        GroupState {
+            inserted: self.inserted.log(),
+            lock_only: self.lock_only.log(),
+            annotated: self.annotated.log(),
+            own: self.own.clone(),
+            held: self.held_for.clone(),
+            placed_count: self.placed_count.clone(),
+            placed: self.placed.clone(),
+            lock_only_due: self.lock_only_due.iter().cloned().collect(),
+        }
+    }
+
+    /// Entries a checkpoint copies (its transaction sets share their
+    /// chunks and are not counted).
+    fn checkpoint_entries(&self) -> usize {
+        let (positions, batches) = self.kept();
+        positions + batches + self.lock_only_due.len()
+    }
+
+    /// The global log's positions kept, and the local logs' batches.
+    fn kept(&self) -> (usize, usize) {
+        let held: usize = self.held_for.values().map(|w| w.batches.len()).sum();
+        (self.placed.batches.len(), self.own.batches.len() + held)
+    }
+
+    fn held_next(&self, origin: u32) -> u64 {
+        self.held_for.get(&origin).map_or(0, Window::next)
+    }
+
+    /// Whether every batch `batch`'s head names is placed here.
+    fn deps_placed(&self, batch: &LocalBatch) -> bool {
+        batch
+            .items
+            .iter()
+            .map_while(|e| match e {
+                Entry::After(id) => Some(*id),
+                _ => None,
+            })
+            .all(|id| self.placed_count.get(&id.region).is_some_and(|n| *n > id.seq))
+    }
+
+    /// Whether a chosen record follows on from the chosen records before
+    /// it. A leader's records always do; but a deposed leader's pipelined
+    /// proposals can be chosen with a gap (an earlier slot became a no-op
+    /// under its successor), and every member skips those alike: its
+    /// batches come again, and its successor places them.
+    fn applies(&self, record: &RegionRecord) -> bool {
+        match record {
+            RegionRecord::Batch(b) => b.seq == self.own.next(),
+            RegionRecord::Placed(b) => {
+                b.origin == SNAPSHOTS || (self.inorder.next_seq(b.origin) == b.seq && self.deps_placed(b))
+            }
+            RegionRecord::Held(b) => b.seq == self.held_next(b.origin),
+            RegionRecord::Annotated(_) | RegionRecord::Forget { .. } => true,
+        }
+    }
+
+    /// A record joins the logs of the member of `region` (a chosen one
+    /// that `applies`, or the leader's proposal).
+    fn apply(&mut self, record: &RegionRecord, region: RegionId) {
+        match record {
+            RegionRecord::Batch(b) => self.apply_batch(b, region),
+            RegionRecord::Placed(b) => self.apply_placed(b, region),
+            RegionRecord::Annotated(t) => {
+                self.annotated.insert(t.id, Arc::clone(t));
+            }
+            RegionRecord::Held(b) => {
+                let held = self.held_for.entry(b.origin).or_default();
+                assert_eq!(b.seq, held.next(), "held batches are chosen in order");
+                held.push(Arc::clone(b));
+            }
+            RegionRecord::Forget { placed_below, own_below, held_below } => {
+                self.forget(*placed_below, *own_below, held_below)
+            }
+        }
+    }
+
+    fn apply_batch(&mut self, b: &Arc<LocalBatch>, region: RegionId) {
+        assert_eq!(b.seq, self.own.next(), "own batches are chosen in order");
+        for e in &b.items {
+            match e {
+                Entry::LockOnly { txn, .. } => {
+                    self.lock_only.insert(txn.id);
+                    self.lock_only_due.retain(|t| t.id != txn.id);
+                }
+                Entry::SingleHome(t) | Entry::MultiHome(t) => {
+                    if t.origin == region && t.remaster.is_none() {
+                        self.annotated.insert(t.id, Arc::clone(t));
+                    }
+                    self.inserted.insert(t.id);
+                }
+                Entry::After(_) | Entry::Snapshot(_) => {}
+            }
+        }
+        self.own.push(Arc::clone(b));
+    }
+
+    fn apply_placed(&mut self, b: &Arc<LocalBatch>, region: RegionId) {
+        // The leader delivered it in order already; a follower learns each
+        // log's order from the placements alone.
+        if b.origin != SNAPSHOTS && self.inorder.next_seq(b.origin) == b.seq {
+            let delivered = self.inorder.accept((**b).clone());
+            assert_eq!(delivered.len(), 1, "a follower holds no batch out of order");
+        }
+        assert!(b.origin == SNAPSHOTS || self.inorder.next_seq(b.origin) > b.seq, "placed in order");
+        *self.placed_count.entry(b.origin).or_insert(0) += 1;
+        self.placed_at.insert(batch_id(b), self.placed.next());
+        self.placed.push(Arc::clone(b));
+        if b.origin == 0 {
+            for e in &b.items {
+                let Entry::MultiHome(t) = e else { continue };
+                if t.homes.binary_search(&region).is_ok() && !self.lock_only.contains(&t.id) {
+                    self.lock_only_due.push_back(Arc::clone(t));
+                }
+            }
+        }
+    }
+
+    /// Forgets what a `Forget` record says the region needs no more.
+    fn forget(&mut self, placed_below: u64, own_below: u64, held_below: &[(u32, u64)]) {
+        for b in self.placed.forget_below(placed_below.min(self.placed_chosen)) {
+            self.placed_at.remove(&batch_id(&b));
+        }
+        self.own.forget_below(own_below.min(self.own_chosen));
+        for (origin, below) in held_below {
+            let chosen = self.held_chosen.get(origin).copied().unwrap_or(0);
+            if let Some(w) = self.held_for.get_mut(origin) {
+                w.forget_below((*below).min(chosen));
+            }
+        }
+    }
+
+    /// What every member counts of a chosen record.
+    fn note_chosen(&mut self, record: &RegionRecord) {
+        match record {
+            RegionRecord::Placed(_) => self.placed_chosen += 1,
+            RegionRecord::Held(b) => *self.held_chosen.entry(b.origin).or_insert(0) += 1,
+            RegionRecord::Batch(_) => self.own_chosen += 1,
+            RegionRecord::Annotated(_) | RegionRecord::Forget { .. } => {}
+        }
+        assert!(self.placed_chosen <= self.placed.next(), "chosen past the placed log");
+    }
+
+    /// A chosen record at a member that does not lead (or the leader's
+    /// `chosen`): applied if it follows on.
+    fn apply_chosen(&mut self, record: &RegionRecord, region: RegionId) -> bool {
+        if !self.applies(record) {
+            return false;
+        }
+        self.apply(record, region);
+        self.note_chosen(record);
+        true
     }
 }
 
@@ -171,14 +382,22 @@ pub struct Sequencer {
     pairs: Vec<Option<u32>>,
     /// Per origin, the batches it announced.
     tips: BTreeMap<u32, u64>,
-    paxos: MultiPaxos<RegionRecord>,
-    /// Every record chosen, in slot order (what a deposed leader rebuilds
-    /// from; kept whole as the logs are, docs/slog.md).
-    chosen: Vec<RegionRecord>,
+    paxos: MultiPaxos<RegionRecord, GroupState>,
+    /// The leader's chosen state (its `st` holds its proposals too): what
+    /// it goes back to when it loses the lead, and what its checkpoints
+    /// hold. `None` at a member that does not lead, whose `st` is it.
+    chosen: Option<Box<State>>,
     /// This member leads its group (and its state holds its proposals).
     leading: bool,
     st: State,
     ticks: u64,
+    /// The durable checkpoint position of every replica of the region.
+    readers: Readers,
+    /// Per other region (by index), how many batches of each local log it
+    /// has placed, as it last said (`Progress`).
+    progress: BTreeMap<u32, BTreeMap<u32, u64>>,
+    /// The tick the leader last proposed a `Forget` (once a tick at most).
+    forget_proposed: Option<u64>,
 }
 
 impl Sequencer {
@@ -187,13 +406,16 @@ impl Sequencer {
         let groups = super::groups(&topo);
         let index = groups.iter().position(|g| g.contains(&me)).expect("a sequencer") as u32;
         let group = groups[index as usize].clone();
-        let feeds = topo
+        let feeds: Vec<(NodeId, ShardId)> = topo
             .all_replicas()
             .filter(|r| topo.region_of(*r) == region)
             .map(|r| (r, topo.replica_of(r).expect("a replica").0))
             .collect();
         let paxos = MultiPaxos::new(index, group.clone(), me, 0, cfg.paxos);
         Sequencer {
+            readers: Readers::new(&feeds),
+            progress: BTreeMap::new(),
+            forget_proposed: None,
             layout: topo.key_layout(),
             leaders: groups.iter().map(|g| g[0]).collect(),
             st: State::new(index, &cfg),
@@ -210,7 +432,7 @@ impl Sequencer {
             pairs: Vec::new(),
             tips: BTreeMap::new(),
             paxos,
-            chosen: Vec::new(),
+            chosen: None,
             leading: false,
             ticks: 0,
         }
@@ -232,12 +454,22 @@ impl Sequencer {
 
     /// The positions of the region's global log placed so far.
     pub fn log_len(&self) -> u64 {
-        self.st.placed.len() as u64
+        self.st.placed.next()
     }
 
-    /// The batch at each position of the region's global log.
+    /// The first position of the region's global log still kept.
+    pub fn log_base(&self) -> u64 {
+        self.st.placed.base
+    }
+
+    /// The batch at each position of the region's global log still kept.
     pub fn global_log(&self) -> impl Iterator<Item = BatchId> + '_ {
-        self.st.placed.iter().map(|b| batch_id(b))
+        self.st.placed.batches.iter().map(|b| batch_id(b))
+    }
+
+    /// The first batch of this region's local log still kept.
+    pub fn local_log_base(&self) -> u64 {
+        self.st.own.base
     }
 
     /// The Lookup Master's header for `key` (SLOG §3.2).
@@ -275,78 +507,8 @@ impl Sequencer {
         if self.paxos.propose(&mut Mapped::new(ctx), record.clone()).is_err() {
             return false;
         }
-        self.apply(&record);
+        self.st.apply(&record, self.region);
         true
-    }
-
-    /// Whether a chosen record follows on from the chosen records before
-    /// it. A leader's records always do; but a deposed leader's pipelined
-    /// proposals can be chosen with a gap (an earlier slot became a no-op
-    /// under its successor), and every member skips those alike: its
-    /// batches come again, and its successor places them.
-    fn applies(&self, record: &RegionRecord) -> bool {
-        let st = &self.st;
-        match record {
-            RegionRecord::Batch(b) => b.seq == st.own.len() as u64,
-            RegionRecord::Placed(b) => {
-                b.origin == SNAPSHOTS || (st.inorder.next_seq(b.origin) == b.seq && self.deps_placed(b))
-            }
-            RegionRecord::Held(b) => b.seq == st.held_for.get(&b.origin).map_or(0, Vec::len) as u64,
-            RegionRecord::Annotated(_) => true,
-        }
-    }
-
-    /// A record joins this member's logs (a chosen one that `applies`, or
-    /// the leader's proposal).
-    fn apply(&mut self, record: &RegionRecord) {
-        let st = &mut self.st;
-        match record {
-            RegionRecord::Batch(b) => {
-                assert_eq!(b.seq, st.own.len() as u64, "own batches are chosen in order");
-                for e in &b.items {
-                    match e {
-                        Entry::LockOnly { txn, .. } => st.lock_only.insert(txn.id),
-                        Entry::SingleHome(t) | Entry::MultiHome(t) => {
-                            if t.origin == self.region && t.remaster.is_none() {
-                                st.annotated.insert(t.id, Arc::clone(t));
-                            }
-                            st.inserted.insert(t.id)
-                        }
-                        Entry::After(_) | Entry::Snapshot(_) => true,
-                    };
-                }
-                st.own.push(Arc::clone(b));
-            }
-            RegionRecord::Placed(b) => {
-                // The leader delivered it in order already; a follower
-                // learns each log's order from the placements alone.
-                if b.origin != SNAPSHOTS && st.inorder.next_seq(b.origin) == b.seq {
-                    let delivered = st.inorder.accept((**b).clone());
-                    assert_eq!(delivered.len(), 1, "a follower holds no batch out of order");
-                }
-                assert!(b.origin == SNAPSHOTS || st.inorder.next_seq(b.origin) > b.seq, "placed in order");
-                *st.placed_count.entry(b.origin).or_insert(0) += 1;
-                st.placed_at.insert(batch_id(b), st.placed.len());
-                st.placed.push(Arc::clone(b));
-            }
-            RegionRecord::Annotated(t) => st.annotated.insert(t.id, Arc::clone(t)),
-            RegionRecord::Held(b) => {
-                let held = st.held_for.entry(b.origin).or_default();
-                assert_eq!(b.seq, held.len() as u64, "held batches are chosen in order");
-                held.push(Arc::clone(b));
-            }
-        }
-    }
-
-    /// What every member counts of a chosen record.
-    fn note_chosen(&mut self, record: &RegionRecord) {
-        match record {
-            RegionRecord::Placed(_) => self.st.placed_chosen += 1,
-            RegionRecord::Held(b) => *self.st.held_chosen.entry(b.origin).or_insert(0) += 1,
-            RegionRecord::Batch(_) => self.st.own_chosen += 1,
-            RegionRecord::Annotated(_) => {}
-        }
-        assert!(self.st.placed_chosen <= self.st.placed.len() as u64, "chosen past the placed log");
     }
 
     /// What the leader does once its record is chosen: only now may the
@@ -360,57 +522,115 @@ impl Sequencer {
                 self.route(ctx, Arc::clone(t));
             }
             RegionRecord::Held(b) => self.ack_held(ctx, b.origin, b.seq),
+            RegionRecord::Forget { .. } => {}
         }
     }
 
-    /// After every event: what the group's Paxos log decided.
+    /// After every event: what the group's Paxos log decided; then the
+    /// group's Paxos log is compacted behind the chosen state, and the
+    /// leader proposes to forget what the region needs no more.
     fn drain(&mut self, ctx: &mut Ctx<'_, Slog>) {
         for event in self.paxos.drain_events() {
             match event {
-                PaxosEvent::Committed { value, .. } => {
-                    let record = (*value).clone();
-                    if self.leading {
-                        self.note_chosen(&record);
-                        self.act(ctx, &record);
-                    } else if !self.apply_chosen(&record) {
-                        ctx.count("records_skipped", 1);
-                    }
-                    self.chosen.push(record);
-                }
+                PaxosEvent::Committed { value, .. } => self.on_chosen(ctx, &value),
                 PaxosEvent::LeaderReady { ballot } => {
                     if ballot.round > 1 {
                         ctx.count("sequencer_takeovers", 1);
                     }
                     self.leading = true;
+                    self.chosen = Some(Box::new(self.st.clone()));
                     self.resume(ctx);
                 }
                 PaxosEvent::Deposed => {
                     self.leading = false;
-                    self.rebuild();
+                    // Its proposals may not be chosen, and its open batch
+                    // is lost: clients retry.
+                    if let Some(chosen) = self.chosen.take() {
+                        self.st = *chosen;
+                    }
                 }
-                PaxosEvent::Restore { .. } => unreachable!("a region group's log is never compacted"),
+                PaxosEvent::Restore { state, .. } => self.restore(ctx, &state),
             }
         }
+        self.checkpoint(ctx);
+        self.forget(ctx);
     }
 
-    /// A chosen record at a member that does not lead: applied if it
-    /// follows on (`applies`).
-    fn apply_chosen(&mut self, record: &RegionRecord) -> bool {
-        if !self.applies(record) {
-            return false;
+    /// A chosen record: the leader's own proposal (applied already) now
+    /// acted on, and joining its chosen state; at another member, applied
+    /// if it follows on.
+    fn on_chosen(&mut self, ctx: &mut Ctx<'_, Slog>, record: &RegionRecord) {
+        if let Some(chosen) = self.chosen.as_mut() {
+            let kept = chosen.kept();
+            let applied = chosen.apply_chosen(record, self.region);
+            debug_assert!(applied, "a leader's records follow on");
+            if matches!(record, RegionRecord::Forget { .. }) {
+                let (positions, batches) = (kept.0 - chosen.kept().0, kept.1 - chosen.kept().1);
+                ctx.count("positions_forgotten", positions as u64);
+                ctx.count("batches_forgotten", batches as u64);
+            }
+            self.st.note_chosen(record);
+            self.act(ctx, record);
+        } else if !self.st.apply_chosen(record, self.region) {
+            ctx.count("records_skipped", 1);
         }
-        self.apply(record);
-        self.note_chosen(record);
-        true
     }
 
-    /// A deposed leader's state is the chosen records' (its proposals may
-    /// not be chosen, and its open batch is lost: clients retry).
-    fn rebuild(&mut self) {
-        self.st = State::new(self.index, &self.cfg);
-        for record in self.chosen.clone() {
-            self.apply_chosen(&record);
+    /// A checkpoint of the group's log (a restart's, or a peer's for a
+    /// member that lagged behind the compacted log): the chosen state.
+    fn restore(&mut self, ctx: &mut Ctx<'_, Slog>, state: &GroupState) {
+        self.st = State::restore(state, self.index, &self.cfg);
+        if self.leading {
+            self.chosen = Some(Box::new(self.st.clone()));
+            self.resume(ctx);
         }
+    }
+
+    /// The chosen state, as a checkpoint holds it.
+    fn chosen_state(&self) -> &State {
+        self.chosen.as_deref().unwrap_or(&self.st)
+    }
+
+    /// Compacts the group's Paxos log behind the chosen state, every
+    /// `checkpoint_every_slots` slots (and no more often than the state has
+    /// entries).
+    fn checkpoint(&mut self, ctx: &mut Ctx<'_, Slog>) {
+        if self.paxos.should_compact(self.chosen_state().checkpoint_entries()) {
+            let (upto, state) = (self.paxos.delivered_upto(), self.chosen_state().checkpoint());
+            self.paxos.compact(&mut Mapped::new(ctx), upto, state);
+        }
+    }
+
+    /// The leader proposes to forget, once a tick at most, the global
+    /// log's positions before the region's copies' durable checkpoints
+    /// (`Readers`: for each shard its most advanced copy here, which a
+    /// lagging one installs), and the batches of the local logs it holds
+    /// (its own, SLOG-HA its pairs') that every region has placed.
+    fn forget(&mut self, ctx: &mut Ctx<'_, Slog>) {
+        if !self.leading || self.forget_proposed == Some(self.ticks) {
+            return;
+        }
+        let chosen = self.chosen_state();
+        let placed_below = self.readers.below().min(chosen.placed_chosen);
+        let own_below = self.placed_everywhere(self.index).min(chosen.own_chosen);
+        let held_below: Vec<(u32, u64)> = chosen
+            .held_for
+            .iter()
+            .map(|(o, w)| (*o, self.placed_everywhere(*o).min(w.next())))
+            .filter(|(o, below)| *below > chosen.held_for[o].base)
+            .collect();
+        if placed_below > chosen.placed.base || own_below > chosen.own.base || !held_below.is_empty() {
+            self.forget_proposed = Some(self.ticks);
+            self.propose(ctx, RegionRecord::Forget { placed_below, own_below, held_below });
+        }
+    }
+
+    /// How many batches of local log `origin` every region has placed (as
+    /// each last said; this one's chosen count).
+    fn placed_everywhere(&self, origin: u32) -> u64 {
+        let here = self.chosen_state().placed_count.get(&origin).copied().unwrap_or(0);
+        let others = (0..self.leaders.len() as u32).filter(|i| *i != self.index);
+        others.map(|i| self.progress.get(&i).and_then(|p| p.get(&origin)).copied().unwrap_or(0)).fold(here, u64::min)
     }
 
     /// A new leader (or a restarted one) takes the region's work up where
@@ -419,19 +639,23 @@ impl Sequencer {
     /// are placed, and the LockOnlyTxns lost with an open batch are
     /// inserted again.
     fn resume(&mut self, ctx: &mut Ctx<'_, Slog>) {
-        let own = self.st.own.len() as u64;
+        let own = self.st.own.next();
         self.st.builder = BatchBuilder::resume(self.index, own, self.cfg.batch_txns_max, self.cfg.batch_ns);
         self.st.pushed = self.st.placed_chosen;
+        // First the LockOnlyTxns of the orderer's batches placed already:
+        // those of the batches placed below come after them, in the
+        // orderer's order (§3.3; swarm seed 90188 found them inverted, two
+        // multi-home transactions then waiting for each other).
+        self.reinsert_lock_onlys(ctx);
         let unplaced = self.st.inorder.next_seq(self.index)..own;
         self.st.shipped = unplaced.start;
         for seq in unplaced {
             self.replicate_or_ship(ctx, seq);
         }
-        let held: Vec<Arc<LocalBatch>> = self.st.held_for.values().flatten().cloned().collect();
+        let held: Vec<Arc<LocalBatch>> = self.st.held_for.values().flat_map(|w| w.batches.iter()).cloned().collect();
         for b in held {
             self.receive_batch(ctx, b);
         }
-        self.reinsert_lock_onlys(ctx);
     }
 
     /// A message for the leader reached another member: passed on (once:
@@ -578,21 +802,27 @@ impl Sequencer {
         batch.items.splice(0..0, head);
         ctx.count("batches", 1);
         ctx.observe("batch_size", batch.items.len() as u64);
-        assert_eq!(batch.seq, self.st.own.len() as u64, "local-log batches are numbered in order");
+        assert_eq!(batch.seq, self.st.own.next(), "local-log batches are numbered in order");
         self.propose(ctx, RegionRecord::Batch(Arc::new(batch)));
     }
 
     /// A chosen own batch goes to the pair first (SLOG-HA), or out.
     fn replicate_or_ship(&mut self, ctx: &mut Ctx<'_, Slog>, seq: u64) {
         match self.pair {
-            Some(pair) => ctx.send(self.leaders[pair as usize], Msg::Replicate(Arc::clone(&self.st.own[seq as usize]))),
+            Some(pair) => ctx.send(self.leaders[pair as usize], Msg::Replicate(Arc::clone(self.own_batch(seq)))),
             None => self.ship(ctx, seq),
         }
     }
 
+    /// Own batch `seq`: kept until every region has placed it, and only
+    /// those not yet placed everywhere are shipped or replicated.
+    fn own_batch(&self, seq: u64) -> &Arc<LocalBatch> {
+        self.st.own.get(seq).expect("an own batch not placed everywhere is kept")
+    }
+
     /// An own batch goes to every region, this one included.
     fn ship(&mut self, ctx: &mut Ctx<'_, Slog>, seq: u64) {
-        let batch = Arc::clone(&self.st.own[seq as usize]);
+        let batch = Arc::clone(self.own_batch(seq));
         self.st.shipped = self.st.shipped.max(seq + 1);
         for (i, leader) in self.leaders.iter().enumerate() {
             if i as u32 != self.index {
@@ -610,7 +840,7 @@ impl Sequencer {
         if !self.paired_for.contains(&batch.origin) {
             return;
         }
-        let held = self.st.held_for.get(&batch.origin).map_or(0, Vec::len) as u64;
+        let held = self.st.held_next(batch.origin);
         if batch.seq == held {
             self.propose(ctx, RegionRecord::Held(Arc::clone(&batch)));
         }
@@ -642,10 +872,10 @@ impl Sequencer {
     fn batch_held(&self, id: BatchId) -> Option<&Arc<LocalBatch>> {
         if id.region == self.index {
             let out = self.st.shipped.max(self.st.placed_count.get(&self.index).copied().unwrap_or(0));
-            return self.st.own.get(id.seq as usize).filter(|_| id.seq < out);
+            return self.st.own.get(id.seq).filter(|_| id.seq < out);
         }
-        let held = self.st.held_for.get(&id.region).and_then(|h| h.get(id.seq as usize));
-        held.or_else(|| self.st.placed_at.get(&id).map(|pos| &self.st.placed[*pos]))
+        let held = self.st.held_for.get(&id.region).and_then(|h| h.get(id.seq));
+        held.or_else(|| self.st.placed_at.get(&id).and_then(|pos| self.st.placed.get(*pos)))
     }
 
     // ---- §3.4 dynamic remastering ----
@@ -692,14 +922,7 @@ impl Sequencer {
 
     /// Whether every batch `batch`'s head names is placed here.
     fn deps_placed(&self, batch: &LocalBatch) -> bool {
-        batch
-            .items
-            .iter()
-            .map_while(|e| match e {
-                Entry::After(id) => Some(*id),
-                _ => None,
-            })
-            .all(|id| self.st.placed_count.get(&id.region).is_some_and(|n| *n > id.seq))
+        self.st.deps_placed(batch)
     }
 
     /// Places every waiting batch whose dependencies are placed. A batch
@@ -771,19 +994,21 @@ impl Sequencer {
         if !self.leading {
             return;
         }
+        let placed: Vec<(u32, u64)> = self.chosen_state().placed_count.iter().map(|(o, n)| (*o, *n)).collect();
         let mut tips = vec![(self.index, self.st.shipped)];
         tips.extend(self.paired_for.iter().map(|o| (*o, self.st.held_chosen.get(o).copied().unwrap_or(0))));
         for (i, leader) in self.leaders.iter().enumerate() {
             if i as u32 == self.index {
                 continue;
             }
+            ctx.send(*leader, Msg::Progress { placed: placed.clone() });
             for (origin, next_seq) in &tips {
                 ctx.send(*leader, Msg::Tip { origin: *origin, next_seq: *next_seq });
             }
         }
         if let Some(pair) = self.pair {
             for seq in self.st.shipped..self.st.own_chosen {
-                ctx.send(self.leaders[pair as usize], Msg::Replicate(Arc::clone(&self.st.own[seq as usize])));
+                ctx.send(self.leaders[pair as usize], Msg::Replicate(Arc::clone(self.own_batch(seq))));
             }
         }
         for (origin, tip) in &self.tips {
@@ -842,7 +1067,7 @@ impl Sequencer {
     fn entries(&self, range: std::ops::Range<u64>, shard: ShardId) -> Vec<LogEntry> {
         range
             .map(|pos| {
-                let batch = &self.st.placed[pos as usize];
+                let batch = self.st.placed.get(pos).expect("a kept position");
                 let entries = batch
                     .items
                     .iter()
@@ -857,40 +1082,47 @@ impl Sequencer {
 
     /// A replica asks for positions from `from` on; any member answers with
     /// chosen ones, and the answer, even empty, tells the replica this
-    /// member is alive.
-    fn on_fetch_log(&mut self, ctx: &mut Ctx<'_, Slog>, from_node: NodeId, shard: ShardId, from: u64) {
+    /// member is alive. It reports where its durable checkpoint resumes;
+    /// positions it needs that are forgotten are answered `Truncated`.
+    fn on_fetch_log(&mut self, ctx: &mut Ctx<'_, Slog>, from_node: NodeId, shard: ShardId, from: u64, durable: u64) {
+        self.readers.report(from_node, durable);
+        if from < self.st.placed.base {
+            ctx.count("log_truncated", 1);
+            ctx.send(from_node, Msg::Truncated { shard, base: self.st.placed.base });
+            return;
+        }
         let to = (from + LOG_CHUNK).min(self.st.placed_chosen).max(from);
         let entries = self.entries(from..to, shard);
         ctx.count("log_fetches", entries.len() as u64);
         ctx.send(from_node, Msg::Log { shard, entries });
     }
 
+    /// Another region's leader says how many batches of each local log it
+    /// has placed.
+    fn on_progress(&mut self, from: NodeId, placed: Vec<(u32, u64)>) {
+        let region = self.topo.region_of(from);
+        if region == self.region || !self.topo.service(super::SEQUENCER).contains(&from) {
+            return;
+        }
+        let i = self.index_of(region);
+        let known = self.progress.entry(i).or_default();
+        for (origin, n) in placed {
+            let k = known.entry(origin).or_insert(0);
+            *k = (*k).max(n);
+        }
+    }
+
     // ---- restart ----
 
     /// The LockOnlyTxns the orderer's placed batches asked of this region
-    /// after the last one its local log holds (they went down with the
-    /// open batch), inserted again in the same order.
+    /// that no chosen batch of its local log holds (they went down with
+    /// the open batch), inserted again in the same order.
     fn reinsert_lock_onlys(&mut self, ctx: &mut Ctx<'_, Slog>) {
-        let last = self.st.own.iter().flat_map(|b| &b.items).rev().find_map(|e| match e {
-            Entry::LockOnly { txn, .. } => Some(txn.id),
-            _ => None,
-        });
-        let multi_homes: Vec<Arc<Txn>> = self
-            .st
-            .placed
-            .iter()
-            .filter(|b| b.origin == 0)
-            .flat_map(|b| &b.items)
-            .filter_map(|e| match e {
-                Entry::MultiHome(t) if t.homes.binary_search(&self.region).is_ok() => Some(Arc::clone(t)),
-                _ => None,
-            })
-            .collect();
-        let start = last.and_then(|id| multi_homes.iter().position(|t| t.id == id)).map_or(0, |i| i + 1);
-        for txn in &multi_homes[start..] {
+        let due: Vec<Arc<Txn>> = self.st.lock_only_due.iter().cloned().collect();
+        for txn in due {
             if self.st.lock_only.insert(txn.id) {
                 ctx.count("lock_only_txns", 1);
-                self.insert(ctx, Entry::LockOnly { txn: Arc::clone(txn), home: self.region });
+                self.insert(ctx, Entry::LockOnly { txn, home: self.region });
             }
         }
     }
@@ -945,10 +1177,14 @@ impl Process<Slog> for Sequencer {
                     ctx.send(from, Msg::Ship(Arc::clone(b)));
                 }
             }
-            Msg::FetchLog { shard, from: pos } => self.on_fetch_log(ctx, from, shard, pos),
+            Msg::FetchLog { shard, from: pos, durable } => self.on_fetch_log(ctx, from, shard, pos, durable),
+            Msg::Progress { placed } => self.on_progress(from, placed),
             Msg::Remastered { key, header, since } => self.on_remastered(key, header, since),
             // Messages to replicas and clients.
             Msg::Log { .. }
+            | Msg::Truncated { .. }
+            | Msg::FetchCheckpoint { .. }
+            | Msg::Checkpoint { .. }
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
             | Msg::Reply { .. }
@@ -980,9 +1216,12 @@ impl Process<Slog> for Sequencer {
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
         out("open_batch", self.st.builder.open_len());
-        out("local_log", self.st.own.len());
-        out("global_log", self.st.placed.len());
-        out("chosen_records", self.chosen.len());
+        out("local_log", self.st.own.batches.len());
+        out("global_log", self.st.placed.batches.len());
+        out("placed_index", self.st.placed_at.len());
+        out("held_for_pairs", self.st.held_for.values().map(|w| w.batches.len()).sum());
+        out("lock_only_due", self.st.lock_only_due.len());
+        out("inserted", self.st.inserted.len());
         out("batches_held", self.st.inorder.held());
         out("batches_waiting", self.st.waiting.values().map(VecDeque::len).sum());
         out("lookup", self.lookup.len());
@@ -997,17 +1236,19 @@ impl Process<Slog> for Sequencer {
         let st = &self.st;
         assert!(st.builder.open_len() <= self.cfg.batch_txns_max, "a batch past its bound");
         assert!(st.pushed <= st.placed_chosen, "pushed a placement not chosen");
-        assert!(st.placed_chosen <= st.placed.len() as u64, "chosen past the placed log");
+        assert!(st.placed_chosen <= st.placed.next(), "chosen past the placed log");
         assert!(st.shipped <= st.own_chosen, "shipped only chosen batches");
-        assert!(st.own_chosen <= st.own.len() as u64, "chosen past the local log");
+        assert!(st.own_chosen <= st.own.next(), "chosen past the local log");
+        assert_eq!(st.placed_at.len(), st.placed.batches.len(), "every kept position indexed");
         if self.leading {
-            assert_eq!(st.builder.next_seq(), st.own.len() as u64, "the next batch follows the local log");
+            assert_eq!(st.builder.next_seq(), st.own.next(), "the next batch follows the local log");
         } else {
             assert_eq!(st.builder.open_len(), 0, "only the leader batches");
-            assert_eq!(st.placed_chosen, st.placed.len() as u64, "a follower holds chosen placements only");
-            assert_eq!(st.own_chosen, st.own.len() as u64, "a follower holds chosen batches only");
+            assert_eq!(st.placed_chosen, st.placed.next(), "a follower holds chosen placements only");
+            assert_eq!(st.own_chosen, st.own.next(), "a follower holds chosen batches only");
+            assert!(self.chosen.is_none(), "a follower's state is the chosen one");
         }
-        for b in st.own.iter().rev().take(CHECKED_MAX) {
+        for b in st.own.batches.iter().rev().take(CHECKED_MAX) {
             assert_eq!(b.origin, self.index, "the local log holds own batches");
             for e in &b.items {
                 match e {
