@@ -1,4 +1,5 @@
-//! A bank through redis-py with its defaults, on every implemented protocol:
+//! A bank through redis-py with its defaults, on every implemented protocol
+//! that runs read-write transactions:
 //! a 3 shards × 3 replicas cluster with the tiga-gcp WAN emulated at a
 //! fiftieth of its size, concurrent MULTI/EXEC transfers and whole-bank
 //! reads (`tests/clients/redis_py_bank.py`) while each shard's leader in
@@ -143,7 +144,11 @@ fn a_redis_py_bank_keeps_its_total_across_leader_sigkills_on_every_protocol() {
     if !redis_py_available() {
         return;
     }
-    for info in registry::implemented_protocols() {
+    // A transfer reads both balances and writes them in one transaction:
+    // protocols of read-only and write-only transactions (RAMP, NOC-NOC)
+    // refuse it, and promise no bank total anyway (read atomicity allows
+    // lost updates).
+    for info in registry::implemented_protocols().filter(|p| p.shapes.read_write) {
         run_protocol(info.name);
     }
 }
