@@ -63,7 +63,11 @@ pub fn base_experiment(opts: &SwarmOptions) -> Result<Experiment, ConfigError> {
             exp.workload = contended_like(meridian_workload::workload_for(info.shapes, &exp.workload), &exp);
         }
     }
-    // Fail fast on a bad protocol name or parameters, with seed 0's profile.
+    // Fail fast, once, on a workload the protocol cannot run (every seed
+    // would fail alike).
+    if let Some(info) = crate::registry::find(&opts.protocol).filter(|i| i.implemented) {
+        crate::runner::check_shapes(&exp, info.name, info.shapes)?;
+    }
     Ok(exp)
 }
 

@@ -916,6 +916,17 @@ fn swarm_rejects_a_bad_config_file_with_file_line_and_field() {
     assert!(line.starts_with(&prefix), "expected `{prefix} ...`, got: {line}");
 }
 
+#[test]
+fn swarm_refuses_once_a_workload_the_protocol_cannot_run() {
+    // SMALL's list-append has read-write transactions; RAMP runs read-only
+    // and write-only ones. Every seed would fail alike: one error, status 2.
+    let s = Scratch::new("swarm-bad-shapes");
+    s.write("small.toml", SMALL);
+    let run = s.run(&["swarm", "--protocol", "ramp-f", "--seeds", "3", "--config", "small.toml"]);
+    let line = run.one_line_error();
+    assert!(line.contains("small.toml:") && line.contains("workload.kind") && line.contains("ramp-f"), "{line}");
+}
+
 // ---------------------------------------------------------------------------
 // meridian demo
 

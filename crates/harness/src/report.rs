@@ -227,6 +227,16 @@ impl Report {
         j
     }
 
+    /// A counter's total (0 when the run never counted it).
+    pub fn counter(&self, name: &str) -> u64 {
+        self.counters.get(name).copied().unwrap_or(0)
+    }
+
+    /// The largest size a bounded structure reached (0 when not reported).
+    pub fn state_peak(&self, name: &str) -> u64 {
+        self.state_peaks.get(name).copied().unwrap_or(0)
+    }
+
     /// The history check's verdict, failed too by a failed audit.
     pub fn check_valid(&self) -> Option<bool> {
         let history = self.check.as_ref().and_then(|c| c.get("valid")).and_then(Json::as_bool);

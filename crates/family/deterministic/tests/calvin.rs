@@ -361,19 +361,11 @@ fn run_with_faults(text: &str, faults: &dyn Fn(&Topology) -> Vec<ScheduledFault>
     run_sim::<Calvin>(&exp, opts).unwrap()
 }
 
-fn count(out: &RunOutput, name: &str) -> u64 {
-    out.report.counters.get(name).copied().unwrap_or(0)
-}
-
-fn peak(out: &RunOutput, name: &str) -> u64 {
-    out.report.state_peaks.get(name).copied().unwrap_or(0)
-}
-
 #[test]
 fn a_long_calvin_run_holds_a_bounded_log() {
     let out = run_with_faults(&truncating(40), &|_| Vec::new());
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
-    let forgotten = count(&out, "positions_forgotten");
+    let forgotten = out.report.counter("positions_forgotten");
     // Every sequencer materializes the whole log; far more positions than
     // any structure below may hold went through each one.
     assert!(forgotten > 3 * 1_000, "{:?}", out.report.counters);
@@ -381,10 +373,10 @@ fn a_long_calvin_run_holds_a_bounded_log() {
     // checkpoints, which lag by a checkpoint's 30 transactions (a position
     // or more each) and the time to make one durable.
     for structure in ["log_positions", "batch_contents", "batches_materialized"] {
-        assert!(peak(&out, structure) < 300, "{structure}: {:?}", out.report.state_peaks);
+        assert!(out.report.state_peak(structure) < 300, "{structure}: {:?}", out.report.state_peaks);
     }
     // The Paxos log is compacted every 32 slots; its window never fills.
-    assert!(peak(&out, "paxos_slots") < 300, "{:?}", out.report.state_peaks);
+    assert!(out.report.state_peak("paxos_slots") < 300, "{:?}", out.report.state_peaks);
     let copies = out.report.copies.as_ref().expect("calvin's copies are compared");
     assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
 }
@@ -404,9 +396,9 @@ fn a_replica_behind_every_peers_truncation_point_catches_up_from_a_checkpoint() 
     };
     let out = run_with_faults(&truncating(25), &faults);
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
-    assert!(count(&out, "log_truncated") > 0, "{:?}", out.report.counters);
-    assert!(count(&out, "checkpoints_sent") > 0, "{:?}", out.report.counters);
-    assert!(count(&out, "checkpoints_installed") > 0, "{:?}", out.report.counters);
+    assert!(out.report.counter("log_truncated") > 0, "{:?}", out.report.counters);
+    assert!(out.report.counter("checkpoints_sent") > 0, "{:?}", out.report.counters);
+    assert!(out.report.counter("checkpoints_installed") > 0, "{:?}", out.report.counters);
     let copies = out.report.copies.as_ref().expect("calvin's copies are compared");
     assert!(copies.diverged.is_empty() && copies.agreeing == 6, "the restarted copy agrees: {copies:?}");
 }

@@ -731,27 +731,19 @@ fn run_with_faults(text: &str, faults: &dyn Fn(&Topology) -> Vec<ScheduledFault>
     run_sim::<Slog>(&exp, opts).unwrap()
 }
 
-fn count(out: &RunOutput, name: &str) -> u64 {
-    out.report.counters.get(name).copied().unwrap_or(0)
-}
-
-fn peak(out: &RunOutput, name: &str) -> u64 {
-    out.report.state_peaks.get(name).copied().unwrap_or(0)
-}
-
 #[test]
 fn a_long_slog_run_holds_a_bounded_log() {
     let out = run_with_faults(&truncating(40, 3), &|_| Vec::new());
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
     // Each region's global log takes every local log's batches, one a
     // `batch_ms` from each region: far more than any structure below.
-    assert!(count(&out, "positions_forgotten") > 3 * 1_000, "{:?}", out.report.counters);
-    assert!(count(&out, "batches_forgotten") > 1_000, "{:?}", out.report.counters);
+    assert!(out.report.counter("positions_forgotten") > 3 * 1_000, "{:?}", out.report.counters);
+    assert!(out.report.counter("batches_forgotten") > 1_000, "{:?}", out.report.counters);
     // Kept: the positions since the region's copies' last durable
     // checkpoints (30 transactions apart), and the batches not yet placed
     // in every region (a wide-area delay's worth).
     for structure in ["global_log", "placed_index", "local_log", "paxos_slots"] {
-        assert!(peak(&out, structure) < 400, "{structure}: {:?}", out.report.state_peaks);
+        assert!(out.report.state_peak(structure) < 400, "{structure}: {:?}", out.report.state_peaks);
     }
     let copies = out.report.copies.as_ref().expect("slog's copies are compared");
     assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
@@ -773,9 +765,9 @@ fn a_replica_behind_every_peers_truncation_point_catches_up_from_a_checkpoint() 
     };
     let out = run_with_faults(&truncating(25, 6), &faults);
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
-    assert!(count(&out, "log_truncated") > 0, "{:?}", out.report.counters);
-    assert!(count(&out, "checkpoints_sent") > 0, "{:?}", out.report.counters);
-    assert!(count(&out, "checkpoints_installed") > 0, "{:?}", out.report.counters);
+    assert!(out.report.counter("log_truncated") > 0, "{:?}", out.report.counters);
+    assert!(out.report.counter("checkpoints_sent") > 0, "{:?}", out.report.counters);
+    assert!(out.report.counter("checkpoints_installed") > 0, "{:?}", out.report.counters);
     let copies = out.report.copies.as_ref().expect("slog's copies are compared");
     assert!(copies.diverged.is_empty() && copies.agreeing == 12, "the restarted copy agrees: {copies:?}");
 }

@@ -13,7 +13,6 @@ use meridian_core::{
     RequestId, Topology, Value,
 };
 use meridian_experiment::Experiment;
-use meridian_harness::report::Report;
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
 use meridian_readatomic::ramp::{RampF, RampS};
 use meridian_sim::{Sim, SimConfig};
@@ -73,10 +72,6 @@ fn run(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
     out.unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn counter(r: &Report, name: &str) -> u64 {
-    r.counters.get(name).copied().unwrap_or(0)
-}
-
 fn assert_valid(out: &RunOutput) {
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
     assert!(out.report.txns.committed > 100, "too little committed: {:?}", out.report.txns);
@@ -94,10 +89,10 @@ fn ramp_f_reads_finish_in_one_round_without_concurrent_writes() {
     let out = run("ramp-f", |t| t.replace("per_region = 4", "per_region = 1").replace("sessions = 4", "sessions = 1"));
     assert_valid(&out);
     let r = &out.report;
-    assert!(counter(r, "reads") > 50 && counter(r, "writes") > 50, "{:?}", r.counters);
-    assert_eq!(counter(r, "reads_one_round"), counter(r, "reads"), "{:?}", r.counters);
-    assert_eq!(counter(r, "repair_reads"), 0);
-    assert_eq!(counter(r, "read_rounds"), counter(r, "reads"));
+    assert!(r.counter("reads") > 50 && r.counter("writes") > 50, "{:?}", r.counters);
+    assert_eq!(r.counter("reads_one_round"), r.counter("reads"), "{:?}", r.counters);
+    assert_eq!(r.counter("repair_reads"), 0);
+    assert_eq!(r.counter("read_rounds"), r.counter("reads"));
 }
 
 /// Algorithm 1 lines 26-32: a first round that saw a transaction's
@@ -109,11 +104,11 @@ fn ramp_f_repairs_a_fractured_first_round_in_a_second() {
     let out = run("ramp-f", |t| t);
     assert_valid(&out);
     let r = &out.report;
-    assert!(counter(r, "reads_two_rounds") > 0, "{:?}", r.counters);
-    assert!(counter(r, "repair_reads") >= counter(r, "reads_two_rounds"));
-    assert!(counter(r, "reads_one_round") > counter(r, "reads_two_rounds"), "most reads take one round");
+    assert!(r.counter("reads_two_rounds") > 0, "{:?}", r.counters);
+    assert!(r.counter("repair_reads") >= r.counter("reads_two_rounds"));
+    assert!(r.counter("reads_one_round") > r.counter("reads_two_rounds"), "most reads take one round");
     assert_eq!(r.consistency, "read-atomic");
-    assert_eq!(counter(r, "write_phases_on_client_path"), 2 * counter(r, "writes"), "two phases per write");
+    assert_eq!(r.counter("write_phases_on_client_path"), 2 * r.counter("writes"), "two phases per write");
 }
 
 /// The counter-example: without the repair round, the same runs return
@@ -132,10 +127,10 @@ fn ramp_s_reads_always_take_two_rounds() {
     let out = run("ramp-s", |t| t);
     assert_valid(&out);
     let r = &out.report;
-    assert!(counter(r, "reads") > 200);
-    assert_eq!(counter(r, "reads_two_rounds"), counter(r, "reads"), "{:?}", r.counters);
-    assert_eq!(counter(r, "reads_one_round"), 0);
-    assert_eq!(counter(r, "repair_reads"), 0, "RAMP-S has no repair: its second round is always sent");
+    assert!(r.counter("reads") > 200);
+    assert_eq!(r.counter("reads_two_rounds"), r.counter("reads"), "{:?}", r.counters);
+    assert_eq!(r.counter("reads_one_round"), 0);
+    assert_eq!(r.counter("repair_reads"), 0, "RAMP-S has no repair: its second round is always sent");
 }
 
 fn version_metadata_max(protocol: &str, txn_size: u32) -> u64 {
@@ -279,7 +274,7 @@ fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write() {
         });
         assert_valid(&out);
         let r = &out.report;
-        assert!(counter(r, "checkpoints") > 0, "{protocol}: {:?}", r.counters);
+        assert!(r.counter("checkpoints") > 0, "{protocol}: {:?}", r.counters);
         assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "{protocol} commits after the restart");
     }
 }
