@@ -1052,14 +1052,19 @@ fn schedules_that_once_broke_slog_run_clean() {
         assert_eq!(run.code, Some(0), "seed {seed}: {}{}", run.stdout, run.stderr);
         assert!(swarm_summary(&run).contains("0 failed"), "seed {seed}: {}", run.stdout);
     }
-    // An SLOG-HA leader cut off from its region's group once re-sent its
-    // pair batches the group never chose (docs/slog.md, "Recovery").
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/slog-ha-remastering.toml");
-    let config = config.to_str().expect("a UTF-8 path");
-    let s = Scratch::new("swarm-slog-ha-42018");
-    let run = s.run(&["swarm", "--protocol", "slog", "--seeds", "1", "--start", "42018", "--config", config]);
-    assert_eq!(run.code, Some(0), "seed 42018: {}{}", run.stdout, run.stderr);
-    assert!(swarm_summary(&run).contains("0 failed"), "seed 42018: {}", run.stdout);
+    // 42018: an SLOG-HA leader cut off from its region's group once re-sent
+    // its pair batches the group never chose (docs/slog.md, "Recovery").
+    // 95130: a leader's phase 1 chose a batch its deposed predecessor had
+    // cut from a history the next leader replaced; its LockOnlyTxns stood
+    // before earlier ones of the orderer's order, and every region stalled.
+    for (file, seed) in [("slog-ha-remastering.toml", "42018"), ("slog-truncation.toml", "95130")] {
+        let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(file);
+        let config = config.to_str().expect("a UTF-8 path");
+        let s = Scratch::new(&format!("swarm-slog-{seed}"));
+        let run = s.run(&["swarm", "--protocol", "slog", "--seeds", "1", "--start", seed, "--config", config]);
+        assert_eq!(run.code, Some(0), "seed {seed}: {}{}", run.stdout, run.stderr);
+        assert!(swarm_summary(&run).contains("0 failed"), "seed {seed}: {}", run.stdout);
+    }
 }
 
 /// TPC-C under faults once broke Tiga's strict serializability in three

@@ -9,6 +9,7 @@
 //! rounds and retries.
 
 pub mod batch_stream;
+pub mod client_floors;
 pub mod clocks;
 pub mod cow_map;
 pub mod durable;

@@ -53,6 +53,13 @@ impl Submissions {
         self.pending.len()
     }
 
+    /// The client's floor (`meridian_mechanisms::client_floors`): the
+    /// lowest identifier it still waits for, or the next it will name. It
+    /// never submits an identifier below it again.
+    pub fn floor(&self) -> u64 {
+        self.pending.keys().next().map_or_else(|| self.ids.next_seq(), |id| id.seq)
+    }
+
     /// Requests held until the identifier epoch is durable.
     pub fn held(&self) -> usize {
         self.ids.held()
@@ -198,6 +205,20 @@ mod tests {
         assert!(s.tick().is_empty() && s.tick().is_empty());
         assert_eq!(s.tick(), vec![Due::GiveUp(RequestId(7))], "two attempts in all");
         assert_eq!(s.outstanding(), 0);
+    }
+
+    #[test]
+    fn the_floor_is_the_oldest_identifier_still_waited_for_and_never_falls() {
+        let mut s = started();
+        let a = s.open(RequestId(1), program(), None);
+        let b = s.open(RequestId(2), program(), None);
+        assert_eq!(s.floor(), a.seq);
+        s.answered(a);
+        assert_eq!(s.floor(), b.seq, "an answered one no longer holds it");
+        s.answered(b);
+        assert!(s.floor() > b.seq, "with none waiting, the next identifier");
+        let c = s.open(RequestId(3), program(), None);
+        assert_eq!(s.floor(), c.seq);
     }
 
     #[test]

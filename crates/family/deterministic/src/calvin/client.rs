@@ -51,7 +51,7 @@ impl Client {
             return self.on_pass(ctx, request, next);
         }
         let id = self.submissions.open(request, program.clone(), None);
-        ctx.send(self.sequencer, Msg::Submit { id, program, recon: None });
+        ctx.send(self.sequencer, Msg::Submit { id, program, recon: None, floor: self.submissions.floor() });
     }
 
     // ---- reconnaissance (OLLP) ----
@@ -71,7 +71,10 @@ impl Client {
             }
             Some(Next::Done { program, recon, attempts }) => {
                 match self.submissions.reopen(request, program.clone(), Arc::clone(&recon), attempts) {
-                    Ok(id) => ctx.send(self.sequencer, Msg::Submit { id, program, recon: Some(recon) }),
+                    Ok(id) => ctx.send(
+                        self.sequencer,
+                        Msg::Submit { id, program, recon: Some(recon), floor: self.submissions.floor() },
+                    ),
                     Err(request) => {
                         ctx.count("unknown_outcomes", 1);
                         ctx.complete(request, Outcome::Aborted { reason: AbortReason::Conflict });
@@ -126,7 +129,12 @@ impl Client {
             match due {
                 Due::Retry(id, program, recon) => {
                     ctx.count("retries", 1);
-                    let msg = Msg::Submit { id, program: program.clone(), recon: recon.clone() };
+                    let msg = Msg::Submit {
+                        id,
+                        program: program.clone(),
+                        recon: recon.clone(),
+                        floor: self.submissions.floor(),
+                    };
                     ctx.send(self.sequencer, msg);
                     for r in self.responders(id, program, recon) {
                         ctx.send(r, Msg::Query { id });

@@ -21,9 +21,9 @@
 //! every peer has forgotten adopts instead (`install`).
 
 use super::messages::{Batch, BatchId, LogEntry, LogState, Position, SeenBatches, Txn};
-use meridian_core::{Ctx, Mapped, ShardId, TxnId};
+use meridian_core::{Ctx, Mapped, ShardId};
+use meridian_mechanisms::client_floors::ClientFloors;
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
-use meridian_mechanisms::recent::RecentSet;
 use rustc_hash::FxHashSet;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -48,7 +48,7 @@ pub(super) struct GlobalLog {
     /// none, the next one), from `base` on: what `truncate` forgets.
     materialized: VecDeque<(u64, BatchId)>,
     seen_batches: SeenBatches,
-    seen_txns: RecentSet<TxnId>,
+    seen_txns: ClientFloors<()>,
     /// Ids this leader proposed in its current term (proposed once).
     proposed: FxHashSet<BatchId>,
 }
@@ -64,7 +64,7 @@ impl GlobalLog {
             positions: VecDeque::new(),
             materialized: VecDeque::new(),
             seen_batches: SeenBatches::default(),
-            seen_txns: RecentSet::new(txns_remembered),
+            seen_txns: ClientFloors::new(txns_remembered),
             proposed: FxHashSet::default(),
         }
     }
@@ -177,11 +177,12 @@ impl GlobalLog {
     fn fresh_txns(&mut self, ctx: &mut Ctx<'_, Calvin>, batch: &Batch) -> Vec<(u32, Arc<Txn>)> {
         let mut txns = Vec::with_capacity(batch.txns.len());
         for (i, txn) in batch.txns.iter().enumerate() {
-            if self.seen_txns.insert(txn.id) {
+            if self.seen_txns.insert(txn.id, ()) {
                 txns.push((i as u32, Arc::clone(txn)));
             } else {
                 ctx.count("duplicates_dropped", 1);
             }
+            self.seen_txns.raise(txn.id.node, txn.client_floor);
         }
         txns
     }
@@ -222,7 +223,7 @@ impl GlobalLog {
             ordered: self.ordered.iter().copied().collect(),
             materialized: self.materialized.iter().copied().collect(),
             seen_batches: self.seen_batches.clone(),
-            seen_txns: self.seen_txns.log(),
+            seen_txns: self.seen_txns.clone(),
         }
     }
 
@@ -248,7 +249,7 @@ impl GlobalLog {
         self.positions = s.positions.iter().cloned().collect();
         self.materialized = s.materialized.iter().copied().collect();
         self.seen_batches = s.seen_batches.clone();
-        self.seen_txns = RecentSet::from_log(self.seen_txns.capacity(), s.seen_txns.clone());
+        self.seen_txns = s.seen_txns.clone();
         let kept: FxHashSet<BatchId> = self.materialized.iter().map(|(_, id)| *id).collect();
         let seen = &self.seen_batches;
         self.contents.retain(|id, _| !seen.contains(id) || kept.contains(id));

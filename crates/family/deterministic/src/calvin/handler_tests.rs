@@ -51,7 +51,7 @@ fn a_sequencer_cuts_its_batch_at_the_epoch_and_spreads_it_only_once_durable() {
     h.start(Vec::new());
     let client = d.topology.clients()[0];
     let program = Program::new(vec![Op::Read { key: Key(1) }]);
-    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program, recon: None });
+    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program, recon: None, floor: 0 });
     assert!(
         fx.all().iter().all(|e| !matches!(e, meridian_core::Effect::Send { .. })),
         "nothing leaves before the epoch"
@@ -226,4 +226,48 @@ fn a_client_resubmits_only_after_retry_ms_without_an_answer() {
     assert_eq!(kinds, vec![true, false, false, false], "resubmitted, and every copy of the first shard asked");
     let asked: Vec<NodeId> = fx.sends().filter(|(_, m)| matches!(m, Msg::Query { .. })).map(|(to, _)| to).collect();
     assert_eq!(asked, d.topology.replicas(d.topology.shard_of(Key(0))).to_vec());
+}
+
+#[test]
+fn the_global_log_forgets_a_clients_transactions_below_its_floor_and_drops_a_late_copy_of_one() {
+    let d = deployment();
+    let mut h = hand(&d, "sequencer-south-carolina");
+    h.start(Vec::new());
+    h.persist_all();
+    let with_floor = |seq: u64, floor: u64| {
+        let mut t = (*txn(&d, seq, vec![Op::Read { key: Key(0) }])).clone();
+        t.client_floor = floor;
+        Arc::new(t)
+    };
+    // The client heard 5's outcome before submitting 6; a late copy of 5
+    // reaches another region's sequencer after that.
+    let batches = [(1, with_floor(5, 5)), (2, with_floor(6, 6)), (3, with_floor(5, 5))];
+    let Node::Sequencer(s) = &mut h.node else { panic!() };
+    for (sequencer, t) in &batches {
+        s.log.store(Arc::new(Batch { id: BatchId { sequencer: *sequencer, seq: 0 }, txns: vec![Arc::clone(t)] }));
+    }
+    h.step(|n, ctx| {
+        let Node::Sequencer(s) = n else { panic!() };
+        for (sequencer, _) in &batches {
+            s.log.order(ctx, BatchId { sequencer: *sequencer, seq: 0 });
+        }
+    });
+    let follower = d.topology.service(SEQUENCER)[1];
+    h.persist_all();
+    for slot in 1..=6 {
+        let body = meridian_mechanisms::paxos::PaxosBody::Accepted {
+            ballot: meridian_mechanisms::paxos::Ballot { round: 1, rank: 0 },
+            slot,
+        };
+        h.message(follower, Msg::Paxos(meridian_mechanisms::paxos::PaxosMsg { group: 0, body }));
+    }
+    let Node::Sequencer(s) = &h.node else { panic!() };
+    assert_eq!(s.log_len(), 2, "the late copy of 5 takes no position");
+    let mut remembered = 0;
+    meridian_core::Process::state_sizes(&h.node, &mut |name, n| {
+        if name == "txns_remembered" {
+            remembered = n;
+        }
+    });
+    assert_eq!(remembered, 1, "only 6 is kept");
 }

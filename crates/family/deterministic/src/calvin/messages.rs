@@ -2,8 +2,8 @@
 
 use meridian_core::procedure::Recon;
 use meridian_core::{Key, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
+use meridian_mechanisms::client_floors::ClientFloors;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
-use meridian_mechanisms::recent::RecentLog;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,6 +21,10 @@ pub struct Txn {
     /// The keys and versions a reconnaissance pass found, for a procedure
     /// whose keys depend on its reads (OLLP, `crate::recon`).
     pub recon: Option<Arc<Recon>>,
+    /// The lowest id its client still waited for when it submitted it
+    /// (`meridian_mechanisms::client_floors`): the log forgets the client's
+    /// ids below it once it materializes it.
+    pub client_floor: u64,
 }
 
 impl Txn {
@@ -43,7 +47,7 @@ impl Txn {
             shards.sort_unstable();
             shards.dedup();
         }
-        Txn { id, program, region, shards, recon }
+        Txn { id, program, region, shards, recon, client_floor: 0 }
     }
 
     /// The keys it reads and writes on `shard` (Calvin §3.2 phase 1): its
@@ -150,8 +154,9 @@ pub struct LogState {
     /// took (or, taking none, the next one): their contents are kept.
     pub materialized: Vec<(u64, BatchId)>,
     pub seen_batches: SeenBatches,
-    /// Transactions the log took, oldest first (repeats are dropped).
-    pub seen_txns: RecentLog<TxnId>,
+    /// Transactions the log took, down to their clients' floors (repeats
+    /// are dropped).
+    pub seen_txns: ClientFloors<()>,
 }
 
 impl LogState {
@@ -168,7 +173,8 @@ pub enum Msg {
     /// Client → its region's sequencer: order this transaction (again, on
     /// a retry; the global log drops repeats), with its reconnaissance if
     /// it needed one.
-    Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>> },
+    /// `floor`: the lowest id the client still waits for.
+    Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>>, floor: u64 },
     /// Client → a replica of its region: the current values of `keys`,
     /// read without locks, for a reconnaissance pass (OLLP).
     ReconRead { request: RequestId, keys: Vec<Key> },

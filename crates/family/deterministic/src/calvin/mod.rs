@@ -133,8 +133,8 @@ pub const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         name: "txns_remembered",
-        default: "1000000",
-        doc: "transaction ids the global log remembers to drop a resubmitted transaction's repeat",
+        default: "65536",
+        doc: "transaction ids of one client the global log keeps, at or above the lowest the client still waits for, to drop a resubmitted transaction's repeat",
     },
     ParamDoc {
         name: "replica_tick_ms",

@@ -142,14 +142,23 @@ impl Sequencer {
     // ---- Calvin §3.1: batching ----
 
     /// A client's transaction joins the open batch.
-    fn on_submit(&mut self, ctx: &mut Ctx<'_, Calvin>, id: TxnId, program: Program, recon: Option<Arc<Recon>>) {
+    fn on_submit(
+        &mut self,
+        ctx: &mut Ctx<'_, Calvin>,
+        id: TxnId,
+        program: Program,
+        recon: Option<Arc<Recon>>,
+        floor: u64,
+    ) {
         let known = super::runnable(&program) || recon.is_some();
         if self.unordered.len() >= self.cfg.pending_batches_max || !known {
             ctx.count("submissions_refused", 1);
             return; // the client retries
         }
         ctx.count("txns_sequenced", 1);
-        let txn = Arc::new(Txn::with_recon(id, program, recon, self.region, &self.topo));
+        let mut txn = Txn::with_recon(id, program, recon, self.region, &self.topo);
+        txn.client_floor = floor.min(id.seq);
+        let txn = Arc::new(txn);
         if let Some(full) = self.builder.push(txn, ctx.monotonic_ns()) {
             self.close_batch(ctx, full.seq, full.items);
         }
@@ -462,7 +471,7 @@ impl Process<Calvin> for Sequencer {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Paxos(m) => self.log.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Submit { id, program, recon } => self.on_submit(ctx, id, program, recon),
+            Msg::Submit { id, program, recon, floor } => self.on_submit(ctx, id, program, recon, floor),
             Msg::StoreBatch(batch) => self.on_store_batch(ctx, from, batch),
             Msg::BatchStored { id } => self.on_batch_stored(ctx, from, id),
             Msg::Order { id } => self.log.order(ctx, id),

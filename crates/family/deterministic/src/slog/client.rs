@@ -64,7 +64,7 @@ impl Client {
             return self.on_pass(ctx, request, next);
         }
         let id = self.submissions.open(request, program.clone(), None);
-        ctx.send(self.sequencer(), Msg::Submit { id, program, recon: None });
+        ctx.send(self.sequencer(), Msg::Submit { id, program, recon: None, floor: self.submissions.floor() });
     }
 
     // ---- reconnaissance (OLLP) ----
@@ -80,7 +80,10 @@ impl Client {
             Some(Next::Read { keys, attempt }) => self.recon_read(ctx, request, keys, attempt),
             Some(Next::Done { program, recon, attempts }) => {
                 match self.submissions.reopen(request, program.clone(), Arc::clone(&recon), attempts) {
-                    Ok(id) => ctx.send(self.sequencer(), Msg::Submit { id, program, recon: Some(recon) }),
+                    Ok(id) => ctx.send(
+                        self.sequencer(),
+                        Msg::Submit { id, program, recon: Some(recon), floor: self.submissions.floor() },
+                    ),
                     Err(request) => ctx.complete(request, Outcome::Aborted { reason: AbortReason::Conflict }),
                 }
             }
@@ -110,7 +113,7 @@ impl Client {
         match self.submissions.renew(id) {
             Some(Ok((id, program))) => {
                 ctx.count("restarts", 1);
-                ctx.send(self.sequencer(), Msg::Submit { id, program, recon: None });
+                ctx.send(self.sequencer(), Msg::Submit { id, program, recon: None, floor: self.submissions.floor() });
             }
             Some(Err(request)) => {
                 ctx.count("unknown_outcomes", 1);
@@ -156,7 +159,15 @@ impl Client {
                     // Every member: the one it submitted to may be down
                     // (the others pass it on, and say who leads).
                     for s in &self.sequencers {
-                        ctx.send(*s, Msg::Submit { id, program: program.clone(), recon: recon.clone() });
+                        ctx.send(
+                            *s,
+                            Msg::Submit {
+                                id,
+                                program: program.clone(),
+                                recon: recon.clone(),
+                                floor: self.submissions.floor(),
+                            },
+                        );
                     }
                     for r in responders {
                         ctx.send(r, Msg::Query { id });

@@ -119,7 +119,10 @@ fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_
     let mut h = leader(&d, "sequencer-brazil");
     let client = d.topology.clients()[0];
     let at_finland = Program::new(vec![inc(l.key(0, 1, 3)), inc(l.key(1, 1, 4))]);
-    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 1 }, program: at_finland, recon: None });
+    let fx = h.message(
+        client,
+        Msg::Submit { id: TxnId { node: client, seq: 1 }, program: at_finland, recon: None, floor: 0 },
+    );
     assert!(outside(std::slice::from_ref(&fx)).is_empty(), "its annotation is chosen before it leaves");
     let slots: Vec<u64> = proposed(&fx).iter().map(|(slot, _)| *slot).collect();
     let persisted = h.persist_all();
@@ -131,7 +134,8 @@ fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_
     assert_eq!(t.homes, vec![RegionId(1)]);
     assert!(t.master_info.iter().all(|(_, h)| *h == Header { home: RegionId(1), counter: 0 }));
     let both = Program::new(vec![inc(l.key(0, 1, 3)), inc(l.key(0, 2, 3))]);
-    let fx = h.message(client, Msg::Submit { id: TxnId { node: client, seq: 2 }, program: both, recon: None });
+    let fx =
+        h.message(client, Msg::Submit { id: TxnId { node: client, seq: 2 }, program: both, recon: None, floor: 0 });
     let slots: Vec<u64> = proposed(&fx).iter().map(|(slot, _)| *slot).collect();
     let to: Vec<NodeId> = outside(&choose(&mut h, &d, &slots)).into_iter().map(|(to, _)| to).collect();
     assert_eq!(to, vec![sequencer(&d, 0)], "§3.3: every multi-home transaction to the orderer's local log");
@@ -224,8 +228,12 @@ fn a_sequencer_that_does_not_lead_passes_its_leaders_messages_on_once() {
     let mut h = hand(&d, "sequencer-brazil-1");
     h.start(Vec::new());
     let client = d.topology.clients()[0];
-    let submit =
-        Msg::Submit { id: TxnId { node: client, seq: 1 }, program: Program::new(vec![inc(Key(3))]), recon: None };
+    let submit = Msg::Submit {
+        id: TxnId { node: client, seq: 1 },
+        program: Program::new(vec![inc(Key(3))]),
+        recon: None,
+        floor: 0,
+    };
     let fx = h.message(client, submit.clone());
     let sent: Vec<(NodeId, bool)> = fx.sends().map(|(to, m)| (to, matches!(m, Msg::Submit { .. }))).collect();
     assert_eq!(sent, vec![(client, false), (sequencer(&d, 2), true)], "to the group's leader, and the client told");
@@ -347,4 +355,47 @@ fn a_restarted_replica_skips_what_its_records_say_it_executed() {
     let fx = h.message(sequencer(&d, 0), Msg::Log { shard: ShardId(0), entries });
     assert_eq!(fx.counted("replayed"), 1);
     assert_eq!(fx.appends().count(), 0, "not executed twice");
+}
+
+#[test]
+fn a_late_copy_of_a_submission_below_its_clients_floor_is_dropped_once_the_log_forgot_it() {
+    let d = deployment();
+    let l = layout(&d);
+    let mut h = leader(&d, "sequencer-south-carolina");
+    let client = d.topology.clients()[0];
+    let here = Program::new(vec![inc(l.key(0, 0, 3))]);
+    let submit = |seq: u64, floor: u64| Msg::Submit {
+        id: TxnId { node: client, seq },
+        program: here.clone(),
+        recon: None,
+        floor,
+    };
+    let batched = |h: &mut Hand<Slog>| -> Vec<TxnId> {
+        let fx = h.timer(Timer::Batch);
+        proposed(&fx)
+            .into_iter()
+            .filter_map(|(_, r)| match r {
+                RegionRecord::Batch(b) => Some(b.items.iter().filter_map(Entry::txn).map(|t| t.id).collect::<Vec<_>>()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    };
+    let five = TxnId { node: client, seq: 5 };
+    h.message(client, submit(5, 5));
+    assert_eq!(batched(&mut h), vec![five]);
+    let fx = h.message(client, submit(5, 5));
+    assert_eq!(fx.counted("duplicates_dropped"), 1, "a repeat while the log keeps it");
+    // The client heard 5's outcome: its next submission says it waits
+    // for nothing below 6, and the log forgets 5 once that one is in it.
+    h.message(client, submit(6, 6));
+    assert_eq!(batched(&mut h), vec![TxnId { node: client, seq: 6 }]);
+    let mut sizes = std::collections::BTreeMap::new();
+    meridian_core::Process::state_sizes(&h.node, &mut |name, n| {
+        sizes.insert(name, n);
+    });
+    assert_eq!((sizes["inserted"], sizes["annotated"]), (1, 1), "only 6 is kept: {sizes:?}");
+    let fx = h.message(client, submit(5, 5));
+    assert_eq!(fx.counted("duplicates_dropped"), 1, "a late copy below the floor");
+    assert!(batched(&mut h).is_empty(), "it runs no second time");
 }

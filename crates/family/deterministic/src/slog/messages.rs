@@ -3,8 +3,8 @@
 use meridian_core::procedure::Recon;
 use meridian_core::{Key, NodeId, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::batch_stream::Batch;
+use meridian_mechanisms::client_floors::ClientFloors;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
-use meridian_mechanisms::recent::RecentLog;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -61,6 +61,10 @@ pub struct Txn {
     /// whose keys depend on its reads (`crate::recon`): granules of the
     /// transaction too.
     pub recon: Option<Arc<Recon>>,
+    /// The lowest id its client still waited for when it submitted it
+    /// (`meridian_mechanisms::client_floors`): the logs forget the client's
+    /// ids below it once it is applied.
+    pub client_floor: u64,
 }
 
 impl Txn {
@@ -100,6 +104,7 @@ impl Txn {
             deps: Vec::new(),
             orderer_batches: 0,
             recon,
+            client_floor: 0,
         };
         let mut master_info: Vec<(Key, Header)> = Vec::new();
         for s in &txn.shards {
@@ -140,6 +145,7 @@ impl Txn {
             deps: Vec::new(),
             orderer_batches: 0,
             recon: None,
+            client_floor: 0,
         }
     }
 
@@ -270,7 +276,8 @@ pub enum Msg {
     Paxos(PaxosMsg<RegionRecord, GroupState>),
     /// Client → its region's sequencer: run this transaction, with its
     /// reconnaissance if it needed one.
-    Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>> },
+    /// `floor`: the lowest id the client still waits for.
+    Submit { id: TxnId, program: Program, recon: Option<Arc<Recon>>, floor: u64 },
     /// Client → a replica of its region: the current values of `keys`,
     /// read without locks, for a reconnaissance pass.
     ReconRead { request: RequestId, keys: Vec<Key> },
@@ -421,12 +428,12 @@ impl Window {
 /// leader resumes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupState {
-    /// Transactions in the region's local log, oldest first.
-    pub inserted: RecentLog<TxnId>,
-    /// Multi-home transactions the region inserted a LockOnlyTxn for.
-    pub lock_only: RecentLog<TxnId>,
-    /// Annotations of transactions received here.
-    pub annotated: RecentLog<(TxnId, Arc<Txn>)>,
+    /// Transactions in the region's local log, down to their clients'
+    /// floors.
+    pub inserted: ClientFloors<()>,
+    /// Annotations of transactions received here, down to their clients'
+    /// floors.
+    pub annotated: ClientFloors<Arc<Txn>>,
     /// The region's local log, and (SLOG-HA) the paired logs it holds.
     pub own: Window,
     pub held: BTreeMap<u32, Window>,

@@ -169,8 +169,8 @@ pub const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         name: "txns_remembered",
-        default: "1000000",
-        doc: "transaction ids a sequencer remembers to drop a resubmitted transaction's repeat",
+        default: "65536",
+        doc: "transaction ids of one client a sequencer keeps, at or above the lowest the client still waits for, to drop a resubmitted transaction's repeat",
     },
     ParamDoc {
         name: "held_batches_max",

@@ -62,7 +62,10 @@
 //! checkpoints (every `checkpoint_txns` transactions; while every copy of a
 //! shard in the region is down, everything since its last one); a local
 //! log, the batches not yet placed everywhere (a partitioned region holds
-//! them until it is back); the transaction sets, `txns_remembered` each.
+//! them until it is back); the transactions inserted and annotated, each
+//! client's down to its floor (the lowest id it still waits for, carried by
+//! its transactions: `meridian_mechanisms::client_floors`), at most
+//! `txns_remembered` per client.
 
 use super::messages::{
     BatchId, Entry, GroupState, LocalBatch, LogEntry, Msg, Record, RegionRecord, SNAPSHOTS, Since, Timer, Txn, Window,
@@ -76,8 +79,8 @@ use meridian_core::{
     Ctx, Key, KeyLayout, Lsn, Mapped, NodeId, Process, Program, ReadMode, RegionId, ShardId, Topology, TxnId,
 };
 use meridian_mechanisms::batch_stream::{BatchBuilder, InOrder};
+use meridian_mechanisms::client_floors::ClientFloors;
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
-use meridian_mechanisms::recent::{RecentLogMap, RecentSet};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -102,20 +105,20 @@ fn txn_id(entry: &Entry) -> TxnId {
 #[derive(Clone)]
 struct State {
     builder: BatchBuilder<Entry>,
-    /// Transactions in this region's local log (a resubmission is dropped).
-    inserted: RecentSet<TxnId>,
+    /// Transactions in this region's local log (a resubmission is
+    /// dropped), down to their clients' floors.
+    inserted: ClientFloors<()>,
     /// Transactions waiting for this region to reach the orderer's batches
     /// the remasters they rely on had seen (`Since`).
     held_back: VecDeque<Entry>,
-    /// Multi-home transactions this region inserted a LockOnlyTxn for.
-    lock_only: RecentSet<TxnId>,
     /// Multi-home transactions placed whose LockOnlyTxn this region (one of
     /// their homes) has not yet inserted in its local log: what a new
     /// leader inserts again.
     lock_only_due: VecDeque<Arc<Txn>>,
     /// Annotations of transactions received here, reused on resubmission
-    /// so that a retry goes where the first attempt went.
-    annotated: RecentLogMap<TxnId, Arc<Txn>>,
+    /// so that a retry goes where the first attempt went; down to their
+    /// clients' floors (a submission below one is dropped).
+    annotated: ClientFloors<Arc<Txn>>,
     /// Annotations the leader proposed and has not yet seen chosen: the
     /// transaction leaves then (a retry meanwhile waits for it).
     annotating: BTreeSet<TxnId>,
@@ -152,11 +155,10 @@ impl State {
     fn new(index: u32, cfg: &Config) -> State {
         State {
             builder: BatchBuilder::new(index, cfg.batch_txns_max, cfg.batch_ns),
-            inserted: RecentSet::new(cfg.txns_remembered),
+            inserted: ClientFloors::new(cfg.txns_remembered),
             held_back: VecDeque::new(),
-            lock_only: RecentSet::new(cfg.txns_remembered),
             lock_only_due: VecDeque::new(),
-            annotated: RecentLogMap::new(cfg.txns_remembered),
+            annotated: ClientFloors::new(cfg.txns_remembered),
             annotating: BTreeSet::new(),
             own: Window::default(),
             own_chosen: 0,
@@ -179,9 +181,8 @@ impl State {
     /// compacted log, goes on from.
     fn restore(g: &GroupState, index: u32, cfg: &Config) -> State {
         let mut st = State::new(index, cfg);
-        st.inserted = RecentSet::from_log(cfg.txns_remembered, g.inserted.clone());
-        st.lock_only = RecentSet::from_log(cfg.txns_remembered, g.lock_only.clone());
-        st.annotated = RecentLogMap::from_log(cfg.txns_remembered, g.annotated.clone());
+        st.inserted = g.inserted.clone();
+        st.annotated = g.annotated.clone();
         st.lock_only_due = g.lock_only_due.iter().cloned().collect();
         st.own = g.own.clone();
         st.own_chosen = st.own.next();
@@ -203,9 +204,8 @@ impl State {
     fn checkpoint(&self) -> GroupState {
         debug_assert_eq!(self.placed_chosen, self.placed.next(), "a checkpoint of chosen records only");
         GroupState {
-            inserted: self.inserted.log(),
-            lock_only: self.lock_only.log(),
-            annotated: self.annotated.log(),
+            inserted: self.inserted.clone(),
+            annotated: self.annotated.clone(),
             own: self.own.clone(),
             held: self.held_for.clone(),
             placed_count: self.placed_count.clone(),
@@ -246,17 +246,41 @@ impl State {
     /// Whether a chosen record follows on from the chosen records before
     /// it. A leader's records always do; but a deposed leader's pipelined
     /// proposals can be chosen with a gap (an earlier slot became a no-op
-    /// under its successor), and every member skips those alike: its
-    /// batches come again, and its successor places them.
+    /// under its successor), or after its successor's records (a later
+    /// leader's phase 1 found them accepted at the deposed leader alone,
+    /// in slots its predecessor never reached), and every member skips
+    /// those alike: its batches come again, and its successor places them.
     fn applies(&self, record: &RegionRecord) -> bool {
         match record {
-            RegionRecord::Batch(b) => b.seq == self.own.next(),
+            RegionRecord::Batch(b) => b.seq == self.own.next() && self.batch_follows_on(b),
             RegionRecord::Placed(b) => {
                 b.origin == SNAPSHOTS || (self.inorder.next_seq(b.origin) == b.seq && self.deps_placed(b))
             }
             RegionRecord::Held(b) => b.seq == self.held_next(b.origin),
-            RegionRecord::Annotated(_) | RegionRecord::Forget { .. } => true,
+            // A deposed leader's annotation of a transaction its successor
+            // annotated already would send a retry to another log.
+            RegionRecord::Annotated(t) => !self.annotated.contains(t.id),
+            RegionRecord::Forget { .. } => true,
         }
+    }
+
+    /// Whether a batch of this region's local log was cut from the chosen
+    /// log before it: its LockOnlyTxns are the next ones the orderer's
+    /// placed batches ask of this region, in the orderer's order (§3.3),
+    /// and none of its transactions is in the local log already. A batch
+    /// a deposed leader cut from a history its successor replaced can
+    /// carry the next number and still fail both (swarm seed 95130: it
+    /// held a LockOnlyTxn whose predecessors in the orderer's order the
+    /// successor's batches had not inserted; inserted later, they stood
+    /// after it, and two multi-home transactions waited for each other in
+    /// every region).
+    fn batch_follows_on(&self, b: &LocalBatch) -> bool {
+        let mut due = self.lock_only_due.iter();
+        b.items.iter().all(|e| match e {
+            Entry::LockOnly { txn, .. } => due.next().is_some_and(|d| d.id == txn.id),
+            Entry::SingleHome(t) | Entry::MultiHome(t) => !self.inserted.contains(t.id),
+            Entry::After(_) | Entry::Snapshot(_) => true,
+        })
     }
 
     /// A record joins the logs of the member of `region` (a chosen one
@@ -267,6 +291,7 @@ impl State {
             RegionRecord::Placed(b) => self.apply_placed(b, region),
             RegionRecord::Annotated(t) => {
                 self.annotated.insert(t.id, Arc::clone(t));
+                self.annotated.raise(t.id.node, t.client_floor);
             }
             RegionRecord::Held(b) => {
                 let held = self.held_for.entry(b.origin).or_default();
@@ -284,14 +309,16 @@ impl State {
         for e in &b.items {
             match e {
                 Entry::LockOnly { txn, .. } => {
-                    self.lock_only.insert(txn.id);
-                    self.lock_only_due.retain(|t| t.id != txn.id);
+                    let due = self.lock_only_due.pop_front().expect("a LockOnlyTxn is due");
+                    assert_eq!(due.id, txn.id, "LockOnlyTxns in the orderer's order");
                 }
                 Entry::SingleHome(t) | Entry::MultiHome(t) => {
                     if t.origin == region && t.remaster.is_none() {
                         self.annotated.insert(t.id, Arc::clone(t));
+                        self.annotated.raise(t.id.node, t.client_floor);
                     }
-                    self.inserted.insert(t.id);
+                    self.inserted.insert(t.id, ());
+                    self.inserted.raise(t.id.node, t.client_floor);
                 }
                 Entry::After(_) | Entry::Snapshot(_) => {}
             }
@@ -313,7 +340,7 @@ impl State {
         if b.origin == 0 {
             for e in &b.items {
                 let Entry::MultiHome(t) = e else { continue };
-                if t.homes.binary_search(&region).is_ok() && !self.lock_only.contains(&t.id) {
+                if t.homes.binary_search(&region).is_ok() {
                     self.lock_only_due.push_back(Arc::clone(t));
                 }
             }
@@ -479,8 +506,9 @@ impl Sequencer {
 
     /// Annotates a new transaction (`ReceiveNewTxn`): every granule's
     /// header, and the batches of the remasters those headers rely on.
-    fn annotate(&self, id: TxnId, program: Program, recon: Option<Arc<Recon>>) -> Txn {
+    fn annotate(&self, id: TxnId, program: Program, recon: Option<Arc<Recon>>, floor: u64) -> Txn {
         let mut txn = Txn::with_recon(id, program, recon, self.region, &self.topo, |k| self.lookup(k));
+        txn.client_floor = floor.min(id.seq);
         let mut sinces: BTreeSet<Since> =
             txn.master_info.iter().filter_map(|(k, _)| self.lookup.get(k).map(|(_, s)| *s)).collect();
         if !self.cfg.remaster_wait {
@@ -673,13 +701,25 @@ impl Sequencer {
 
     // ---- ReceiveNewTxn (SLOG Figure 2) ----
 
-    fn on_submit(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, program: Program, recon: Option<Arc<Recon>>) {
+    fn on_submit(
+        &mut self,
+        ctx: &mut Ctx<'_, Slog>,
+        id: TxnId,
+        program: Program,
+        recon: Option<Arc<Recon>>,
+        floor: u64,
+    ) {
         if !super::runnable(&program) && recon.is_none() {
             ctx.count("submissions_refused", 1);
             return;
         }
+        if self.st.annotated.below_floor(id) {
+            // A late copy of a submission its client waits for no more.
+            ctx.count("duplicates_dropped", 1);
+            return;
+        }
         if program.mode == ReadMode::Snapshot && program.is_read_only() {
-            let txn = self.annotate(id, program.clone(), recon.clone());
+            let txn = self.annotate(id, program.clone(), recon.clone(), floor);
             if txn.is_single_home() {
                 return self.place_snapshot(ctx, txn);
             }
@@ -688,7 +728,7 @@ impl Sequencer {
             // holding what that one's later LockOnlyTxn needs: it runs as a
             // strict transaction instead.
         }
-        if let Some(t) = self.st.annotated.get(&id) {
+        if let Some(t) = self.st.annotated.get(id) {
             // A retry goes where the first attempt went, as it went: a
             // fresh annotation could send it to another log, and run it
             // twice. One whose annotation is not chosen yet goes then.
@@ -698,7 +738,7 @@ impl Sequencer {
             }
             return;
         }
-        let txn = Arc::new(self.annotate(id, program, recon));
+        let txn = Arc::new(self.annotate(id, program, recon, floor));
         if self.destination(&txn) == self.index {
             self.st.annotated.insert(id, Arc::clone(&txn));
             return self.on_forward(ctx, txn); // chosen with its batch
@@ -746,7 +786,7 @@ impl Sequencer {
             None if self.index == 0 => Entry::MultiHome(txn),
             _ => return, // misrouted: never sent so; the client retries
         };
-        if !self.st.inserted.insert(txn_id(&entry)) {
+        if !self.st.inserted.insert(txn_id(&entry), ()) {
             ctx.count("duplicates_dropped", 1);
             return;
         }
@@ -970,7 +1010,7 @@ impl Sequencer {
     fn insert_lock_onlys(&mut self, ctx: &mut Ctx<'_, Slog>, batch: &LocalBatch) {
         for e in &batch.items {
             let Entry::MultiHome(txn) = e else { continue };
-            if txn.homes.binary_search(&self.region).is_ok() && self.st.lock_only.insert(txn.id) {
+            if txn.homes.binary_search(&self.region).is_ok() {
                 ctx.count("lock_only_txns", 1);
                 self.insert(ctx, Entry::LockOnly { txn: Arc::clone(txn), home: self.region });
             }
@@ -1120,10 +1160,8 @@ impl Sequencer {
     fn reinsert_lock_onlys(&mut self, ctx: &mut Ctx<'_, Slog>) {
         let due: Vec<Arc<Txn>> = self.st.lock_only_due.iter().cloned().collect();
         for txn in due {
-            if self.st.lock_only.insert(txn.id) {
-                ctx.count("lock_only_txns", 1);
-                self.insert(ctx, Entry::LockOnly { txn, home: self.region });
-            }
+            ctx.count("lock_only_txns", 1);
+            self.insert(ctx, Entry::LockOnly { txn, home: self.region });
         }
     }
 
@@ -1133,7 +1171,7 @@ impl Sequencer {
             return self.relay(ctx, from, msg);
         }
         match msg {
-            Msg::Submit { id, program, recon } => self.on_submit(ctx, id, program, recon),
+            Msg::Submit { id, program, recon, floor } => self.on_submit(ctx, id, program, recon, floor),
             Msg::Forward(txn) => self.on_forward(ctx, txn),
             Msg::Ship(batch) => self.on_ship(ctx, batch),
             Msg::Tip { origin, next_seq } => self.on_tip(origin, next_seq),
@@ -1234,6 +1272,8 @@ impl Process<Slog> for Sequencer {
     fn check_invariants(&self) {
         self.paxos.check_invariants();
         let st = &self.st;
+        st.inserted.check_invariants();
+        st.annotated.check_invariants();
         assert!(st.builder.open_len() <= self.cfg.batch_txns_max, "a batch past its bound");
         assert!(st.pushed <= st.placed_chosen, "pushed a placement not chosen");
         assert!(st.placed_chosen <= st.placed.next(), "chosen past the placed log");
