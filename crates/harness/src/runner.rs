@@ -71,6 +71,15 @@ pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigErr
     Ok(topology)
 }
 
+/// Runs an experiment file's text with `P`, its history recorded and
+/// `faults` scheduled beside the file's own: how a test scripts a crash at
+/// a chosen moment. Panics on a bad file (a test's own text).
+pub fn run_text_with_faults<P: Protocol>(text: &str, faults: FaultPlan<'_>) -> RunOutput {
+    let exp = Experiment::from_str(text, "<test>").expect("a valid experiment");
+    let opts = RunOptions { record_history: true, extra_faults: Some(faults), progress: None, event_log: None };
+    run_sim::<P>(&exp, opts).expect("a runnable experiment")
+}
+
 /// Runs `exp` with protocol `P` in the simulator. Protocol crates put
 /// this, instantiated for their protocols, in their entry table.
 pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<RunOutput, ConfigError> {

@@ -10,7 +10,7 @@ use meridian_core::{
 };
 use meridian_deterministic::calvin::{Calvin, Node};
 use meridian_experiment::Experiment;
-use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
+use meridian_harness::runner::{RunOptions, RunOutput, run_sim, run_text_with_faults};
 use meridian_sim::{Completion, FaultAction, ScheduledFault, Sim, SimConfig};
 use std::sync::Arc;
 
@@ -355,15 +355,9 @@ fn truncating(duration_s: u64) -> String {
         + "[protocol.params]\ncheckpoint_txns = 20\nkept_positions_max = 64\ncheckpoint_every_slots = 32\n"
 }
 
-fn run_with_faults(text: &str, faults: &dyn Fn(&Topology) -> Vec<ScheduledFault>) -> RunOutput {
-    let exp = Experiment::from_str(text, "<test>").unwrap();
-    let opts = RunOptions { record_history: true, extra_faults: Some(faults), progress: None, event_log: None };
-    run_sim::<Calvin>(&exp, opts).unwrap()
-}
-
 #[test]
 fn a_long_calvin_run_holds_a_bounded_log() {
-    let out = run_with_faults(&truncating(40), &|_| Vec::new());
+    let out = run_text_with_faults::<Calvin>(&truncating(40), &|_| Vec::new());
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
     let forgotten = out.report.counter("positions_forgotten");
     // Every sequencer materializes the whole log; far more positions than
@@ -394,7 +388,7 @@ fn a_replica_behind_every_peers_truncation_point_catches_up_from_a_checkpoint() 
             ScheduledFault { at_ns: 15_000 * MS, action: FaultAction::Restart(victim) },
         ]
     };
-    let out = run_with_faults(&truncating(25), &faults);
+    let out = run_text_with_faults::<Calvin>(&truncating(25), &faults);
     assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
     assert!(out.report.counter("log_truncated") > 0, "{:?}", out.report.counters);
     assert!(out.report.counter("checkpoints_sent") > 0, "{:?}", out.report.counters);

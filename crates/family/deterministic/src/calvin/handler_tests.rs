@@ -37,6 +37,20 @@ fn txn(d: &Deployment, seq: u64, ops: Vec<Op>) -> Arc<Txn> {
     Arc::new(Txn::new(TxnId { node: NodeId(99), seq }, Program::new(ops), RegionId(0), &d.topology))
 }
 
+/// The global log's group of three chooses the leader's `slots`: its own
+/// vote, once durable, and one more.
+fn choose_slots(h: &mut Hand<Calvin>, d: &Deployment, slots: std::ops::RangeInclusive<u64>) {
+    let follower = d.topology.service(SEQUENCER)[1];
+    h.persist_all();
+    for slot in slots {
+        let body = meridian_mechanisms::paxos::PaxosBody::Accepted {
+            ballot: meridian_mechanisms::paxos::Ballot { round: 1, rank: 0 },
+            slot,
+        };
+        h.message(follower, Msg::Paxos(meridian_mechanisms::paxos::PaxosMsg { group: 0, body }));
+    }
+}
+
 fn replica(h: &Hand<Calvin>) -> &super::Replica {
     match &h.node {
         Node::Replica(r) => r,
@@ -192,16 +206,7 @@ fn the_global_log_drops_a_resubmitted_transaction_and_a_batch_ordered_twice() {
         s.log.order(ctx, BatchId { sequencer: 1, seq: 0 });
         s.log.order(ctx, BatchId { sequencer: 2, seq: 0 });
     });
-    // A group of three: the leader's vote and one more choose the slots.
-    let follower = d.topology.service(SEQUENCER)[1];
-    h.persist_all();
-    for slot in 1..=4 {
-        let body = meridian_mechanisms::paxos::PaxosBody::Accepted {
-            ballot: meridian_mechanisms::paxos::Ballot { round: 1, rank: 0 },
-            slot,
-        };
-        h.message(follower, Msg::Paxos(meridian_mechanisms::paxos::PaxosMsg { group: 0, body }));
-    }
+    choose_slots(&mut h, &d, 1..=4);
     let Node::Sequencer(s) = &h.node else { panic!() };
     assert_eq!(s.log_len(), 1, "the second batch held only the repeat: no position");
 }
@@ -252,15 +257,7 @@ fn the_global_log_forgets_a_clients_transactions_below_its_floor_and_drops_a_lat
             s.log.order(ctx, BatchId { sequencer: *sequencer, seq: 0 });
         }
     });
-    let follower = d.topology.service(SEQUENCER)[1];
-    h.persist_all();
-    for slot in 1..=6 {
-        let body = meridian_mechanisms::paxos::PaxosBody::Accepted {
-            ballot: meridian_mechanisms::paxos::Ballot { round: 1, rank: 0 },
-            slot,
-        };
-        h.message(follower, Msg::Paxos(meridian_mechanisms::paxos::PaxosMsg { group: 0, body }));
-    }
+    choose_slots(&mut h, &d, 1..=6);
     let Node::Sequencer(s) = &h.node else { panic!() };
     assert_eq!(s.log_len(), 2, "the late copy of 5 takes no position");
     let mut remembered = 0;
