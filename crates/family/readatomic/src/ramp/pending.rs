@@ -63,6 +63,11 @@ impl Pending {
         self.aborted.contains(&ts)
     }
 
+    /// The oldest transaction pending (NOC-NOC Algorithm 1 line 48).
+    pub fn oldest(&self) -> Option<Ts> {
+        self.txns.keys().next().copied()
+    }
+
     pub fn get(&self, ts: Ts) -> Option<&PendingTxn> {
         self.txns.get(&ts).map(|e| &e.txn)
     }

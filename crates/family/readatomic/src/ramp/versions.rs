@@ -134,6 +134,24 @@ impl Versions {
         }
     }
 
+    /// NOC-NOC Algorithm 1 lines 40-43 (RA-NOC2's GET at the global safe
+    /// view): the newest committed version of `key` at or below `ts`,
+    /// prepared ones skipped (line 42); the initial state when `ts` is
+    /// `None`. Gone if a committed version newer than the one found and at
+    /// or below `ts` was collected.
+    pub fn committed_at(&self, key: Key, ts: Option<Ts>) -> Lookup {
+        let Some(ts) = ts else { return Lookup::Found(item(key, None)) };
+        let found = match self.store.read_committed_at(key, ts.0) {
+            ReadAt::Committed(v) => v,
+            ReadAt::Intent { committed, .. } => committed,
+        };
+        let found_ts = found.map(|v| Ts(v.version));
+        if self.collected.get(&key).is_some_and(|c| Some(*c) > found_ts && *c <= ts) {
+            return Lookup::Gone;
+        }
+        Lookup::Found(item(key, found))
+    }
+
     /// Algorithm 2's second-round GET: the newest version of `key` whose
     /// timestamp is in `among` (sorted), or the initial state if none is.
     /// Gone if a version in `among` newer than that one was collected.
