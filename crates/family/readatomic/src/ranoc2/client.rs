@@ -24,7 +24,7 @@
 //! write whose prepares are unanswered reports an unknown outcome, and a
 //! background commit is left to the partitions' termination protocol.
 
-use super::messages::{Get, KeyRead, Msg, Prepare, Record, Timer};
+use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
 use super::{Config, partition_of};
 use crate::ramp::client::{Shape, encoded_len, shape};
@@ -84,6 +84,14 @@ struct Waiting {
     refusals: u32,
 }
 
+/// A write prepared everywhere whose `Record::Local` is not durable yet:
+/// it is answered once it is.
+struct Answer {
+    lsn: Lsn,
+    request: RequestId,
+    ops: usize,
+}
+
 pub struct Client {
     topo: Arc<Topology>,
     index: u32,
@@ -98,6 +106,11 @@ pub struct Client {
     writes: BTreeMap<Ts, WriteTxn>,
     waiting: VecDeque<Waiting>,
     refreshed_ns: Option<u64>,
+    /// Writes answered once their local version is durable, in LSN order.
+    answers: VecDeque<Answer>,
+    /// The floor durably recorded (`Record::Floor`), and one being recorded.
+    floor: Option<Ts>,
+    recording_floor: Option<(Lsn, Option<Ts>)>,
 }
 
 impl Client {
@@ -115,6 +128,9 @@ impl Client {
             writes: BTreeMap::new(),
             waiting: VecDeque::new(),
             refreshed_ns: None,
+            answers: VecDeque::new(),
+            floor: None,
+            recording_floor: None,
         }
     }
 
@@ -133,13 +149,26 @@ impl Client {
 
     /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
     /// and later timestamps go above it.
-    fn learn(&mut self, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
+    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
         let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
         self.view.learn(shard, lst);
         if let Some(lst) = lst {
             self.above_us = self.above_us.max(lst.time_us() + 1);
         }
+        self.record_floor(ctx);
         Some(shard)
+    }
+
+    /// Records the view's floor when it rose (one record at a time): the
+    /// local versions below it go once it is durable.
+    fn record_floor(&mut self, ctx: &mut ClientCtx<'_>) {
+        let floor = self.view.floor();
+        if self.recording_floor.is_some() || floor <= self.floor || self.view.local_versions() == 0 {
+            return;
+        }
+        let Some(ts) = floor else { return };
+        let lsn = ctx.append(Record::Floor { ts });
+        self.recording_floor = Some((lsn, floor));
     }
 
     fn clock_us(&self, ctx: &ClientCtx<'_>) -> u64 {
@@ -230,7 +259,7 @@ impl Client {
     /// local safe view (line 9) and the write returns — one phase on the
     /// client's path. Lines 11-13: COMMIT_ALL, in the background.
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
-        let Some(shard) = self.learn(from, lst) else { return };
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
         if w.phase != Phase::Prepare || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
             return;
@@ -242,17 +271,27 @@ impl Client {
         let request = w.request.take().expect("answered once, after the prepare phase");
         let ops = w.program.ops.len();
         let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
-        self.view.prepared(ts, keys);
-        ctx.count("writes", 1);
-        ctx.count("write_phases_on_client_path", 1);
-        ctx.complete(request, Outcome::Committed { results: vec![None; ops] });
+        self.view.prepared(ts, keys.iter().copied());
+        let lsn = ctx.append(Record::Local { ts, keys });
+        self.answers.push_back(Answer { lsn, request, ops });
         let w = &self.writes[&ts];
         self.send_phase(ctx, ts, w);
     }
 
+    /// The writes whose local version is durable return (one phase on the
+    /// client's path, and one local append).
+    fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
+        while self.answers.front().is_some_and(|a| a.lsn <= upto) {
+            let a = self.answers.pop_front().expect("present");
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 1);
+            ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
+        }
+    }
+
     /// Line 14: every partition committed; the background commit is done.
     fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
-        let Some(shard) = self.learn(from, lst) else { return };
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
         if w.phase != Phase::Commit || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
             return;
@@ -265,7 +304,7 @@ impl Client {
     /// commits at it. The other participants drop their versions, and the
     /// write starts again above the safe time the refusal carried.
     fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
-        self.learn(from, lst);
+        self.learn(ctx, from, lst);
         if self.writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
             return;
         }
@@ -348,7 +387,7 @@ impl Client {
         values: Vec<Option<Value>>,
         lst: Option<Ts>,
     ) {
-        let Some(shard) = self.learn(from, lst) else { return };
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
         ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
         let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
         let Some(get) = r.awaiting.remove(&shard) else { return };
@@ -373,7 +412,7 @@ impl Client {
     /// A version the read needs was collected: it reads again, from the
     /// view the answer refreshed.
     fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
-        self.learn(from, lst);
+        self.learn(ctx, from, lst);
         let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
         if r.rounds >= u64::from(self.cfg.common.max_attempts) {
             ctx.count("reads_given_up", 1);
@@ -463,6 +502,32 @@ impl Client {
         }
     }
 
+    /// A restart: the timestamp reservations, the recorded floor and the
+    /// own writes recorded above it (`recovery.rs` for partitions).
+    fn restore(&mut self, durable: Vec<Record>) {
+        let (mut reserved, mut local) = (Vec::new(), Vec::new());
+        for record in durable {
+            match record {
+                Record::Reserved { upto_us } => reserved.push(upto_us),
+                Record::ClientState(s) => {
+                    reserved.push(s.reserved_us);
+                    self.floor = self.floor.max(s.floor);
+                    local.extend(s.local.iter().copied());
+                }
+                Record::Local { ts, keys } => local.extend(keys.into_iter().map(|k| (k, ts))),
+                Record::Floor { ts } => self.floor = self.floor.max(Some(ts)),
+                Record::Prepared(_) | Record::Committed { .. } | Record::Aborted { .. } | Record::Snapshot(_) => {
+                    unreachable!("a partition's record in a client's log")
+                }
+            }
+        }
+        self.clock = TsSource::start(self.index, reserved, self.cfg.common.reserve_ahead_us);
+        self.view.restore(self.floor, local);
+        if let Some(floor) = self.floor {
+            self.above_us = floor.time_us() + 1;
+        }
+    }
+
     /// Requests held for a reservation start once it is durable.
     fn start_waiting(&mut self, ctx: &mut ClientCtx<'_>) {
         let waiting = std::mem::take(&mut self.waiting);
@@ -474,19 +539,26 @@ impl Client {
 
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
-        let reserved = durable.into_iter().filter_map(|r| match r {
-            Record::Reserved { upto_us } => Some(upto_us),
-            _ => None,
-        });
-        self.clock = TsSource::start(self.index, reserved, self.cfg.common.reserve_ahead_us);
+        self.restore(durable);
         self.reserve(ctx);
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        self.answer_writes(ctx, upto);
+        if let Some((lsn, floor)) = self.recording_floor
+            && lsn <= upto
+        {
+            self.recording_floor = None;
+            self.floor = floor;
+            self.view.prune(floor);
+            self.record_floor(ctx);
+        }
         if self.clock.persisted(upto) {
-            // Earlier reservations are covered by this one.
-            ctx.compact(upto, Record::Reserved { upto_us: self.clock.reserved_us() });
+            // Earlier records are folded into this one.
+            let state =
+                ClientState { reserved_us: self.clock.reserved_us(), floor: self.floor, local: self.view.local() };
+            ctx.compact(upto, Record::ClientState(Arc::new(state)));
             self.start_waiting(ctx);
         }
     }
@@ -524,11 +596,17 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         out("writes", self.writes.len());
         out("waiting", self.waiting.len());
         out("local_versions", self.view.local_versions());
+        out("answers", self.answers.len());
     }
 
     fn check_invariants(&self) {
         self.clock.check_invariants();
         self.view.check_invariants();
+        assert!(self.floor <= self.view.floor(), "the recorded floor is one every partition passed");
+        assert!(
+            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn < b.lsn),
+            "answers in LSN order"
+        );
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
@@ -536,7 +614,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
-            assert!(w.request.is_some() == (w.phase == Phase::Prepare), "answered exactly when prepared");
+            assert!(w.request.is_some() == (w.phase == Phase::Prepare), "answered once prepared");
             assert!(w.refusals < self.cfg.common.max_attempts, "refusals within their bound");
         }
     }

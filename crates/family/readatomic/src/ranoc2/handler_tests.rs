@@ -253,10 +253,14 @@ fn a_write_returns_after_one_phase_and_its_client_then_reads_it_from_its_lsv() {
     assert_eq!(fx.sends().count(), 2, "line 6: one PREPARE per partition");
     c.message(partition(&d, 0), Msg::Prepared { ts, lst: None });
     let fx = c.message(partition(&d, 1), Msg::Prepared { ts, lst: None });
+    let commits = fx.sends().filter(|(_, m)| matches!(m, Msg::Commit { ts: t } if *t == ts)).count();
+    assert_eq!(commits, 2, "lines 11-13: COMMIT_ALL in the background, at once");
+    let local = fx.appends().any(|(_, _, r)| matches!(r, Record::Local { ts: t, keys } if *t == ts && keys.len() == 2));
+    assert!(local, "line 9, durably: the LSV survives a restart");
+    assert_eq!(fx.completions().count(), 0, "answered once the local version is durable");
+    let fx = c.persist_all();
     assert!(matches!(fx.completions().next(), Some((RequestId(1), Outcome::Committed { .. }))), "after one phase");
     assert_eq!(fx.counted("write_phases_on_client_path"), 1);
-    let commits = fx.sends().filter(|(_, m)| matches!(m, Msg::Commit { ts: t } if *t == ts)).count();
-    assert_eq!(commits, 2, "lines 11-13: COMMIT_ALL in the background");
     // A read right away, the commits unanswered: the GSV knows nothing,
     // the LSV holds the write (line 9), so each key is read at it.
     let fx = c.request(RequestId(2), Program::new(vec![Op::Read { key: x }, Op::Read { key: y }]));

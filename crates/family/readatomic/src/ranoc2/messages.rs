@@ -126,6 +126,24 @@ pub enum Record {
     /// A client will issue no timestamp at or above this time (µs) without
     /// recording a later one (`crate::ramp`'s timestamps).
     Reserved { upto_us: u64 },
+    /// A client's write at `ts` of `keys` is fully prepared: it joins the
+    /// local safe view (Algorithm 1 line 9), which must survive a restart
+    /// for the client's sessions to read their writes.
+    Local { ts: Ts, keys: Vec<Key> },
+    /// Every partition told the client a safe time at or past `ts`: after a
+    /// restart its version vector starts there, and the local versions at
+    /// or below it are no longer needed.
+    Floor { ts: Ts },
+    /// A client's checkpoint: every earlier record folded in.
+    ClientState(Arc<ClientState>),
+}
+
+/// A client's durable state at a checkpoint.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct ClientState {
+    pub reserved_us: u64,
+    pub floor: Option<Ts>,
+    pub local: Vec<(Key, Ts)>,
 }
 
 #[derive(Clone, Debug)]

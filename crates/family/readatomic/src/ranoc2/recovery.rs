@@ -29,7 +29,9 @@ impl Partition {
                     self.apply_commit(ts, now_ns);
                 }
                 Record::Aborted { ts } => self.apply_abort(ts),
-                Record::Reserved { .. } => unreachable!("a client's record in a partition's log"),
+                Record::Reserved { .. } | Record::Local { .. } | Record::Floor { .. } | Record::ClientState(_) => {
+                    unreachable!("a client's record in a partition's log")
+                }
             }
         }
         self.safe.restored();

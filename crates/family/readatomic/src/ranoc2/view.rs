@@ -39,11 +39,30 @@ impl View {
         View { last: vec![None; shards], lsv: BTreeMap::new(), by_ts: BTreeSet::new(), lsv_max }
     }
 
+    /// After a restart: every partition's safe time was at or past `floor`
+    /// (durably recorded), and these own writes were fully prepared.
+    pub fn restore(&mut self, floor: Option<Ts>, local: impl IntoIterator<Item = (Key, Ts)>) {
+        self.last.iter_mut().for_each(|l| *l = floor);
+        for (key, ts) in local {
+            self.prepared(ts, [key]);
+        }
+        self.prune(floor);
+    }
+
     /// Lines 8, 14, 21, 23: `last[svr] ← max(ts_svr, last[svr])`.
     pub fn learn(&mut self, shard: ShardId, lst: Option<Ts>) {
         let l = &mut self.last[shard.0 as usize];
         *l = (*l).max(lst);
-        self.prune();
+    }
+
+    /// The smallest safe time of all partitions: every GSV is at or past it.
+    pub fn floor(&self) -> Option<Ts> {
+        self.last.iter().copied().min().flatten()
+    }
+
+    /// Every own write of the view, oldest first (for a checkpoint).
+    pub fn local(&self) -> Vec<(Key, Ts)> {
+        self.by_ts.iter().map(|(ts, key)| (*key, *ts)).collect()
     }
 
     pub fn last(&self, shard: ShardId) -> Option<Ts> {
@@ -75,7 +94,6 @@ impl View {
             self.lsv.insert(key, ts);
             self.by_ts.insert((ts, key));
         }
-        self.prune();
     }
 
     /// Whether a write of `n` more keys would exceed `lsv_max`.
@@ -96,9 +114,11 @@ impl View {
         shards.map(ShardId).filter(|s| self.last(*s) < Some(*oldest)).collect()
     }
 
-    /// Drops the local versions every partition's safe time has passed.
-    fn prune(&mut self) {
-        let floor = self.last.iter().copied().min().flatten();
+    /// Drops the local versions at or below `floor`, a safe time every
+    /// partition has passed (durably recorded: a restarted client starts
+    /// its version vector there).
+    pub fn prune(&mut self, floor: Option<Ts>) {
+        debug_assert!(floor <= self.floor(), "every partition is past the floor");
         while let Some((ts, key)) = self.by_ts.first().copied() {
             if Some(ts) > floor {
                 break;
@@ -113,8 +133,6 @@ impl View {
         for (key, ts) in self.lsv.iter().take(meridian_core::process::CHECKED_MAX) {
             assert!(self.by_ts.contains(&(*ts, *key)), "a local version is ordered");
         }
-        let floor = self.last.iter().copied().min().flatten();
-        assert!(self.by_ts.first().is_none_or(|(ts, _)| Some(*ts) > floor), "passed local versions are dropped");
     }
 }
 
@@ -151,8 +169,10 @@ mod tests {
         bob.learn(B, Some(Ts(1)));
         bob.prepared(Ts(0), [X, Z]);
         // Z₀ is at 0, at or below every safe time Bob knows: his GSV
-        // already holds it, and the entry is dropped.
-        assert_eq!(bob.lsv(Z), None, "Bob's LSV is behind his GSV");
+        // already holds it, and the entry may go.
+        assert!(bob.lsv(Z) < bob.gsv([A, B]), "Bob's LSV is behind his GSV");
+        bob.prune(bob.floor());
+        assert_eq!(bob.lsv(Z), None);
         assert_eq!(bob.gsv([A, B]), Some(Ts(1)));
         // Y₃ is not in Bob's LSV until W₃ is prepared too (`prepared` is
         // called only once every partition acknowledged).
@@ -166,11 +186,23 @@ mod tests {
         let mut v = View::new(2, 100);
         v.prepared(Ts(10), [X]);
         v.learn(A, Some(Ts(20)));
-        assert_eq!(v.lsv(X), Some(Ts(10)), "B is still behind: a read of X with B would read below 10");
+        assert_eq!(v.floor(), None, "B is still behind: a read of X with B would read below 10");
         assert_eq!(v.behind(), vec![B]);
         v.learn(B, Some(Ts(10)));
-        assert_eq!(v.lsv(X), None, "every GSV is at 10 or past");
+        assert_eq!(v.floor(), Some(Ts(10)), "every GSV is at 10 or past");
+        v.prune(v.floor());
+        assert_eq!(v.lsv(X), None);
         assert!(v.behind().is_empty());
+        v.check_invariants();
+    }
+
+    #[test]
+    fn a_restarted_view_starts_at_its_recorded_floor_with_its_recorded_writes() {
+        let mut v = View::new(2, 100);
+        v.restore(Some(Ts(10)), [(X, Ts(5)), (Y, Ts(12))]);
+        assert_eq!(v.gsv([A, B]), Some(Ts(10)));
+        assert_eq!(v.lsv(X), None, "below the floor: the GSV holds it");
+        assert_eq!(v.lsv(Y), Some(Ts(12)));
         v.check_invariants();
     }
 
