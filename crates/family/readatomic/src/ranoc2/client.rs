@@ -70,6 +70,8 @@ struct WriteTxn {
     phase: Phase,
     prepares: BTreeMap<ShardId, Arc<Prepare>>,
     awaiting: BTreeSet<ShardId>,
+    /// When the first PREPARE left.
+    started_ns: u64,
     sent_ns: u64,
     sends: u32,
     /// Timestamps refused so far (each written again above).
@@ -101,6 +103,12 @@ pub struct Client {
     /// Every timestamp this client issues is at or above this time (µs):
     /// above every safe time it heard.
     above_us: u64,
+    /// How far ahead of its clock this client takes timestamps: a client
+    /// far from the partitions is refused until its timestamps are still
+    /// above their safe times when its prepares arrive. Learnt from
+    /// refusals (twice the round trip past the safe time refused at), at
+    /// most a quarter of `reserve_ahead_ms`; never lowered.
+    lead_us: u64,
     next_read: u64,
     reads: BTreeMap<Ts, ReadTxn>,
     writes: BTreeMap<Ts, WriteTxn>,
@@ -122,6 +130,7 @@ impl Client {
             clock: TsSource::start(index, [], cfg.common.reserve_ahead_us),
             view: View::new(shards, cfg.lsv_max),
             above_us: 0,
+            lead_us: 0,
             next_read: 0,
             cfg,
             reads: BTreeMap::new(),
@@ -171,8 +180,10 @@ impl Client {
         self.recording_floor = Some((lsn, floor));
     }
 
+    /// The time the next timestamp is taken at: the clock, ahead by the
+    /// lead refusals taught, and above every safe time heard.
     fn clock_us(&self, ctx: &ClientCtx<'_>) -> u64 {
-        (ctx.clock_ns() / 1_000).max(self.above_us)
+        (ctx.clock_ns() / 1_000 + self.lead_us).max(self.above_us)
     }
 
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
@@ -237,6 +248,7 @@ impl Client {
             phase: Phase::Prepare,
             awaiting: prepares.keys().copied().collect(),
             prepares,
+            started_ns: now_ns,
             sent_ns: now_ns,
             sends: 1,
             refusals: w.refusals,
@@ -311,6 +323,16 @@ impl Client {
         let w = self.writes.remove(&ts).expect("present");
         for shard in w.prepares.keys() {
             ctx.send(partition_of(&self.topo, *shard), Msg::Abort { ts });
+        }
+        // The partition's safe time moves on while the new prepare travels:
+        // aim above it by twice the round trip this one took, this time and
+        // from now on, so that a client far from the partitions is not
+        // refused again and again.
+        if let Some(lst) = lst {
+            let round_trip_us = ctx.monotonic_ns().saturating_sub(w.started_ns) / 1_000;
+            let aim_us = lst.time_us() + 2 * round_trip_us;
+            let lead_us = aim_us.saturating_sub(ctx.clock_ns() / 1_000).min(self.cfg.common.reserve_ahead_us / 4);
+            self.lead_us = self.lead_us.max(lead_us);
         }
         let request = w.request.expect("in the prepare phase");
         if w.refusals + 1 >= self.cfg.common.max_attempts {

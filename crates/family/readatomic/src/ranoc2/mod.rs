@@ -48,7 +48,13 @@
 //!   refused: client timestamps are not ordered with other clients'
 //!   prepares (`safe.rs`). A refused write is written again above the LST
 //!   the refusal carried (`write_retries`); clients issue timestamps above
-//!   every LST they heard, so that is rare.
+//!   every LST they heard, and ahead of their clock by a lead refusals
+//!   teach them (a client far from the partitions otherwise arrives below
+//!   their safe times every time), so that is rare.
+//! - A client's LSV and the floor below which it dropped entries are
+//!   durable (`Record::Local`, `Record::Floor`): a write returns after its
+//!   prepare phase and one local append, and a restarted client's sessions
+//!   still read their writes.
 //! - COMMIT's answer raises `last[svr]` to the partition's LST only, not to
 //!   the committed timestamp (line 14's `ver.ts`): a partition with an
 //!   older transaction pending is not safe up to it.
@@ -83,7 +89,8 @@
 //! partition a transaction touches:
 //!
 //! ```text
-//! write ≈ RTT(c, p)      (PREPARE, durable first; COMMIT in the background)
+//! write ≈ RTT(c, p)      (PREPARE, durable first, and the client's local
+//!                         append; COMMIT in the background)
 //! read  ≈ RTT(c, p)      (one round, whatever the concurrency)
 //! ```
 //!

@@ -7,11 +7,13 @@
 //! The paper keeps `prep[ts]`, each prepared transaction's write set, and
 //! takes per key the newest `ts` whose set holds it (line 19); this keeps
 //! that maximum per key directly, which is the same view in less space.
-//! An entry is dropped once every partition's safe time is at or past it:
-//! any later read's GSV is then too, and reading at the GSV returns that
-//! write or a newer one. `lsv_max` bounds the entries; a client whose view
-//! is that full refreshes it (asks every partition behind for its safe
-//! time) and holds further writes back until entries go.
+//! An entry is dropped once every partition's safe time is at or past it
+//! and the client recorded that floor durably: any later read's GSV is
+//! then too — after a restart the version vector starts at the floor —
+//! and reading at the GSV returns that write or a newer one. `lsv_max`
+//! bounds the entries; a client whose view is more than half full
+//! refreshes it (asks every partition behind for its safe time) and
+//! refuses further writes while it is full.
 //!
 //! Every client (front end) keeps one view for all the sessions it runs:
 //! the paper's sharing of views between co-located clients (§5.3), within
