@@ -8,6 +8,8 @@
 
 pub mod ramp;
 pub mod ranoc2;
+#[cfg(test)]
+mod test_support;
 
 use meridian_harness::Entry;
 

@@ -6,51 +6,16 @@
 //! with read-your-writes, with the counter-example switch that shows the
 //! checker catching what the global safe view prevents.
 
+mod common;
+
+use common::{assert_valid, experiment, with_params};
 use meridian_checker::{AnomalyKind, Model, check};
-use meridian_experiment::Experiment;
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
 use meridian_readatomic::ramp::RampF;
 use meridian_readatomic::ranoc2::RaNoc2;
 
-/// Three partitions and sixteen closed-loop sessions in one region, on 30
-/// keys, messages delayed by a millisecond of jitter on average: reads
-/// race writes of the keys they read.
-const BASE: &str = r#"
-[cluster]
-preset = "tiga-gcp"
-server_regions = ["south-carolina"]
-shards = 3
-replicas_per_shard = 1
-
-[clients]
-regions = ["south-carolina"]
-per_region = 4
-mode = "closed"
-sessions = 4
-think_ms = 2.0
-
-[workload]
-kind = "ramp-ycsb"
-keys = 30
-zipf = 0.5
-txn_size = 3
-read_txn_pct = 50
-
-[network]
-jitter_ms = 1.0
-
-[run]
-duration_s = 2.0
-warmup_s = 0.2
-seed = 1
-
-[protocol]
-name = "ra-noc2"
-"#;
-
 fn run_as(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
-    let text = edit(BASE.replace("name = \"ra-noc2\"", &format!("name = \"{protocol}\"")));
-    let exp = Experiment::from_str(&text, "ranoc2.toml").unwrap_or_else(|e| panic!("{e}"));
+    let exp = experiment(protocol, edit);
     let opts = RunOptions { record_history: true, ..Default::default() };
     let out = match protocol {
         "ra-noc2" => run_sim::<RaNoc2>(&exp, opts),
@@ -62,15 +27,6 @@ fn run_as(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
 
 fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
     run_as("ra-noc2", edit)
-}
-
-fn assert_valid(out: &RunOutput) {
-    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
-    assert!(out.report.txns.committed > 100, "too little committed: {:?}", out.report.txns);
-}
-
-fn with_params(params: &str) -> impl FnOnce(String) -> String + '_ {
-    move |t| format!("{t}\n[protocol.params]\n{params}\n")
 }
 
 /// §4.3 (O_R, N_R): every read ends after one round of GETs, with writes

@@ -16,7 +16,7 @@
 //! every participant of its transaction prepared it.
 
 use super::messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Timer, Ts};
-use super::pending::Pending;
+use super::pending::{Pending, Verdict};
 use super::recovery::Checkpoints;
 use super::versions::{Lookup, Versions};
 use super::{Config, Variant, partition_of};
@@ -217,29 +217,22 @@ impl Partition {
     /// (and tell them to), abort as soon as one refused it.
     fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
         let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        if !self.pending.contains(ts) {
-            return;
-        }
-        match held {
-            Held::Aborted => {
+        match self.pending.answer(ts, from_shard, held) {
+            Verdict::Abort => {
                 ctx.count("ctp_aborts", 1);
                 self.apply_abort(ts);
                 self.append(ctx, Record::Aborted { ts });
             }
-            Held::Prepared => {
-                if !self.pending.held_by(ts, from_shard) {
-                    return;
-                }
-                let participants = self.pending.get(ts).map(|t| t.participants.clone()).unwrap_or_default();
+            Verdict::Commit { others } => {
                 ctx.count("ctp_commits", 1);
                 self.apply_commit(ts, now_ns);
                 self.append(ctx, Record::Committed { ts });
-                let me = self.shard;
-                for shard in participants.into_iter().filter(|s| *s != me) {
+                for shard in others {
                     let to = partition_of(&self.topo, shard);
                     self.send_durable(ctx, to, Msg::Commit { ts });
                 }
             }
+            Verdict::Undecided => {}
         }
     }
 

@@ -5,43 +5,18 @@
 use super::messages::{Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::{Answer, Node, RaNoc2};
 use crate::ramp::{GetId, Held, Ts};
+use crate::test_support::{deployment, key_on, partition};
 use meridian_core::{
-    ClusterSpec, Deployment, EffectsOf, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Outcome, Params,
-    Program, Protocol, RegionId, RequestId, ShardId, Topology, Value,
+    Deployment, EffectsOf, Hand, Key, NodeId, Now, Op, Outcome, Program, Protocol, RequestId, ShardId, Value,
 };
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
 
-/// Two shards, one replica (the partition) each, one client.
-fn deployment() -> Deployment {
-    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
-    let spec = ClusterSpec {
-        regions: matrix.regions.clone(),
-        server_regions: vec![RegionId(0)],
-        shards: 2,
-        replicas_per_shard: 1,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
-    let topology = Arc::new(Topology::build(&spec, &[]));
-    Deployment { topology, params: Params::new(), epsilon_us: 100, latency: Arc::new(matrix) }
-}
-
 fn hand(d: &Deployment, node: NodeId) -> Hand<RaNoc2> {
     let mut h = Hand::new(RaNoc2::build(d, node).unwrap(), Arc::clone(&d.topology), node, Now::at(0));
     h.start(Vec::new());
     h
-}
-
-fn partition(d: &Deployment, shard: u32) -> NodeId {
-    d.topology.initial_leader(ShardId(shard))
-}
-
-/// A key on `shard`, the `n`-th.
-fn key_on(d: &Deployment, shard: u32, n: usize) -> Key {
-    (0..).map(Key).filter(|k| d.topology.shard_of(*k).0 == shard).nth(n).unwrap()
 }
 
 fn sent(fx: &EffectsOf<RaNoc2>) -> Vec<&Msg> {

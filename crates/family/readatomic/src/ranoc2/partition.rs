@@ -18,7 +18,7 @@ use super::messages::{Get, KeyRead, Msg, PendingTxn, Prepare, Record, Timer};
 use super::outcomes::{Known, Outcomes};
 use super::safe::SafeTime;
 use super::{Config, partition_of};
-use crate::ramp::pending::Pending;
+use crate::ramp::pending::{Pending, Verdict};
 use crate::ramp::recovery::Checkpoints;
 use crate::ramp::versions::{Lookup, Versions};
 use crate::ramp::{Held, Ts};
@@ -260,29 +260,22 @@ impl Partition {
     /// tell them to), abort as soon as one refused it.
     fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
         let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        if !self.pending.contains(ts) {
-            return;
-        }
-        match held {
-            Held::Aborted => {
+        match self.pending.answer(ts, from_shard, held) {
+            Verdict::Abort => {
                 ctx.count("ctp_aborts", 1);
                 self.apply_abort(ts);
                 self.append(ctx, Record::Aborted { ts });
             }
-            Held::Prepared => {
-                if !self.pending.held_by(ts, from_shard) {
-                    return;
-                }
-                let participants = self.pending.get(ts).map(|t| t.participants.clone()).unwrap_or_default();
+            Verdict::Commit { others } => {
                 ctx.count("ctp_commits", 1);
                 self.apply_commit(ts, now_ns);
                 self.append(ctx, Record::Committed { ts });
-                let me = self.shard;
-                for shard in participants.into_iter().filter(|s| *s != me) {
+                for shard in others {
                     let to = partition_of(&self.topo, shard);
                     self.send_durable(ctx, to, Msg::Commit { ts });
                 }
             }
+            Verdict::Undecided => {}
         }
     }
 
