@@ -1,10 +1,15 @@
 //! The read-atomic protocols, which run read-only and write-only
 //! transactions over partitions that clients talk to directly, one folder
 //! each: `ramp` (RAMP-F and RAMP-S of "Scalable Atomic Visibility with
-//! RAMP Transactions", RAMP-OPW as `ramp-f`'s `one_phase_writes`). The
-//! NOC-NOC paper's RA-NOC2 and RA-NOC, and LORA, belong here too.
+//! RAMP Transactions", RAMP-OPW as `ramp-f`'s `one_phase_writes`) and
+//! `ranoc2` (RA-NOC2 of "NOC-NOC: Towards Performance-optimal Distributed
+//! Transactions", which reuses RAMP's versions, pending transactions,
+//! checkpoints and timestamps). RA-NOC and LORA belong here too.
 
 pub mod ramp;
+pub mod ranoc2;
+#[cfg(test)]
+mod test_support;
 
 use meridian_harness::Entry;
 
@@ -17,5 +22,9 @@ pub static ENTRIES: &[Entry] = &[
     Entry::of::<ramp::RampS>(
         "read atomic multi-partition transactions, timestamp-only metadata and two-round reads (RAMP-S)",
         ramp::PARAMS,
+    ),
+    Entry::of::<ranoc2::RaNoc2>(
+        "read atomic with read-your-writes: one-round reads at a dual view, one-phase writes, constant metadata (RA-NOC2)",
+        ranoc2::PARAMS,
     ),
 ];

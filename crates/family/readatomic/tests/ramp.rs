@@ -7,59 +7,20 @@
 //! checked at the promised level, with the counter-example switches that
 //! show the checker catching what the mechanisms prevent.
 
+mod common;
+
+use common::{assert_valid, experiment, with_params};
 use meridian_checker::{AnomalyKind, HistoryOp, Model, check, parse_jsonl};
 use meridian_core::{
     ClusterSpec, Deployment, Key, LatencyMatrix, LeaderPlacement, Op, Outcome, ParamValue, Params, Program, RegionId,
     RequestId, Topology, Value,
 };
-use meridian_experiment::Experiment;
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
 use meridian_readatomic::ramp::{RampF, RampS};
 use meridian_sim::{Sim, SimConfig};
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
-
-/// Three partitions and sixteen closed-loop sessions in one region, on 30
-/// keys, messages delayed by a millisecond of jitter on average: reads
-/// race writes of the keys they read.
-const BASE: &str = r#"
-[cluster]
-preset = "tiga-gcp"
-server_regions = ["south-carolina"]
-shards = 3
-replicas_per_shard = 1
-
-[clients]
-regions = ["south-carolina"]
-per_region = 4
-mode = "closed"
-sessions = 4
-think_ms = 2.0
-
-[workload]
-kind = "ramp-ycsb"
-keys = 30
-zipf = 0.5
-txn_size = 3
-read_txn_pct = 50
-
-[network]
-jitter_ms = 1.0
-
-[run]
-duration_s = 2.0
-warmup_s = 0.2
-seed = 1
-
-[protocol]
-name = "ramp-f"
-"#;
-
-fn experiment(protocol: &str, edit: impl FnOnce(String) -> String) -> Experiment {
-    let text = edit(BASE.replace("name = \"ramp-f\"", &format!("name = \"{protocol}\"")));
-    Experiment::from_str(&text, "ramp.toml").unwrap_or_else(|e| panic!("{e}"))
-}
 
 fn run(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
     let exp = experiment(protocol, edit);
@@ -70,15 +31,6 @@ fn run(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
         other => panic!("not a RAMP protocol: {other}"),
     };
     out.unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn assert_valid(out: &RunOutput) {
-    assert_eq!(out.report.check_valid(), Some(true), "{:?}", out.report.check);
-    assert!(out.report.txns.committed > 100, "too little committed: {:?}", out.report.txns);
-}
-
-fn with_params(params: &str) -> impl FnOnce(String) -> String + '_ {
-    move |t| format!("{t}\n[protocol.params]\n{params}\n")
 }
 
 /// Algorithm 1 lines 22-33: with no write racing them, RAMP-F's reads

@@ -92,7 +92,7 @@ pub struct Client {
 }
 
 /// The postcard-encoded size of `x`.
-fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
+pub(crate) fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
     postcard::to_allocvec(x).map_or(0, |v| v.len())
 }
 
@@ -114,12 +114,12 @@ fn item_metadata_bytes(item: &Item) -> usize {
 
 /// What a request asks for, if RAMP runs it: only reads, or only blind
 /// writes (the paper's read-only and write-only transactions).
-enum Shape {
+pub(crate) enum Shape {
     Read,
     Write,
 }
 
-fn shape(program: &Program) -> Option<Shape> {
+pub(crate) fn shape(program: &Program) -> Option<Shape> {
     if program.procedure.is_some() {
         return None;
     }
@@ -134,7 +134,7 @@ impl Client {
         Client {
             topo,
             index,
-            clock: TsSource::start(index, [], cfg.reserve_ahead_us),
+            clock: TsSource::start(index, [], cfg.common.reserve_ahead_us),
             cfg,
             reads: BTreeMap::new(),
             writes: BTreeMap::new(),
@@ -433,7 +433,7 @@ impl Client {
     fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
         let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
         r.restarts += 1;
-        if r.restarts > self.cfg.max_attempts {
+        if r.restarts > self.cfg.common.max_attempts {
             ctx.count("reads_given_up", 1);
             return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
         }
@@ -448,7 +448,7 @@ impl Client {
     // ---- retries ----
 
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
-        ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
+        ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
         let now_ns = ctx.monotonic_ns();
         self.reserve(ctx);
         self.resend_reads(ctx, now_ns);
@@ -456,11 +456,15 @@ impl Client {
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> =
-            self.reads.iter().filter(|(_, r)| r.sent_ns + self.cfg.retry_ns <= now_ns).map(|(t, _)| *t).collect();
+        let due: Vec<Ts> = self
+            .reads
+            .iter()
+            .filter(|(_, r)| r.sent_ns + self.cfg.common.retry_ns <= now_ns)
+            .map(|(t, _)| *t)
+            .collect();
         for ts in due {
             let mut r = self.reads.remove(&ts).expect("listed");
-            if r.sends >= self.cfg.max_attempts {
+            if r.sends >= self.cfg.common.max_attempts {
                 ctx.count("reads_given_up", 1);
                 ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
                 continue;
@@ -474,11 +478,15 @@ impl Client {
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> =
-            self.writes.iter().filter(|(_, w)| w.sent_ns + self.cfg.retry_ns <= now_ns).map(|(t, _)| *t).collect();
+        let due: Vec<Ts> = self
+            .writes
+            .iter()
+            .filter(|(_, w)| w.sent_ns + self.cfg.common.retry_ns <= now_ns)
+            .map(|(t, _)| *t)
+            .collect();
         for ts in due {
             let mut w = self.writes.remove(&ts).expect("listed");
-            if w.sends >= self.cfg.max_attempts {
+            if w.sends >= self.cfg.common.max_attempts {
                 match w.request {
                     Some(request) => {
                         ctx.count("unknown_outcomes", 1);
@@ -511,9 +519,9 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             Record::Reserved { upto_us } => Some(upto_us),
             _ => None,
         });
-        self.clock = TsSource::start(self.index, reserved, self.cfg.reserve_ahead_us);
+        self.clock = TsSource::start(self.index, reserved, self.cfg.common.reserve_ahead_us);
         self.reserve(ctx);
-        ctx.set_timer(self.cfg.client_tick_ns, Timer::ClientTick);
+        ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
@@ -562,7 +570,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
-            assert!(r.restarts <= self.cfg.max_attempts, "restarts within their bound");
+            assert!(r.restarts <= self.cfg.common.max_attempts, "restarts within their bound");
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");

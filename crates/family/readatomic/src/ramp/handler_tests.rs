@@ -3,43 +3,16 @@
 
 use super::messages::{Ask, GetId, Held, Item, Msg, Prepare, Record, Timer, Ts};
 use super::{NodeF, RampF};
-use meridian_core::{
-    ClusterSpec, Deployment, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program, Protocol,
-    RegionId, RequestId, ShardId, Topology, Value,
-};
+use crate::test_support::{deployment, key_on, partition};
+use meridian_core::{Deployment, Hand, NodeId, Now, Op, Program, Protocol, RequestId, ShardId, Value};
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
-
-/// Two shards, one replica (the partition) each, one client.
-fn deployment() -> Deployment {
-    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
-    let spec = ClusterSpec {
-        regions: matrix.regions.clone(),
-        server_regions: vec![RegionId(0)],
-        shards: 2,
-        replicas_per_shard: 1,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
-    let topology = Arc::new(Topology::build(&spec, &[]));
-    Deployment { topology, params: Params::new(), epsilon_us: 100, latency: Arc::new(matrix) }
-}
 
 fn hand(d: &Deployment, node: NodeId) -> Hand<RampF> {
     let mut h = Hand::new(RampF::build(d, node).unwrap(), Arc::clone(&d.topology), node, Now::at(0));
     h.start(Vec::new());
     h
-}
-
-fn partition(d: &Deployment, shard: u32) -> NodeId {
-    d.topology.initial_leader(ShardId(shard))
-}
-
-/// A key on `shard`, the `n`-th.
-fn key_on(d: &Deployment, shard: u32, n: usize) -> Key {
-    (0..).map(Key).filter(|k| d.topology.shard_of(*k).0 == shard).nth(n).unwrap()
 }
 
 /// A transaction at `ts` writing `x` (shard 0) and `y` (shard 1).

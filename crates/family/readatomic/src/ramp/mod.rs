@@ -60,18 +60,18 @@
 //! each version a GET returns: RAMP-F's grows with the transaction that
 //! wrote it, RAMP-S's does not).
 
-mod client;
+pub(crate) mod client;
 #[cfg(test)]
 mod handler_tests;
 mod messages;
 mod partition;
-mod pending;
-mod recovery;
-mod timestamps;
-mod versions;
+pub(crate) mod pending;
+pub(crate) mod recovery;
+pub(crate) mod timestamps;
+pub(crate) mod versions;
 
 pub use client::Client;
-pub use messages::{Ask, GetId, Held, Item, Msg, Prepare, Record, Snapshot, Timer, Ts};
+pub use messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Snapshot, Timer, Ts};
 pub use partition::Partition;
 
 use meridian_core::{
@@ -89,11 +89,9 @@ pub enum Variant {
     Small,
 }
 
-/// The protocols' knobs (documented in [`PARAMS`]).
+/// The knobs RAMP and RA-NOC2 share (documented in `SHARED_PARAMS`).
 #[derive(Clone, Copy, Debug)]
-pub struct Config {
-    pub variant: Variant,
-    pub one_phase_writes: bool,
+pub struct Common {
     pub client_tick_ns: u64,
     pub retry_ns: u64,
     pub max_attempts: u32,
@@ -104,17 +102,47 @@ pub struct Config {
     pub ctp_tick_ns: u64,
     pub ctp_ns: u64,
     pub pending_max: usize,
-    pub aborted_remembered: usize,
     pub checkpoint_records: u64,
+}
+
+impl Common {
+    /// Reads the shared knobs of protocol `name`.
+    pub(crate) fn read(p: &ParamReader<'_>, name: &str) -> Result<Common, String> {
+        let ms = |n: &str| p.ms_ns(n);
+        let count = |n: &str| p.count(n, 1..=1_000_000_000);
+        let positive = |n: &str| -> Result<u64, String> {
+            let v = ms(n)?;
+            if v == 0 { Err(format!("{name}: `{n}` must be positive")) } else { Ok(v) }
+        };
+        Ok(Common {
+            client_tick_ns: positive("client_tick_ms")?,
+            retry_ns: positive("retry_ms")?,
+            max_attempts: count("max_attempts")? as u32,
+            reserve_ahead_us: positive("reserve_ahead_ms")? / 1_000,
+            gc_tick_ns: positive("gc_tick_ms")?,
+            gc_window_ns: ms("gc_window_ms")?,
+            superseded_max: count("superseded_max")? as usize,
+            ctp_tick_ns: positive("ctp_tick_ms")?,
+            ctp_ns: positive("ctp_ms")?,
+            pending_max: count("pending_max")? as usize,
+            checkpoint_records: count("checkpoint_records")?,
+        })
+    }
+}
+
+/// The protocols' knobs (documented in [`PARAMS`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    pub variant: Variant,
+    pub one_phase_writes: bool,
+    pub common: Common,
+    pub aborted_remembered: usize,
     pub skip_repair: bool,
 }
 
-pub const PARAMS: &[ParamDoc] = &[
-    ParamDoc {
-        name: "one_phase_writes",
-        default: "false",
-        doc: "ramp-f only: RAMP-OPW, the client returns after PREPARE and commits in the background (no read-your-writes)",
-    },
+/// The knobs RAMP and RA-NOC2 share (their clients' retries and timestamps,
+/// their partitions' garbage collection, termination protocol and checkpoints).
+pub(crate) const SHARED_PARAMS: [ParamDoc; 11] = [
     ParamDoc { name: "client_tick_ms", default: "20", doc: "resolution of the client's retry deadlines" },
     ParamDoc {
         name: "retry_ms",
@@ -154,15 +182,34 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "prepared, uncommitted transactions a partition holds; further prepares wait for the client's retry",
     },
     ParamDoc {
-        name: "aborted_remembered",
-        default: "65536",
-        doc: "transactions a partition remembers refusing in the cooperative termination protocol",
-    },
-    ParamDoc {
         name: "checkpoint_records",
         default: "10000",
         doc: "records a partition appends between checkpoints of its durable log",
     },
+];
+
+pub const PARAMS: &[ParamDoc] = &[
+    ParamDoc {
+        name: "one_phase_writes",
+        default: "false",
+        doc: "ramp-f only: RAMP-OPW, the client returns after PREPARE and commits in the background (no read-your-writes)",
+    },
+    SHARED_PARAMS[0],
+    SHARED_PARAMS[1],
+    SHARED_PARAMS[2],
+    SHARED_PARAMS[3],
+    SHARED_PARAMS[4],
+    SHARED_PARAMS[5],
+    SHARED_PARAMS[6],
+    SHARED_PARAMS[7],
+    SHARED_PARAMS[8],
+    SHARED_PARAMS[9],
+    ParamDoc {
+        name: "aborted_remembered",
+        default: "65536",
+        doc: "transactions a partition remembers refusing in the cooperative termination protocol",
+    },
+    SHARED_PARAMS[10],
     ParamDoc {
         name: "test_skip_repair",
         default: "false",
@@ -210,7 +257,6 @@ pub const COUNTERS: &[CounterDoc] = &[
 impl Config {
     pub fn from_params(params: &Params, name: &str, variant: Variant) -> Result<Config, String> {
         let p = ParamReader::new(params, name, PARAMS)?;
-        let ms = |n: &str| p.ms_ns(n);
         let count = |n: &str| p.count(n, 1..=1_000_000_000);
         let one_phase_writes = p.bool("one_phase_writes")?;
         let skip_repair = p.bool("test_skip_repair")?;
@@ -220,25 +266,11 @@ impl Config {
         if variant == Variant::Small && skip_repair {
             return Err(format!("{name}: `test_skip_repair` skips RAMP-F's repair round; ramp-s has none"));
         }
-        let positive = |n: &str| -> Result<u64, String> {
-            let v = ms(n)?;
-            if v == 0 { Err(format!("{name}: `{n}` must be positive")) } else { Ok(v) }
-        };
         Ok(Config {
             variant,
             one_phase_writes,
-            client_tick_ns: positive("client_tick_ms")?,
-            retry_ns: positive("retry_ms")?,
-            max_attempts: count("max_attempts")? as u32,
-            reserve_ahead_us: positive("reserve_ahead_ms")? / 1_000,
-            gc_tick_ns: positive("gc_tick_ms")?,
-            gc_window_ns: ms("gc_window_ms")?,
-            superseded_max: count("superseded_max")? as usize,
-            ctp_tick_ns: positive("ctp_tick_ms")?,
-            ctp_ns: positive("ctp_ms")?,
-            pending_max: count("pending_max")? as usize,
+            common: Common::read(&p, name)?,
             aborted_remembered: count("aborted_remembered")? as usize,
-            checkpoint_records: count("checkpoint_records")?,
             skip_repair,
         })
     }
@@ -253,10 +285,10 @@ pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
 /// primary-backup replication arrives (see the module documentation).
 pub struct Backup;
 
-impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Backup {
-    fn on_start(&mut self, _ctx: &mut Ctx<'_, P>, _durable: Vec<Record>) {}
-    fn on_message(&mut self, _ctx: &mut Ctx<'_, P>, _from: NodeId, _msg: Msg) {}
-    fn on_timer(&mut self, _ctx: &mut Ctx<'_, P>, _timer: Timer) {}
+impl<P: Protocol> Process<P> for Backup {
+    fn on_start(&mut self, _ctx: &mut Ctx<'_, P>, _durable: Vec<P::Record>) {}
+    fn on_message(&mut self, _ctx: &mut Ctx<'_, P>, _from: NodeId, _msg: P::Msg) {}
+    fn on_timer(&mut self, _ctx: &mut Ctx<'_, P>, _timer: P::Timer) {}
     fn on_persisted(&mut self, _ctx: &mut Ctx<'_, P>, _upto: Lsn) {}
     fn check_invariants(&self) {}
 }

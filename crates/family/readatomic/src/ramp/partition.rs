@@ -16,7 +16,7 @@
 //! every participant of its transaction prepared it.
 
 use super::messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Timer, Ts};
-use super::pending::Pending;
+use super::pending::{Pending, Verdict};
 use super::recovery::Checkpoints;
 use super::versions::{Lookup, Versions};
 use super::{Config, Variant, partition_of};
@@ -42,10 +42,10 @@ impl Partition {
         Partition {
             topo,
             shard,
-            versions: Versions::new(cfg.gc_window_ns, cfg.superseded_max),
-            pending: Pending::new(shard, cfg.pending_max, cfg.aborted_remembered),
+            versions: Versions::new(cfg.common.gc_window_ns, cfg.common.superseded_max),
+            pending: Pending::new(shard, cfg.common.pending_max, cfg.aborted_remembered),
             out: AfterDurable::new(),
-            checkpoints: Checkpoints::new(cfg.checkpoint_records),
+            checkpoints: Checkpoints::new(cfg.common.checkpoint_records),
             cfg,
         }
     }
@@ -217,34 +217,27 @@ impl Partition {
     /// (and tell them to), abort as soon as one refused it.
     fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
         let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        if !self.pending.contains(ts) {
-            return;
-        }
-        match held {
-            Held::Aborted => {
+        match self.pending.answer(ts, from_shard, held) {
+            Verdict::Abort => {
                 ctx.count("ctp_aborts", 1);
                 self.apply_abort(ts);
                 self.append(ctx, Record::Aborted { ts });
             }
-            Held::Prepared => {
-                if !self.pending.held_by(ts, from_shard) {
-                    return;
-                }
-                let participants = self.pending.get(ts).map(|t| t.participants.clone()).unwrap_or_default();
+            Verdict::Commit { others } => {
                 ctx.count("ctp_commits", 1);
                 self.apply_commit(ts, now_ns);
                 self.append(ctx, Record::Committed { ts });
-                let me = self.shard;
-                for shard in participants.into_iter().filter(|s| *s != me) {
+                for shard in others {
                     let to = partition_of(&self.topo, shard);
                     self.send_durable(ctx, to, Msg::Commit { ts });
                 }
             }
+            Verdict::Undecided => {}
         }
     }
 
     fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.gc_tick_ns, Timer::Gc);
+        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
         let dropped = self.versions.collect(now_ns);
         if dropped > 0 {
             ctx.count("gc_versions", dropped);
@@ -254,8 +247,8 @@ impl Partition {
     /// §4.6: ask the other participants of every transaction pending for
     /// `ctp_ms`.
     fn on_ctp_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.ctp_tick_ns, Timer::Ctp);
-        for q in self.pending.due(now_ns, self.cfg.ctp_ns) {
+        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
+        for q in self.pending.due(now_ns, self.cfg.common.ctp_ns) {
             for shard in q.ask {
                 ctx.count("ctp_runs", 1);
                 let to = partition_of(&self.topo, shard);
@@ -285,8 +278,8 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
         let now_ns = ctx.monotonic_ns();
         self.restore(durable, now_ns);
-        ctx.set_timer(self.cfg.gc_tick_ns, Timer::Gc);
-        ctx.set_timer(self.cfg.ctp_tick_ns, Timer::Ctp);
+        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
+        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {

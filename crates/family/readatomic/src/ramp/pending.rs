@@ -18,7 +18,7 @@
 //! newest refusals (a prepare older than every remembered refusal that
 //! arrives again is pending again, and the protocol refuses it again).
 
-use super::messages::{PendingTxn, Ts};
+use super::messages::{Held, PendingTxn, Ts};
 use meridian_core::{Key, ShardId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -29,6 +29,17 @@ struct Entry {
     asked_ns: Option<u64>,
     /// Other participants that answered `Held::Prepared`.
     holders: BTreeSet<ShardId>,
+}
+
+/// What the termination protocol's answers decide about a transaction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every other participant holds it: commit, and tell these others.
+    Commit { others: Vec<ShardId> },
+    /// A participant refused it: abort.
+    Abort,
+    /// Not yet (or it is not pending here).
+    Undecided,
 }
 
 /// A question the protocol asks now.
@@ -63,8 +74,9 @@ impl Pending {
         self.aborted.contains(&ts)
     }
 
-    pub fn get(&self, ts: Ts) -> Option<&PendingTxn> {
-        self.txns.get(&ts).map(|e| &e.txn)
+    /// The oldest transaction pending (NOC-NOC Algorithm 1 line 48).
+    pub fn oldest(&self) -> Option<Ts> {
+        self.txns.keys().next().copied()
     }
 
     /// A transaction prepared here at `now_ns`.
@@ -107,13 +119,31 @@ impl Pending {
 
     /// Participant `from` holds `ts`; true when every other participant
     /// does (the transaction may commit).
-    pub fn held_by(&mut self, ts: Ts, from: ShardId) -> bool {
+    fn held_by(&mut self, ts: Ts, from: ShardId) -> bool {
         let Some(e) = self.txns.get_mut(&ts) else { return false };
         if e.txn.participants.contains(&from) {
             e.holders.insert(from);
         }
         let me = self.me;
         e.txn.participants.iter().all(|s| *s == me || e.holders.contains(s))
+    }
+
+    /// §4.6, an answer: participant `from` holds `ts` or refused it.
+    /// Commit once every other participant holds it, abort as soon as one
+    /// refused it.
+    pub fn answer(&mut self, ts: Ts, from: ShardId, held: Held) -> Verdict {
+        if !self.contains(ts) {
+            return Verdict::Undecided;
+        }
+        match held {
+            Held::Aborted => Verdict::Abort,
+            Held::Prepared if self.held_by(ts, from) => {
+                let me = self.me;
+                let others = self.txns[&ts].txn.participants.iter().copied().filter(|s| *s != me).collect();
+                Verdict::Commit { others }
+            }
+            Held::Prepared => Verdict::Undecided,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -165,9 +195,23 @@ mod tests {
         assert_eq!(q.len(), 1);
         assert_eq!(q[0].ask, vec![ShardId(1), ShardId(2)], "the others, not itself");
         assert!(p.due(250, 100).is_empty(), "asked at 200");
-        assert!(!p.held_by(Ts(5), ShardId(1)));
-        assert!(p.held_by(Ts(5), ShardId(2)), "every other participant holds it: commit");
+        assert_eq!(p.answer(Ts(5), ShardId(1), Held::Prepared), Verdict::Undecided);
+        let verdict = p.answer(Ts(5), ShardId(2), Held::Prepared);
+        assert_eq!(
+            verdict,
+            Verdict::Commit { others: vec![ShardId(1), ShardId(2)] },
+            "every other participant holds it"
+        );
         assert_eq!(p.due(300, 100)[0].ask, Vec::<ShardId>::new(), "nobody left to ask");
+    }
+
+    #[test]
+    fn one_refusal_aborts() {
+        let mut p = Pending::new(ShardId(0), 10, 10);
+        p.add(Ts(5), txn(&[0, 1, 2]), 100);
+        assert_eq!(p.answer(Ts(5), ShardId(1), Held::Prepared), Verdict::Undecided);
+        assert_eq!(p.answer(Ts(5), ShardId(2), Held::Aborted), Verdict::Abort);
+        assert_eq!(p.answer(Ts(6), ShardId(2), Held::Aborted), Verdict::Undecided, "not pending here");
     }
 
     #[test]

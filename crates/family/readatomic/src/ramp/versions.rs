@@ -134,6 +134,26 @@ impl Versions {
         }
     }
 
+    /// NOC-NOC Algorithm 1 lines 40-43 (RA-NOC2's GET at the global safe
+    /// view): the newest committed version of `key` at or below `ts`,
+    /// prepared ones skipped (line 42); the initial state when `ts` is
+    /// `None`. Gone if a version newer than the one found was collected:
+    /// only the newest collected is remembered, and the one the reader
+    /// needs may lie below it (a reader at an old view after a collection
+    /// that dropped versions on both sides of it).
+    pub fn committed_at(&self, key: Key, ts: Option<Ts>) -> Lookup {
+        let Some(ts) = ts else { return Lookup::Found(item(key, None)) };
+        let found = match self.store.read_committed_at(key, ts.0) {
+            ReadAt::Committed(v) => v,
+            ReadAt::Intent { committed, .. } => committed,
+        };
+        let found_ts = found.map(|v| Ts(v.version));
+        if self.collected.get(&key).is_some_and(|c| Some(*c) > found_ts) {
+            return Lookup::Gone;
+        }
+        Lookup::Found(item(key, found))
+    }
+
     /// Algorithm 2's second-round GET: the newest version of `key` whose
     /// timestamp is in `among` (sorted), or the initial state if none is.
     /// Gone if a version in `among` newer than that one was collected.
@@ -258,6 +278,11 @@ mod tests {
         assert_eq!(vs.among(K, &[Ts(10), Ts(15)]), Lookup::Gone, "RAMP-S must not fall back below a dropped one");
         assert!(matches!(vs.among(K, &[Ts(10), Ts(20)]), Lookup::Found(i) if i.ts == Some(Ts(20))));
         assert!(matches!(vs.among(Key(8), &[Ts(10)]), Lookup::Found(i) if i.ts.is_none()), "never written");
+        committed(&mut vs, 30, 600);
+        assert_eq!(vs.collect(2_600), 1, "t=20 overwritten at 600");
+        assert_eq!(vs.committed_at(K, Some(Ts(25))), Lookup::Gone, "the version at or below 25 was collected");
+        assert_eq!(vs.committed_at(K, Some(Ts(5))), Lookup::Gone, "below every version left: unknowable");
+        assert!(matches!(vs.committed_at(K, Some(Ts(35))), Lookup::Found(i) if i.ts == Some(Ts(30))));
     }
 
     #[test]

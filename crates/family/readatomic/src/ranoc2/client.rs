@@ -1,0 +1,643 @@
+//! An RA-NOC2 client (NOC-NOC Algorithm 1 lines 1-24): PREPARE_ALL,
+//! COMMIT_ALL and GET_ALL, talking to the partitions directly, with its
+//! dual view (`view.rs`).
+//!
+//! A write-only transaction takes a timestamp above every safe time the
+//! client has heard (`crate::ramp`'s durable, increasing timestamps),
+//! PREPAREs its versions at every partition it writes and returns once
+//! all are durable — one phase on the client's path (O_W) — after adding
+//! them to its local safe view (line 9); it then COMMITs in the
+//! background (lines 11-14). A partition refuses a prepare at or below its
+//! safe time (see `safe.rs`): the client tells the other participants to
+//! drop theirs and writes again at a timestamp above the safe time the
+//! refusal carried (`write_retries`).
+//!
+//! A read-only transaction sends, in one round, every partition it reads
+//! its keys with the global safe view and each key's local safe view
+//! (lines 16-24); each answer carries the partition's latest safe time,
+//! which raises `last` (lines 21, 23). No second round is ever sent: a
+//! read ends after one round unless a version it needed was collected
+//! (`read_restarts`) or a partition stayed silent (`read_resends`).
+//!
+//! Faults: a partition silent for `retry_ms` gets the round or phase
+//! again; after `max_attempts` sends a read aborts (it changed nothing), a
+//! write whose prepares are unanswered reports an unknown outcome, and a
+//! background commit is left to the partitions' termination protocol.
+
+use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
+use super::view::View;
+use super::{Config, partition_of};
+use crate::ramp::client::{Shape, encoded_len, shape};
+use crate::ramp::timestamps::TsSource;
+use crate::ramp::{GetId, Ts};
+use meridian_core::{
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
+    Value,
+};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+/// The environment a client acts through.
+type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
+
+/// Requests waiting for a durable timestamp reservation, at most.
+const WAITING_MAX: usize = 65_536;
+
+/// The id of a view refresh (a GET with no keys); reads count from 1.
+const REFRESH: GetId = GetId { read: Ts(0), step: 0 };
+
+struct ReadTxn {
+    request: RequestId,
+    program: Program,
+    step: u32,
+    values: BTreeMap<Key, Option<Value>>,
+    awaiting: BTreeMap<ShardId, Get>,
+    sent_ns: u64,
+    sends: u32,
+    rounds: u64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Prepare,
+    Commit,
+}
+
+struct WriteTxn {
+    /// `None` once answered (after the prepare phase).
+    request: Option<RequestId>,
+    program: Program,
+    phase: Phase,
+    prepares: BTreeMap<ShardId, Arc<Prepare>>,
+    awaiting: BTreeSet<ShardId>,
+    /// When the first PREPARE left.
+    started_ns: u64,
+    sent_ns: u64,
+    sends: u32,
+    /// Timestamps refused so far (each written again above).
+    refusals: u32,
+}
+
+/// A request not started yet: it waits for a durable timestamp
+/// reservation. `refusals` carries a write's earlier refusals.
+struct Waiting {
+    request: RequestId,
+    program: Program,
+    refusals: u32,
+}
+
+/// A write prepared everywhere whose `Record::Local` is not durable yet:
+/// it is answered once it is.
+struct Answer {
+    lsn: Lsn,
+    request: RequestId,
+    ops: usize,
+}
+
+pub struct Client {
+    topo: Arc<Topology>,
+    index: u32,
+    cfg: Config,
+    clock: TsSource,
+    view: View,
+    /// Every timestamp this client issues is at or above this time (µs):
+    /// above every safe time it heard.
+    above_us: u64,
+    /// How far ahead of its clock this client takes timestamps: a client
+    /// far from the partitions is refused until its timestamps are still
+    /// above their safe times when its prepares arrive. Learnt from
+    /// refusals (twice the round trip past the safe time refused at), at
+    /// most a quarter of `reserve_ahead_ms`; never lowered.
+    lead_us: u64,
+    next_read: u64,
+    reads: BTreeMap<Ts, ReadTxn>,
+    writes: BTreeMap<Ts, WriteTxn>,
+    waiting: VecDeque<Waiting>,
+    refreshed_ns: Option<u64>,
+    /// Writes answered once their local version is durable, in LSN order.
+    answers: VecDeque<Answer>,
+    /// The floor durably recorded (`Record::Floor`), and one being recorded.
+    floor: Option<Ts>,
+    recording_floor: Option<(Lsn, Option<Ts>)>,
+}
+
+impl Client {
+    pub fn new(topo: Arc<Topology>, _me: NodeId, index: u32, cfg: Config) -> Client {
+        let shards = topo.shards as usize;
+        Client {
+            topo,
+            index,
+            clock: TsSource::start(index, [], cfg.common.reserve_ahead_us),
+            view: View::new(shards, cfg.lsv_max),
+            above_us: 0,
+            lead_us: 0,
+            next_read: 0,
+            cfg,
+            reads: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            refreshed_ns: None,
+            answers: VecDeque::new(),
+            floor: None,
+            recording_floor: None,
+        }
+    }
+
+    /// The client's dual view (for tests).
+    pub fn view(&self) -> &View {
+        &self.view
+    }
+
+    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
+        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
+        for k in keys {
+            out.entry(self.topo.shard_of(k)).or_default().push(k);
+        }
+        out
+    }
+
+    /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
+    /// and later timestamps go above it.
+    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
+        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
+        self.view.learn(shard, lst);
+        if let Some(lst) = lst {
+            self.above_us = self.above_us.max(lst.time_us() + 1);
+        }
+        self.record_floor(ctx);
+        Some(shard)
+    }
+
+    /// Records the view's floor when it rose (one record at a time): the
+    /// local versions below it go once it is durable.
+    fn record_floor(&mut self, ctx: &mut ClientCtx<'_>) {
+        let floor = self.view.floor();
+        if self.recording_floor.is_some() || floor <= self.floor || self.view.local_versions() == 0 {
+            return;
+        }
+        let Some(ts) = floor else { return };
+        let lsn = ctx.append(Record::Floor { ts });
+        self.recording_floor = Some((lsn, floor));
+    }
+
+    /// The time the next timestamp is taken at: the clock, ahead by the
+    /// lead refusals taught, and above every safe time heard.
+    fn clock_us(&self, ctx: &ClientCtx<'_>) -> u64 {
+        (ctx.clock_ns() / 1_000 + self.lead_us).max(self.above_us)
+    }
+
+    fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
+        if let Some(upto_us) = self.clock.to_reserve(self.clock_us(ctx)) {
+            let lsn = ctx.append(Record::Reserved { upto_us });
+            self.clock.recording(lsn, upto_us);
+        }
+    }
+
+    fn start(&mut self, ctx: &mut ClientCtx<'_>, w: Waiting) {
+        let Some(shape) = shape(&w.program) else {
+            return ctx.complete(w.request, Outcome::Aborted { reason: AbortReason::Rejected });
+        };
+        if w.program.is_empty() {
+            return ctx.complete(w.request, Outcome::Committed { results: Vec::new() });
+        }
+        let now_ns = ctx.monotonic_ns();
+        match shape {
+            Shape::Read => self.get_all(ctx, w.request, w.program, now_ns),
+            Shape::Write => {
+                if self.view.is_full(w.program.write_set().len()) {
+                    ctx.count("writes_rejected", 1);
+                    return ctx.complete(w.request, Outcome::Aborted { reason: AbortReason::Rejected });
+                }
+                self.reserve(ctx);
+                match self.clock.next(self.clock_us(ctx)) {
+                    Some(ts) => self.prepare_all(ctx, ts, w, now_ns),
+                    None if self.waiting.len() >= WAITING_MAX => {
+                        ctx.complete(w.request, Outcome::Aborted { reason: AbortReason::Rejected })
+                    }
+                    None => self.waiting.push_back(w),
+                }
+            }
+        }
+    }
+
+    // ---- PREPARE_ALL, COMMIT_ALL ----
+
+    /// Lines 4-7: a new timestamp and the versions prepared at every
+    /// partition written.
+    fn prepare_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, w: Waiting, now_ns: u64) {
+        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
+        for op in &w.program.ops {
+            if let Op::Write { key, value } = op {
+                last.insert(*key, value.clone());
+            }
+        }
+        let participants: Vec<ShardId> = self.by_shard(last.keys().copied()).into_keys().collect();
+        let mut prepares: BTreeMap<ShardId, Prepare> = BTreeMap::new();
+        for (key, value) in last {
+            let p = prepares.entry(self.topo.shard_of(key)).or_insert_with(|| Prepare {
+                ts,
+                writes: Vec::new(),
+                participants: participants.clone(),
+            });
+            p.writes.push((key, value));
+        }
+        let prepares: BTreeMap<ShardId, Arc<Prepare>> = prepares.into_iter().map(|(s, p)| (s, Arc::new(p))).collect();
+        let txn = WriteTxn {
+            request: Some(w.request),
+            program: w.program,
+            phase: Phase::Prepare,
+            awaiting: prepares.keys().copied().collect(),
+            prepares,
+            started_ns: now_ns,
+            sent_ns: now_ns,
+            sends: 1,
+            refusals: w.refusals,
+        };
+        self.send_phase(ctx, ts, &txn);
+        self.writes.insert(ts, txn);
+    }
+
+    fn send_phase(&self, ctx: &mut ClientCtx<'_>, ts: Ts, w: &WriteTxn) {
+        for shard in &w.awaiting {
+            let to = partition_of(&self.topo, *shard);
+            match w.phase {
+                Phase::Prepare => ctx.send(to, Msg::Prepare(Arc::clone(&w.prepares[shard]))),
+                Phase::Commit => ctx.send(to, Msg::Commit { ts }),
+            }
+        }
+    }
+
+    /// Lines 8-10 once every partition prepared: the versions join the
+    /// local safe view (line 9) and the write returns — one phase on the
+    /// client's path. Lines 11-13: COMMIT_ALL, in the background.
+    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
+        let Some(w) = self.writes.get_mut(&ts) else { return };
+        if w.phase != Phase::Prepare || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+            return;
+        }
+        w.phase = Phase::Commit;
+        w.awaiting = w.prepares.keys().copied().collect();
+        w.sent_ns = ctx.monotonic_ns();
+        w.sends = 1;
+        let request = w.request.take().expect("answered once, after the prepare phase");
+        let ops = w.program.ops.len();
+        let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
+        self.view.prepared(ts, keys.iter().copied());
+        let lsn = ctx.append(Record::Local { ts, keys });
+        self.answers.push_back(Answer { lsn, request, ops });
+        let w = &self.writes[&ts];
+        self.send_phase(ctx, ts, w);
+    }
+
+    /// The writes whose local version is durable return (one phase on the
+    /// client's path, and one local append).
+    fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
+        while self.answers.front().is_some_and(|a| a.lsn <= upto) {
+            let a = self.answers.pop_front().expect("present");
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 1);
+            ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
+        }
+    }
+
+    /// Line 14: every partition committed; the background commit is done.
+    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
+        let Some(w) = self.writes.get_mut(&ts) else { return };
+        if w.phase != Phase::Commit || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+            return;
+        }
+        self.writes.remove(&ts);
+        ctx.count("background_commits", 1);
+    }
+
+    /// A partition refused the timestamp for good: the transaction never
+    /// commits at it. The other participants drop their versions, and the
+    /// write starts again above the safe time the refusal carried.
+    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
+        self.learn(ctx, from, lst);
+        if self.writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
+            return;
+        }
+        let w = self.writes.remove(&ts).expect("present");
+        for shard in w.prepares.keys() {
+            ctx.send(partition_of(&self.topo, *shard), Msg::Abort { ts });
+        }
+        // The partition's safe time moves on while the new prepare travels:
+        // aim above it by twice the round trip this one took, this time and
+        // from now on, so that a client far from the partitions is not
+        // refused again and again.
+        if let Some(lst) = lst {
+            let round_trip_us = ctx.monotonic_ns().saturating_sub(w.started_ns) / 1_000;
+            let aim_us = lst.time_us() + 2 * round_trip_us;
+            let lead_us = aim_us.saturating_sub(ctx.clock_ns() / 1_000).min(self.cfg.common.reserve_ahead_us / 4);
+            self.lead_us = self.lead_us.max(lead_us);
+        }
+        let request = w.request.expect("in the prepare phase");
+        if w.refusals + 1 >= self.cfg.common.max_attempts {
+            ctx.count("writes_given_up", 1);
+            // Refused durably by a participant: it commits nowhere.
+            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Conflict });
+        }
+        ctx.count("write_retries", 1);
+        self.start(ctx, Waiting { request, program: w.program, refusals: w.refusals + 1 });
+    }
+
+    // ---- GET_ALL ----
+
+    /// Lines 16-23: one round — every partition read gets its keys with the
+    /// global safe view `ts_c` (line 17) and each key's local safe view
+    /// `ts_p` (line 19).
+    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
+        self.next_read += 1;
+        let id = GetId { read: Ts(self.next_read), step: 0 };
+        let mut r = ReadTxn {
+            request,
+            program,
+            step: 0,
+            values: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
+            sent_ns: now_ns,
+            sends: 0,
+            rounds: 0,
+        };
+        self.send_round(ctx, id, &mut r, now_ns);
+        self.reads.insert(id.read, r);
+    }
+
+    /// The round's GETs, from the view as it is now.
+    fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
+        let by_shard = self.by_shard(r.program.read_set());
+        let ts_c = match self.cfg.read_beyond_gsv {
+            false => self.view.gsv(by_shard.keys().copied()),
+            // The counter-example: no view at all, the newest commits.
+            true => Some(Ts(u64::MAX)),
+        };
+        r.step = id.step;
+        r.rounds += 1;
+        r.sent_ns = now_ns;
+        r.sends = 1;
+        r.values.clear();
+        r.awaiting.clear();
+        for (shard, keys) in by_shard {
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: self.view.lsv(key) }).collect();
+            for k in &keys {
+                ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
+                if k.ts_p > ts_c {
+                    ctx.count("keys_read_from_lsv", 1);
+                }
+            }
+            r.awaiting.insert(shard, Get { id, ts_c, keys });
+        }
+        assert!(!r.awaiting.is_empty(), "a read reads something");
+        self.resend_round(ctx, r);
+    }
+
+    fn resend_round(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
+        for (shard, get) in &r.awaiting {
+            ctx.send(partition_of(&self.topo, *shard), Msg::Get(get.clone()));
+        }
+    }
+
+    /// Lines 21, 23: the values, and the partition's safe time into `last`.
+    fn on_got(
+        &mut self,
+        ctx: &mut ClientCtx<'_>,
+        from: NodeId,
+        id: GetId,
+        values: Vec<Option<Value>>,
+        lst: Option<Ts>,
+    ) {
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
+        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
+        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
+        let Some(get) = r.awaiting.remove(&shard) else { return };
+        debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
+        for (k, value) in get.keys.iter().zip(values) {
+            r.values.insert(k.key, value);
+        }
+        if r.awaiting.is_empty() {
+            let r = self.reads.remove(&id.read).expect("present");
+            self.finish_read(ctx, r);
+        }
+    }
+
+    fn finish_read(&mut self, ctx: &mut ClientCtx<'_>, r: ReadTxn) {
+        ctx.count("reads", 1);
+        ctx.count("read_rounds", r.rounds);
+        ctx.observe("rounds_per_read", r.rounds);
+        let results = r.program.ops.iter().map(|op| r.values.get(&op.key()).cloned().flatten()).collect();
+        ctx.complete(r.request, Outcome::Committed { results });
+    }
+
+    /// A version the read needs was collected: it reads again, from the
+    /// view the answer refreshed.
+    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
+        self.learn(ctx, from, lst);
+        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
+        if r.rounds >= u64::from(self.cfg.common.max_attempts) {
+            ctx.count("reads_given_up", 1);
+            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+        }
+        ctx.count("read_restarts", 1);
+        let now_ns = ctx.monotonic_ns();
+        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
+        self.reads.insert(id.read, r);
+    }
+
+    // ---- retries and refreshes ----
+
+    fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
+        ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
+        let now_ns = ctx.monotonic_ns();
+        self.reserve(ctx);
+        self.resend_reads(ctx, now_ns);
+        self.resend_writes(ctx, now_ns);
+        self.refresh(ctx, now_ns);
+    }
+
+    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let due: Vec<Ts> = self
+            .reads
+            .iter()
+            .filter(|(_, r)| r.sent_ns + self.cfg.common.retry_ns <= now_ns)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in due {
+            let mut r = self.reads.remove(&id).expect("listed");
+            if r.sends >= self.cfg.common.max_attempts {
+                ctx.count("reads_given_up", 1);
+                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+                continue;
+            }
+            ctx.count("read_resends", 1);
+            r.sends += 1;
+            r.sent_ns = now_ns;
+            self.resend_round(ctx, &r);
+            self.reads.insert(id, r);
+        }
+    }
+
+    fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let due: Vec<Ts> = self
+            .writes
+            .iter()
+            .filter(|(_, w)| w.sent_ns + self.cfg.common.retry_ns <= now_ns)
+            .map(|(t, _)| *t)
+            .collect();
+        for ts in due {
+            let mut w = self.writes.remove(&ts).expect("listed");
+            if w.sends >= self.cfg.common.max_attempts {
+                match w.request {
+                    Some(request) => {
+                        ctx.count("unknown_outcomes", 1);
+                        ctx.complete(request, Outcome::Unknown);
+                    }
+                    None => ctx.count("background_commits_dropped", 1),
+                }
+                continue;
+            }
+            ctx.count("write_resends", 1);
+            w.sends += 1;
+            w.sent_ns = now_ns;
+            self.send_phase(ctx, ts, &w);
+            self.writes.insert(ts, w);
+        }
+    }
+
+    /// A view holding more than half its bound in local versions asks the
+    /// partitions behind them for their safe times (once per `retry_ms`),
+    /// so that the local versions every partition has passed go.
+    fn refresh(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        if self.view.local_versions() <= self.cfg.lsv_max / 2 {
+            return;
+        }
+        if self.refreshed_ns.is_some_and(|t| t + self.cfg.common.retry_ns > now_ns) {
+            return;
+        }
+        self.refreshed_ns = Some(now_ns);
+        for shard in self.view.behind() {
+            ctx.count("view_refreshes", 1);
+            let get = Get { id: REFRESH, ts_c: None, keys: Vec::new() };
+            ctx.send(partition_of(&self.topo, shard), Msg::Get(get));
+        }
+    }
+
+    /// A restart: the timestamp reservations, the recorded floor and the
+    /// own writes recorded above it (`recovery.rs` for partitions).
+    fn restore(&mut self, durable: Vec<Record>) {
+        let (mut reserved, mut local) = (Vec::new(), Vec::new());
+        for record in durable {
+            match record {
+                Record::Reserved { upto_us } => reserved.push(upto_us),
+                Record::ClientState(s) => {
+                    reserved.push(s.reserved_us);
+                    self.floor = self.floor.max(s.floor);
+                    local.extend(s.local.iter().copied());
+                }
+                Record::Local { ts, keys } => local.extend(keys.into_iter().map(|k| (k, ts))),
+                Record::Floor { ts } => self.floor = self.floor.max(Some(ts)),
+                Record::Prepared(_) | Record::Committed { .. } | Record::Aborted { .. } | Record::Snapshot(_) => {
+                    unreachable!("a partition's record in a client's log")
+                }
+            }
+        }
+        self.clock = TsSource::start(self.index, reserved, self.cfg.common.reserve_ahead_us);
+        self.view.restore(self.floor, local);
+        if let Some(floor) = self.floor {
+            self.above_us = floor.time_us() + 1;
+        }
+    }
+
+    /// Requests held for a reservation start once it is durable.
+    fn start_waiting(&mut self, ctx: &mut ClientCtx<'_>) {
+        let waiting = std::mem::take(&mut self.waiting);
+        for w in waiting {
+            self.start(ctx, w);
+        }
+    }
+}
+
+impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
+        self.restore(durable);
+        self.reserve(ctx);
+        ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        self.answer_writes(ctx, upto);
+        if let Some((lsn, floor)) = self.recording_floor
+            && lsn <= upto
+        {
+            self.recording_floor = None;
+            self.floor = floor;
+            self.view.prune(floor);
+            self.record_floor(ctx);
+        }
+        if self.clock.persisted(upto) {
+            // Earlier records are folded into this one.
+            let state =
+                ClientState { reserved_us: self.clock.reserved_us(), floor: self.floor, local: self.view.local() };
+            ctx.compact(upto, Record::ClientState(Arc::new(state)));
+            self.start_waiting(ctx);
+        }
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, program: Program) {
+        self.start(ctx, Waiting { request, program, refusals: 0 });
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Prepared { ts, lst } => self.on_prepared(ctx, from, ts, lst),
+            Msg::Committed { ts, lst } => self.on_committed(ctx, from, ts, lst),
+            Msg::Refused { ts, lst } => self.on_refused(ctx, from, ts, lst),
+            Msg::Got { id, values, lst } => self.on_got(ctx, from, id, values, lst),
+            Msg::Gone { id, lst } => self.on_gone(ctx, from, id, lst),
+            // Messages to partitions.
+            Msg::Prepare(_)
+            | Msg::Commit { .. }
+            | Msg::Abort { .. }
+            | Msg::Get(_)
+            | Msg::CheckPrepared { .. }
+            | Msg::PrepareState { .. } => {}
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
+        match timer {
+            Timer::ClientTick => self.on_tick(ctx),
+            Timer::Gc | Timer::Ctp => unreachable!("a partition's timer at a client"),
+        }
+    }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("reads", self.reads.len());
+        out("writes", self.writes.len());
+        out("waiting", self.waiting.len());
+        out("local_versions", self.view.local_versions());
+        out("answers", self.answers.len());
+    }
+
+    fn check_invariants(&self) {
+        self.clock.check_invariants();
+        self.view.check_invariants();
+        assert!(self.floor <= self.view.floor(), "the recorded floor is one every partition passed");
+        assert!(
+            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn < b.lsn),
+            "answers in LSN order"
+        );
+        assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
+        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
+            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
+            assert!(r.rounds <= u64::from(self.cfg.common.max_attempts), "restarts within their bound");
+        }
+        for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
+            assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
+            assert!(w.request.is_some() == (w.phase == Phase::Prepare), "answered once prepared");
+            assert!(w.refusals < self.cfg.common.max_attempts, "refusals within their bound");
+        }
+    }
+}

@@ -1,0 +1,371 @@
+//! An RA-NOC2 partition: the primary of one shard (NOC-NOC Algorithm 1
+//! lines 26-48). It keeps multiple versions per key, `latest` and
+//! `pending`, answers every request with its latest safe time
+//! (`safe.rs`), answers GETs from the two views a client sends — one
+//! round, never waiting (N_R, O_R) — and finishes transactions whose
+//! commit never came by asking the other participants (the cooperative
+//! termination protocol the paper's implementation takes from RAMP).
+//!
+//! Acknowledgements of PREPARE and COMMIT, refusals and the termination
+//! protocol's answers leave only once what they acknowledge is durable,
+//! stamped with the safe time of the durable records at that moment. GETs
+//! are answered at once, with the durable safe time too.
+//!
+//! It must never accept a prepare at or below its safe time, nor report a
+//! safe time the durable records do not justify.
+
+use super::messages::{Get, KeyRead, Msg, PendingTxn, Prepare, Record, Timer};
+use super::outcomes::{Known, Outcomes};
+use super::safe::SafeTime;
+use super::{Config, partition_of};
+use crate::ramp::pending::{Pending, Verdict};
+use crate::ramp::recovery::Checkpoints;
+use crate::ramp::versions::{Lookup, Versions};
+use crate::ramp::{Held, Ts};
+use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology, Value};
+use meridian_mechanisms::durable::AfterDurable;
+use meridian_mechanisms::twopc::Decision;
+use std::sync::Arc;
+
+/// The environment a partition acts through.
+pub(super) type PartitionCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
+
+pub struct Partition {
+    pub(super) topo: Arc<Topology>,
+    pub(super) shard: ShardId,
+    pub(super) cfg: Config,
+    /// Line 26, `vers`.
+    pub(super) versions: Versions,
+    /// Line 28, `pending`, with the termination protocol's bookkeeping.
+    pub(super) pending: Pending,
+    /// Lines 27, 45-48: `latest` and the latest safe time.
+    pub(super) safe: SafeTime,
+    pub(super) outcomes: Outcomes,
+    pub(super) out: AfterDurable<(NodeId, Msg)>,
+    pub(super) checkpoints: Checkpoints,
+}
+
+/// What GET returns for one key (Algorithm 1 lines 37-44).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Answer {
+    Found {
+        ts: Option<Ts>,
+        value: Option<Value>,
+    },
+    /// A version the read needs was collected.
+    Gone,
+}
+
+impl Partition {
+    pub fn new(topo: Arc<Topology>, _me: NodeId, shard: ShardId, cfg: Config) -> Partition {
+        Partition {
+            topo,
+            shard,
+            versions: Versions::new(cfg.common.gc_window_ns, cfg.common.superseded_max),
+            // Refusals are remembered by `outcomes`, not by `Pending`.
+            pending: Pending::new(shard, cfg.common.pending_max, 1),
+            safe: SafeTime::new(),
+            outcomes: Outcomes::new(cfg.outcomes_remembered),
+            out: AfterDurable::new(),
+            checkpoints: Checkpoints::new(cfg.common.checkpoint_records),
+            cfg,
+        }
+    }
+
+    /// The safe time this partition tells (of its durable records).
+    pub fn lst(&self) -> Option<Ts> {
+        self.safe.reported()
+    }
+
+    /// Line 27, `latest`.
+    pub fn latest(&self) -> Option<Ts> {
+        self.safe.latest()
+    }
+
+    /// Prepared transactions not committed here.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    // ---- state changes, shared by the handlers and by replay ----
+
+    /// Lines 30-31: `vers.add(ver)`, `pending.add(ver.ts)`.
+    pub(super) fn install(&mut self, p: &Prepare, now_ns: u64) {
+        for (key, value) in &p.writes {
+            debug_assert_eq!(self.topo.shard_of(*key), self.shard, "a prepare carries this shard's writes");
+            self.versions.prepare(*key, p.ts, value.clone(), Arc::from([]));
+        }
+        let keys: Arc<[Key]> = p.writes.iter().map(|(k, _)| *k).collect();
+        self.pending.add(p.ts, PendingTxn { keys, participants: p.participants.clone() }, now_ns);
+        self.safe.raise(self.pending.oldest());
+    }
+
+    /// Lines 34-35: `latest ← max(ts, latest)`, `pending.remove(ts)`.
+    /// False if `ts` is not pending here.
+    pub(super) fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
+        let Some(txn) = self.pending.remove(ts) else { return false };
+        for key in txn.keys.iter() {
+            let committed = self.versions.commit(*key, ts, now_ns);
+            debug_assert!(committed, "a pending transaction's versions are prepared here");
+        }
+        self.outcomes.record(ts, Decision::Commit);
+        self.safe.committed(ts);
+        self.safe.raise(self.pending.oldest());
+        true
+    }
+
+    /// `ts` never commits: its versions here go, a later prepare of it is
+    /// refused, and the termination protocol answers `Aborted`.
+    pub(super) fn apply_abort(&mut self, ts: Ts) {
+        if let Some(txn) = self.pending.remove(ts) {
+            for key in txn.keys.iter() {
+                self.versions.abort(*key, ts);
+            }
+        }
+        self.outcomes.record(ts, Decision::Abort);
+        self.safe.raise(self.pending.oldest());
+    }
+
+    fn append(&mut self, ctx: &mut PartitionCtx<'_>, record: Record) -> Lsn {
+        let lsn = ctx.append(record);
+        self.out.appended(lsn);
+        self.safe.appended(lsn);
+        self.checkpoints.appended(lsn);
+        lsn
+    }
+
+    /// Sends `msg` once everything appended so far is durable.
+    fn send_durable(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, msg: Msg) {
+        if let Some((to, msg)) = self.out.after_last((to, msg)) {
+            ctx.send(to, msg.stamped(self.safe.reported()));
+        }
+    }
+
+    /// Refuses `ts` for good, durably, and tells `to` once that is durable.
+    fn refuse(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, ts: Ts, answer: Msg) {
+        if !matches!(self.outcomes.lookup(ts), Known::Decided(Decision::Abort)) {
+            self.apply_abort(ts);
+            self.append(ctx, Record::Aborted { ts });
+        }
+        self.send_durable(ctx, to, answer);
+    }
+
+    /// Lines 37-44 for one key: the version at the LSV when the LSV is
+    /// beyond the GSV (lines 20-21, Figure 5a); otherwise the newest
+    /// committed version between the two (lines 41-43, Figure 5b), skipping
+    /// pending ones (line 42, Figure 5d), or the version at the LSV when
+    /// there is none between (line 44, Figure 5c).
+    pub fn read(&self, ts_c: Option<Ts>, k: KeyRead) -> Answer {
+        let found = |l: Lookup| match l {
+            Lookup::Found(item) => Answer::Found { ts: item.ts, value: item.value },
+            Lookup::Gone => Answer::Gone,
+        };
+        match k.ts_p {
+            Some(ts_p) if Some(ts_p) > ts_c => found(self.versions.exact(k.key, ts_p)),
+            ts_p => match self.versions.committed_at(k.key, ts_c) {
+                Lookup::Found(item) if item.ts > ts_p || ts_p.is_none() => {
+                    Answer::Found { ts: item.ts, value: item.value }
+                }
+                Lookup::Found(_) => found(self.versions.exact(k.key, ts_p.expect("checked"))),
+                Lookup::Gone => Answer::Gone,
+            },
+        }
+    }
+
+    // ---- handlers ----
+
+    /// Algorithm 1 lines 29-32 (PREPARE): install the versions and answer
+    /// with the latest safe time once durable. A repeat (even after the
+    /// commit) is acknowledged again; a timestamp at or below the safe time,
+    /// or one refused before, is refused for good.
+    fn on_prepare(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, p: Arc<Prepare>, now_ns: u64) {
+        let ts = p.ts;
+        let known = self.outcomes.lookup(ts);
+        if self.pending.contains(ts) || known == Known::Decided(Decision::Commit) {
+            return self.send_durable(ctx, from, Msg::Prepared { ts, lst: None });
+        }
+        if known != Known::Unknown || Some(ts) <= self.safe.floor() {
+            ctx.count("prepares_refused", 1);
+            return self.refuse(ctx, from, ts, Msg::Refused { ts, lst: None });
+        }
+        if self.pending.is_full() {
+            return ctx.count("prepares_shed", 1);
+        }
+        self.install(&p, now_ns);
+        self.append(ctx, Record::Prepared(p));
+        self.send_durable(ctx, from, Msg::Prepared { ts, lst: None });
+    }
+
+    /// Algorithm 1 lines 33-36 (COMMIT): commit the versions of `ts` and
+    /// answer with the latest safe time once durable. A repeat is
+    /// acknowledged again.
+    fn on_commit(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, now_ns: u64) {
+        if self.outcomes.lookup(ts) == Known::Decided(Decision::Abort) {
+            // Never sent: a commit follows every participant's prepare, and
+            // this one refused it.
+            debug_assert!(false, "a commit of a refused transaction");
+            return;
+        }
+        if self.apply_commit(ts, now_ns) {
+            self.append(ctx, Record::Committed { ts });
+        }
+        if self.topo.is_client(from) {
+            self.send_durable(ctx, from, Msg::Committed { ts, lst: None });
+        }
+    }
+
+    /// A client's abort after a refusal elsewhere: the transaction can
+    /// commit nowhere (a participant refused it durably), so its versions
+    /// here go now.
+    fn on_abort(&mut self, ctx: &mut PartitionCtx<'_>, ts: Ts) {
+        if self.pending.contains(ts) {
+            self.apply_abort(ts);
+            self.append(ctx, Record::Aborted { ts });
+        }
+    }
+
+    /// Algorithm 1 lines 37-44 (GET): each key read from the two views,
+    /// with the latest safe time (line 38); `Gone` if a version was
+    /// collected.
+    fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, g: Get) {
+        let lst = self.safe.reported();
+        let mut values = Vec::with_capacity(g.keys.len());
+        for k in &g.keys {
+            match self.read(g.ts_c, *k) {
+                Answer::Found { value, .. } => values.push(value),
+                Answer::Gone => {
+                    ctx.count("gone_answers", 1);
+                    return ctx.send(from, Msg::Gone { id: g.id, lst });
+                }
+            }
+        }
+        ctx.send(from, Msg::Got { id: g.id, values, lst });
+    }
+
+    /// The termination protocol's question: does this participant hold
+    /// `ts`? One that never decided it and does not hold it refuses it for
+    /// good, durably, before answering; one that forgot it does not answer.
+    fn on_check_prepared(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts) {
+        let answer = |held| Msg::PrepareState { ts, held };
+        match self.outcomes.lookup(ts) {
+            _ if self.pending.contains(ts) => self.send_durable(ctx, from, answer(Held::Prepared)),
+            Known::Decided(Decision::Commit) => self.send_durable(ctx, from, answer(Held::Prepared)),
+            Known::Decided(Decision::Abort) => self.send_durable(ctx, from, answer(Held::Aborted)),
+            Known::Forgotten => ctx.count("ctp_forgotten", 1),
+            Known::Unknown => self.refuse(ctx, from, ts, answer(Held::Aborted)),
+        }
+    }
+
+    /// The answers: commit once every other participant holds `ts` (and
+    /// tell them to), abort as soon as one refused it.
+    fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
+        let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        match self.pending.answer(ts, from_shard, held) {
+            Verdict::Abort => {
+                ctx.count("ctp_aborts", 1);
+                self.apply_abort(ts);
+                self.append(ctx, Record::Aborted { ts });
+            }
+            Verdict::Commit { others } => {
+                ctx.count("ctp_commits", 1);
+                self.apply_commit(ts, now_ns);
+                self.append(ctx, Record::Committed { ts });
+                for shard in others {
+                    let to = partition_of(&self.topo, shard);
+                    self.send_durable(ctx, to, Msg::Commit { ts });
+                }
+            }
+            Verdict::Undecided => {}
+        }
+    }
+
+    fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
+        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
+        let dropped = self.versions.collect(now_ns);
+        if dropped > 0 {
+            ctx.count("gc_versions", dropped);
+        }
+    }
+
+    /// Ask the other participants of every transaction pending for
+    /// `ctp_ms`.
+    fn on_ctp_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
+        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
+        for q in self.pending.due(now_ns, self.cfg.common.ctp_ns) {
+            for shard in q.ask {
+                ctx.count("ctp_runs", 1);
+                ctx.send(partition_of(&self.topo, shard), Msg::CheckPrepared { ts: q.ts });
+            }
+        }
+    }
+
+    /// After every event: a checkpoint when one is due.
+    fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
+        if let Some(upto) = self.checkpoints.due() {
+            let snapshot = self.snapshot();
+            ctx.compact(upto, Record::Snapshot(Arc::new(snapshot)));
+            ctx.count("checkpoints", 1);
+        }
+    }
+}
+
+impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Partition {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
+        let now_ns = ctx.monotonic_ns();
+        self.restore(durable, now_ns);
+        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
+        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
+        let now_ns = ctx.monotonic_ns();
+        match msg {
+            Msg::Prepare(p) => self.on_prepare(ctx, from, p, now_ns),
+            Msg::Commit { ts } => self.on_commit(ctx, from, ts, now_ns),
+            Msg::Abort { ts } => self.on_abort(ctx, ts),
+            Msg::Get(g) => self.on_get(ctx, from, g),
+            Msg::CheckPrepared { ts } => self.on_check_prepared(ctx, from, ts),
+            Msg::PrepareState { ts, held } => self.on_prepare_state(ctx, from, ts, held, now_ns),
+            // A partition's own acknowledgements of a commit it forwarded.
+            Msg::Committed { .. } => {}
+            // Answers to clients.
+            Msg::Prepared { .. } | Msg::Refused { .. } | Msg::Got { .. } | Msg::Gone { .. } => {}
+        }
+        self.after_event(ctx);
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
+        let now_ns = ctx.monotonic_ns();
+        match timer {
+            Timer::Gc => self.on_gc_tick(ctx, now_ns),
+            Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
+            Timer::ClientTick => unreachable!("a client's timer at a partition"),
+        }
+        self.after_event(ctx);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        self.safe.persisted(upto);
+        let lst = self.safe.reported();
+        while let Some((to, msg)) = self.out.next_freed(upto) {
+            ctx.send(to, msg.stamped(lst));
+        }
+    }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("versions", self.versions.versions());
+        out("overwrites_waiting", self.versions.waiting());
+        out("pending", self.pending.len());
+        out("outcomes", self.outcomes.len());
+        out("held_replies", self.out.len());
+        out("safe_marks", self.safe.marks());
+    }
+
+    fn check_invariants(&self) {
+        self.versions.check_invariants();
+        self.pending.check_invariants();
+        self.outcomes.check_invariants();
+        self.safe.check_invariants(self.pending.oldest());
+        self.out.check_invariants();
+    }
+}

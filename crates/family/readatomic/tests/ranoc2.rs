@@ -1,0 +1,127 @@
+//! `ra-noc2` under the simulator: the claims of "NOC-NOC: Towards
+//! Performance-optimal Distributed Transactions" (§4) — reads finish in
+//! exactly one round, writes return after one phase, the metadata of a
+//! read request is two timestamps per key and of an answer one, whatever
+//! the transaction's size — each run's history checked at read atomicity
+//! with read-your-writes, with the counter-example switch that shows the
+//! checker catching what the global safe view prevents.
+
+mod common;
+
+use common::{assert_valid, experiment, with_params};
+use meridian_checker::{AnomalyKind, Model, check};
+use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
+use meridian_readatomic::ramp::RampF;
+use meridian_readatomic::ranoc2::RaNoc2;
+
+fn run_as(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
+    let exp = experiment(protocol, edit);
+    let opts = RunOptions { record_history: true, ..Default::default() };
+    let out = match protocol {
+        "ra-noc2" => run_sim::<RaNoc2>(&exp, opts),
+        "ramp-f" => run_sim::<RampF>(&exp, opts),
+        other => panic!("not compared here: {other}"),
+    };
+    out.unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
+    run_as("ra-noc2", edit)
+}
+
+/// §4.3 (O_R, N_R): every read ends after one round of GETs, with writes
+/// racing it, and the history is read atomic with read-your-writes.
+#[test]
+fn reads_finish_in_exactly_one_round_and_stay_read_atomic() {
+    let out = run(|t| t);
+    assert_valid(&out);
+    let r = &out.report;
+    assert_eq!(r.consistency, "read-atomic");
+    assert!(r.counter("reads") > 200, "{:?}", r.counters);
+    assert_eq!(r.counter("read_rounds"), r.counter("reads"), "one round each: {:?}", r.counters);
+    assert_eq!(r.counter("read_restarts"), 0);
+    assert!(r.counter("keys_read_from_lsv") > 0, "some reads met their session's own uncommitted write");
+}
+
+/// §4.3 (O_W): a write-only transaction returns once its versions are
+/// prepared; the commit runs in the background.
+#[test]
+fn a_write_only_transaction_returns_after_one_phase() {
+    let out = run(|t| t);
+    assert_valid(&out);
+    let r = &out.report;
+    assert!(r.counter("writes") > 200, "{:?}", r.counters);
+    assert_eq!(r.counter("write_phases_on_client_path"), r.counter("writes"), "{:?}", r.counters);
+    assert!(r.counter("background_commits") > 0, "the commits still happen");
+}
+
+/// The counter-example: a read of the newest committed versions — beyond
+/// the global safe view — meets a transaction committed at one partition
+/// and still pending at another, and the checker names the fractured
+/// reads.
+#[test]
+fn reading_beyond_the_gsv_fractures_reads_and_the_checker_catches_it() {
+    let out = run(with_params("test_read_beyond_gsv = true"));
+    let verdict = check(&out.history, Model::ReadAtomic);
+    assert!(verdict.has(AnomalyKind::FracturedRead), "{}", verdict.summary());
+    assert_eq!(out.report.check_valid(), Some(false));
+}
+
+/// The largest metadata of one key's read request and of one answer, with
+/// transactions of `txn_size` keys.
+fn read_metadata_max(protocol: &str, txn_size: u32) -> (u64, u64) {
+    let out = run_as(protocol, |t| {
+        t.replace("txn_size = 3", &format!("txn_size = {txn_size}"))
+            .replace("keys = 30", "keys = 1000")
+            .replace("duration_s = 2.0", "duration_s = 1.0")
+    });
+    assert_valid(&out);
+    let o = &out.report.observations;
+    match protocol {
+        "ra-noc2" => (o["read_request_metadata_bytes"].max, o["read_response_metadata_bytes"].max),
+        _ => (0, o["metadata_bytes_per_version"].max),
+    }
+}
+
+/// §4.1, §4.3 (C_R): a read request carries two timestamps per key (the
+/// GSV and the LSV) and an answer one (the latest safe time), at 4 keys
+/// per transaction as at 128 — postcard-encoded; RAMP-F's per-version
+/// metadata grows with the transaction.
+#[test]
+fn a_read_request_carries_two_timestamps_and_an_answer_one_whatever_the_transaction_size() {
+    let (request_4, answer_4) = read_metadata_max("ra-noc2", 4);
+    let (request_128, answer_128) = read_metadata_max("ra-noc2", 128);
+    assert_eq!(request_4, request_128, "two timestamps at 4 and at 128 keys");
+    assert_eq!(answer_4, answer_128, "one timestamp at 4 and at 128 keys");
+    assert!(request_128 <= 2 * 11, "two tagged varint timestamps: {request_128} bytes");
+    assert!(answer_128 <= 11, "one tagged varint timestamp: {answer_128} bytes");
+    let (_, ramp_4) = read_metadata_max("ramp-f", 4);
+    let (_, ramp_128) = read_metadata_max("ramp-f", 128);
+    assert!(ramp_128 > 10 * ramp_4, "RAMP-F's siblings grow: {ramp_4} bytes at 4 keys, {ramp_128} at 128");
+}
+
+/// A partition crashed mid-run restarts from its checkpoint and log:
+/// every acknowledged write is still there and the safe time it told
+/// before the crash still holds (the history stays read atomic with
+/// read-your-writes); the termination protocol finishes the writes whose
+/// COMMIT the crash lost.
+#[test]
+fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write_and_its_safe_time() {
+    let out = run(|t| {
+        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
+        with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
+    });
+    assert_valid(&out);
+    let r = &out.report;
+    assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);
+    assert!(r.counter("ctp_runs") > 0, "{:?}", r.counters);
+    assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
+}
+
+/// The same seed gives the same run.
+#[test]
+fn runs_are_deterministic_per_seed() {
+    let a = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
+    let b = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
+    assert_eq!(a.trace_hash, b.trace_hash);
+}
