@@ -45,6 +45,8 @@ pub(super) struct Log {
     prepared_keys: PreparedKeys,
     outcomes: Outcomes,
     applied_slot: u64,
+    /// An empty event list kept for its allocation (`events`).
+    spare_events: Vec<PaxosEvent<Cmd, ReplicaState>>,
 }
 
 impl Log {
@@ -56,6 +58,7 @@ impl Log {
             prepared_keys: PreparedKeys::default(),
             outcomes: Outcomes::new(outcomes_kept),
             applied_slot: 0,
+            spare_events: Vec::new(),
         }
     }
 
@@ -98,9 +101,18 @@ impl Log {
         if self.prepared.contains_key(&txn) { Some(TxnStatus::Prepared) } else { self.outcomes.lookup(txn) }
     }
 
-    /// The events Paxos produced since the last call.
+    /// The events Paxos produced since the last call; hand the list back
+    /// through `recycle_events` once drained, so that no message allocates
+    /// one.
     pub(super) fn events(&mut self) -> Vec<PaxosEvent<Cmd, ReplicaState>> {
-        self.paxos.drain_events()
+        let mut events = std::mem::take(&mut self.spare_events);
+        self.paxos.swap_events(&mut events);
+        events
+    }
+
+    pub(super) fn recycle_events(&mut self, events: Vec<PaxosEvent<Cmd, ReplicaState>>) {
+        assert!(events.is_empty(), "a recycled event list is drained");
+        self.spare_events = events;
     }
 
     /// Applies the command Paxos committed in `slot` (slots come in order).
