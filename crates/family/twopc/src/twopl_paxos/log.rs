@@ -19,7 +19,6 @@ use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
 use meridian_mechanisms::scheduler::digest;
 use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What applying a log command did, for the serving replica to act on.
@@ -39,7 +38,10 @@ pub(super) enum Applied {
 pub(super) struct Log {
     pub(super) paxos: MultiPaxos<Cmd, ReplicaState>,
     store: MvStore,
-    prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
+    /// Looked up, inserted and removed once per transaction at every
+    /// replica, iterated only in id order (`prepared_records`,
+    /// checkpoints): a hash map, sorted where it is iterated.
+    prepared: FxHashMap<TxnId, Arc<PrepareRecord>>,
     /// The keys of `prepared`, for the conflict check of every applied
     /// prepare (derived: rebuilt on restore).
     prepared_keys: PreparedKeys,
@@ -54,7 +56,7 @@ impl Log {
         Log {
             paxos,
             store: MvStore::new(),
-            prepared: BTreeMap::new(),
+            prepared: FxHashMap::default(),
             prepared_keys: PreparedKeys::default(),
             outcomes: Outcomes::new(outcomes_kept),
             applied_slot: 0,
@@ -87,8 +89,10 @@ impl Log {
     }
 
     /// Every prepared, undecided transaction's record, in id order.
-    pub(super) fn prepared_records(&self) -> impl Iterator<Item = &Arc<PrepareRecord>> {
-        self.prepared.values()
+    pub(super) fn prepared_records(&self) -> Vec<&Arc<PrepareRecord>> {
+        let mut records: Vec<&Arc<PrepareRecord>> = self.prepared.values().collect();
+        records.sort_unstable_by_key(|r| r.txn);
+        records
     }
 
     /// The decided outcome (or `Forgotten`), if any.
@@ -192,9 +196,9 @@ impl Log {
     /// this replica lagged behind a compacted log).
     pub(super) fn restore(&mut self, upto: u64, state: &ReplicaState) {
         self.store = state.store.clone();
-        self.prepared = state.prepared.clone();
+        self.prepared = state.prepared.iter().map(|(txn, r)| (*txn, Arc::clone(r))).collect();
         self.prepared_keys = PreparedKeys::default();
-        for r in self.prepared.values() {
+        for r in state.prepared.values() {
             self.prepared_keys.add(r);
         }
         self.outcomes = state.outcomes.clone();
@@ -207,7 +211,7 @@ impl Log {
         if self.paxos.should_compact(self.store.keys() + self.outcomes.len()) {
             let state = ReplicaState {
                 store: self.store.clone(),
-                prepared: self.prepared.clone(),
+                prepared: self.prepared.iter().map(|(txn, r)| (*txn, Arc::clone(r))).collect(),
                 outcomes: self.outcomes.clone(),
             };
             self.paxos.compact(&mut Mapped::new(ctx), self.applied_slot, state);

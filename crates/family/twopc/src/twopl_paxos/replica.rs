@@ -504,7 +504,7 @@ impl Replica {
         self.clear_leader_state();
         self.leading = true;
         ctx.count("leader_takeovers", 1);
-        let prepared: Vec<Arc<PrepareRecord>> = self.log.prepared_records().cloned().collect();
+        let prepared: Vec<Arc<PrepareRecord>> = self.log.prepared_records().into_iter().cloned().collect();
         for r in prepared {
             let shared = r.reads.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Shared, read: false });
             let exclusive = r.writes.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false });
