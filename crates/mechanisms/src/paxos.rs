@@ -538,6 +538,15 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         std::mem::take(&mut self.events)
     }
 
+    /// Moves the events produced so far into `into`, which must be empty,
+    /// and keeps `into`'s allocation for the next ones: a host that drains
+    /// `into` and hands it back each time allocates no event list per
+    /// message (`drain_events` leaves none behind).
+    pub fn swap_events(&mut self, into: &mut Vec<PaxosEvent<V, S>>) {
+        assert!(into.is_empty(), "events handed back undrained would be lost");
+        std::mem::swap(&mut self.events, into);
+    }
+
     /// Proposes a value in the next free slot (ready leaders only).
     pub fn propose(&mut self, env: &mut PaxosEnv<'_, V, S>, value: V) -> Result<u64, NotLeader> {
         let Role::Leader { ballot, next_slot, acks, ready: true, .. } = &mut self.role else {

@@ -465,7 +465,7 @@ impl<P: Protocol> Sim<P> {
         let mut depart_ns = self.now_ns + self.nodes[node.index()].cpu_ns;
         if let Event::Deliver { bytes, .. } = &event {
             // Decoding costs the receiver too.
-            depart_ns += (f64::from(*bytes) * self.nodes[node.index()].cpu_ns_per_byte) as u64;
+            depart_ns += per_byte_ns(*bytes, self.nodes[node.index()].cpu_ns_per_byte);
         }
         let busy_until_ns = self.run_handler(node, &mut process, depart_ns, |process, ctx| match event {
             Event::Deliver { from, msg, .. } => process.on_message(ctx, from, msg),
@@ -689,8 +689,15 @@ impl<P: Protocol> Sim<P> {
 /// Violations kept per run (the first ones say enough).
 const VIOLATIONS_MAX: usize = 16;
 
+/// What `bytes` cost at `ns_per_byte`. Unsized messages (0 bytes, the
+/// common case) skip the float arithmetic, which gives 0 for them anyway.
+#[inline]
+fn per_byte_ns(bytes: u32, ns_per_byte: f64) -> u64 {
+    if bytes == 0 { 0 } else { (f64::from(bytes) * ns_per_byte) as u64 }
+}
+
 fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
-    let drift = (now_ns as f64 * rt.clock.drift_ppm / 1e6) as i64;
+    let drift = rt.clock.drift_ns(now_ns);
     let wall = EPOCH_NS as i64 + now_ns as i64 + rt.clock.offset_ns + drift + rt.jump_ns;
     wall.max(0) as u64
 }
@@ -699,7 +706,7 @@ fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
 /// (offset, drift, jumps), its monotonic clock (drift only) and a TrueTime
 /// interval that errs by up to ε either way and always holds the true time.
 fn now_of<P: Protocol>(rt: &NodeRt<P>, node: NodeId, now_ns: u64, epsilon_ns: u64) -> Now {
-    let drift = (now_ns as f64 * rt.clock.drift_ppm / 1e6) as i64;
+    let drift = rt.clock.drift_ns(now_ns);
     let monotonic_ns = (now_ns as i64 + drift).max(0) as u64;
     // A deterministic draw per event: a hash of the time and the node.
     let truth = EPOCH_NS + now_ns;
@@ -784,8 +791,8 @@ impl<P: Protocol> Apply<'_, P> {
         let bytes = if self.sized { encoded_len(&msg) } else { 0 };
         // Encoding costs the sender's CPU, in sending order; the bytes then
         // take their time on the wire.
-        self.depart_ns += (f64::from(bytes) * self.rt.cpu_ns_per_byte) as u64;
-        let wire_ns = (f64::from(bytes) * self.net_ns_per_byte) as u64;
+        self.depart_ns += per_byte_ns(bytes, self.rt.cpu_ns_per_byte);
+        let wire_ns = per_byte_ns(bytes, self.net_ns_per_byte);
         let route = self.net.route(self.node, to, self.depart_ns, extra_ns + wire_ns);
         if let Some(at) = route.second_ns {
             self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone(), bytes });
@@ -797,9 +804,7 @@ impl<P: Protocol> Apply<'_, P> {
 
     fn set_timer(&mut self, id: TimerId, after_ns: u64, timer: P::Timer) {
         self.rt.timers.insert(id.0);
-        // The monotonic clock runs at 1 + drift: a local duration takes
-        // after / (1 + drift) of true time.
-        let true_after = (after_ns as f64 / (1.0 + self.rt.clock.drift_ppm / 1e6)) as u64;
+        let true_after = self.rt.clock.true_duration_ns(after_ns);
         let ev = Event::Timer { node: self.node, incarnation: self.rt.incarnation, id: id.0, tag: timer };
         self.queue.push(self.now_ns + true_after, ev);
     }

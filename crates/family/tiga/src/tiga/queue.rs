@@ -156,6 +156,13 @@ impl TxnQueue {
 
     /// The earliest timestamp of a waiting transaction after `now_ns`.
     pub fn next_waiting_after(&self, now_ns: u64) -> Option<u64> {
+        // Asked after every release pass, which leaves the earliest waiting
+        // stamp past the clock unless a conflict holds it back: then the
+        // leftmost stamp answers without a search of the set.
+        let first = self.index.waiting.first()?;
+        if first.t > now_ns {
+            return Some(first.t);
+        }
         let from = Stamp { t: now_ns.saturating_add(1), id: TxnId { node: meridian_core::NodeId(0), seq: 0 } };
         self.index.waiting.range(from..).next().map(|s| s.t)
     }
@@ -202,6 +209,19 @@ mod tests {
 
     fn id(seq: u64) -> TxnId {
         TxnId { node: NodeId(1), seq }
+    }
+
+    #[test]
+    fn the_next_waiting_timestamp_is_the_first_past_the_clock() {
+        let mut q = TxnQueue::default();
+        assert_eq!(q.next_waiting_after(0), None, "nothing waits");
+        q.insert(p(1, 10, &[], &[1]));
+        q.insert(p(2, 20, &[], &[2]));
+        assert_eq!(q.next_waiting_after(5), Some(10), "the earliest is past the clock");
+        assert_eq!(q.next_waiting_after(10), Some(20), "one held back at the clock");
+        assert_eq!(q.next_waiting_after(25), None, "every one is at or before the clock");
+        q.insert(p(3, u64::MAX, &[], &[3]));
+        assert_eq!(q.next_waiting_after(u64::MAX), Some(u64::MAX), "the last instant is its own next");
     }
 
     #[test]

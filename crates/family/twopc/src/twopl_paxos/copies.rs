@@ -81,11 +81,12 @@ impl Copies {
     pub(super) fn drain(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         for log in self.logs.values_mut() {
             loop {
-                let events = log.events();
+                let mut events = log.events();
                 if events.is_empty() {
+                    log.recycle_events(events);
                     break;
                 }
-                for ev in events {
+                for ev in events.drain(..) {
                     match ev {
                         // The home replica acts on what its log says; a copy
                         // only keeps the state.
@@ -98,6 +99,7 @@ impl Copies {
                         }
                     }
                 }
+                log.recycle_events(events);
                 log.checkpoint_if_due(ctx);
             }
         }

@@ -19,7 +19,6 @@ use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
 use meridian_mechanisms::scheduler::digest;
 use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// What applying a log command did, for the serving replica to act on.
@@ -39,12 +38,17 @@ pub(super) enum Applied {
 pub(super) struct Log {
     pub(super) paxos: MultiPaxos<Cmd, ReplicaState>,
     store: MvStore,
-    prepared: BTreeMap<TxnId, Arc<PrepareRecord>>,
+    /// Looked up, inserted and removed once per transaction at every
+    /// replica, iterated only in id order (`prepared_records`,
+    /// checkpoints): a hash map, sorted where it is iterated.
+    prepared: FxHashMap<TxnId, Arc<PrepareRecord>>,
     /// The keys of `prepared`, for the conflict check of every applied
     /// prepare (derived: rebuilt on restore).
     prepared_keys: PreparedKeys,
     outcomes: Outcomes,
     applied_slot: u64,
+    /// An empty event list kept for its allocation (`events`).
+    spare_events: Vec<PaxosEvent<Cmd, ReplicaState>>,
 }
 
 impl Log {
@@ -52,10 +56,11 @@ impl Log {
         Log {
             paxos,
             store: MvStore::new(),
-            prepared: BTreeMap::new(),
+            prepared: FxHashMap::default(),
             prepared_keys: PreparedKeys::default(),
             outcomes: Outcomes::new(outcomes_kept),
             applied_slot: 0,
+            spare_events: Vec::new(),
         }
     }
 
@@ -84,8 +89,10 @@ impl Log {
     }
 
     /// Every prepared, undecided transaction's record, in id order.
-    pub(super) fn prepared_records(&self) -> impl Iterator<Item = &Arc<PrepareRecord>> {
-        self.prepared.values()
+    pub(super) fn prepared_records(&self) -> Vec<&Arc<PrepareRecord>> {
+        let mut records: Vec<&Arc<PrepareRecord>> = self.prepared.values().collect();
+        records.sort_unstable_by_key(|r| r.txn);
+        records
     }
 
     /// The decided outcome (or `Forgotten`), if any.
@@ -98,9 +105,18 @@ impl Log {
         if self.prepared.contains_key(&txn) { Some(TxnStatus::Prepared) } else { self.outcomes.lookup(txn) }
     }
 
-    /// The events Paxos produced since the last call.
+    /// The events Paxos produced since the last call; hand the list back
+    /// through `recycle_events` once drained, so that no message allocates
+    /// one.
     pub(super) fn events(&mut self) -> Vec<PaxosEvent<Cmd, ReplicaState>> {
-        self.paxos.drain_events()
+        let mut events = std::mem::take(&mut self.spare_events);
+        self.paxos.swap_events(&mut events);
+        events
+    }
+
+    pub(super) fn recycle_events(&mut self, events: Vec<PaxosEvent<Cmd, ReplicaState>>) {
+        assert!(events.is_empty(), "a recycled event list is drained");
+        self.spare_events = events;
     }
 
     /// Applies the command Paxos committed in `slot` (slots come in order).
@@ -180,9 +196,9 @@ impl Log {
     /// this replica lagged behind a compacted log).
     pub(super) fn restore(&mut self, upto: u64, state: &ReplicaState) {
         self.store = state.store.clone();
-        self.prepared = state.prepared.clone();
+        self.prepared = state.prepared.iter().map(|(txn, r)| (*txn, Arc::clone(r))).collect();
         self.prepared_keys = PreparedKeys::default();
-        for r in self.prepared.values() {
+        for r in state.prepared.values() {
             self.prepared_keys.add(r);
         }
         self.outcomes = state.outcomes.clone();
@@ -195,7 +211,7 @@ impl Log {
         if self.paxos.should_compact(self.store.keys() + self.outcomes.len()) {
             let state = ReplicaState {
                 store: self.store.clone(),
-                prepared: self.prepared.clone(),
+                prepared: self.prepared.iter().map(|(txn, r)| (*txn, Arc::clone(r))).collect(),
                 outcomes: self.outcomes.clone(),
             };
             self.paxos.compact(&mut Mapped::new(ctx), self.applied_slot, state);

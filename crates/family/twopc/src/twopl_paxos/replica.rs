@@ -410,11 +410,12 @@ impl Replica {
     /// then what the copies learned.
     pub(super) fn drain(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         loop {
-            let events = self.log.events();
+            let mut events = self.log.events();
             if events.is_empty() {
+                self.log.recycle_events(events);
                 break;
             }
-            for ev in events {
+            for ev in events.drain(..) {
                 match ev {
                     PaxosEvent::Committed { slot, value } => {
                         let applied = self.log.apply_slot(ctx, slot, value);
@@ -428,6 +429,7 @@ impl Replica {
                     }
                 }
             }
+            self.log.recycle_events(events);
             self.log.checkpoint_if_due(ctx);
         }
         self.copies.drain(ctx);
@@ -502,7 +504,7 @@ impl Replica {
         self.clear_leader_state();
         self.leading = true;
         ctx.count("leader_takeovers", 1);
-        let prepared: Vec<Arc<PrepareRecord>> = self.log.prepared_records().cloned().collect();
+        let prepared: Vec<Arc<PrepareRecord>> = self.log.prepared_records().into_iter().cloned().collect();
         for r in prepared {
             let shared = r.reads.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Shared, read: false });
             let exclusive = r.writes.iter().map(|(k, _)| LockRead { key: *k, mode: LockMode::Exclusive, read: false });
