@@ -3,7 +3,7 @@
 //! its most recent `capacity` entries (outcomes to answer late questions
 //! with, messages to send again on request).
 //!
-//! A set's (and a [`RecentLogMap`]'s) insertion order is a [`RecentLog`]:
+//! A set's insertion order is a [`RecentLog`]:
 //! a queue of shared chunks, so a snapshot of it (a Paxos checkpoint of the
 //! state that holds the set) costs a reference count per chunk rather than
 //! a copy of every member, and survives the set's later insertions and
@@ -239,67 +239,6 @@ impl<K: Hash + Eq + Copy, V> RecentMap<K, V> {
     }
 }
 
-/// A map of the first value inserted under each of its most recent
-/// `capacity` keys, whose insertion order (values included) is a
-/// [`RecentLog`]: a snapshot shares its chunks. A key already present keeps
-/// its value (insert again returns false).
-#[derive(Clone, Debug)]
-pub struct RecentLogMap<K: Hash + Eq + Copy, V: Clone> {
-    map: FxHashMap<K, V>,
-    order: RecentLog<(K, V)>,
-    capacity: usize,
-}
-
-impl<K: Hash + Eq + Copy, V: Clone> RecentLogMap<K, V> {
-    pub fn new(capacity: usize) -> Self {
-        assert!(capacity > 0);
-        RecentLogMap { map: FxHashMap::default(), order: RecentLog::new(), capacity }
-    }
-
-    /// The map as its insertion order left it (`log`).
-    pub fn from_log(capacity: usize, mut log: RecentLog<(K, V)>) -> Self {
-        assert!(capacity > 0);
-        while log.len() > capacity {
-            log.pop_front();
-        }
-        let map: FxHashMap<K, V> = log.iter().cloned().collect();
-        assert_eq!(map.len(), log.len(), "a map's log holds each key once");
-        RecentLogMap { map, order: log, capacity }
-    }
-
-    /// The entries, oldest first: a snapshot sharing this map's chunks.
-    pub fn log(&self) -> RecentLog<(K, V)> {
-        self.order.clone()
-    }
-
-    /// Inserts an entry unless its key is present, forgetting the oldest
-    /// beyond capacity; false if the key was there (its value stays).
-    pub fn insert(&mut self, k: K, v: V) -> bool {
-        if self.map.contains_key(&k) {
-            return false;
-        }
-        self.map.insert(k, v.clone());
-        self.order.push_back((k, v));
-        if self.order.len() > self.capacity {
-            let (old, _) = self.order.pop_front().expect("non-empty");
-            self.map.remove(&old);
-        }
-        true
-    }
-
-    pub fn get(&self, k: &K) -> Option<&V> {
-        self.map.get(k)
-    }
-
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -361,17 +300,5 @@ mod tests {
         while drained.pop_front().is_some() {}
         drained.check_invariants();
         assert!(drained.is_empty() && drained.chunks.is_empty(), "an emptied log holds no chunk");
-    }
-
-    #[test]
-    fn a_recent_log_map_keeps_the_first_value_of_each_key_and_restores_from_its_log() {
-        let mut m = RecentLogMap::new(2);
-        assert!(m.insert(1, 'a'));
-        assert!(!m.insert(1, 'b'), "the first value stays");
-        m.insert(2, 'c');
-        m.insert(3, 'd');
-        assert_eq!((m.get(&1), m.get(&2), m.get(&3)), (None, Some(&'c'), Some(&'d')));
-        let restored = RecentLogMap::from_log(2, m.log());
-        assert_eq!((restored.get(&2), restored.get(&3), restored.len()), (Some(&'c'), Some(&'d'), 2));
     }
 }
