@@ -63,7 +63,8 @@ pub struct PlotSpec {
 /// The columns of every results row, besides the swept fields: their names
 /// and units. Per region, type, counter and abort reason, a column has a
 /// suffix: `latency_p50_ms.region.NAME`, `latency_p50_ms.type.NAME`,
-/// `counter.NAME`, `aborts.REASON`.
+/// `counter.NAME`, `aborts.REASON`, `observation.NAME.STAT` (STAT one of
+/// mean, p50, p99, max).
 pub const METRICS: &[(&str, &str)] = &[
     ("point", "the point's index"),
     ("seed", "the run's seed"),
@@ -79,13 +80,17 @@ pub const METRICS: &[(&str, &str)] = &[
     ("latency_p50_ms", "median latency (ms)"),
     ("latency_p90_ms", "90th percentile latency (ms)"),
     ("latency_p99_ms", "99th percentile latency (ms)"),
+    ("up_to_date_reads_pct", "reads that saw the newest committed version (%)"),
+    ("staleness_p50_ms", "median staleness of stale reads (ms)"),
+    ("staleness_p90_ms", "90th percentile staleness of stale reads (ms)"),
+    ("staleness_p99_ms", "99th percentile staleness of stale reads (ms)"),
     ("simulated_s", "simulated seconds"),
     ("events", "simulated events"),
     ("check", "the history check's verdict: valid, INVALID, or unchecked"),
 ];
 
 /// Column families with a name after them.
-const FAMILIES: [&str; 10] = [
+const FAMILIES: [&str; 11] = [
     "latency_p50_ms.region.",
     "latency_p90_ms.region.",
     "latency_p99_ms.region.",
@@ -94,6 +99,7 @@ const FAMILIES: [&str; 10] = [
     "latency_p99_ms.type.",
     "counter.",
     "aborts.",
+    "observation.",
     "latency_ms.type.",
     "latency_ms.region.",
 ];

@@ -141,13 +141,18 @@ fn series_label(row: &Row, fields: &[String]) -> String {
     if fields.iter().any(|f| f == "point") {
         return Table::get(row, "point").map(cell_text).unwrap_or_default();
     }
-    let parts: Vec<String> = fields.iter().filter_map(|f| Table::get(row, f)).map(cell_text).collect();
+    let parts: Vec<String> =
+        fields.iter().filter_map(|f| Table::get(row, f)).map(cell_text).filter(|t| !t.is_empty()).collect();
     if parts.is_empty() { "all".to_string() } else { parts.join(" ") }
 }
 
+/// A cell as a legend shows it; a swept table of parameters (RAMP-OPW's
+/// `protocol.params = { one_phase_writes = true }`) as `name=value` pairs,
+/// an empty one as nothing.
 fn cell_text(v: &Json) -> String {
     match v {
         Json::String(s) => s.clone(),
+        Json::Object(m) => m.iter().map(|(k, v)| format!("{k}={}", cell_text(v))).collect::<Vec<_>>().join(" "),
         other => other.to_string(),
     }
 }
@@ -452,4 +457,22 @@ pub fn short_label(column: &str) -> String {
 /// The point values as written, for tables and captions.
 pub fn point_values(p: &Point) -> Vec<String> {
     p.values.iter().map(|(_, v)| value_text(v)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_swept_parameter_table_labels_its_series_by_name_and_value() {
+        let fields = ["protocol.name".to_string(), "protocol.params".to_string()];
+        let plain: Row = vec![("protocol.name".into(), json!("ramp-f")), ("protocol.params".into(), json!({}))];
+        let opw: Row = vec![
+            ("protocol.name".into(), json!("ramp-f")),
+            ("protocol.params".into(), json!({"one_phase_writes": true})),
+        ];
+        assert_eq!(series_label(&plain, &fields), "ramp-f");
+        assert_eq!(series_label(&opw, &fields), "ramp-f one_phase_writes=true");
+    }
 }

@@ -113,6 +113,8 @@ pub fn row(point: &Point, report: &Json) -> Row {
     row.extend(latency_family(report, "latency_ms_by_type", "type"));
     row.extend(named_counts(report, "aborts_by_reason", "aborts"));
     row.extend(named_counts(report, "counters", "counter"));
+    row.extend(freshness(report));
+    row.extend(observations(report));
     row.push(("simulated_s".into(), num(&["simulated_s"])));
     row.push(("events".into(), num(&["events"])));
     row.push(("check".into(), json!(verdict(report))));
@@ -154,6 +156,32 @@ fn latency_family(report: &Json, key: &str, family: &str) -> Row {
     for (name, p) in map {
         for q in ["p50", "p90", "p99"] {
             row.push((format!("latency_{q}_ms.{family}.{name}"), p.get(q).cloned().unwrap_or(Json::Null)));
+        }
+    }
+    row
+}
+
+/// Below strict serializability, how fresh reads were: the share up to
+/// date and the staleness percentiles (empty cells for protocols that
+/// promise the newest version).
+fn freshness(report: &Json) -> Row {
+    let mut row: Row =
+        vec![("up_to_date_reads_pct".into(), report.get("up_to_date_reads_pct").cloned().unwrap_or(Json::Null))];
+    for q in ["p50", "p90", "p99"] {
+        let v = report.get("staleness_ms").and_then(|s| s.get(q)).cloned().unwrap_or(Json::Null);
+        row.push((format!("staleness_{q}_ms"), v));
+    }
+    row
+}
+
+/// `observation.NAME.{mean,p50,p99,max}` for every protocol-side
+/// distribution (`Env::observe`): rounds per read, metadata bytes, waits.
+fn observations(report: &Json) -> Row {
+    let Some(map) = report.get("observations").and_then(Json::as_object) else { return Vec::new() };
+    let mut row = Row::new();
+    for (name, o) in map {
+        for stat in ["mean", "p50", "p99", "max"] {
+            row.push((format!("observation.{name}.{stat}"), o.get(stat).cloned().unwrap_or(Json::Null)));
         }
     }
     row
@@ -233,6 +261,26 @@ mod tests {
         quiet["counters"] = json!({});
         let t = Table::new(&["clients.rate_tps"], &[(point(0, 10), report(5.0)), (point(1, 20), quiet)]);
         assert_eq!(Table::get(&t.rows[1], "counter.fast_path"), Some(&json!(0)));
+    }
+
+    #[test]
+    fn freshness_and_observations_have_columns_of_their_own() {
+        let mut weak = report(4.0);
+        weak["up_to_date_reads_pct"] = json!(91.5);
+        weak["staleness_ms"] = json!({"p50": 0.5, "p90": 1.5, "p99": 9.0});
+        weak["observations"] =
+            json!({"rounds_per_read": {"count": 4, "mean": 1.25, "p50": 1, "p90": 2, "p99": 2, "max": 2}});
+        let t = Table::new(&["clients.rate_tps"], &[(point(0, 10), weak), (point(1, 20), report(5.0))]);
+        assert_eq!(Table::get(&t.rows[0], "up_to_date_reads_pct"), Some(&json!(91.5)));
+        assert_eq!(Table::get(&t.rows[0], "staleness_p99_ms"), Some(&json!(9.0)));
+        assert_eq!(Table::get(&t.rows[0], "observation.rounds_per_read.mean"), Some(&json!(1.25)));
+        assert_eq!(Table::get(&t.rows[0], "observation.rounds_per_read.max"), Some(&json!(2)));
+        // A strictly serializable run has no freshness to report.
+        assert_eq!(Table::get(&t.rows[1], "up_to_date_reads_pct"), Some(&Json::Null));
+        // Plots may name them.
+        for c in ["up_to_date_reads_pct", "staleness_p50_ms", "observation.rounds_per_read.mean"] {
+            assert!(meridian_experiment::is_metric(c), "{c}");
+        }
     }
 
     #[test]
