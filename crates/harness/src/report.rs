@@ -58,23 +58,46 @@ pub struct CpuUse {
     pub busy_ms_by_role: BTreeMap<String, f64>,
     /// Every role's CPU time divided by the transactions committed.
     pub us_per_committed_txn: f64,
+    /// Per role, the node that was busy longest: the one a saturated run
+    /// is bounded by.
+    pub busiest_by_role: BTreeMap<String, Busiest>,
+}
+
+/// One node's CPU time over the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Busiest {
+    pub node: String,
+    pub busy_ms: f64,
 }
 
 impl CpuUse {
     /// From CPU ns per node and the nodes' roles.
     pub fn of(topology: &Topology, ns_by_node: &[u64], committed: u64) -> CpuUse {
         let mut by_role: BTreeMap<String, f64> = BTreeMap::new();
+        let mut busiest: BTreeMap<String, Busiest> = BTreeMap::new();
         for (node, ns) in topology.nodes.iter().zip(ns_by_node) {
             let role = match node.role {
                 meridian_core::Role::Client { .. } => "client",
                 meridian_core::Role::Service { .. } => "service",
                 _ => "server",
             };
-            *by_role.entry(role.into()).or_default() += *ns as f64 / 1e6;
+            let ms = *ns as f64 / 1e6;
+            *by_role.entry(role.into()).or_default() += ms;
+            let top = busiest.entry(role.into()).or_insert(Busiest { node: node.name.clone(), busy_ms: ms });
+            if ms > top.busy_ms {
+                *top = Busiest { node: node.name.clone(), busy_ms: ms };
+            }
+        }
+        for b in busiest.values_mut() {
+            b.busy_ms = round3(b.busy_ms);
         }
         let total_us: f64 = by_role.values().sum::<f64>() * 1e3;
         let by_role = by_role.into_iter().map(|(r, ms)| (r, round3(ms))).collect();
-        CpuUse { busy_ms_by_role: by_role, us_per_committed_txn: round3(total_us / committed.max(1) as f64) }
+        CpuUse {
+            busy_ms_by_role: by_role,
+            us_per_committed_txn: round3(total_us / committed.max(1) as f64),
+            busiest_by_role: busiest,
+        }
     }
 }
 
@@ -431,6 +454,9 @@ pub fn summary(r: &Report) -> String {
     if let Some(cpu) = &r.cpu {
         let roles: Vec<String> = cpu.busy_ms_by_role.iter().map(|(k, v)| format!("{k} {v:.0} ms")).collect();
         let _ = writeln!(s, "cpu: {:.1} µs per committed transaction ({})", cpu.us_per_committed_txn, roles.join(", "));
+        let top: Vec<String> =
+            cpu.busiest_by_role.iter().map(|(k, b)| format!("{k} {} {:.0} ms", b.node, b.busy_ms)).collect();
+        let _ = writeln!(s, "busiest: {}", top.join(", "));
     }
     if let Some(c) = &r.copies {
         let verdict = if c.diverged.is_empty() { "identical" } else { "DIVERGED" };
@@ -526,5 +552,22 @@ fn load_summary(s: &mut String, r: &Report) {
             "WARNING: the load generator fell behind its schedule (p99 lag above {SCHEDULE_LAG_P99_MAX_MS} ms): \
              the latencies include its own delay; use fewer clients per bench process or a lower rate"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::topology::{ClusterSpec, Topology};
+
+    #[test]
+    fn the_busiest_node_of_each_role_is_named_with_its_cpu_time() {
+        // Two shards of two replicas and one client: nodes 0-3 serve, 4 is the client.
+        let topo = Topology::build(&ClusterSpec::one_region(2, 2), &[]);
+        let cpu = CpuUse::of(&topo, &[1_000_000, 3_000_000, 2_000_000, 500_000, 4_000_000], 10);
+        assert_eq!(cpu.busy_ms_by_role["server"], 6.5);
+        assert_eq!(cpu.busiest_by_role["server"], Busiest { node: topo.nodes[1].name.clone(), busy_ms: 3.0 });
+        assert_eq!(cpu.busiest_by_role["client"].busy_ms, 4.0);
+        assert_eq!(cpu.us_per_committed_txn, 1050.0);
     }
 }

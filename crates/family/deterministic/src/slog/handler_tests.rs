@@ -129,7 +129,8 @@ fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_
     assert!(outside(&[persisted]).is_empty(), "one vote of three is not a majority");
     let sent = outside(&choose(&mut h, &d, &slots));
     assert_eq!(sent.len(), 1);
-    let (to, Msg::Forward(t)) = &sent[0] else { panic!("{sent:?}") };
+    let (to, Msg::Forward(ts)) = &sent[0] else { panic!("{sent:?}") };
+    let [t] = &ts[..] else { panic!("{ts:?}") };
     assert_eq!(*to, sequencer(&d, 1), "Figure 2: shipped to its home region");
     assert_eq!(t.homes, vec![RegionId(1)]);
     assert!(t.master_info.iter().all(|(_, h)| *h == Header { home: RegionId(1), counter: 0 }));
@@ -142,12 +143,40 @@ fn receive_new_txn_sends_a_single_home_transaction_to_its_home_and_a_multi_home_
 }
 
 #[test]
+fn annotations_that_arrive_while_one_is_chosen_are_chosen_together_and_leave_in_one_message() {
+    let d = deployment();
+    let l = layout(&d);
+    let mut h = leader(&d, "sequencer-brazil");
+    let client = d.topology.clients()[0];
+    let submit = |h: &mut Hand<Slog>, seq: u64| {
+        let program = Program::new(vec![inc(l.key(0, 1, seq))]);
+        h.message(client, Msg::Submit { id: TxnId { node: client, seq }, program, recon: None, floor: 0 })
+    };
+    let first = proposed(&submit(&mut h, 1));
+    assert!(matches!(&first[..], [(_, RegionRecord::Annotated(ts))] if ts.len() == 1), "at once when none waits");
+    for seq in [2, 3] {
+        assert!(proposed(&submit(&mut h, seq)).is_empty(), "waits for the record in flight");
+    }
+    assert!(proposed(&submit(&mut h, 2)).is_empty(), "a retry of a waiting one waits with it");
+    let chosen = choose(&mut h, &d, &[first[0].0]);
+    let sent = outside(&chosen);
+    assert!(matches!(&sent[..], [(_, Msg::Forward(ts))] if ts.len() == 1), "{sent:?}");
+    let second: Vec<(u64, RegionRecord)> = chosen.iter().flat_map(proposed).collect();
+    let [(slot, RegionRecord::Annotated(ts))] = &second[..] else { panic!("{second:?}") };
+    let seqs: Vec<u64> = ts.iter().map(|t| t.id.seq).collect();
+    assert_eq!(seqs, vec![2, 3], "the two that waited, once each, in one record");
+    let sent = outside(&choose(&mut h, &d, &[*slot]));
+    let [(to, Msg::Forward(ts))] = &sent[..] else { panic!("{sent:?}") };
+    assert_eq!((*to, ts.len()), (sequencer(&d, 1), 2), "one message to their home's group");
+}
+
+#[test]
 fn a_local_log_batch_is_shipped_once_chosen_and_its_placement_is_chosen_before_the_replicas_see_it() {
     let d = deployment();
     let l = layout(&d);
     let mut h = leader(&d, "sequencer-finland");
     let t = txn(&d, 1, vec![inc(l.key(0, 1, 0))]);
-    let fx = h.message(sequencer(&d, 2), Msg::Forward(t));
+    let fx = h.message(sequencer(&d, 2), Msg::Forward(vec![t]));
     assert_eq!(fx.sends().count() + fx.appends().count(), 0, "waits in the open batch");
     let fx = h.timer(Timer::Batch);
     let batch = proposed(&fx);

@@ -287,8 +287,10 @@ pub enum Msg {
     /// does not passed the client's transaction on to it).
     Leader { node: NodeId },
     /// Sequencer → the assumed home's sequencer (single-home) or the
-    /// multi-home orderer's: insert into your local log.
-    Forward(Arc<Txn>),
+    /// multi-home orderer's: insert these into your local log (the
+    /// transactions of one chosen `Annotated` record bound there travel
+    /// together).
+    Forward(Vec<Arc<Txn>>),
     /// Sequencer → every sequencer: a batch of its local log.
     Ship(Arc<LocalBatch>),
     /// Sequencer → every sequencer: local log `origin` has `next_seq`
@@ -368,9 +370,11 @@ pub struct Checkpoint {
 pub enum RegionRecord {
     /// A batch of this region's local log.
     Batch(Arc<LocalBatch>),
-    /// The annotation of a transaction received here, chosen before the
-    /// transaction leaves for another region's local log.
-    Annotated(Arc<Txn>),
+    /// The annotations of transactions received here, chosen before they
+    /// leave for other regions' local logs; those that arrive while one
+    /// such record is being chosen share the next (one Paxos round for
+    /// many under load).
+    Annotated(Vec<Arc<Txn>>),
     /// SLOG-HA: a batch of the region this one is the pair of, held here
     /// before its origin lets anyone else see it.
     Held(Arc<LocalBatch>),

@@ -92,6 +92,9 @@ pub const LOG_CHUNK: u64 = 256;
 /// Most batches of one origin fetched per tick.
 const FETCH_MAX: u64 = 16;
 
+/// Most annotations in one `Annotated` record.
+const ANNOTATIONS_PER_RECORD: usize = 1024;
+
 /// The transaction an entry of a local log inserts (not a head entry).
 fn txn_id(entry: &Entry) -> TxnId {
     entry.txn().expect("a transaction's entry").id
@@ -119,9 +122,15 @@ struct State {
     /// so that a retry goes where the first attempt went; down to their
     /// clients' floors (a submission below one is dropped).
     annotated: ClientFloors<Arc<Txn>>,
-    /// Annotations the leader proposed and has not yet seen chosen: the
-    /// transaction leaves then (a retry meanwhile waits for it).
+    /// Annotations the leader queued or proposed and has not yet seen
+    /// chosen: the transaction leaves then (a retry meanwhile waits for it).
     annotating: BTreeSet<TxnId>,
+    /// Annotations waiting for the record in flight to be chosen (the
+    /// leader's; at most `ANNOTATIONS_PER_RECORD` before one is proposed
+    /// anyway).
+    annotation_queue: Vec<Arc<Txn>>,
+    /// `Annotated` records the leader proposed and has not seen chosen.
+    annotations_in_flight: u32,
     /// This region's local log, by number from the first not forgotten,
     /// and how many of its batches are chosen (the rest are the leader's
     /// proposals: none leaves the group before it is chosen).
@@ -160,6 +169,8 @@ impl State {
             lock_only_due: VecDeque::new(),
             annotated: ClientFloors::new(cfg.txns_remembered),
             annotating: BTreeSet::new(),
+            annotation_queue: Vec::new(),
+            annotations_in_flight: 0,
             own: Window::default(),
             own_chosen: 0,
             shipped: 0,
@@ -257,9 +268,8 @@ impl State {
                 b.origin == SNAPSHOTS || (self.inorder.next_seq(b.origin) == b.seq && self.deps_placed(b))
             }
             RegionRecord::Held(b) => b.seq == self.held_next(b.origin),
-            // A deposed leader's annotation of a transaction its successor
-            // annotated already would send a retry to another log.
-            RegionRecord::Annotated(t) => !self.annotated.contains(t.id),
+            // Each annotation joins unless its transaction has one (`apply`).
+            RegionRecord::Annotated(_) => true,
             RegionRecord::Forget { .. } => true,
         }
     }
@@ -289,9 +299,16 @@ impl State {
         match record {
             RegionRecord::Batch(b) => self.apply_batch(b, region),
             RegionRecord::Placed(b) => self.apply_placed(b, region),
-            RegionRecord::Annotated(t) => {
-                self.annotated.insert(t.id, Arc::clone(t));
-                self.annotated.raise(t.id.node, t.client_floor);
+            RegionRecord::Annotated(ts) => {
+                // A deposed leader's annotation of a transaction its
+                // successor annotated already would send a retry to another
+                // log: the first one chosen stays.
+                for t in ts {
+                    if !self.annotated.contains(t.id) {
+                        self.annotated.insert(t.id, Arc::clone(t));
+                        self.annotated.raise(t.id.node, t.client_floor);
+                    }
+                }
             }
             RegionRecord::Held(b) => {
                 let held = self.held_for.entry(b.origin).or_default();
@@ -545,9 +562,13 @@ impl Sequencer {
         match record {
             RegionRecord::Batch(b) => self.replicate_or_ship(ctx, b.seq),
             RegionRecord::Placed(_) => self.push(ctx, self.st.placed_chosen),
-            RegionRecord::Annotated(t) => {
-                self.st.annotating.remove(&t.id);
-                self.route(ctx, Arc::clone(t));
+            RegionRecord::Annotated(ts) => {
+                for t in ts {
+                    self.st.annotating.remove(&t.id);
+                }
+                self.route_all(ctx, ts);
+                self.st.annotations_in_flight = self.st.annotations_in_flight.saturating_sub(1);
+                self.propose_annotations(ctx);
             }
             RegionRecord::Held(b) => self.ack_held(ctx, b.origin, b.seq),
             RegionRecord::Forget { .. } => {}
@@ -728,6 +749,9 @@ impl Sequencer {
             // holding what that one's later LockOnlyTxn needs: it runs as a
             // strict transaction instead.
         }
+        if self.st.annotating.contains(&id) {
+            return; // it leaves once its annotation is chosen
+        }
         if let Some(t) = self.st.annotated.get(id) {
             // A retry goes where the first attempt went, as it went: a
             // fresh annotation could send it to another log, and run it
@@ -745,8 +769,30 @@ impl Sequencer {
         }
         // Chosen before it leaves, so that a failover keeps it (above);
         // it is routed then (`act`).
-        if self.propose(ctx, RegionRecord::Annotated(txn)) {
-            self.st.annotating.insert(id);
+        self.st.annotating.insert(id);
+        self.st.annotation_queue.push(txn);
+        self.propose_annotations(ctx);
+    }
+
+    /// Proposes the queued annotations as one record when none is in
+    /// flight (or the queue is full): at low load each goes at once, under
+    /// load one Paxos round of the group chooses many, as the paper's
+    /// batching does for everything its sequencers log.
+    fn propose_annotations(&mut self, ctx: &mut Ctx<'_, Slog>) {
+        let queued = self.st.annotation_queue.len();
+        if queued == 0 || (self.st.annotations_in_flight > 0 && queued < ANNOTATIONS_PER_RECORD) {
+            return;
+        }
+        let group = std::mem::take(&mut self.st.annotation_queue);
+        ctx.observe("annotations_per_record", group.len() as u64);
+        let ids: Vec<TxnId> = group.iter().map(|t| t.id).collect();
+        if self.propose(ctx, RegionRecord::Annotated(group)) {
+            self.st.annotations_in_flight += 1;
+        } else {
+            // No longer leading: the clients retry at the new leader.
+            for id in ids {
+                self.st.annotating.remove(&id);
+            }
         }
     }
 
@@ -757,11 +803,27 @@ impl Sequencer {
     }
 
     fn route(&mut self, ctx: &mut Ctx<'_, Slog>, txn: Arc<Txn>) {
-        let to = self.destination(&txn);
-        if to == self.index {
-            self.on_forward(ctx, txn);
-        } else {
-            ctx.send(self.leaders[to as usize], Msg::Forward(txn));
+        self.route_all(ctx, std::slice::from_ref(&txn));
+    }
+
+    /// Sends transactions to their local logs, one message per region.
+    fn route_all(&mut self, ctx: &mut Ctx<'_, Slog>, txns: &[Arc<Txn>]) {
+        let mut by_log: BTreeMap<u32, Vec<Arc<Txn>>> = BTreeMap::new();
+        for t in txns {
+            by_log.entry(self.destination(t)).or_default().push(Arc::clone(t));
+        }
+        for (to, txns) in by_log {
+            if to == self.index {
+                self.on_forward_all(ctx, txns);
+            } else {
+                ctx.send(self.leaders[to as usize], Msg::Forward(txns));
+            }
+        }
+    }
+
+    fn on_forward_all(&mut self, ctx: &mut Ctx<'_, Slog>, txns: Vec<Arc<Txn>>) {
+        for t in txns {
+            self.on_forward(ctx, t);
         }
     }
 
@@ -1172,7 +1234,7 @@ impl Sequencer {
         }
         match msg {
             Msg::Submit { id, program, recon, floor } => self.on_submit(ctx, id, program, recon, floor),
-            Msg::Forward(txn) => self.on_forward(ctx, txn),
+            Msg::Forward(txns) => self.on_forward_all(ctx, txns),
             Msg::Ship(batch) => self.on_ship(ctx, batch),
             Msg::Tip { origin, next_seq } => self.on_tip(origin, next_seq),
             Msg::Replicate(batch) => self.on_replicate(ctx, batch),
@@ -1274,6 +1336,11 @@ impl Process<Slog> for Sequencer {
         let st = &self.st;
         st.inserted.check_invariants();
         st.annotated.check_invariants();
+        assert!(st.annotation_queue.len() <= ANNOTATIONS_PER_RECORD, "annotations queued past their bound");
+        assert!(st.annotation_queue.iter().all(|t| st.annotating.contains(&t.id)), "a queued annotation is pending");
+        if !self.leading {
+            assert!(st.annotation_queue.is_empty() && st.annotations_in_flight == 0, "only the leader annotates");
+        }
         assert!(st.builder.open_len() <= self.cfg.batch_txns_max, "a batch past its bound");
         assert!(st.pushed <= st.placed_chosen, "pushed a placement not chosen");
         assert!(st.placed_chosen <= st.placed.next(), "chosen past the placed log");
