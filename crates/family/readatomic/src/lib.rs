@@ -6,6 +6,7 @@
 //! Transactions", which reuses RAMP's versions, pending transactions,
 //! checkpoints and timestamps). RA-NOC and LORA belong here too.
 
+mod common;
 pub mod ramp;
 pub mod ranoc2;
 #[cfg(test)]

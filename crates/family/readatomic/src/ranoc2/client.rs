@@ -27,14 +27,16 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
 use super::{Config, partition_of};
+use crate::common::client::{
+    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
+};
 use crate::ramp::client::{Shape, encoded_len, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
-    Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology, Value,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// The environment a client acts through.
@@ -52,30 +54,20 @@ struct ReadTxn {
     step: u32,
     values: BTreeMap<Key, Option<Value>>,
     awaiting: BTreeMap<ShardId, Get>,
-    sent_ns: u64,
-    sends: u32,
+    attempts: Attempts,
     rounds: u64,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Phase {
-    Prepare,
-    Commit,
+impl Resent for ReadTxn {
+    fn attempts(&mut self) -> &mut Attempts {
+        &mut self.attempts
+    }
 }
 
-struct WriteTxn {
-    /// `None` once answered (after the prepare phase).
-    request: Option<RequestId>,
-    program: Program,
-    phase: Phase,
-    prepares: BTreeMap<ShardId, Arc<Prepare>>,
-    awaiting: BTreeSet<ShardId>,
-    /// When the first PREPARE left.
-    started_ns: u64,
-    sent_ns: u64,
-    sends: u32,
-    /// Timestamps refused so far (each written again above).
-    refusals: u32,
+impl ResentRead for ReadTxn {
+    fn request(&self) -> RequestId {
+        self.request
+    }
 }
 
 /// A request not started yet: it waits for a durable timestamp
@@ -111,7 +103,7 @@ pub struct Client {
     lead_us: u64,
     next_read: u64,
     reads: BTreeMap<Ts, ReadTxn>,
-    writes: BTreeMap<Ts, WriteTxn>,
+    writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<Waiting>,
     refreshed_ns: Option<u64>,
     /// Writes answered once their local version is durable, in LSN order.
@@ -146,14 +138,6 @@ impl Client {
     /// The client's dual view (for tests).
     pub fn view(&self) -> &View {
         &self.view
-    }
-
-    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
-        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
-        for k in keys {
-            out.entry(self.topo.shard_of(k)).or_default().push(k);
-        }
-        out
     }
 
     /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
@@ -225,46 +209,15 @@ impl Client {
     /// Lines 4-7: a new timestamp and the versions prepared at every
     /// partition written.
     fn prepare_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, w: Waiting, now_ns: u64) {
-        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
-        for op in &w.program.ops {
-            if let Op::Write { key, value } = op {
-                last.insert(*key, value.clone());
-            }
-        }
-        let participants: Vec<ShardId> = self.by_shard(last.keys().copied()).into_keys().collect();
-        let mut prepares: BTreeMap<ShardId, Prepare> = BTreeMap::new();
-        for (key, value) in last {
-            let p = prepares.entry(self.topo.shard_of(key)).or_insert_with(|| Prepare {
-                ts,
-                writes: Vec::new(),
-                participants: participants.clone(),
-            });
-            p.writes.push((key, value));
-        }
-        let prepares: BTreeMap<ShardId, Arc<Prepare>> = prepares.into_iter().map(|(s, p)| (s, Arc::new(p))).collect();
-        let txn = WriteTxn {
-            request: Some(w.request),
-            program: w.program,
-            phase: Phase::Prepare,
-            awaiting: prepares.keys().copied().collect(),
-            prepares,
-            started_ns: now_ns,
-            sent_ns: now_ns,
-            sends: 1,
-            refusals: w.refusals,
-        };
-        self.send_phase(ctx, ts, &txn);
+        let v = versions(&self.topo, &w.program);
+        let prepares: BTreeMap<ShardId, Arc<Prepare>> = v
+            .by_shard
+            .into_iter()
+            .map(|(shard, writes)| (shard, Arc::new(Prepare { ts, writes, participants: v.participants.clone() })))
+            .collect();
+        let txn = WriteTxn::new(w.request, w.program, prepares, w.refusals, now_ns);
+        txn.send_phase(ctx, &self.topo, ts);
         self.writes.insert(ts, txn);
-    }
-
-    fn send_phase(&self, ctx: &mut ClientCtx<'_>, ts: Ts, w: &WriteTxn) {
-        for shard in &w.awaiting {
-            let to = partition_of(&self.topo, *shard);
-            match w.phase {
-                Phase::Prepare => ctx.send(to, Msg::Prepare(Arc::clone(&w.prepares[shard]))),
-                Phase::Commit => ctx.send(to, Msg::Commit { ts }),
-            }
-        }
     }
 
     /// Lines 8-10 once every partition prepared: the versions join the
@@ -273,21 +226,17 @@ impl Client {
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.phase != Phase::Prepare || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+        if !w.acked(shard, Phase::Prepare) {
             return;
         }
-        w.phase = Phase::Commit;
-        w.awaiting = w.prepares.keys().copied().collect();
-        w.sent_ns = ctx.monotonic_ns();
-        w.sends = 1;
+        w.start_commit(ctx.monotonic_ns());
         let request = w.request.take().expect("answered once, after the prepare phase");
         let ops = w.program.ops.len();
         let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
         self.view.prepared(ts, keys.iter().copied());
         let lsn = ctx.append(Record::Local { ts, keys });
         self.answers.push_back(Answer { lsn, request, ops });
-        let w = &self.writes[&ts];
-        self.send_phase(ctx, ts, w);
+        self.writes[&ts].send_phase(ctx, &self.topo, ts);
     }
 
     /// The writes whose local version is durable return (one phase on the
@@ -305,7 +254,7 @@ impl Client {
     fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.phase != Phase::Commit || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+        if !w.acked(shard, Phase::Commit) {
             return;
         }
         self.writes.remove(&ts);
@@ -358,8 +307,7 @@ impl Client {
             step: 0,
             values: BTreeMap::new(),
             awaiting: BTreeMap::new(),
-            sent_ns: now_ns,
-            sends: 0,
+            attempts: Attempts::first(now_ns),
             rounds: 0,
         };
         self.send_round(ctx, id, &mut r, now_ns);
@@ -368,7 +316,7 @@ impl Client {
 
     /// The round's GETs, from the view as it is now.
     fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let by_shard = self.by_shard(r.program.read_set());
+        let by_shard = by_shard(&self.topo, r.program.read_set());
         let ts_c = match self.cfg.read_beyond_gsv {
             false => self.view.gsv(by_shard.keys().copied()),
             // The counter-example: no view at all, the newest commits.
@@ -376,8 +324,7 @@ impl Client {
         };
         r.step = id.step;
         r.rounds += 1;
-        r.sent_ns = now_ns;
-        r.sends = 1;
+        r.attempts = Attempts::first(now_ns);
         r.values.clear();
         r.awaiting.clear();
         for (shard, keys) in by_shard {
@@ -391,13 +338,7 @@ impl Client {
             r.awaiting.insert(shard, Get { id, ts_c, keys });
         }
         assert!(!r.awaiting.is_empty(), "a read reads something");
-        self.resend_round(ctx, r);
-    }
-
-    fn resend_round(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
-        for (shard, get) in &r.awaiting {
-            ctx.send(partition_of(&self.topo, *shard), Msg::Get(get.clone()));
-        }
+        resend_round(&self.topo, ctx, r);
     }
 
     /// Lines 21, 23: the values, and the partition's safe time into `last`.
@@ -458,52 +399,12 @@ impl Client {
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> = self
-            .reads
-            .iter()
-            .filter(|(_, r)| r.sent_ns + self.cfg.common.retry_ns <= now_ns)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            let mut r = self.reads.remove(&id).expect("listed");
-            if r.sends >= self.cfg.common.max_attempts {
-                ctx.count("reads_given_up", 1);
-                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-                continue;
-            }
-            ctx.count("read_resends", 1);
-            r.sends += 1;
-            r.sent_ns = now_ns;
-            self.resend_round(ctx, &r);
-            self.reads.insert(id, r);
-        }
+        let topo = &self.topo;
+        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| resend_round(topo, ctx, r));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> = self
-            .writes
-            .iter()
-            .filter(|(_, w)| w.sent_ns + self.cfg.common.retry_ns <= now_ns)
-            .map(|(t, _)| *t)
-            .collect();
-        for ts in due {
-            let mut w = self.writes.remove(&ts).expect("listed");
-            if w.sends >= self.cfg.common.max_attempts {
-                match w.request {
-                    Some(request) => {
-                        ctx.count("unknown_outcomes", 1);
-                        ctx.complete(request, Outcome::Unknown);
-                    }
-                    None => ctx.count("background_commits_dropped", 1),
-                }
-                continue;
-            }
-            ctx.count("write_resends", 1);
-            w.sends += 1;
-            w.sent_ns = now_ns;
-            self.send_phase(ctx, ts, &w);
-            self.writes.insert(ts, w);
-        }
+        resend_writes(ctx, &self.topo, &mut self.writes, now_ns, &self.cfg.common);
     }
 
     /// A view holding more than half its bound in local versions asks the
@@ -556,6 +457,13 @@ impl Client {
         for w in waiting {
             self.start(ctx, w);
         }
+    }
+}
+
+/// Sends a read's round again to the partitions that have not answered it.
+fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
+    for (shard, get) in &r.awaiting {
+        ctx.send(partition_of(topo, *shard), Msg::Get(get.clone()));
     }
 }
 
@@ -635,7 +543,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             assert!(r.rounds <= u64::from(self.cfg.common.max_attempts), "restarts within their bound");
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
+            w.check_invariants();
             assert!(w.request.is_some() == (w.phase == Phase::Prepare), "answered once prepared");
             assert!(w.refusals < self.cfg.common.max_attempts, "refusals within their bound");
         }

@@ -6,6 +6,8 @@
 //! partition returns with every answer (NOC-NOC Algorithm 1 lines 32, 36,
 //! 38) and the two views a GET carries (lines 21, 23).
 
+use crate::common::Wire;
+use crate::ramp::pending::Question;
 use crate::ramp::{GetId, Held, Ts};
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
@@ -156,4 +158,40 @@ pub enum Timer {
     /// Client: re-send unanswered rounds and phases, give up after
     /// `max_attempts`, refresh a view that holds too many local versions.
     ClientTick,
+}
+
+impl Wire for Msg {
+    type Prepare = Prepare;
+    type Record = Record;
+    type Timer = Timer;
+
+    fn prepare(p: Arc<Prepare>) -> Msg {
+        Msg::Prepare(p)
+    }
+
+    fn commit(ts: Ts) -> Msg {
+        Msg::Commit { ts }
+    }
+
+    /// RA-NOC2's question names the timestamp alone (C_W: no sibling keys
+    /// anywhere); a participant answers from its outcomes.
+    fn check_prepared(q: &Question) -> Msg {
+        Msg::CheckPrepared { ts: q.ts }
+    }
+
+    fn committed_record(ts: Ts) -> Record {
+        Record::Committed { ts }
+    }
+
+    fn aborted_record(ts: Ts) -> Record {
+        Record::Aborted { ts }
+    }
+
+    fn gc_timer() -> Timer {
+        Timer::Gc
+    }
+
+    fn ctp_timer() -> Timer {
+        Timer::Ctp
+    }
 }

@@ -116,12 +116,9 @@ pub use messages::{Get, KeyRead, Msg, Prepare, Record, Snapshot, Timer};
 pub use partition::{Answer, Partition};
 pub use view::View;
 
-use crate::ramp::{Backup, Common, SHARED_PARAMS, Ts};
-use meridian_core::{
-    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Role, Shapes, ShardId,
-    Topology,
-};
-use std::sync::Arc;
+use crate::common::{Built, build_role};
+use crate::ramp::{Backup, Common, SHARED_PARAMS};
+use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Shapes};
 
 /// The protocol's knobs (documented in [`PARAMS`]).
 #[derive(Clone, Copy, Debug)]
@@ -212,10 +209,7 @@ impl Config {
     }
 }
 
-/// The partition (primary) of `shard`.
-pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
-    topology.initial_leader(shard)
-}
+pub use crate::common::partition_of;
 
 pub struct RaNoc2;
 
@@ -247,24 +241,23 @@ impl Protocol for RaNoc2 {
 
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
         let cfg = Config::from_params(&d.params, Self::NAME)?;
-        let topo = &d.topology;
-        match &topo.node(node).role {
-            Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
-                Ok(Node::Partition(Box::new(Partition::new(Arc::clone(topo), node, *shard, cfg))))
-            }
-            Role::Replica { .. } => Ok(Node::Backup(Box::new(Backup))),
-            Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => Err(format!(
-                "{} tells clients apart in its timestamps: at most {} clients",
-                Self::NAME,
-                1 << Ts::CLIENT_BITS
-            )),
-            Role::Client { .. } => {
-                let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
-                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), node, index as u32, cfg))))
-            }
-            Role::Service { kind, .. } => Err(format!("{} has no `{kind}` service", Self::NAME)),
-        }
+        Ok(match build(d, node, Self::NAME, cfg)? {
+            Built::Partition(p) => Node::Partition(Box::new(p)),
+            Built::Backup => Node::Backup(Box::new(Backup)),
+            Built::Client(c) => Node::Client(Box::new(c)),
+        })
     }
+}
+
+/// The role of `node`.
+pub(crate) fn build(d: &Deployment, node: NodeId, name: &str, cfg: Config) -> Result<Built<Partition, Client>, String> {
+    build_role(
+        d,
+        node,
+        name,
+        |topo, shard| Partition::new(topo, node, shard, cfg),
+        |topo, index| Client::new(topo, node, index, cfg),
+    )
 }
 
 #[cfg(test)]
