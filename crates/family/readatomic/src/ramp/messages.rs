@@ -93,6 +93,11 @@ pub enum Held {
     Prepared,
     /// Never prepared here and now refused for good: it never commits.
     Aborted,
+    /// Decided here so long ago that the outcome is no longer remembered
+    /// (RA-NOC2, past `outcomes_remembered`): this participant will never
+    /// prepare it again, nor change what it decided. RAMP never answers it
+    /// (it looks the versions up by key).
+    Forgotten,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

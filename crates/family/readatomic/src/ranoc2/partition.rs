@@ -191,14 +191,19 @@ impl Partition {
 
     /// The termination protocol's question: does this participant hold
     /// `ts`? One that never decided it and does not hold it refuses it for
-    /// good, durably, before answering; one that forgot it does not answer.
+    /// good, durably, before answering; one that forgot it says so (it
+    /// decided long ago and will never prepare it again), and the asker
+    /// resolves it (`Pending::answer`).
     fn on_check_prepared(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts) {
         let answer = |held| Msg::PrepareState { ts, held };
         match self.outcomes.lookup(ts) {
             _ if self.base.pending.contains(ts) => self.send_durable(ctx, from, answer(Held::Prepared)),
             Known::Decided(Decision::Commit) => self.send_durable(ctx, from, answer(Held::Prepared)),
             Known::Decided(Decision::Abort) => self.send_durable(ctx, from, answer(Held::Aborted)),
-            Known::Forgotten => ctx.count("ctp_forgotten", 1),
+            Known::Forgotten => {
+                ctx.count("ctp_forgotten", 1);
+                self.send_durable(ctx, from, answer(Held::Forgotten));
+            }
             Known::Unknown => self.refuse(ctx, from, ts, answer(Held::Aborted)),
         }
     }
