@@ -26,7 +26,7 @@
 
 use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
-use super::{Config, partition_of};
+use super::{Config, Variant, partition_of};
 use crate::common::client::{
     Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
 };
@@ -84,6 +84,20 @@ struct Answer {
     lsn: Lsn,
     request: RequestId,
     ops: usize,
+    /// Phases the write waited for: 1 (RA-NOC2), 2 (RA-NOC).
+    phases: u64,
+    /// RA-NOC: the floor its `Record::Floor` made durable.
+    floor: Option<Ts>,
+}
+
+/// RA-NOC: a write committed everywhere that waits until every
+/// partition's safe time has passed it (Algorithm 3 lines 15-16).
+struct Blocked {
+    request: RequestId,
+    ops: usize,
+    since_ns: u64,
+    /// Requests sent so far to the partitions behind to pass it.
+    advances: u32,
 }
 
 pub struct Client {
@@ -106,8 +120,11 @@ pub struct Client {
     writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<Waiting>,
     refreshed_ns: Option<u64>,
-    /// Writes answered once their local version is durable, in LSN order.
+    /// Writes answered once their local version (RA-NOC2) or the floor
+    /// past them (RA-NOC) is durable, in LSN order.
     answers: VecDeque<Answer>,
+    /// RA-NOC's writes waiting for every safe time to pass them.
+    blocked: BTreeMap<Ts, Blocked>,
     /// The floor durably recorded (`Record::Floor`), and one being recorded.
     floor: Option<Ts>,
     recording_floor: Option<(Lsn, Option<Ts>)>,
@@ -130,6 +147,7 @@ impl Client {
             waiting: VecDeque::new(),
             refreshed_ns: None,
             answers: VecDeque::new(),
+            blocked: BTreeMap::new(),
             floor: None,
             recording_floor: None,
         }
@@ -149,6 +167,7 @@ impl Client {
             self.above_us = self.above_us.max(lst.time_us() + 1);
         }
         self.record_floor(ctx);
+        self.release(ctx);
         Some(shard)
     }
 
@@ -188,7 +207,8 @@ impl Client {
         match shape {
             Shape::Read => self.get_all(ctx, w.request, w.program, now_ns),
             Shape::Write => {
-                if self.view.is_full(w.program.write_set().len()) {
+                let lsv = self.cfg.variant == Variant::Noc2;
+                if lsv && self.view.is_full(w.program.write_set().len()) {
                     ctx.count("writes_rejected", 1);
                     return ctx.complete(w.request, Outcome::Aborted { reason: AbortReason::Rejected });
                 }
@@ -230,12 +250,16 @@ impl Client {
             return;
         }
         w.start_commit(ctx.monotonic_ns());
-        let request = w.request.take().expect("answered once, after the prepare phase");
-        let ops = w.program.ops.len();
-        let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
-        self.view.prepared(ts, keys.iter().copied());
-        let lsn = ctx.append(Record::Local { ts, keys });
-        self.answers.push_back(Answer { lsn, request, ops });
+        if self.cfg.variant == Variant::Noc2 {
+            let request = w.request.take().expect("answered once, after the prepare phase");
+            let ops = w.program.ops.len();
+            let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
+            self.view.prepared(ts, keys.iter().copied());
+            let lsn = ctx.append(Record::Local { ts, keys });
+            self.answers.push_back(Answer { lsn, request, ops, phases: 1, floor: None });
+        }
+        // RA-NOC: Algorithm 3 lines 12-14, the commit phase on the
+        // client's path (the request stays open).
         self.writes[&ts].send_phase(ctx, &self.topo, ts);
     }
 
@@ -244,8 +268,9 @@ impl Client {
     fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
         while self.answers.front().is_some_and(|a| a.lsn <= upto) {
             let a = self.answers.pop_front().expect("present");
+            self.floor = self.floor.max(a.floor);
             ctx.count("writes", 1);
-            ctx.count("write_phases_on_client_path", 1);
+            ctx.count("write_phases_on_client_path", a.phases);
             ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
         }
     }
@@ -257,8 +282,71 @@ impl Client {
         if !w.acked(shard, Phase::Commit) {
             return;
         }
-        self.writes.remove(&ts);
-        ctx.count("background_commits", 1);
+        let w = self.writes.remove(&ts).expect("present");
+        match w.request {
+            None => ctx.count("background_commits", 1),
+            Some(request) => {
+                // RA-NOC, Algorithm 3 line 15: wait until `min(last)` passes it.
+                let b = Blocked { request, ops: w.program.ops.len(), since_ns: ctx.monotonic_ns(), advances: 0 };
+                self.blocked.insert(ts, b);
+                self.release(ctx);
+                if self.blocked.contains_key(&ts) {
+                    ctx.count("writes_blocked", 1);
+                    self.poll_behind(ctx);
+                }
+            }
+        }
+    }
+
+    /// RA-NOC, Algorithm 3 lines 15-17: the writes every partition's safe
+    /// time has passed return, once the floor past them is durable (a
+    /// restarted client's version vector starts there, so its sessions
+    /// still read their writes).
+    fn release(&mut self, ctx: &mut ClientCtx<'_>) {
+        let floor = self.view.floor();
+        let mut released = Vec::new();
+        while let Some(entry) = self.blocked.first_entry() {
+            if Some(*entry.key()) > floor {
+                break;
+            }
+            released.push(entry.remove());
+        }
+        let Some(floor_ts) = floor.filter(|_| !released.is_empty()) else { return };
+        let lsn = ctx.append(Record::Floor { ts: floor_ts });
+        let now_ns = ctx.monotonic_ns();
+        for b in released {
+            ctx.observe("write_block_us", now_ns.saturating_sub(b.since_ns) / 1_000);
+            self.answers.push_back(Answer { lsn, request: b.request, ops: b.ops, phases: 2, floor });
+        }
+    }
+
+    /// RA-NOC: asks the partitions whose safe time is below the oldest
+    /// blocked write for theirs (lines 15-16 wait for `last` to rise; a
+    /// client hears a partition's safe time only in its answers). A write
+    /// blocked `retry_ms` more asks them to pass it; one that asked
+    /// `max_attempts` times is reported unknown (it is committed, but its
+    /// sessions could not be promised to read it).
+    fn poll_behind(&mut self, ctx: &mut ClientCtx<'_>) {
+        let now_ns = ctx.monotonic_ns();
+        let retry_ns = self.cfg.common.retry_ns;
+        let Some(mut entry) = self.blocked.first_entry() else { return };
+        let ts = *entry.key();
+        let b = entry.get_mut();
+        let advance = b.since_ns + retry_ns * (u64::from(b.advances) + 1) <= now_ns;
+        if advance && b.advances >= self.cfg.common.max_attempts {
+            let b = entry.remove();
+            ctx.count("unknown_outcomes", 1);
+            return ctx.complete(b.request, Outcome::Unknown);
+        }
+        if advance {
+            b.advances += 1;
+        }
+        let shards = (0..self.topo.shards).map(ShardId).filter(|s| self.view.last(*s) < Some(ts));
+        for shard in shards.collect::<Vec<_>>() {
+            ctx.count(if advance { "safe_time_advances_asked" } else { "safe_time_polls" }, 1);
+            let get = Get { id: REFRESH, ts_c: advance.then_some(ts), keys: Vec::new() };
+            ctx.send(partition_of(&self.topo, shard), Msg::Get(get));
+        }
     }
 
     /// A partition refused the timestamp for good: the transaction never
@@ -328,7 +416,9 @@ impl Client {
         r.values.clear();
         r.awaiting.clear();
         for (shard, keys) in by_shard {
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: self.view.lsv(key) }).collect();
+            // RA-NOC, Algorithm 3 line 5: the global safe view only.
+            let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: lsv(key) }).collect();
             for k in &keys {
                 ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
                 if k.ts_p > ts_c {
@@ -396,6 +486,7 @@ impl Client {
         self.resend_reads(ctx, now_ns);
         self.resend_writes(ctx, now_ns);
         self.refresh(ctx, now_ns);
+        self.poll_behind(ctx);
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -439,7 +530,11 @@ impl Client {
                 }
                 Record::Local { ts, keys } => local.extend(keys.into_iter().map(|k| (k, ts))),
                 Record::Floor { ts } => self.floor = self.floor.max(Some(ts)),
-                Record::Prepared(_) | Record::Committed { .. } | Record::Aborted { .. } | Record::Snapshot(_) => {
+                Record::Prepared(_)
+                | Record::Committed { .. }
+                | Record::Aborted { .. }
+                | Record::Advanced { .. }
+                | Record::Snapshot(_) => {
                     unreachable!("a partition's record in a client's log")
                 }
             }
@@ -527,6 +622,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         out("waiting", self.waiting.len());
         out("local_versions", self.view.local_versions());
         out("answers", self.answers.len());
+        out("blocked", self.blocked.len());
     }
 
     fn check_invariants(&self) {
@@ -534,9 +630,11 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         self.view.check_invariants();
         assert!(self.floor <= self.view.floor(), "the recorded floor is one every partition passed");
         assert!(
-            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn < b.lsn),
+            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn <= b.lsn),
             "answers in LSN order"
         );
+        let noc2 = self.cfg.variant == Variant::Noc2;
+        assert!(!noc2 || self.blocked.is_empty(), "only RA-NOC's writes wait for the safe times");
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
@@ -544,7 +642,8 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             w.check_invariants();
-            assert!(w.request.is_some() == (w.phase == Phase::Prepare), "answered once prepared");
+            let open = w.phase == Phase::Prepare || !noc2;
+            assert!(w.request.is_some() == open, "RA-NOC2 answers once prepared, RA-NOC after its commit phase");
             assert!(w.refusals < self.cfg.common.max_attempts, "refusals within their bound");
         }
     }

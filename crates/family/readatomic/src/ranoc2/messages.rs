@@ -66,7 +66,8 @@ pub enum Msg {
     /// its prepared versions go at once rather than after `ctp_ms`.
     Abort { ts: Ts },
     /// Client → partition: GET (Algorithm 1 lines 37-44). With no keys, it
-    /// asks only for the latest safe time (a view refresh).
+    /// asks only for the latest safe time (a view refresh); RA-NOC's
+    /// blocked writer sets `ts_c` to ask the safe time to pass it.
     Get(Get),
     /// Partition → client: one value per key asked, in order, and the
     /// latest safe time (line 38).
@@ -89,6 +90,7 @@ impl Msg {
             Msg::Prepared { ts, .. } => Msg::Prepared { ts, lst: now },
             Msg::Refused { ts, .. } => Msg::Refused { ts, lst: now },
             Msg::Committed { ts, .. } => Msg::Committed { ts, lst: now },
+            Msg::Got { id, values, .. } => Msg::Got { id, values, lst: now },
             other => other,
         }
     }
@@ -123,6 +125,8 @@ pub enum Record {
     Committed { ts: Ts },
     /// A partition refused or aborted `ts` for good.
     Aborted { ts: Ts },
+    /// A partition's safe time passed `ts` at an RA-NOC writer's request.
+    Advanced { ts: Ts },
     /// A partition's checkpoint: every earlier record folded in.
     Snapshot(Arc<Snapshot>),
     /// A client will issue no timestamp at or above this time (µs) without

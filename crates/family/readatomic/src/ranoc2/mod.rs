@@ -120,9 +120,24 @@ use crate::common::{Built, build_role};
 use crate::ramp::{Backup, Common, SHARED_PARAMS};
 use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Shapes};
 
-/// The protocol's knobs (documented in [`PARAMS`]).
+/// Which of NOC-NOC's read-atomic algorithms a deployment runs: they share
+/// partitions, views and reads, and differ in what ends a write.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// RA-NOC2 (Algorithm 1): a write returns after its prepare phase; the
+    /// client's own writes form its local safe view.
+    Noc2,
+    /// RA-NOC (Appendix C, Algorithms 3 and 4): a write returns after its
+    /// commit phase, once every partition's safe time has passed it; reads
+    /// carry the global safe view only.
+    Noc,
+}
+
+/// The protocol's knobs (documented in [`PARAMS`], RA-NOC's in
+/// `crate::ranoc::PARAMS`).
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
+    pub variant: Variant,
     pub common: Common,
     pub outcomes_remembered: usize,
     pub lsv_max: usize,
@@ -204,10 +219,25 @@ impl Config {
         let p = ParamReader::new(params, name, PARAMS)?;
         let count = |n: &str| p.count(n, 1..=1_000_000_000);
         Ok(Config {
+            variant: Variant::Noc2,
             common: Common::read(&p, name)?,
             outcomes_remembered: count("outcomes_remembered")? as usize,
             lsv_max: count("lsv_max")? as usize,
             read_beyond_gsv: p.bool("test_read_beyond_gsv")?,
+        })
+    }
+
+    /// RA-NOC's knobs (`crate::ranoc::PARAMS`): RA-NOC2's but the local
+    /// safe view's, which RA-NOC has not.
+    pub fn noc_from_params(params: &Params, name: &str) -> Result<Config, String> {
+        let p = ParamReader::new(params, name, crate::ranoc::PARAMS)?;
+        let count = |n: &str| p.count(n, 1..=1_000_000_000);
+        Ok(Config {
+            variant: Variant::Noc,
+            common: Common::read(&p, name)?,
+            outcomes_remembered: count("outcomes_remembered")? as usize,
+            lsv_max: 1,
+            read_beyond_gsv: false,
         })
     }
 }

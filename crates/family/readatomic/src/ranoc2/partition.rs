@@ -175,6 +175,9 @@ impl Partition {
     /// with the latest safe time (line 38); `Gone` if a version was
     /// collected.
     fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, g: Get) {
+        if let (true, Some(to)) = (g.keys.is_empty(), g.ts_c) {
+            return self.advance(ctx, from, g, to);
+        }
         let lst = self.safe.reported();
         let mut values = Vec::with_capacity(g.keys.len());
         for k in &g.keys {
@@ -187,6 +190,20 @@ impl Partition {
             }
         }
         ctx.send(from, Msg::Got { id: g.id, values, lst });
+    }
+
+    /// RA-NOC: a writer waits until every partition's safe time has passed
+    /// its write (Algorithm 3 line 15); one that waited `retry_ms` asks the
+    /// partitions behind to pass it. The safe time rises, durably, to the
+    /// time asked (or just below the oldest pending transaction), and the
+    /// answer leaves once that is durable. The paper's partitions raise it
+    /// only by commits: an idle partition would hold a writer for good.
+    fn advance(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, g: Get, to: Ts) {
+        if self.safe.advance(to, self.base.pending.oldest()) {
+            ctx.count("safe_time_advances", 1);
+            self.append(ctx, Record::Advanced { ts: to });
+        }
+        self.send_durable(ctx, from, Msg::Got { id: g.id, values: Vec::new(), lst: None });
     }
 
     /// The termination protocol's question: does this participant hold

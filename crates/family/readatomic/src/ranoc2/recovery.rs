@@ -30,6 +30,9 @@ impl Partition {
                     self.apply_commit(ts, now_ns);
                 }
                 Record::Aborted { ts } => self.apply_abort(ts),
+                Record::Advanced { ts } => {
+                    self.safe.advance(ts, self.base.pending.oldest());
+                }
                 Record::Reserved { .. } | Record::Local { .. } | Record::Floor { .. } | Record::ClientState(_) => {
                     unreachable!("a client's record in a partition's log")
                 }

@@ -1,0 +1,206 @@
+//! `ra-noc`: NOC-NOC's NOCS-optimal read-atomic algorithm — "NOC-NOC:
+//! Towards Performance-optimal Distributed Transactions", Appendix C,
+//! Algorithms 3 and 4 (RA-NOC). Reads are RA-NOC2's, without the local
+//! safe view: one round, never waiting at a partition, one timestamp per
+//! key asked and one per answer (the NOCS criteria, §2). Writes are
+//! two-phase and blocking: PREPARE, then COMMIT, on the client's path, and
+//! the client returns only once every partition's safe time has passed the
+//! write (Algorithm 3 lines 15-16: `while min(last) < ts do block`), which
+//! gives read-your-writes without a local view. The paper's point (§1,
+//! Figure 1, Appendix D): RA-NOC's reads are as good as RA-NOC2's, its
+//! writes are not (N_W and O_W fail).
+//!
+//! Everything is RA-NOC2's code (`crate::ranoc2`), run with
+//! `Variant::Noc`: the partition, its safe time (Algorithm 4's `HST`, with
+//! RA-NOC2's departures), its versions and termination protocol, the
+//! client's version vector, timestamps, reads and retries. What the
+//! variant changes is in `ranoc2/client.rs` (`on_prepared`,
+//! `on_committed`, `release`, `poll_behind`, `send_round`) and one
+//! partition handler (`ranoc2/partition.rs` `advance`).
+//!
+//! # Where the paper is in the code
+//!
+//! | paper | file |
+//! |---|---|
+//! | Algorithm 3 line 1, `last` | `ranoc2/view.rs` (`View::learn`, `View::floor`) |
+//! | lines 2-6 GET_ALL: `ts_c ← min(last)` over the partitions read, one GET per key | `ranoc2/client.rs` (`get_all`, `send_round`: `ts_p` is always none) |
+//! | lines 7-11 PUT_ALL, prepare, `last ← max(ts_svr, last)` | `ranoc2/client.rs` (`prepare_all`, `on_prepared`, `learn`) |
+//! | lines 12-14 commit on every partition written, on the client's path | `ranoc2/client.rs` (`on_prepared`, `on_committed`) |
+//! | lines 15-17 `while min(last) < ts do block`, return | `ranoc2/client.rs` (`release`, `poll_behind`, `answer_writes`) |
+//! | Algorithm 4 lines 1-3 `vers`, `latest`, `pending` | `ranoc2/partition.rs`, `ranoc2/safe.rs`, `ramp/versions.rs`, `ramp/pending.rs` |
+//! | lines 4-7 PREPARE | `ranoc2/partition.rs` (`on_prepare`, `install`) |
+//! | lines 8-11 COMMIT | `ranoc2/partition.rs` (`on_commit`, `apply_commit`) |
+//! | lines 12-16 GET below `ts_req`, pending versions skipped | `ranoc2/partition.rs` (`read` with no `ts_p`), `ramp/versions.rs` (`committed_at`) |
+//! | lines 17-21 `HST` | `ranoc2/safe.rs` (`lst`, `SafeTime`) |
+//!
+//! # Beyond the pseudocode
+//!
+//! RA-NOC2's (docs/ra-noc2.md): a strict, monotonic, durable safe time that
+//! refuses prepares at or below it; refused writes written again;
+//! `Commit` answers raise `last` to the partition's safe time only; the
+//! cooperative termination protocol. And two of its own:
+//!
+//! - **A blocked writer asks.** A client hears a partition's safe time only
+//!   in answers, so a writer whose `min(last)` is behind asks the partitions
+//!   behind for theirs at every `client_tick_ms` (`safe_time_polls`).
+//! - **An idle partition is asked to pass the write.** Algorithm 4's safe
+//!   time rises only with commits: a partition nobody writes would block a
+//!   writer for good. A write blocked `retry_ms` asks the partitions behind
+//!   to raise their safe time to it (`safe_time_advances_asked`); each
+//!   raises it durably, to just below its oldest pending transaction at
+//!   most, and refuses later prepares below (`safe_time_advances`). After
+//!   `max_attempts` such requests the write is reported unknown.
+//! - **The floor is durable before the write returns** (`Record::Floor`):
+//!   a restarted client's version vector starts there, so its sessions
+//!   still read their writes.
+//!
+//! # Commit path and analytical latency
+//!
+//! With `RTT(c, p)` the round trip from the client to the farthest
+//! partition a transaction touches, and `RTT(c, all)` to the farthest
+//! partition of the deployment:
+//!
+//! ```text
+//! write ≈ 2 · RTT(c, p) + wait      (PREPARE, COMMIT, each durable first; then
+//!                                     until every partition's safe time passes
+//!                                     the write: at least RTT(c, all) when the
+//!                                     partitions the write did not touch must be
+//!                                     asked, and a local append)
+//! read  ≈ RTT(c, p)                 (one round, whatever the concurrency)
+//! ```
+//!
+//! # Counters
+//!
+//! See [`COUNTERS`]. Observations: `rounds_per_read`,
+//! `read_request_metadata_bytes` (per key read: the postcard-encoded GSV
+//! and the absent LSV), `read_response_metadata_bytes` (per answer: the
+//! encoded safe time), `write_block_us` (how long each write waited after
+//! its commit phase).
+
+#[cfg(test)]
+mod handler_tests;
+
+use crate::common::Built;
+use crate::ramp::{Backup, SHARED_PARAMS};
+use crate::ranoc2::{self, Client, Config, Msg, Partition, Record, Timer};
+use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Shapes};
+
+pub const PARAMS: &[ParamDoc] = &[
+    SHARED_PARAMS[0],
+    SHARED_PARAMS[1],
+    SHARED_PARAMS[2],
+    SHARED_PARAMS[3],
+    SHARED_PARAMS[4],
+    SHARED_PARAMS[5],
+    SHARED_PARAMS[6],
+    SHARED_PARAMS[7],
+    SHARED_PARAMS[8],
+    SHARED_PARAMS[9],
+    SHARED_PARAMS[10],
+    ranoc2::PARAMS[11],
+];
+
+/// Every counter `ra-noc` reports.
+pub const COUNTERS: &[CounterDoc] = &[
+    CounterDoc { name: "reads", doc: "read-only transactions completed (GET_ALL)" },
+    CounterDoc { name: "read_rounds", doc: "rounds of GETs those reads took, all told (one each, restarts apart)" },
+    CounterDoc { name: "read_restarts", doc: "reads sent again because a version they needed was collected" },
+    CounterDoc { name: "read_resends", doc: "rounds sent again to partitions silent for `retry_ms`" },
+    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or rounds" },
+    CounterDoc { name: "writes", doc: "write-only transactions completed (PUT_ALL)" },
+    CounterDoc {
+        name: "write_phases_on_client_path",
+        doc: "phases those writes waited for before returning, all told (two per write)",
+    },
+    CounterDoc {
+        name: "writes_blocked",
+        doc: "writes that waited after their commit phase for `min(last)` to pass them",
+    },
+    CounterDoc { name: "safe_time_polls", doc: "safe-time requests blocked writers sent to the partitions behind" },
+    CounterDoc {
+        name: "safe_time_advances_asked",
+        doc: "requests to pass a write sent to the partitions behind by writers blocked `retry_ms`",
+    },
+    CounterDoc { name: "safe_time_advances", doc: "safe times partitions raised at a blocked writer's request" },
+    CounterDoc { name: "write_resends", doc: "PREPAREs and COMMITs sent again to partitions silent for `retry_ms`" },
+    CounterDoc { name: "write_retries", doc: "writes started again at a new timestamp after a refusal" },
+    CounterDoc { name: "writes_given_up", doc: "writes aborted after `max_attempts` refusals" },
+    CounterDoc {
+        name: "unknown_outcomes",
+        doc: "writes whose phases went unanswered, or that stayed blocked, `max_attempts` times",
+    },
+    CounterDoc {
+        name: "prepares_refused",
+        doc: "prepares a partition refused (at or below its safe time, or aborted)",
+    },
+    CounterDoc { name: "ctp_runs", doc: "questions of the cooperative termination protocol sent by partitions" },
+    CounterDoc { name: "ctp_commits", doc: "transactions a partition committed through the termination protocol" },
+    CounterDoc { name: "ctp_aborts", doc: "transactions a partition aborted through the termination protocol" },
+    CounterDoc {
+        name: "ctp_forgotten",
+        doc: "questions about a transaction decided too long ago to remember, answered `Forgotten`",
+    },
+    CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
+    CounterDoc { name: "gone_answers", doc: "GETs partitions answered with `Gone` (a version needed was collected)" },
+    CounterDoc { name: "prepares_shed", doc: "prepares a partition ignored, holding `pending_max` transactions" },
+    CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
+];
+
+pub struct RaNoc;
+
+meridian_core::roles! {
+    /// A node of an `ra-noc` deployment.
+    pub enum Node for RaNoc {
+        Partition(Partition),
+        Backup(Backup),
+        Client(Client),
+    }
+}
+
+impl Protocol for RaNoc {
+    const NAME: &'static str = "ra-noc";
+    const CONSISTENCY: Consistency = Consistency::ReadAtomic;
+    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
+    type Msg = Msg;
+    type Record = Record;
+    type Timer = Timer;
+    type Node = Node;
+
+    fn params() -> &'static [ParamDoc] {
+        PARAMS
+    }
+
+    fn counters() -> Vec<CounterDoc> {
+        COUNTERS.to_vec()
+    }
+
+    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
+        let cfg = Config::noc_from_params(&d.params, Self::NAME)?;
+        Ok(match ranoc2::build(d, node, Self::NAME, cfg)? {
+            Built::Partition(p) => Node::Partition(Box::new(p)),
+            Built::Backup => Node::Backup(Box::new(Backup)),
+            Built::Client(c) => Node::Client(Box::new(c)),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{ParamValue, Params};
+
+    #[test]
+    fn every_documented_parameter_parses_at_its_default() {
+        assert!(Config::noc_from_params(&Params::new(), "ra-noc").is_ok());
+        for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
+            assert!(Config::noc_from_params(&p, "ra-noc").is_ok(), "{name}");
+        }
+    }
+
+    #[test]
+    fn ra_noc2s_local_view_knobs_are_not_ra_nocs() {
+        assert_eq!(ranoc2::PARAMS[11].name, "outcomes_remembered");
+        let p = Params::new().with("lsv_max", ParamValue::Int(10));
+        assert!(Config::noc_from_params(&p, "ra-noc").unwrap_err().contains("`lsv_max`"));
+    }
+}
