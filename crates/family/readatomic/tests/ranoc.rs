@@ -1,5 +1,5 @@
 //! `ra-noc` under the simulator: the claims NOC-NOC ("Towards
-//! Performance-optimal Distributed Transactions", §2, Table 1, Appendix C)
+//! Performance-optimal Distributed Transactions", §3.2, Table 1, Appendix C)
 //! makes of RA-NOC — NOCS-optimal reads (one round, never blocking,
 //! constant metadata) with two-phase, blocking writes — each run's
 //! history checked at read atomicity with read-your-writes.
@@ -26,7 +26,7 @@ fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
     run_as("ra-noc", edit)
 }
 
-/// NOCS (O_R, N_R): every read ends after one round of GETs, with writes
+/// §3.2 (O_R, N_R): every read ends after one round of GETs, with writes
 /// racing it, and the history is read atomic with read-your-writes — the
 /// writes' wait for every safe time gives it without a local view.
 #[test]
@@ -68,7 +68,7 @@ fn read_metadata_max(txn_size: u32) -> (u64, u64) {
     (o["read_request_metadata_bytes"].max, o["read_response_metadata_bytes"].max)
 }
 
-/// NOCS (C_R): a read request carries one timestamp per key (the GSV; the
+/// §3.2 (C_R): a read request carries one timestamp per key (the GSV; the
 /// absent LSV is one byte) and an answer one (the safe time), at 4 keys
 /// per transaction as at 128.
 #[test]

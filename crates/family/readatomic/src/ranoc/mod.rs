@@ -2,7 +2,7 @@
 //! Towards Performance-optimal Distributed Transactions", Appendix C,
 //! Algorithms 3 and 4 (RA-NOC). Reads are RA-NOC2's, without the local
 //! safe view: one round, never waiting at a partition, one timestamp per
-//! key asked and one per answer (the NOCS criteria, §2). Writes are
+//! key asked and one per answer (N_R, O_R, C_R of §3.2; Table 1). Writes are
 //! two-phase and blocking: PREPARE, then COMMIT, on the client's path, and
 //! the client returns only once every partition's safe time has passed the
 //! write (Algorithm 3 lines 15-16: `while min(last) < ts do block`), which
