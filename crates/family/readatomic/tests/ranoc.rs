@@ -6,24 +6,11 @@
 
 mod common;
 
-use common::{assert_valid, experiment, with_params};
-use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
-use meridian_readatomic::ranoc::RaNoc;
-use meridian_readatomic::ranoc2::RaNoc2;
-
-fn run_as(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
-    let exp = experiment(protocol, edit);
-    let opts = RunOptions { record_history: true, ..Default::default() };
-    let out = match protocol {
-        "ra-noc" => run_sim::<RaNoc>(&exp, opts),
-        "ra-noc2" => run_sim::<RaNoc2>(&exp, opts),
-        other => panic!("not compared here: {other}"),
-    };
-    out.unwrap_or_else(|e| panic!("{e}"))
-}
+use common::{assert_valid, with_params};
+use meridian_harness::runner::RunOutput;
 
 fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
-    run_as("ra-noc", edit)
+    common::run("ra-noc", edit)
 }
 
 /// §3.2 (O_R, N_R): every read ends after one round of GETs, with writes
@@ -50,7 +37,7 @@ fn a_write_takes_two_phases_and_waits_where_ra_noc2_takes_one() {
     assert!(r.counter("writes") > 200, "{:?}", r.counters);
     assert_eq!(r.counter("write_phases_on_client_path"), 2 * r.counter("writes"), "{:?}", r.counters);
     assert!(r.counter("writes_blocked") > 0, "some writes met a partition behind: {:?}", r.counters);
-    let noc2 = run_as("ra-noc2", |t| t);
+    let noc2 = common::run("ra-noc2", |t| t);
     let w = |o: &RunOutput| o.report.latency_ms_by_type["write-only"].all.p50;
     assert!(w(&out) > w(&noc2), "RA-NOC's writes {} ms at p50, RA-NOC2's {} ms", w(&out), w(&noc2));
 }

@@ -80,10 +80,9 @@
 #[cfg(test)]
 mod handler_tests;
 
-use crate::common::Built;
-use crate::ramp::{Backup, SHARED_PARAMS};
-use crate::ranoc2::{self, Client, Config, Msg, Partition, Record, Timer};
-use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Shapes};
+use crate::ramp::SHARED_PARAMS;
+use crate::ranoc2::{self, Config};
+use meridian_core::{CounterDoc, ParamDoc};
 
 pub const PARAMS: &[ParamDoc] = &[
     SHARED_PARAMS[0],
@@ -146,43 +145,7 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
 ];
 
-pub struct RaNoc;
-
-meridian_core::roles! {
-    /// A node of an `ra-noc` deployment.
-    pub enum Node for RaNoc {
-        Partition(Partition),
-        Backup(Backup),
-        Client(Client),
-    }
-}
-
-impl Protocol for RaNoc {
-    const NAME: &'static str = "ra-noc";
-    const CONSISTENCY: Consistency = Consistency::ReadAtomic;
-    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
-    type Msg = Msg;
-    type Record = Record;
-    type Timer = Timer;
-    type Node = Node;
-
-    fn params() -> &'static [ParamDoc] {
-        PARAMS
-    }
-
-    fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
-    }
-
-    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        let cfg = Config::noc_from_params(&d.params, Self::NAME)?;
-        Ok(match ranoc2::build(d, node, Self::NAME, cfg)? {
-            Built::Partition(p) => Node::Partition(Box::new(p)),
-            Built::Backup => Node::Backup(Box::new(Backup)),
-            Built::Client(c) => Node::Client(Box::new(c)),
-        })
-    }
-}
+crate::ranoc2::noc_protocol!(RaNoc, "ra-noc", PARAMS, COUNTERS, Config::noc_from_params);
 
 #[cfg(test)]
 mod tests {

@@ -117,8 +117,8 @@ pub use partition::{Answer, Partition};
 pub use view::View;
 
 use crate::common::{Built, build_role};
-use crate::ramp::{Backup, Common, SHARED_PARAMS};
-use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Shapes};
+use crate::ramp::{Common, SHARED_PARAMS};
+use meridian_core::{CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params};
 
 /// Which of NOC-NOC's read-atomic algorithms a deployment runs: they share
 /// partitions, views and reads, and differ in what ends a write.
@@ -244,43 +244,54 @@ impl Config {
 
 pub use crate::common::partition_of;
 
-pub struct RaNoc2;
+/// A NOC-NOC read-atomic protocol on this folder's roles: its marker type,
+/// its node enum, and its `Protocol` impl reading its knobs with `$config`
+/// (RA-NOC2 here, RA-NOC in `crate::ranoc`).
+macro_rules! noc_protocol {
+    ($protocol:ident, $name:literal, $params:expr, $counters:expr, $config:path) => {
+        pub struct $protocol;
 
-meridian_core::roles! {
-    /// A node of an `ra-noc2` deployment.
-    pub enum Node for RaNoc2 {
-        Partition(Partition),
-        Backup(Backup),
-        Client(Client),
-    }
+        meridian_core::roles! {
+            #[doc = concat!("A node of an `", $name, "` deployment.")]
+            pub enum Node for $protocol {
+                Partition($crate::ranoc2::Partition),
+                Backup($crate::ramp::Backup),
+                Client($crate::ranoc2::Client),
+            }
+        }
+
+        impl meridian_core::Protocol for $protocol {
+            const NAME: &'static str = $name;
+            const CONSISTENCY: meridian_core::Consistency = meridian_core::Consistency::ReadAtomic;
+            const SHAPES: meridian_core::Shapes = meridian_core::Shapes::READ_ONLY_WRITE_ONLY;
+            type Msg = $crate::ranoc2::Msg;
+            type Record = $crate::ranoc2::Record;
+            type Timer = $crate::ranoc2::Timer;
+            type Node = Node;
+
+            fn params() -> &'static [meridian_core::ParamDoc] {
+                $params
+            }
+
+            fn counters() -> Vec<meridian_core::CounterDoc> {
+                $counters.to_vec()
+            }
+
+            fn build(d: &meridian_core::Deployment, node: meridian_core::NodeId) -> Result<Node, String> {
+                use $crate::common::Built;
+                let cfg = $config(&d.params, Self::NAME)?;
+                Ok(match $crate::ranoc2::build(d, node, Self::NAME, cfg)? {
+                    Built::Partition(p) => Node::Partition(Box::new(p)),
+                    Built::Backup => Node::Backup(Box::new($crate::ramp::Backup)),
+                    Built::Client(c) => Node::Client(Box::new(c)),
+                })
+            }
+        }
+    };
 }
+pub(crate) use noc_protocol;
 
-impl Protocol for RaNoc2 {
-    const NAME: &'static str = "ra-noc2";
-    const CONSISTENCY: Consistency = Consistency::ReadAtomic;
-    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
-    type Msg = Msg;
-    type Record = Record;
-    type Timer = Timer;
-    type Node = Node;
-
-    fn params() -> &'static [ParamDoc] {
-        PARAMS
-    }
-
-    fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
-    }
-
-    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        let cfg = Config::from_params(&d.params, Self::NAME)?;
-        Ok(match build(d, node, Self::NAME, cfg)? {
-            Built::Partition(p) => Node::Partition(Box::new(p)),
-            Built::Backup => Node::Backup(Box::new(Backup)),
-            Built::Client(c) => Node::Client(Box::new(c)),
-        })
-    }
-}
+noc_protocol!(RaNoc2, "ra-noc2", PARAMS, COUNTERS, Config::from_params);
 
 /// The role of `node`.
 pub(crate) fn build(d: &Deployment, node: NodeId, name: &str, cfg: Config) -> Result<Built<Partition, Client>, String> {
