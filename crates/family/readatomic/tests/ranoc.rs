@@ -7,6 +7,7 @@
 mod common;
 
 use common::{assert_valid, with_params};
+use meridian_checker::{AnomalyKind, Model, check};
 use meridian_harness::runner::RunOutput;
 
 fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
@@ -40,6 +41,20 @@ fn a_write_takes_two_phases_and_waits_where_ra_noc2_takes_one() {
     let noc2 = common::run("ra-noc2", |t| t);
     let w = |o: &RunOutput| o.report.latency_ms_by_type["write-only"].all.p50;
     assert!(w(&out) > w(&noc2), "RA-NOC's writes {} ms at p50, RA-NOC2's {} ms", w(&out), w(&noc2));
+}
+
+/// The counter-example: a writer that returns after its commit phase
+/// without waiting for `min(last)` to pass its write (Algorithm 3 lines
+/// 15-16) lets its session read below its own write — at a safe view a
+/// partition with an older write pending still holds back — and the
+/// checker names the lost read-your-writes; the same run with the wait is
+/// valid.
+#[test]
+fn without_the_wait_for_every_safe_time_a_session_misses_its_write_and_the_checker_catches_it() {
+    let out = run(with_params("test_skip_wait = true"));
+    let verdict = check(&out.history, Model::ReadAtomic);
+    assert!(verdict.has(AnomalyKind::Causality), "{}", verdict.summary());
+    assert_eq!(out.report.check_valid(), Some(false));
 }
 
 /// The largest metadata of one key's read request and of one answer, with

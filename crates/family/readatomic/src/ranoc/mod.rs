@@ -97,6 +97,11 @@ pub const PARAMS: &[ParamDoc] = &[
     SHARED_PARAMS[9],
     SHARED_PARAMS[10],
     ranoc2::PARAMS[11],
+    ParamDoc {
+        name: "test_skip_wait",
+        default: "false",
+        doc: "tests only: return after the commit phase without waiting for every safe time (Algorithm 3 lines 15-16), to show the checker catching the lost read-your-writes",
+    },
 ];
 
 /// Every counter `ra-noc` reports.

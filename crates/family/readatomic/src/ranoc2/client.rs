@@ -287,6 +287,12 @@ impl Client {
             None => ctx.count("background_commits", 1),
             Some(request) => {
                 // RA-NOC, Algorithm 3 line 15: wait until `min(last)` passes it.
+                if self.cfg.skip_wait {
+                    // The counter-example: no wait (tests only).
+                    ctx.count("writes", 1);
+                    ctx.count("write_phases_on_client_path", 2);
+                    return ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
+                }
                 let b = Blocked { request, ops: w.program.ops.len(), since_ns: ctx.monotonic_ns(), advances: 0 };
                 self.blocked.insert(ts, b);
                 self.release(ctx);

@@ -142,6 +142,9 @@ pub struct Config {
     pub outcomes_remembered: usize,
     pub lsv_max: usize,
     pub read_beyond_gsv: bool,
+    /// RA-NOC, tests only: return after the commit phase, without waiting
+    /// for `min(last)` to pass the write.
+    pub skip_wait: bool,
 }
 
 pub const PARAMS: &[ParamDoc] = &[
@@ -224,6 +227,7 @@ impl Config {
             outcomes_remembered: count("outcomes_remembered")? as usize,
             lsv_max: count("lsv_max")? as usize,
             read_beyond_gsv: p.bool("test_read_beyond_gsv")?,
+            skip_wait: false,
         })
     }
 
@@ -238,6 +242,7 @@ impl Config {
             outcomes_remembered: count("outcomes_remembered")? as usize,
             lsv_max: 1,
             read_beyond_gsv: false,
+            skip_wait: p.bool("test_skip_wait")?,
         })
     }
 }
