@@ -85,16 +85,20 @@ pub(crate) trait Core {
                 self.apply_abort(ts);
                 self.append(ctx, Self::Msg::aborted_record(ts));
             }
-            Verdict::Commit { others } => {
-                ctx.count("ctp_commits", 1);
-                self.apply_commit(ts, now_ns);
-                self.append(ctx, Self::Msg::committed_record(ts));
-                for shard in others {
-                    let to = partition_of(&self.base().topo, shard);
-                    self.send_durable(ctx, to, Self::Msg::commit(ts));
-                }
-            }
+            Verdict::Commit { others } => self.commit_by_ctp(ctx, ts, others, now_ns),
             Verdict::Undecided => {}
+        }
+    }
+
+    /// §4.6: every participant holds `ts`: commit it here, and tell the
+    /// others to.
+    fn commit_by_ctp(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, ts: Ts, others: Vec<ShardId>, now_ns: u64) {
+        ctx.count("ctp_commits", 1);
+        self.apply_commit(ts, now_ns);
+        self.append(ctx, Self::Msg::committed_record(ts));
+        for shard in others {
+            let to = partition_of(&self.base().topo, shard);
+            self.send_durable(ctx, to, Self::Msg::commit(ts));
         }
     }
 
@@ -113,6 +117,16 @@ pub(crate) trait Core {
         let common = self.base().common;
         ctx.set_timer(common.ctp_tick_ns, Self::Msg::ctp_timer());
         for q in self.base_mut().pending.due(now_ns, common.ctp_ns) {
+            if q.ask.is_empty() {
+                // Nobody left to ask: this partition alone was written (had
+                // others been, the last of their answers would have decided
+                // it). It holds the transaction, so every participant does:
+                // it commits, or it would stay pending for good when its
+                // writer stopped before COMMIT (and hold back RA-NOC2's
+                // safe time with it).
+                self.commit_by_ctp(ctx, q.ts, Vec::new(), now_ns);
+                continue;
+            }
             for shard in &q.ask {
                 ctx.count("ctp_runs", 1);
                 let to = partition_of(&self.base().topo, *shard);

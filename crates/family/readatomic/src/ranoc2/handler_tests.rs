@@ -332,3 +332,24 @@ fn a_refusal_wins_over_a_forgotten_outcome() {
     let fx = p0.message(partition(&d, 1), Msg::PrepareState { ts: Ts(10), held: Held::Forgotten });
     assert!(fx.appends().next().is_none(), "already aborted: nothing more to decide");
 }
+
+/// A transaction that wrote this partition alone, whose writer stopped
+/// before COMMIT: nobody is left to ask, every participant holds it, and
+/// the termination protocol commits it here (it stayed pending for good,
+/// its safe time below it — swarm seed 140142 of `ra-noc`).
+#[test]
+fn a_transaction_of_one_partition_left_prepared_is_committed_by_it_alone() {
+    let d = deployment();
+    let (client, x) = (d.topology.clients()[0], key_on(&d, 0, 0));
+    let mut p0 = hand(&d, partition(&d, 0));
+    let alone = Prepare { ts: Ts(10), writes: vec![(x, Value::int(10, 1))], participants: vec![ShardId(0)] };
+    p0.message(client, Msg::Prepare(Arc::new(alone)));
+    p0.persist_all();
+    assert_eq!(lst(&p0), Some(Ts(9)), "pending");
+    p0.set_time_ns(1_000 * MS);
+    let fx = p0.timer(Timer::Ctp);
+    assert_eq!(fx.sends().count(), 0, "nobody to ask");
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Committed { ts: Ts(10) })), "committed alone");
+    p0.persist_all();
+    assert_eq!(lst(&p0), Some(Ts(10)));
+}
