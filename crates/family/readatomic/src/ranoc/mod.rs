@@ -104,14 +104,15 @@ pub const PARAMS: &[ParamDoc] = &[
     },
 ];
 
-/// Every counter `ra-noc` reports.
+/// Every counter `ra-noc` reports: RA-NOC2's but those of the local safe
+/// view and the background commit, and the blocked writes'.
 pub const COUNTERS: &[CounterDoc] = &[
-    CounterDoc { name: "reads", doc: "read-only transactions completed (GET_ALL)" },
-    CounterDoc { name: "read_rounds", doc: "rounds of GETs those reads took, all told (one each, restarts apart)" },
-    CounterDoc { name: "read_restarts", doc: "reads sent again because a version they needed was collected" },
-    CounterDoc { name: "read_resends", doc: "rounds sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or rounds" },
-    CounterDoc { name: "writes", doc: "write-only transactions completed (PUT_ALL)" },
+    ranoc2::COUNTERS[0], // reads
+    ranoc2::COUNTERS[1], // read_rounds
+    ranoc2::COUNTERS[3], // read_restarts
+    ranoc2::COUNTERS[4], // read_resends
+    ranoc2::COUNTERS[5], // reads_given_up
+    ranoc2::COUNTERS[6], // writes
     CounterDoc {
         name: "write_phases_on_client_path",
         doc: "phases those writes waited for before returning, all told (two per write)",
@@ -126,28 +127,22 @@ pub const COUNTERS: &[CounterDoc] = &[
         doc: "requests to pass a write sent to the partitions behind by writers blocked `retry_ms`",
     },
     CounterDoc { name: "safe_time_advances", doc: "safe times partitions raised at a blocked writer's request" },
-    CounterDoc { name: "write_resends", doc: "PREPAREs and COMMITs sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "write_retries", doc: "writes started again at a new timestamp after a refusal" },
-    CounterDoc { name: "writes_given_up", doc: "writes aborted after `max_attempts` refusals" },
+    ranoc2::COUNTERS[9],  // write_resends
+    ranoc2::COUNTERS[10], // write_retries
+    ranoc2::COUNTERS[11], // writes_given_up
     CounterDoc {
         name: "unknown_outcomes",
         doc: "writes whose phases went unanswered, or that stayed blocked, `max_attempts` times",
     },
-    CounterDoc {
-        name: "prepares_refused",
-        doc: "prepares a partition refused (at or below its safe time, or aborted)",
-    },
-    CounterDoc { name: "ctp_runs", doc: "questions of the cooperative termination protocol sent by partitions" },
-    CounterDoc { name: "ctp_commits", doc: "transactions a partition committed through the termination protocol" },
-    CounterDoc { name: "ctp_aborts", doc: "transactions a partition aborted through the termination protocol" },
-    CounterDoc {
-        name: "ctp_forgotten",
-        doc: "questions about a transaction decided too long ago to remember, answered `Forgotten`",
-    },
-    CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
-    CounterDoc { name: "gone_answers", doc: "GETs partitions answered with `Gone` (a version needed was collected)" },
-    CounterDoc { name: "prepares_shed", doc: "prepares a partition ignored, holding `pending_max` transactions" },
-    CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
+    ranoc2::COUNTERS[16], // prepares_refused
+    ranoc2::COUNTERS[17], // ctp_runs
+    ranoc2::COUNTERS[18], // ctp_commits
+    ranoc2::COUNTERS[19], // ctp_aborts
+    ranoc2::COUNTERS[20], // ctp_forgotten
+    ranoc2::COUNTERS[21], // gc_versions
+    ranoc2::COUNTERS[22], // gone_answers
+    ranoc2::COUNTERS[23], // prepares_shed
+    ranoc2::COUNTERS[24], // checkpoints
 ];
 
 crate::ranoc2::noc_protocol!(RaNoc, "ra-noc", PARAMS, COUNTERS, Config::noc_from_params);
@@ -163,6 +158,15 @@ mod tests {
         for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
             assert!(Config::noc_from_params(&p, "ra-noc").is_ok(), "{name}");
         }
+    }
+
+    #[test]
+    fn the_counters_taken_from_ra_noc2_are_the_ones_named() {
+        let names: Vec<&str> = COUNTERS.iter().map(|c| c.name).collect();
+        for name in ["reads", "read_restarts", "write_retries", "prepares_refused", "ctp_forgotten", "checkpoints"] {
+            assert_eq!(names.iter().filter(|n| **n == name).count(), 1, "{name}");
+        }
+        assert!(!names.contains(&"keys_read_from_lsv") && !names.contains(&"background_commits"));
     }
 
     #[test]
