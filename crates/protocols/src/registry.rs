@@ -185,6 +185,6 @@ mod tests {
     #[test]
     fn the_default_build_runs_every_written_protocol() {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
-        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ramp-f", "ramp-s"]);
+        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "ramp-f", "ramp-s"]);
     }
 }
