@@ -338,6 +338,7 @@ fn protocols_all_lists_every_contract_protocol_and_marks_the_planned_ones() {
         ("2pl-paxos", "strict-serializable"),
         ("tiga", "strict-serializable"),
         ("ra-noc2", "read-atomic"),
+        ("ra-noc", "read-atomic"),
         ("ramp-f", "read-atomic"),
         ("eiger-noc2", "causal"),
         ("eiger-port", "causal"),

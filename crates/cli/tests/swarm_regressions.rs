@@ -37,3 +37,12 @@ fn ra_noc2_seed_120004_a_restarted_client_still_reads_its_own_writes() {
 fn ra_noc2_seed_120030_a_read_below_a_collected_version_is_told_gone() {
     clean("ra-noc2", 120_030);
 }
+
+/// `ra-noc`: a write of one shard whose client stopped between PREPARE and
+/// COMMIT stayed pending for good (the termination protocol had nobody to
+/// ask), holding that partition's safe time below it: after healing, every
+/// read met `Gone` and every write stayed blocked (no progress).
+#[test]
+fn ra_noc_seed_140142_a_transaction_of_one_partition_is_finished_by_it() {
+    clean("ra-noc", 140_142);
+}

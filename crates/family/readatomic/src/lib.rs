@@ -4,9 +4,13 @@
 //! RAMP Transactions", RAMP-OPW as `ramp-f`'s `one_phase_writes`) and
 //! `ranoc2` (RA-NOC2 of "NOC-NOC: Towards Performance-optimal Distributed
 //! Transactions", which reuses RAMP's versions, pending transactions,
-//! checkpoints and timestamps). RA-NOC and LORA belong here too.
+//! checkpoints and timestamps) and `ranoc` (RA-NOC, the same paper's
+//! Appendix C: RA-NOC2's code with two-phase, blocking writes). LORA
+//! belongs here too.
 
+mod common;
 pub mod ramp;
+pub mod ranoc;
 pub mod ranoc2;
 #[cfg(test)]
 mod test_support;
@@ -26,5 +30,9 @@ pub static ENTRIES: &[Entry] = &[
     Entry::of::<ranoc2::RaNoc2>(
         "read atomic with read-your-writes: one-round reads at a dual view, one-phase writes, constant metadata (RA-NOC2)",
         ranoc2::PARAMS,
+    ),
+    Entry::of::<ranoc::RaNoc>(
+        "read atomic with read-your-writes: one-round reads at the global safe view, two-phase writes that wait until every safe time passes them (RA-NOC)",
+        ranoc::PARAMS,
     ),
 ];

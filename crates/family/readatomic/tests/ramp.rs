@@ -9,29 +9,17 @@
 
 mod common;
 
-use common::{assert_valid, experiment, with_params};
+use common::{assert_valid, run, with_params};
 use meridian_checker::{AnomalyKind, HistoryOp, Model, check, parse_jsonl};
 use meridian_core::{
     ClusterSpec, Deployment, Key, LatencyMatrix, LeaderPlacement, Op, Outcome, ParamValue, Params, Program, RegionId,
     RequestId, Topology, Value,
 };
-use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
-use meridian_readatomic::ramp::{RampF, RampS};
+use meridian_readatomic::ramp::RampF;
 use meridian_sim::{Sim, SimConfig};
 use std::sync::Arc;
 
 const MS: u64 = 1_000_000;
-
-fn run(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
-    let exp = experiment(protocol, edit);
-    let opts = RunOptions { record_history: true, ..Default::default() };
-    let out = match protocol {
-        "ramp-f" => run_sim::<RampF>(&exp, opts),
-        "ramp-s" => run_sim::<RampS>(&exp, opts),
-        other => panic!("not a RAMP protocol: {other}"),
-    };
-    out.unwrap_or_else(|e| panic!("{e}"))
-}
 
 /// Algorithm 1 lines 22-33: with no write racing them, RAMP-F's reads
 /// find every sibling at `lastCommit` and stop after one round.

@@ -8,25 +8,12 @@
 
 mod common;
 
-use common::{assert_valid, experiment, with_params};
+use common::{assert_valid, with_params};
 use meridian_checker::{AnomalyKind, Model, check};
-use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
-use meridian_readatomic::ramp::RampF;
-use meridian_readatomic::ranoc2::RaNoc2;
-
-fn run_as(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
-    let exp = experiment(protocol, edit);
-    let opts = RunOptions { record_history: true, ..Default::default() };
-    let out = match protocol {
-        "ra-noc2" => run_sim::<RaNoc2>(&exp, opts),
-        "ramp-f" => run_sim::<RampF>(&exp, opts),
-        other => panic!("not compared here: {other}"),
-    };
-    out.unwrap_or_else(|e| panic!("{e}"))
-}
+use meridian_harness::runner::RunOutput;
 
 fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
-    run_as("ra-noc2", edit)
+    common::run("ra-noc2", edit)
 }
 
 /// §4.3 (O_R, N_R): every read ends after one round of GETs, with writes
@@ -70,7 +57,7 @@ fn reading_beyond_the_gsv_fractures_reads_and_the_checker_catches_it() {
 /// The largest metadata of one key's read request and of one answer, with
 /// transactions of `txn_size` keys.
 fn read_metadata_max(protocol: &str, txn_size: u32) -> (u64, u64) {
-    let out = run_as(protocol, |t| {
+    let out = common::run(protocol, |t| {
         t.replace("txn_size = 3", &format!("txn_size = {txn_size}"))
             .replace("keys = 30", "keys = 1000")
             .replace("duration_s = 2.0", "duration_s = 1.0")

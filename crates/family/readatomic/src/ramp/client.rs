@@ -25,9 +25,11 @@
 use super::messages::{Ask, GetId, Item, Msg, Prepare, Record, Timer, Ts};
 use super::timestamps::TsSource;
 use super::{Config, Variant, partition_of};
+use crate::common::client::{
+    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
+};
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
-    Value,
 };
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -59,26 +61,20 @@ struct ReadTxn {
     round: Round,
     items: BTreeMap<Key, Item>,
     awaiting: BTreeMap<ShardId, Sent>,
-    sent_ns: u64,
-    sends: u32,
+    attempts: Attempts,
     restarts: u32,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Phase {
-    Prepare,
-    Commit,
+impl Resent for ReadTxn {
+    fn attempts(&mut self) -> &mut Attempts {
+        &mut self.attempts
+    }
 }
 
-struct WriteTxn {
-    /// `None` once answered (RAMP-OPW's background commit).
-    request: Option<RequestId>,
-    ops: usize,
-    phase: Phase,
-    prepares: BTreeMap<ShardId, Arc<Prepare>>,
-    awaiting: BTreeSet<ShardId>,
-    sent_ns: u64,
-    sends: u32,
+impl ResentRead for ReadTxn {
+    fn request(&self) -> RequestId {
+        self.request
+    }
 }
 
 pub struct Client {
@@ -87,7 +83,7 @@ pub struct Client {
     cfg: Config,
     clock: TsSource,
     reads: BTreeMap<Ts, ReadTxn>,
-    writes: BTreeMap<Ts, WriteTxn>,
+    writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<(RequestId, Program)>,
 }
 
@@ -148,14 +144,6 @@ impl Client {
         self.reads.len() + self.writes.len()
     }
 
-    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
-        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
-        for k in keys {
-            out.entry(self.topo.shard_of(k)).or_default().push(k);
-        }
-        out
-    }
-
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
         let clock_us = ctx.clock_ns() / 1_000;
         if let Some(upto_us) = self.clock.to_reserve(clock_us) {
@@ -192,48 +180,18 @@ impl Client {
     /// Algorithm 1 lines 14-19: a timestamp, `I_tx`, and the versions
     /// prepared at every partition written.
     fn put_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, request: RequestId, program: Program, now_ns: u64) {
-        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
-        for op in &program.ops {
-            if let Op::Write { key, value } = op {
-                last.insert(*key, value.clone());
-            }
-        }
-        let keys: Arc<[Key]> = last.keys().copied().collect();
-        let participants: Vec<ShardId> = self.by_shard(keys.iter().copied()).into_keys().collect();
-        let mut prepares = BTreeMap::new();
-        for (key, value) in last {
-            let shard = self.topo.shard_of(key);
-            let p = prepares.entry(shard).or_insert_with(|| Prepare {
-                ts,
-                writes: Vec::new(),
-                keys: Arc::clone(&keys),
-                participants: participants.clone(),
-            });
-            p.writes.push((key, value));
-        }
-        let prepares: BTreeMap<ShardId, Arc<Prepare>> = prepares.into_iter().map(|(s, p)| (s, Arc::new(p))).collect();
-        let awaiting: BTreeSet<ShardId> = prepares.keys().copied().collect();
-        let w = WriteTxn {
-            request: Some(request),
-            ops: program.ops.len(),
-            phase: Phase::Prepare,
-            prepares,
-            awaiting,
-            sent_ns: now_ns,
-            sends: 1,
-        };
-        self.send_phase(ctx, ts, &w);
+        let v = versions(&self.topo, &program);
+        let prepares: BTreeMap<ShardId, Arc<Prepare>> = v
+            .by_shard
+            .into_iter()
+            .map(|(shard, writes)| {
+                let p = Prepare { ts, writes, keys: Arc::clone(&v.keys), participants: v.participants.clone() };
+                (shard, Arc::new(p))
+            })
+            .collect();
+        let w = WriteTxn::new(request, program, prepares, 0, now_ns);
+        w.send_phase(ctx, &self.topo, ts);
         self.writes.insert(ts, w);
-    }
-
-    fn send_phase(&self, ctx: &mut ClientCtx<'_>, ts: Ts, w: &WriteTxn) {
-        for shard in &w.awaiting {
-            let to = partition_of(&self.topo, *shard);
-            match w.phase {
-                Phase::Prepare => ctx.send(to, Msg::Prepare(Arc::clone(&w.prepares[shard]))),
-                Phase::Commit => ctx.send(to, Msg::Commit { ts }),
-            }
-        }
     }
 
     /// Algorithm 1 lines 20-21 once every partition prepared: COMMIT
@@ -241,22 +199,18 @@ impl Client {
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
         let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.phase != Phase::Prepare || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+        if !w.acked(shard, Phase::Prepare) {
             return;
         }
-        w.phase = Phase::Commit;
-        w.awaiting = w.prepares.keys().copied().collect();
-        w.sent_ns = ctx.monotonic_ns();
-        w.sends = 1;
+        w.start_commit(ctx.monotonic_ns());
         if self.cfg.one_phase_writes
             && let Some(request) = w.request.take()
         {
             ctx.count("writes", 1);
             ctx.count("write_phases_on_client_path", 1);
-            ctx.complete(request, Outcome::Committed { results: vec![None; w.ops] });
+            ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
         }
-        let w = &self.writes[&ts];
-        self.send_phase(ctx, ts, w);
+        w.send_phase(ctx, &self.topo, ts);
     }
 
     /// Every partition committed: the write returns (RAMP-F, RAMP-S), or
@@ -264,14 +218,14 @@ impl Client {
     fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
         let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.phase != Phase::Commit || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+        if !w.acked(shard, Phase::Commit) {
             return;
         }
         let w = self.writes.remove(&ts).expect("present");
         if let Some(request) = w.request {
             ctx.count("writes", 1);
             ctx.count("write_phases_on_client_path", 2);
-            ctx.complete(request, Outcome::Committed { results: vec![None; w.ops] });
+            ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
         }
     }
 
@@ -304,8 +258,7 @@ impl Client {
             round: Round::First,
             items: BTreeMap::new(),
             awaiting: BTreeMap::new(),
-            sent_ns: now_ns,
-            sends: 0,
+            attempts: Attempts::first(now_ns),
             restarts: 0,
         };
         let asks = self.first_round(&r.keys);
@@ -314,7 +267,7 @@ impl Client {
     }
 
     fn first_round(&self, keys: &[Key]) -> BTreeMap<ShardId, Ask> {
-        self.by_shard(keys.iter().copied()).into_iter().map(|(s, keys)| (s, Ask::Latest(keys))).collect()
+        by_shard(&self.topo, keys.iter().copied()).into_iter().map(|(s, keys)| (s, Ask::Latest(keys))).collect()
     }
 
     fn send_round(
@@ -329,8 +282,7 @@ impl Client {
         assert!(!asks.is_empty(), "a round asks something");
         r.step += 1;
         r.round = round;
-        r.sent_ns = now_ns;
-        r.sends = 1;
+        r.attempts = Attempts::first(now_ns);
         r.awaiting = asks
             .into_iter()
             .map(|(shard, ask)| {
@@ -338,14 +290,7 @@ impl Client {
                 (shard, Sent { ask, metadata_bytes })
             })
             .collect();
-        self.resend_round(ctx, read, r);
-    }
-
-    fn resend_round(&self, ctx: &mut ClientCtx<'_>, read: Ts, r: &ReadTxn) {
-        let id = GetId { read, step: r.step };
-        for (shard, sent) in &r.awaiting {
-            ctx.send(partition_of(&self.topo, *shard), Msg::Get { id, ask: sent.ask.clone() });
-        }
+        resend_round(&self.topo, ctx, read, r);
     }
 
     fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>) {
@@ -411,7 +356,7 @@ impl Client {
     fn second_round_small(&self, r: &ReadTxn) -> BTreeMap<ShardId, Ask> {
         let among: BTreeSet<Ts> = r.items.values().filter_map(|i| i.ts).collect();
         let among: Vec<Ts> = among.into_iter().collect();
-        let by_shard = self.by_shard(r.keys.iter().copied());
+        let by_shard = by_shard(&self.topo, r.keys.iter().copied());
         by_shard.into_iter().map(|(s, keys)| (s, Ask::Among { keys, among: among.clone() })).collect()
     }
 
@@ -456,52 +401,12 @@ impl Client {
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> = self
-            .reads
-            .iter()
-            .filter(|(_, r)| r.sent_ns + self.cfg.common.retry_ns <= now_ns)
-            .map(|(t, _)| *t)
-            .collect();
-        for ts in due {
-            let mut r = self.reads.remove(&ts).expect("listed");
-            if r.sends >= self.cfg.common.max_attempts {
-                ctx.count("reads_given_up", 1);
-                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-                continue;
-            }
-            ctx.count("read_resends", 1);
-            r.sends += 1;
-            r.sent_ns = now_ns;
-            self.resend_round(ctx, ts, &r);
-            self.reads.insert(ts, r);
-        }
+        let topo = &self.topo;
+        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, ts, r| resend_round(topo, ctx, ts, r));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> = self
-            .writes
-            .iter()
-            .filter(|(_, w)| w.sent_ns + self.cfg.common.retry_ns <= now_ns)
-            .map(|(t, _)| *t)
-            .collect();
-        for ts in due {
-            let mut w = self.writes.remove(&ts).expect("listed");
-            if w.sends >= self.cfg.common.max_attempts {
-                match w.request {
-                    Some(request) => {
-                        ctx.count("unknown_outcomes", 1);
-                        ctx.complete(request, Outcome::Unknown);
-                    }
-                    None => ctx.count("background_commits_dropped", 1),
-                }
-                continue;
-            }
-            ctx.count("write_resends", 1);
-            w.sends += 1;
-            w.sent_ns = now_ns;
-            self.send_phase(ctx, ts, &w);
-            self.writes.insert(ts, w);
-        }
+        resend_writes(ctx, &self.topo, &mut self.writes, now_ns, &self.cfg.common);
     }
 
     /// Requests held for a reservation start once it is durable.
@@ -510,6 +415,14 @@ impl Client {
         for (request, program) in waiting {
             self.start(ctx, request, program);
         }
+    }
+}
+
+/// Sends a read's round again to the partitions that have not answered it.
+fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, read: Ts, r: &ReadTxn) {
+    let id = GetId { read, step: r.step };
+    for (shard, sent) in &r.awaiting {
+        ctx.send(partition_of(topo, *shard), Msg::Get { id, ask: sent.ask.clone() });
     }
 }
 
@@ -573,7 +486,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             assert!(r.restarts <= self.cfg.common.max_attempts, "restarts within their bound");
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
+            w.check_invariants();
             assert!(w.request.is_some() || w.phase == Phase::Commit, "only a commit goes on after its answer");
         }
     }

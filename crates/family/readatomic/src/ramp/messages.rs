@@ -5,6 +5,8 @@
 //! (`Ask::Among`), RAMP-F's answer theirs by exact timestamp
 //! (`Ask::Exact`).
 
+use crate::common::Wire;
+use crate::ramp::pending::Question;
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
 use serde::{Deserialize, Serialize};
@@ -91,6 +93,11 @@ pub enum Held {
     Prepared,
     /// Never prepared here and now refused for good: it never commits.
     Aborted,
+    /// Decided here so long ago that the outcome is no longer remembered
+    /// (RA-NOC2, past `outcomes_remembered`): this participant will never
+    /// prepare it again, nor change what it decided. RAMP never answers it
+    /// (it looks the versions up by key).
+    Forgotten,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -165,4 +172,40 @@ pub enum Timer {
     /// Client: re-send unanswered rounds and phases, give up after
     /// `max_attempts`.
     ClientTick,
+}
+
+impl Wire for Msg {
+    type Prepare = Prepare;
+    type Record = Record;
+    type Timer = Timer;
+
+    fn prepare(p: Arc<Prepare>) -> Msg {
+        Msg::Prepare(p)
+    }
+
+    fn commit(ts: Ts) -> Msg {
+        Msg::Commit { ts }
+    }
+
+    /// RAMP's question names the transaction's keys: a participant looks
+    /// its versions up by them (`Partition::settled`).
+    fn check_prepared(q: &Question) -> Msg {
+        Msg::CheckPrepared { ts: q.ts, keys: Arc::clone(&q.keys) }
+    }
+
+    fn committed_record(ts: Ts) -> Record {
+        Record::Committed { ts }
+    }
+
+    fn aborted_record(ts: Ts) -> Record {
+        Record::Aborted { ts }
+    }
+
+    fn gc_timer() -> Timer {
+        Timer::Gc
+    }
+
+    fn ctp_timer() -> Timer {
+        Timer::Ctp
+    }
 }

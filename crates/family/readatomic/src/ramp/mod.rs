@@ -74,11 +74,10 @@ pub use client::Client;
 pub use messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Snapshot, Timer, Ts};
 pub use partition::Partition;
 
+use crate::common::{Built, build_role};
 use meridian_core::{
-    Consistency, CounterDoc, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamReader, Params, Process, Protocol, Role,
-    Shapes, ShardId, Topology,
+    Consistency, CounterDoc, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamReader, Params, Process, Protocol, Shapes,
 };
-use std::sync::Arc;
 
 /// Which of the paper's algorithms a deployment runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -276,10 +275,7 @@ impl Config {
     }
 }
 
-/// The partition (primary) of `shard`.
-pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
-    topology.initial_leader(shard)
-}
+pub use crate::common::partition_of;
 
 /// A shard's replica that is not its partition: it holds nothing until
 /// primary-backup replication arrives (see the module documentation).
@@ -315,29 +311,15 @@ meridian_core::roles! {
 }
 
 /// The role of `node` for either variant.
-enum Built {
-    Partition(Partition),
-    Backup,
-    Client(Client),
-}
-
-fn build(d: &Deployment, node: NodeId, name: &str, variant: Variant) -> Result<Built, String> {
+fn build(d: &Deployment, node: NodeId, name: &str, variant: Variant) -> Result<Built<Partition, Client>, String> {
     let cfg = Config::from_params(&d.params, name, variant)?;
-    let topo = &d.topology;
-    match &topo.node(node).role {
-        Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
-            Ok(Built::Partition(Partition::new(Arc::clone(topo), node, *shard, cfg)))
-        }
-        Role::Replica { .. } => Ok(Built::Backup),
-        Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => {
-            Err(format!("{name} tells clients apart in its timestamps: at most {} clients", 1 << Ts::CLIENT_BITS))
-        }
-        Role::Client { .. } => {
-            let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
-            Ok(Built::Client(Client::new(Arc::clone(topo), node, index as u32, cfg)))
-        }
-        Role::Service { kind, .. } => Err(format!("{name} has no `{kind}` service")),
-    }
+    build_role(
+        d,
+        node,
+        name,
+        |topo, shard| Partition::new(topo, node, shard, cfg),
+        |topo, index| Client::new(topo, node, index, cfg),
+    )
 }
 
 impl Protocol for RampF {

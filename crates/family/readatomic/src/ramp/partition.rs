@@ -16,58 +16,43 @@
 //! every participant of its transaction prepared it.
 
 use super::messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Timer, Ts};
-use super::pending::{Pending, Verdict};
-use super::recovery::Checkpoints;
-use super::versions::{Lookup, Versions};
-use super::{Config, Variant, partition_of};
+use super::versions::Lookup;
+use super::{Config, Variant};
+use crate::common::partition::{Base, Core};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
-use meridian_mechanisms::durable::AfterDurable;
 use std::sync::Arc;
 
 /// The environment a partition acts through (either variant's).
 pub(super) type PartitionCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 
 pub struct Partition {
-    pub(super) topo: Arc<Topology>,
-    pub(super) shard: ShardId,
+    pub(super) base: Base<Msg>,
     pub(super) cfg: Config,
-    pub(super) versions: Versions,
-    pub(super) pending: Pending,
-    pub(super) out: AfterDurable<(NodeId, Msg)>,
-    pub(super) checkpoints: Checkpoints,
 }
 
 impl Partition {
     pub fn new(topo: Arc<Topology>, _me: NodeId, shard: ShardId, cfg: Config) -> Partition {
-        Partition {
-            topo,
-            shard,
-            versions: Versions::new(cfg.common.gc_window_ns, cfg.common.superseded_max),
-            pending: Pending::new(shard, cfg.common.pending_max, cfg.aborted_remembered),
-            out: AfterDurable::new(),
-            checkpoints: Checkpoints::new(cfg.common.checkpoint_records),
-            cfg,
-        }
+        Partition { base: Base::new(topo, shard, cfg.common, cfg.aborted_remembered), cfg }
     }
 
     /// The versions (for tests and the end-of-run inspection).
     pub fn store(&self) -> &meridian_mechanisms::mvstore::MvStore<meridian_mechanisms::mvstore::Meta> {
-        self.versions.store()
+        self.base.versions.store()
     }
 
     /// `lastCommit[key]`.
     pub fn last_commit(&self, key: Key) -> Option<Ts> {
-        self.versions.last_commit(key)
+        self.base.versions.last_commit(key)
     }
 
     /// Prepared transactions not committed here.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.base.pending.len()
     }
 
     /// The keys of `keys` on this shard.
     fn mine(&self, keys: &[Key]) -> Vec<Key> {
-        keys.iter().copied().filter(|k| self.topo.shard_of(*k) == self.shard).collect()
+        keys.iter().copied().filter(|k| self.base.topo.shard_of(*k) == self.base.shard).collect()
     }
 
     /// Algorithm 1 line 18: RAMP-F's metadata of the version of `key`,
@@ -84,52 +69,17 @@ impl Partition {
     /// Algorithm 1 line 4: `versions.add(v)` for each write.
     pub(super) fn install(&mut self, p: &Prepare, now_ns: u64) {
         for (key, value) in &p.writes {
-            debug_assert_eq!(self.topo.shard_of(*key), self.shard, "a prepare carries this shard's writes");
+            debug_assert_eq!(self.base.topo.shard_of(*key), self.base.shard, "a prepare carries this shard's writes");
             let siblings = self.siblings(&p.keys, *key);
-            self.versions.prepare(*key, p.ts, value.clone(), siblings);
+            self.base.versions.prepare(*key, p.ts, value.clone(), siblings);
         }
         let txn = PendingTxn { keys: Arc::clone(&p.keys), participants: p.participants.clone() };
-        self.pending.add(p.ts, txn, now_ns);
-    }
-
-    /// Algorithm 1 lines 7-8: every version of `ts` here is committed and
-    /// `lastCommit` raised to it. False if `ts` is not pending here.
-    pub(super) fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
-        let Some(txn) = self.pending.remove(ts) else { return false };
-        for key in self.mine(&txn.keys) {
-            let committed = self.versions.commit(key, ts, now_ns);
-            debug_assert!(committed, "a pending transaction's versions are prepared here");
-        }
-        true
-    }
-
-    /// The termination protocol refused `ts`: its versions here go, and
-    /// a prepare arriving later is refused.
-    pub(super) fn apply_abort(&mut self, ts: Ts) {
-        if let Some(txn) = self.pending.abort(ts) {
-            for key in self.mine(&txn.keys) {
-                self.versions.abort(key, ts);
-            }
-        }
-    }
-
-    fn append(&mut self, ctx: &mut PartitionCtx<'_>, record: Record) -> Lsn {
-        let lsn = ctx.append(record);
-        self.out.appended(lsn);
-        self.checkpoints.appended(lsn);
-        lsn
-    }
-
-    /// Sends `msg` once everything appended so far is durable.
-    fn send_durable(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, msg: Msg) {
-        if let Some((to, msg)) = self.out.after_last((to, msg)) {
-            ctx.send(to, msg);
-        }
+        self.base.pending.add(p.ts, txn, now_ns);
     }
 
     /// Whether a version of `ts` is here, prepared or committed.
     fn holds(&self, ts: Ts, keys: &[Key]) -> bool {
-        self.mine(keys).into_iter().any(|k| self.versions.holds(k, ts))
+        self.mine(keys).into_iter().any(|k| self.base.versions.holds(k, ts))
     }
 
     /// Whether `ts` may become visible as far as this partition goes: a
@@ -139,7 +89,7 @@ impl Partition {
     /// and one that saw an older version and asks for `ts` exactly is told
     /// `Gone` and reads again).
     fn settled(&self, ts: Ts, keys: &[Key]) -> bool {
-        let past = |k: &Key| self.versions.last_commit(*k).is_some_and(|l| l >= ts);
+        let past = |k: &Key| self.base.versions.last_commit(*k).is_some_and(|l| l >= ts);
         self.holds(ts, keys) || self.mine(keys).iter().any(past)
     }
 
@@ -150,11 +100,11 @@ impl Partition {
     /// termination protocol refused is refused.
     fn on_prepare(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, p: Arc<Prepare>, now_ns: u64) {
         let ts = p.ts;
-        if self.pending.is_aborted(ts) {
+        if self.base.pending.is_aborted(ts) {
             return ctx.send(from, Msg::Refused { ts });
         }
-        if !self.pending.contains(ts) && !self.holds(ts, &p.keys) {
-            if self.pending.is_full() {
+        if !self.base.pending.contains(ts) && !self.holds(ts, &p.keys) {
+            if self.base.pending.is_full() {
                 return ctx.count("prepares_shed", 1);
             }
             self.install(&p, now_ns);
@@ -167,7 +117,7 @@ impl Partition {
     /// acknowledge once durable. A repeat (or a commit the termination
     /// protocol already made) is acknowledged again.
     fn on_commit(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, now_ns: u64) {
-        if self.pending.is_aborted(ts) {
+        if self.base.pending.is_aborted(ts) {
             // Never sent: a client commits only what every participant
             // acknowledged, and this one refused it.
             debug_assert!(false, "a commit of a refused transaction");
@@ -176,7 +126,7 @@ impl Partition {
         if self.apply_commit(ts, now_ns) {
             self.append(ctx, Record::Committed { ts });
         }
-        if self.topo.is_client(from) {
+        if self.base.topo.is_client(from) {
             self.send_durable(ctx, from, Msg::Committed { ts });
         }
     }
@@ -185,9 +135,11 @@ impl Partition {
     /// for, or `Gone` if one was collected.
     fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, id: GetId, ask: Ask) {
         let items: Option<Vec<Item>> = match ask {
-            Ask::Latest(keys) => Some(keys.into_iter().map(|k| self.versions.latest(k)).collect()),
-            Ask::Exact(wants) => wants.into_iter().map(|(k, ts)| found(self.versions.exact(k, ts))).collect(),
-            Ask::Among { keys, among } => keys.into_iter().map(|k| found(self.versions.among(k, &among))).collect(),
+            Ask::Latest(keys) => Some(keys.into_iter().map(|k| self.base.versions.latest(k)).collect()),
+            Ask::Exact(wants) => wants.into_iter().map(|(k, ts)| found(self.base.versions.exact(k, ts))).collect(),
+            Ask::Among { keys, among } => {
+                keys.into_iter().map(|k| found(self.base.versions.among(k, &among))).collect()
+            }
         };
         match items {
             Some(items) => ctx.send(from, Msg::Got { id, items }),
@@ -201,68 +153,65 @@ impl Partition {
     /// §4.6, the question: does this participant hold `ts`? One that
     /// never prepared it refuses it for good, durably, before answering.
     fn on_check_prepared(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, keys: Arc<[Key]>) {
-        let held = if self.pending.is_aborted(ts) {
+        let held = if self.base.pending.is_aborted(ts) {
             Held::Aborted
-        } else if self.pending.contains(ts) || self.settled(ts, &keys) {
+        } else if self.base.pending.contains(ts) || self.settled(ts, &keys) {
             Held::Prepared
         } else {
-            self.pending.abort(ts);
+            self.base.pending.abort(ts);
             self.append(ctx, Record::Aborted { ts });
             Held::Aborted
         };
         self.send_durable(ctx, from, Msg::PrepareState { ts, held });
     }
+}
 
-    /// §4.6, the answers: commit once every other participant holds `ts`
-    /// (and tell them to), abort as soon as one refused it.
-    fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
-        let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        match self.pending.answer(ts, from_shard, held) {
-            Verdict::Abort => {
-                ctx.count("ctp_aborts", 1);
-                self.apply_abort(ts);
-                self.append(ctx, Record::Aborted { ts });
-            }
-            Verdict::Commit { others } => {
-                ctx.count("ctp_commits", 1);
-                self.apply_commit(ts, now_ns);
-                self.append(ctx, Record::Committed { ts });
-                for shard in others {
-                    let to = partition_of(&self.topo, shard);
-                    self.send_durable(ctx, to, Msg::Commit { ts });
-                }
-            }
-            Verdict::Undecided => {}
-        }
+impl Core for Partition {
+    type Msg = Msg;
+
+    fn base(&self) -> &Base<Msg> {
+        &self.base
     }
 
-    fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
-        let dropped = self.versions.collect(now_ns);
-        if dropped > 0 {
-            ctx.count("gc_versions", dropped);
-        }
+    fn base_mut(&mut self) -> &mut Base<Msg> {
+        &mut self.base
     }
 
-    /// §4.6: ask the other participants of every transaction pending for
-    /// `ctp_ms`.
-    fn on_ctp_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
-        for q in self.pending.due(now_ns, self.cfg.common.ctp_ns) {
-            for shard in q.ask {
-                ctx.count("ctp_runs", 1);
-                let to = partition_of(&self.topo, shard);
-                ctx.send(to, Msg::CheckPrepared { ts: q.ts, keys: Arc::clone(&q.keys) });
+    fn checkpoint(&self) -> Record {
+        Record::Snapshot(Arc::new(self.snapshot()))
+    }
+
+    /// Algorithm 1 lines 7-8: every version of `ts` here is committed and
+    /// `lastCommit` raised to it. False if `ts` is not pending here.
+    fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
+        let Some(txn) = self.base.pending.remove(ts) else { return false };
+        for key in self.mine(&txn.keys) {
+            let committed = self.base.versions.commit(key, ts, now_ns);
+            debug_assert!(committed, "a pending transaction's versions are prepared here");
+        }
+        true
+    }
+
+    /// The termination protocol refused `ts`: its versions here go, and
+    /// a prepare arriving later is refused.
+    fn apply_abort(&mut self, ts: Ts) {
+        if let Some(txn) = self.base.pending.abort(ts) {
+            for key in self.mine(&txn.keys) {
+                self.base.versions.abort(key, ts);
             }
         }
     }
 
-    /// After every event: a checkpoint when one is due.
-    fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
-        if let Some(upto) = self.checkpoints.due() {
-            let snapshot = self.snapshot();
-            ctx.compact(upto, Record::Snapshot(Arc::new(snapshot)));
-            ctx.count("checkpoints", 1);
+    fn append(&mut self, ctx: &mut PartitionCtx<'_>, record: Record) -> Lsn {
+        let lsn = ctx.append(record);
+        self.base.appended(lsn);
+        lsn
+    }
+
+    /// Sends `msg` once everything appended so far is durable.
+    fn send_durable(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, msg: Msg) {
+        if let Some((to, msg)) = self.base.out.after_last((to, msg)) {
+            ctx.send(to, msg);
         }
     }
 }
@@ -309,22 +258,20 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
-        while let Some((to, msg)) = self.out.next_freed(upto) {
+        while let Some((to, msg)) = self.base.out.next_freed(upto) {
             ctx.send(to, msg);
         }
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("versions", self.versions.versions());
-        out("overwrites_waiting", self.versions.waiting());
-        out("pending", self.pending.len());
-        out("aborted", self.pending.aborted_len());
-        out("held_replies", self.out.len());
+        out("versions", self.base.versions.versions());
+        out("overwrites_waiting", self.base.versions.waiting());
+        out("pending", self.base.pending.len());
+        out("aborted", self.base.pending.aborted_len());
+        out("held_replies", self.base.out.len());
     }
 
     fn check_invariants(&self) {
-        self.versions.check_invariants();
-        self.pending.check_invariants();
-        self.out.check_invariants();
+        self.base.check_invariants();
     }
 }

@@ -27,7 +27,8 @@ struct Entry {
     txn: PendingTxn,
     since_ns: u64,
     asked_ns: Option<u64>,
-    /// Other participants that answered `Held::Prepared`.
+    /// Other participants that answered `Held::Prepared` or
+    /// `Held::Forgotten`.
     holders: BTreeSet<ShardId>,
 }
 
@@ -131,18 +132,28 @@ impl Pending {
     /// §4.6, an answer: participant `from` holds `ts` or refused it.
     /// Commit once every other participant holds it, abort as soon as one
     /// refused it.
+    ///
+    /// A participant that forgot the outcome (`Held::Forgotten`) decided it
+    /// long ago and will never prepare it again: it counts as holding it
+    /// unless another participant refused it. Its answer cannot tell a
+    /// commit from an abort; this side still holding the transaction
+    /// prepared means it missed both the writer's COMMIT (or ABORT) and
+    /// every termination run while that participant remembered — the
+    /// resolution commits, because a writer's commit is the one decision
+    /// that needs this side's prepare, and otherwise this side's safe time
+    /// would stay below the transaction for good (docs/ra-noc2.md).
     pub fn answer(&mut self, ts: Ts, from: ShardId, held: Held) -> Verdict {
         if !self.contains(ts) {
             return Verdict::Undecided;
         }
         match held {
             Held::Aborted => Verdict::Abort,
-            Held::Prepared if self.held_by(ts, from) => {
+            Held::Prepared | Held::Forgotten if self.held_by(ts, from) => {
                 let me = self.me;
                 let others = self.txns[&ts].txn.participants.iter().copied().filter(|s| *s != me).collect();
                 Verdict::Commit { others }
             }
-            Held::Prepared => Verdict::Undecided,
+            Held::Prepared | Held::Forgotten => Verdict::Undecided,
         }
     }
 

@@ -19,6 +19,7 @@
 
 use super::messages::{Record, Snapshot};
 use super::partition::Partition;
+use crate::common::partition::Core;
 use meridian_core::Lsn;
 
 /// When a checkpoint is due.
@@ -55,11 +56,11 @@ impl Partition {
         for record in durable {
             match record {
                 Record::Snapshot(s) => {
-                    self.versions.restore(s.store.clone(), &s.collected);
-                    self.pending.restore(s.pending.clone(), s.aborted.clone(), now_ns);
+                    self.base.versions.restore(s.store.clone(), &s.collected);
+                    self.base.pending.restore(s.pending.clone(), s.aborted.clone(), now_ns);
                 }
                 Record::Prepared(p) => {
-                    if !self.pending.is_aborted(p.ts) {
+                    if !self.base.pending.is_aborted(p.ts) {
                         self.install(&p, now_ns);
                     }
                 }
@@ -70,13 +71,18 @@ impl Partition {
                 Record::Reserved { .. } => unreachable!("a client's record in a partition's log"),
             }
         }
-        self.versions.requeue_all(now_ns);
+        self.base.versions.requeue_all(now_ns);
     }
 
     /// The partition's state, for a checkpoint.
     pub(super) fn snapshot(&self) -> Snapshot {
-        let (pending, aborted) = self.pending.snapshot();
-        Snapshot { store: self.versions.store().clone(), collected: self.versions.collected(), pending, aborted }
+        let (pending, aborted) = self.base.pending.snapshot();
+        Snapshot {
+            store: self.base.versions.store().clone(),
+            collected: self.base.versions.collected(),
+            pending,
+            aborted,
+        }
     }
 }
 

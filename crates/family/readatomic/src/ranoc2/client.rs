@@ -26,15 +26,17 @@
 
 use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
-use super::{Config, partition_of};
+use super::{Config, Variant, partition_of};
+use crate::common::client::{
+    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
+};
 use crate::ramp::client::{Shape, encoded_len, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
-    Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology, Value,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// The environment a client acts through.
@@ -52,30 +54,20 @@ struct ReadTxn {
     step: u32,
     values: BTreeMap<Key, Option<Value>>,
     awaiting: BTreeMap<ShardId, Get>,
-    sent_ns: u64,
-    sends: u32,
+    attempts: Attempts,
     rounds: u64,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum Phase {
-    Prepare,
-    Commit,
+impl Resent for ReadTxn {
+    fn attempts(&mut self) -> &mut Attempts {
+        &mut self.attempts
+    }
 }
 
-struct WriteTxn {
-    /// `None` once answered (after the prepare phase).
-    request: Option<RequestId>,
-    program: Program,
-    phase: Phase,
-    prepares: BTreeMap<ShardId, Arc<Prepare>>,
-    awaiting: BTreeSet<ShardId>,
-    /// When the first PREPARE left.
-    started_ns: u64,
-    sent_ns: u64,
-    sends: u32,
-    /// Timestamps refused so far (each written again above).
-    refusals: u32,
+impl ResentRead for ReadTxn {
+    fn request(&self) -> RequestId {
+        self.request
+    }
 }
 
 /// A request not started yet: it waits for a durable timestamp
@@ -92,6 +84,20 @@ struct Answer {
     lsn: Lsn,
     request: RequestId,
     ops: usize,
+    /// Phases the write waited for: 1 (RA-NOC2), 2 (RA-NOC).
+    phases: u64,
+    /// RA-NOC: the floor its `Record::Floor` made durable.
+    floor: Option<Ts>,
+}
+
+/// RA-NOC: a write committed everywhere that waits until every
+/// partition's safe time has passed it (Algorithm 3 lines 15-16).
+struct Blocked {
+    request: RequestId,
+    ops: usize,
+    since_ns: u64,
+    /// Requests sent so far to the partitions behind to pass it.
+    advances: u32,
 }
 
 pub struct Client {
@@ -111,11 +117,14 @@ pub struct Client {
     lead_us: u64,
     next_read: u64,
     reads: BTreeMap<Ts, ReadTxn>,
-    writes: BTreeMap<Ts, WriteTxn>,
+    writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<Waiting>,
     refreshed_ns: Option<u64>,
-    /// Writes answered once their local version is durable, in LSN order.
+    /// Writes answered once their local version (RA-NOC2) or the floor
+    /// past them (RA-NOC) is durable, in LSN order.
     answers: VecDeque<Answer>,
+    /// RA-NOC's writes waiting for every safe time to pass them.
+    blocked: BTreeMap<Ts, Blocked>,
     /// The floor durably recorded (`Record::Floor`), and one being recorded.
     floor: Option<Ts>,
     recording_floor: Option<(Lsn, Option<Ts>)>,
@@ -138,6 +147,7 @@ impl Client {
             waiting: VecDeque::new(),
             refreshed_ns: None,
             answers: VecDeque::new(),
+            blocked: BTreeMap::new(),
             floor: None,
             recording_floor: None,
         }
@@ -146,14 +156,6 @@ impl Client {
     /// The client's dual view (for tests).
     pub fn view(&self) -> &View {
         &self.view
-    }
-
-    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
-        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
-        for k in keys {
-            out.entry(self.topo.shard_of(k)).or_default().push(k);
-        }
-        out
     }
 
     /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
@@ -165,6 +167,7 @@ impl Client {
             self.above_us = self.above_us.max(lst.time_us() + 1);
         }
         self.record_floor(ctx);
+        self.release(ctx);
         Some(shard)
     }
 
@@ -204,7 +207,8 @@ impl Client {
         match shape {
             Shape::Read => self.get_all(ctx, w.request, w.program, now_ns),
             Shape::Write => {
-                if self.view.is_full(w.program.write_set().len()) {
+                let lsv = self.cfg.variant == Variant::Noc2;
+                if lsv && self.view.is_full(w.program.write_set().len()) {
                     ctx.count("writes_rejected", 1);
                     return ctx.complete(w.request, Outcome::Aborted { reason: AbortReason::Rejected });
                 }
@@ -225,46 +229,15 @@ impl Client {
     /// Lines 4-7: a new timestamp and the versions prepared at every
     /// partition written.
     fn prepare_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, w: Waiting, now_ns: u64) {
-        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
-        for op in &w.program.ops {
-            if let Op::Write { key, value } = op {
-                last.insert(*key, value.clone());
-            }
-        }
-        let participants: Vec<ShardId> = self.by_shard(last.keys().copied()).into_keys().collect();
-        let mut prepares: BTreeMap<ShardId, Prepare> = BTreeMap::new();
-        for (key, value) in last {
-            let p = prepares.entry(self.topo.shard_of(key)).or_insert_with(|| Prepare {
-                ts,
-                writes: Vec::new(),
-                participants: participants.clone(),
-            });
-            p.writes.push((key, value));
-        }
-        let prepares: BTreeMap<ShardId, Arc<Prepare>> = prepares.into_iter().map(|(s, p)| (s, Arc::new(p))).collect();
-        let txn = WriteTxn {
-            request: Some(w.request),
-            program: w.program,
-            phase: Phase::Prepare,
-            awaiting: prepares.keys().copied().collect(),
-            prepares,
-            started_ns: now_ns,
-            sent_ns: now_ns,
-            sends: 1,
-            refusals: w.refusals,
-        };
-        self.send_phase(ctx, ts, &txn);
+        let v = versions(&self.topo, &w.program);
+        let prepares: BTreeMap<ShardId, Arc<Prepare>> = v
+            .by_shard
+            .into_iter()
+            .map(|(shard, writes)| (shard, Arc::new(Prepare { ts, writes, participants: v.participants.clone() })))
+            .collect();
+        let txn = WriteTxn::new(w.request, w.program, prepares, w.refusals, now_ns);
+        txn.send_phase(ctx, &self.topo, ts);
         self.writes.insert(ts, txn);
-    }
-
-    fn send_phase(&self, ctx: &mut ClientCtx<'_>, ts: Ts, w: &WriteTxn) {
-        for shard in &w.awaiting {
-            let to = partition_of(&self.topo, *shard);
-            match w.phase {
-                Phase::Prepare => ctx.send(to, Msg::Prepare(Arc::clone(&w.prepares[shard]))),
-                Phase::Commit => ctx.send(to, Msg::Commit { ts }),
-            }
-        }
     }
 
     /// Lines 8-10 once every partition prepared: the versions join the
@@ -273,21 +246,21 @@ impl Client {
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.phase != Phase::Prepare || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+        if !w.acked(shard, Phase::Prepare) {
             return;
         }
-        w.phase = Phase::Commit;
-        w.awaiting = w.prepares.keys().copied().collect();
-        w.sent_ns = ctx.monotonic_ns();
-        w.sends = 1;
-        let request = w.request.take().expect("answered once, after the prepare phase");
-        let ops = w.program.ops.len();
-        let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
-        self.view.prepared(ts, keys.iter().copied());
-        let lsn = ctx.append(Record::Local { ts, keys });
-        self.answers.push_back(Answer { lsn, request, ops });
-        let w = &self.writes[&ts];
-        self.send_phase(ctx, ts, w);
+        w.start_commit(ctx.monotonic_ns());
+        if self.cfg.variant == Variant::Noc2 {
+            let request = w.request.take().expect("answered once, after the prepare phase");
+            let ops = w.program.ops.len();
+            let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
+            self.view.prepared(ts, keys.iter().copied());
+            let lsn = ctx.append(Record::Local { ts, keys });
+            self.answers.push_back(Answer { lsn, request, ops, phases: 1, floor: None });
+        }
+        // RA-NOC: Algorithm 3 lines 12-14, the commit phase on the
+        // client's path (the request stays open).
+        self.writes[&ts].send_phase(ctx, &self.topo, ts);
     }
 
     /// The writes whose local version is durable return (one phase on the
@@ -295,8 +268,9 @@ impl Client {
     fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
         while self.answers.front().is_some_and(|a| a.lsn <= upto) {
             let a = self.answers.pop_front().expect("present");
+            self.floor = self.floor.max(a.floor);
             ctx.count("writes", 1);
-            ctx.count("write_phases_on_client_path", 1);
+            ctx.count("write_phases_on_client_path", a.phases);
             ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
         }
     }
@@ -305,11 +279,80 @@ impl Client {
     fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
         let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.phase != Phase::Commit || !w.awaiting.remove(&shard) || !w.awaiting.is_empty() {
+        if !w.acked(shard, Phase::Commit) {
             return;
         }
-        self.writes.remove(&ts);
-        ctx.count("background_commits", 1);
+        let w = self.writes.remove(&ts).expect("present");
+        match w.request {
+            None => ctx.count("background_commits", 1),
+            Some(request) => {
+                // RA-NOC, Algorithm 3 line 15: wait until `min(last)` passes it.
+                if self.cfg.skip_wait {
+                    // The counter-example: no wait (tests only).
+                    ctx.count("writes", 1);
+                    ctx.count("write_phases_on_client_path", 2);
+                    return ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
+                }
+                let b = Blocked { request, ops: w.program.ops.len(), since_ns: ctx.monotonic_ns(), advances: 0 };
+                self.blocked.insert(ts, b);
+                self.release(ctx);
+                if self.blocked.contains_key(&ts) {
+                    ctx.count("writes_blocked", 1);
+                    self.poll_behind(ctx);
+                }
+            }
+        }
+    }
+
+    /// RA-NOC, Algorithm 3 lines 15-17: the writes every partition's safe
+    /// time has passed return, once the floor past them is durable (a
+    /// restarted client's version vector starts there, so its sessions
+    /// still read their writes).
+    fn release(&mut self, ctx: &mut ClientCtx<'_>) {
+        let floor = self.view.floor();
+        let mut released = Vec::new();
+        while let Some(entry) = self.blocked.first_entry() {
+            if Some(*entry.key()) > floor {
+                break;
+            }
+            released.push(entry.remove());
+        }
+        let Some(floor_ts) = floor.filter(|_| !released.is_empty()) else { return };
+        let lsn = ctx.append(Record::Floor { ts: floor_ts });
+        let now_ns = ctx.monotonic_ns();
+        for b in released {
+            ctx.observe("write_block_us", now_ns.saturating_sub(b.since_ns) / 1_000);
+            self.answers.push_back(Answer { lsn, request: b.request, ops: b.ops, phases: 2, floor });
+        }
+    }
+
+    /// RA-NOC: asks the partitions whose safe time is below the oldest
+    /// blocked write for theirs (lines 15-16 wait for `last` to rise; a
+    /// client hears a partition's safe time only in its answers). A write
+    /// blocked `retry_ms` more asks them to pass it; one that asked
+    /// `max_attempts` times is reported unknown (it is committed, but its
+    /// sessions could not be promised to read it).
+    fn poll_behind(&mut self, ctx: &mut ClientCtx<'_>) {
+        let now_ns = ctx.monotonic_ns();
+        let retry_ns = self.cfg.common.retry_ns;
+        let Some(mut entry) = self.blocked.first_entry() else { return };
+        let ts = *entry.key();
+        let b = entry.get_mut();
+        let advance = b.since_ns + retry_ns * (u64::from(b.advances) + 1) <= now_ns;
+        if advance && b.advances >= self.cfg.common.max_attempts {
+            let b = entry.remove();
+            ctx.count("unknown_outcomes", 1);
+            return ctx.complete(b.request, Outcome::Unknown);
+        }
+        if advance {
+            b.advances += 1;
+        }
+        let shards = (0..self.topo.shards).map(ShardId).filter(|s| self.view.last(*s) < Some(ts));
+        for shard in shards.collect::<Vec<_>>() {
+            ctx.count(if advance { "safe_time_advances_asked" } else { "safe_time_polls" }, 1);
+            let get = Get { id: REFRESH, ts_c: advance.then_some(ts), keys: Vec::new() };
+            ctx.send(partition_of(&self.topo, shard), Msg::Get(get));
+        }
     }
 
     /// A partition refused the timestamp for good: the transaction never
@@ -358,8 +401,7 @@ impl Client {
             step: 0,
             values: BTreeMap::new(),
             awaiting: BTreeMap::new(),
-            sent_ns: now_ns,
-            sends: 0,
+            attempts: Attempts::first(now_ns),
             rounds: 0,
         };
         self.send_round(ctx, id, &mut r, now_ns);
@@ -368,7 +410,7 @@ impl Client {
 
     /// The round's GETs, from the view as it is now.
     fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let by_shard = self.by_shard(r.program.read_set());
+        let by_shard = by_shard(&self.topo, r.program.read_set());
         let ts_c = match self.cfg.read_beyond_gsv {
             false => self.view.gsv(by_shard.keys().copied()),
             // The counter-example: no view at all, the newest commits.
@@ -376,12 +418,13 @@ impl Client {
         };
         r.step = id.step;
         r.rounds += 1;
-        r.sent_ns = now_ns;
-        r.sends = 1;
+        r.attempts = Attempts::first(now_ns);
         r.values.clear();
         r.awaiting.clear();
         for (shard, keys) in by_shard {
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: self.view.lsv(key) }).collect();
+            // RA-NOC, Algorithm 3 line 5: the global safe view only.
+            let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: lsv(key) }).collect();
             for k in &keys {
                 ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
                 if k.ts_p > ts_c {
@@ -391,13 +434,7 @@ impl Client {
             r.awaiting.insert(shard, Get { id, ts_c, keys });
         }
         assert!(!r.awaiting.is_empty(), "a read reads something");
-        self.resend_round(ctx, r);
-    }
-
-    fn resend_round(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
-        for (shard, get) in &r.awaiting {
-            ctx.send(partition_of(&self.topo, *shard), Msg::Get(get.clone()));
-        }
+        resend_round(&self.topo, ctx, r);
     }
 
     /// Lines 21, 23: the values, and the partition's safe time into `last`.
@@ -455,55 +492,16 @@ impl Client {
         self.resend_reads(ctx, now_ns);
         self.resend_writes(ctx, now_ns);
         self.refresh(ctx, now_ns);
+        self.poll_behind(ctx);
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> = self
-            .reads
-            .iter()
-            .filter(|(_, r)| r.sent_ns + self.cfg.common.retry_ns <= now_ns)
-            .map(|(id, _)| *id)
-            .collect();
-        for id in due {
-            let mut r = self.reads.remove(&id).expect("listed");
-            if r.sends >= self.cfg.common.max_attempts {
-                ctx.count("reads_given_up", 1);
-                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-                continue;
-            }
-            ctx.count("read_resends", 1);
-            r.sends += 1;
-            r.sent_ns = now_ns;
-            self.resend_round(ctx, &r);
-            self.reads.insert(id, r);
-        }
+        let topo = &self.topo;
+        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| resend_round(topo, ctx, r));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let due: Vec<Ts> = self
-            .writes
-            .iter()
-            .filter(|(_, w)| w.sent_ns + self.cfg.common.retry_ns <= now_ns)
-            .map(|(t, _)| *t)
-            .collect();
-        for ts in due {
-            let mut w = self.writes.remove(&ts).expect("listed");
-            if w.sends >= self.cfg.common.max_attempts {
-                match w.request {
-                    Some(request) => {
-                        ctx.count("unknown_outcomes", 1);
-                        ctx.complete(request, Outcome::Unknown);
-                    }
-                    None => ctx.count("background_commits_dropped", 1),
-                }
-                continue;
-            }
-            ctx.count("write_resends", 1);
-            w.sends += 1;
-            w.sent_ns = now_ns;
-            self.send_phase(ctx, ts, &w);
-            self.writes.insert(ts, w);
-        }
+        resend_writes(ctx, &self.topo, &mut self.writes, now_ns, &self.cfg.common);
     }
 
     /// A view holding more than half its bound in local versions asks the
@@ -538,7 +536,11 @@ impl Client {
                 }
                 Record::Local { ts, keys } => local.extend(keys.into_iter().map(|k| (k, ts))),
                 Record::Floor { ts } => self.floor = self.floor.max(Some(ts)),
-                Record::Prepared(_) | Record::Committed { .. } | Record::Aborted { .. } | Record::Snapshot(_) => {
+                Record::Prepared(_)
+                | Record::Committed { .. }
+                | Record::Aborted { .. }
+                | Record::Advanced { .. }
+                | Record::Snapshot(_) => {
                     unreachable!("a partition's record in a client's log")
                 }
             }
@@ -556,6 +558,13 @@ impl Client {
         for w in waiting {
             self.start(ctx, w);
         }
+    }
+}
+
+/// Sends a read's round again to the partitions that have not answered it.
+fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
+    for (shard, get) in &r.awaiting {
+        ctx.send(partition_of(topo, *shard), Msg::Get(get.clone()));
     }
 }
 
@@ -619,6 +628,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         out("waiting", self.waiting.len());
         out("local_versions", self.view.local_versions());
         out("answers", self.answers.len());
+        out("blocked", self.blocked.len());
     }
 
     fn check_invariants(&self) {
@@ -626,17 +636,20 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         self.view.check_invariants();
         assert!(self.floor <= self.view.floor(), "the recorded floor is one every partition passed");
         assert!(
-            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn < b.lsn),
+            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn <= b.lsn),
             "answers in LSN order"
         );
+        let noc2 = self.cfg.variant == Variant::Noc2;
+        assert!(!noc2 || self.blocked.is_empty(), "only RA-NOC's writes wait for the safe times");
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
             assert!(r.rounds <= u64::from(self.cfg.common.max_attempts), "restarts within their bound");
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
-            assert!(w.request.is_some() == (w.phase == Phase::Prepare), "answered once prepared");
+            w.check_invariants();
+            let open = w.phase == Phase::Prepare || !noc2;
+            assert!(w.request.is_some() == open, "RA-NOC2 answers once prepared, RA-NOC after its commit phase");
             assert!(w.refusals < self.cfg.common.max_attempts, "refusals within their bound");
         }
     }

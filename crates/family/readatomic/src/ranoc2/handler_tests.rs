@@ -272,3 +272,84 @@ fn a_refused_write_is_dropped_everywhere_and_written_again_above_the_safe_time()
     assert!(again.iter().all(|t| *t > safe), "above the safe time the refusal carried");
     assert_eq!(fx.completions().count(), 0, "not answered yet");
 }
+
+/// A deployment whose partitions remember one outcome.
+fn forgetful() -> Deployment {
+    let mut d = deployment();
+    d.params = d.params.with("outcomes_remembered", meridian_core::ParamValue::Int(1));
+    d
+}
+
+/// The termination protocol's question about a transaction decided longer
+/// ago than `outcomes_remembered` is answered `Forgotten`, and the asking
+/// partition resolves it: it commits and its safe time moves past it
+/// (before, nobody answered and the transaction stayed pending, the safe
+/// time below it, for good).
+#[test]
+fn a_question_about_a_forgotten_outcome_is_answered_and_the_asker_resolves_it() {
+    let d = forgetful();
+    let (client, x, y) = (d.topology.clients()[0], key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let (mut p0, mut p1) = (hand(&d, partition(&d, 0)), hand(&d, partition(&d, 1)));
+    write(&mut p0, client, 10, x, false);
+    // The other participant committed it, then decided two more: it forgot.
+    write(&mut p1, client, 10, y, true);
+    write(&mut p1, client, 20, y, true);
+    write(&mut p1, client, 30, y, true);
+    p0.set_time_ns(1_000 * MS);
+    let fx = p0.timer(Timer::Ctp);
+    assert!(matches!(sent(&fx)[..], [Msg::CheckPrepared { ts: Ts(10) }]));
+    let answer = answers(&mut p1, partition(&d, 0), Msg::CheckPrepared { ts: Ts(10) });
+    assert!(matches!(answer[..], [Msg::PrepareState { ts: Ts(10), held: Held::Forgotten }]), "{answer:?}");
+    assert_eq!(lst(&p0), Some(Ts(9)), "still pending at the asker");
+    let fx = p0.message(partition(&d, 1), answer[0].clone());
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Committed { ts: Ts(10) })), "resolved");
+    p0.persist_all();
+    assert_eq!(lst(&p0), Some(Ts(10)), "the safe time moves past it");
+    let Node::Partition(part) = &p0.node else { panic!("a partition") };
+    assert_eq!(part.pending(), 0);
+}
+
+/// A refusal still wins over a forgotten outcome: one participant that
+/// refused the transaction aborts it, whatever the others forgot.
+#[test]
+fn a_refusal_wins_over_a_forgotten_outcome() {
+    let d = forgetful();
+    let (client, x) = (d.topology.clients()[0], key_on(&d, 0, 0));
+    let mut p0 = hand(&d, partition(&d, 0));
+    p0.message(
+        client,
+        Msg::Prepare(Arc::new(Prepare {
+            ts: Ts(10),
+            writes: vec![(x, Value::int(10, 1))],
+            participants: vec![ShardId(0), ShardId(1)],
+        })),
+    );
+    p0.persist_all();
+    p0.set_time_ns(1_000 * MS);
+    p0.timer(Timer::Ctp);
+    let fx = p0.message(partition(&d, 1), Msg::PrepareState { ts: Ts(10), held: Held::Aborted });
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Aborted { ts: Ts(10) })));
+    let fx = p0.message(partition(&d, 1), Msg::PrepareState { ts: Ts(10), held: Held::Forgotten });
+    assert!(fx.appends().next().is_none(), "already aborted: nothing more to decide");
+}
+
+/// A transaction that wrote this partition alone, whose writer stopped
+/// before COMMIT: nobody is left to ask, every participant holds it, and
+/// the termination protocol commits it here (it stayed pending for good,
+/// its safe time below it — swarm seed 140142 of `ra-noc`).
+#[test]
+fn a_transaction_of_one_partition_left_prepared_is_committed_by_it_alone() {
+    let d = deployment();
+    let (client, x) = (d.topology.clients()[0], key_on(&d, 0, 0));
+    let mut p0 = hand(&d, partition(&d, 0));
+    let alone = Prepare { ts: Ts(10), writes: vec![(x, Value::int(10, 1))], participants: vec![ShardId(0)] };
+    p0.message(client, Msg::Prepare(Arc::new(alone)));
+    p0.persist_all();
+    assert_eq!(lst(&p0), Some(Ts(9)), "pending");
+    p0.set_time_ns(1_000 * MS);
+    let fx = p0.timer(Timer::Ctp);
+    assert_eq!(fx.sends().count(), 0, "nobody to ask");
+    assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Committed { ts: Ts(10) })), "committed alone");
+    p0.persist_all();
+    assert_eq!(lst(&p0), Some(Ts(10)));
+}

@@ -6,6 +6,8 @@
 //! partition returns with every answer (NOC-NOC Algorithm 1 lines 32, 36,
 //! 38) and the two views a GET carries (lines 21, 23).
 
+use crate::common::Wire;
+use crate::ramp::pending::Question;
 use crate::ramp::{GetId, Held, Ts};
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
@@ -64,7 +66,8 @@ pub enum Msg {
     /// its prepared versions go at once rather than after `ctp_ms`.
     Abort { ts: Ts },
     /// Client → partition: GET (Algorithm 1 lines 37-44). With no keys, it
-    /// asks only for the latest safe time (a view refresh).
+    /// asks only for the latest safe time (a view refresh); RA-NOC's
+    /// blocked writer sets `ts_c` to ask the safe time to pass it.
     Get(Get),
     /// Partition → client: one value per key asked, in order, and the
     /// latest safe time (line 38).
@@ -87,6 +90,7 @@ impl Msg {
             Msg::Prepared { ts, .. } => Msg::Prepared { ts, lst: now },
             Msg::Refused { ts, .. } => Msg::Refused { ts, lst: now },
             Msg::Committed { ts, .. } => Msg::Committed { ts, lst: now },
+            Msg::Got { id, values, .. } => Msg::Got { id, values, lst: now },
             other => other,
         }
     }
@@ -121,6 +125,8 @@ pub enum Record {
     Committed { ts: Ts },
     /// A partition refused or aborted `ts` for good.
     Aborted { ts: Ts },
+    /// A partition's safe time passed `ts` at an RA-NOC writer's request.
+    Advanced { ts: Ts },
     /// A partition's checkpoint: every earlier record folded in.
     Snapshot(Arc<Snapshot>),
     /// A client will issue no timestamp at or above this time (µs) without
@@ -156,4 +162,40 @@ pub enum Timer {
     /// Client: re-send unanswered rounds and phases, give up after
     /// `max_attempts`, refresh a view that holds too many local versions.
     ClientTick,
+}
+
+impl Wire for Msg {
+    type Prepare = Prepare;
+    type Record = Record;
+    type Timer = Timer;
+
+    fn prepare(p: Arc<Prepare>) -> Msg {
+        Msg::Prepare(p)
+    }
+
+    fn commit(ts: Ts) -> Msg {
+        Msg::Commit { ts }
+    }
+
+    /// RA-NOC2's question names the timestamp alone (C_W: no sibling keys
+    /// anywhere); a participant answers from its outcomes.
+    fn check_prepared(q: &Question) -> Msg {
+        Msg::CheckPrepared { ts: q.ts }
+    }
+
+    fn committed_record(ts: Ts) -> Record {
+        Record::Committed { ts }
+    }
+
+    fn aborted_record(ts: Ts) -> Record {
+        Record::Aborted { ts }
+    }
+
+    fn gc_timer() -> Timer {
+        Timer::Gc
+    }
+
+    fn ctp_timer() -> Timer {
+        Timer::Ctp
+    }
 }

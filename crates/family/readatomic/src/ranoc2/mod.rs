@@ -116,20 +116,35 @@ pub use messages::{Get, KeyRead, Msg, Prepare, Record, Snapshot, Timer};
 pub use partition::{Answer, Partition};
 pub use view::View;
 
-use crate::ramp::{Backup, Common, SHARED_PARAMS, Ts};
-use meridian_core::{
-    Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Role, Shapes, ShardId,
-    Topology,
-};
-use std::sync::Arc;
+use crate::common::{Built, build_role};
+use crate::ramp::{Common, SHARED_PARAMS};
+use meridian_core::{CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params};
 
-/// The protocol's knobs (documented in [`PARAMS`]).
+/// Which of NOC-NOC's read-atomic algorithms a deployment runs: they share
+/// partitions, views and reads, and differ in what ends a write.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Variant {
+    /// RA-NOC2 (Algorithm 1): a write returns after its prepare phase; the
+    /// client's own writes form its local safe view.
+    Noc2,
+    /// RA-NOC (Appendix C, Algorithms 3 and 4): a write returns after its
+    /// commit phase, once every partition's safe time has passed it; reads
+    /// carry the global safe view only.
+    Noc,
+}
+
+/// The protocol's knobs (documented in [`PARAMS`], RA-NOC's in
+/// `crate::ranoc::PARAMS`).
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
+    pub variant: Variant,
     pub common: Common,
     pub outcomes_remembered: usize,
     pub lsv_max: usize,
     pub read_beyond_gsv: bool,
+    /// RA-NOC, tests only: return after the commit phase, without waiting
+    /// for `min(last)` to pass the write.
+    pub skip_wait: bool,
 }
 
 pub const PARAMS: &[ParamDoc] = &[
@@ -192,7 +207,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "ctp_runs", doc: "questions of the cooperative termination protocol sent by partitions" },
     CounterDoc { name: "ctp_commits", doc: "transactions a partition committed through the termination protocol" },
     CounterDoc { name: "ctp_aborts", doc: "transactions a partition aborted through the termination protocol" },
-    CounterDoc { name: "ctp_forgotten", doc: "questions about a transaction decided too long ago to remember" },
+    CounterDoc {
+        name: "ctp_forgotten",
+        doc: "questions about a transaction decided too long ago to remember, answered `Forgotten`",
+    },
     CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
     CounterDoc { name: "gone_answers", doc: "GETs partitions answered with `Gone` (a version needed was collected)" },
     CounterDoc { name: "prepares_shed", doc: "prepares a partition ignored, holding `pending_max` transactions" },
@@ -204,67 +222,91 @@ impl Config {
         let p = ParamReader::new(params, name, PARAMS)?;
         let count = |n: &str| p.count(n, 1..=1_000_000_000);
         Ok(Config {
+            variant: Variant::Noc2,
             common: Common::read(&p, name)?,
             outcomes_remembered: count("outcomes_remembered")? as usize,
             lsv_max: count("lsv_max")? as usize,
             read_beyond_gsv: p.bool("test_read_beyond_gsv")?,
+            skip_wait: false,
+        })
+    }
+
+    /// RA-NOC's knobs (`crate::ranoc::PARAMS`): RA-NOC2's but the local
+    /// safe view's, which RA-NOC has not.
+    pub fn noc_from_params(params: &Params, name: &str) -> Result<Config, String> {
+        let p = ParamReader::new(params, name, crate::ranoc::PARAMS)?;
+        let count = |n: &str| p.count(n, 1..=1_000_000_000);
+        Ok(Config {
+            variant: Variant::Noc,
+            common: Common::read(&p, name)?,
+            outcomes_remembered: count("outcomes_remembered")? as usize,
+            lsv_max: 1,
+            read_beyond_gsv: false,
+            skip_wait: p.bool("test_skip_wait")?,
         })
     }
 }
 
-/// The partition (primary) of `shard`.
-pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
-    topology.initial_leader(shard)
-}
+pub use crate::common::partition_of;
 
-pub struct RaNoc2;
+/// A NOC-NOC read-atomic protocol on this folder's roles: its marker type,
+/// its node enum, and its `Protocol` impl reading its knobs with `$config`
+/// (RA-NOC2 here, RA-NOC in `crate::ranoc`).
+macro_rules! noc_protocol {
+    ($protocol:ident, $name:literal, $params:expr, $counters:expr, $config:path) => {
+        pub struct $protocol;
 
-meridian_core::roles! {
-    /// A node of an `ra-noc2` deployment.
-    pub enum Node for RaNoc2 {
-        Partition(Partition),
-        Backup(Backup),
-        Client(Client),
-    }
-}
-
-impl Protocol for RaNoc2 {
-    const NAME: &'static str = "ra-noc2";
-    const CONSISTENCY: Consistency = Consistency::ReadAtomic;
-    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
-    type Msg = Msg;
-    type Record = Record;
-    type Timer = Timer;
-    type Node = Node;
-
-    fn params() -> &'static [ParamDoc] {
-        PARAMS
-    }
-
-    fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
-    }
-
-    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        let cfg = Config::from_params(&d.params, Self::NAME)?;
-        let topo = &d.topology;
-        match &topo.node(node).role {
-            Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
-                Ok(Node::Partition(Box::new(Partition::new(Arc::clone(topo), node, *shard, cfg))))
+        meridian_core::roles! {
+            #[doc = concat!("A node of an `", $name, "` deployment.")]
+            pub enum Node for $protocol {
+                Partition($crate::ranoc2::Partition),
+                Backup($crate::ramp::Backup),
+                Client($crate::ranoc2::Client),
             }
-            Role::Replica { .. } => Ok(Node::Backup(Box::new(Backup))),
-            Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => Err(format!(
-                "{} tells clients apart in its timestamps: at most {} clients",
-                Self::NAME,
-                1 << Ts::CLIENT_BITS
-            )),
-            Role::Client { .. } => {
-                let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
-                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), node, index as u32, cfg))))
-            }
-            Role::Service { kind, .. } => Err(format!("{} has no `{kind}` service", Self::NAME)),
         }
-    }
+
+        impl meridian_core::Protocol for $protocol {
+            const NAME: &'static str = $name;
+            const CONSISTENCY: meridian_core::Consistency = meridian_core::Consistency::ReadAtomic;
+            const SHAPES: meridian_core::Shapes = meridian_core::Shapes::READ_ONLY_WRITE_ONLY;
+            type Msg = $crate::ranoc2::Msg;
+            type Record = $crate::ranoc2::Record;
+            type Timer = $crate::ranoc2::Timer;
+            type Node = Node;
+
+            fn params() -> &'static [meridian_core::ParamDoc] {
+                $params
+            }
+
+            fn counters() -> Vec<meridian_core::CounterDoc> {
+                $counters.to_vec()
+            }
+
+            fn build(d: &meridian_core::Deployment, node: meridian_core::NodeId) -> Result<Node, String> {
+                use $crate::common::Built;
+                let cfg = $config(&d.params, Self::NAME)?;
+                Ok(match $crate::ranoc2::build(d, node, Self::NAME, cfg)? {
+                    Built::Partition(p) => Node::Partition(Box::new(p)),
+                    Built::Backup => Node::Backup(Box::new($crate::ramp::Backup)),
+                    Built::Client(c) => Node::Client(Box::new(c)),
+                })
+            }
+        }
+    };
+}
+pub(crate) use noc_protocol;
+
+noc_protocol!(RaNoc2, "ra-noc2", PARAMS, COUNTERS, Config::from_params);
+
+/// The role of `node`.
+pub(crate) fn build(d: &Deployment, node: NodeId, name: &str, cfg: Config) -> Result<Built<Partition, Client>, String> {
+    build_role(
+        d,
+        node,
+        name,
+        |topo, shard| Partition::new(topo, node, shard, cfg),
+        |topo, index| Client::new(topo, node, index, cfg),
+    )
 }
 
 #[cfg(test)]

@@ -7,8 +7,9 @@
 //!
 //! Bounded: the `outcomes_remembered` newest timestamps; forgetting one
 //! raises `forgotten_upto`, and a question about a timestamp at or below
-//! it is answered by nobody rather than guessed (the asking partition asks
-//! again; the transaction stays pending there).
+//! it is answered `Held::Forgotten`: decided long ago, never prepared here
+//! again. The asking partition resolves it (`Pending::answer`) rather than
+//! keep it pending, and its safe time below it, for good.
 
 use crate::ramp::Ts;
 use meridian_mechanisms::twopc::Decision;

@@ -14,16 +14,14 @@
 //! It must never accept a prepare at or below its safe time, nor report a
 //! safe time the durable records do not justify.
 
+use super::Config;
 use super::messages::{Get, KeyRead, Msg, PendingTxn, Prepare, Record, Timer};
 use super::outcomes::{Known, Outcomes};
 use super::safe::SafeTime;
-use super::{Config, partition_of};
-use crate::ramp::pending::{Pending, Verdict};
-use crate::ramp::recovery::Checkpoints;
-use crate::ramp::versions::{Lookup, Versions};
+use crate::common::partition::{Base, Core};
+use crate::ramp::versions::Lookup;
 use crate::ramp::{Held, Ts};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology, Value};
-use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::twopc::Decision;
 use std::sync::Arc;
 
@@ -31,18 +29,13 @@ use std::sync::Arc;
 pub(super) type PartitionCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 
 pub struct Partition {
-    pub(super) topo: Arc<Topology>,
-    pub(super) shard: ShardId,
+    /// Line 26, `vers`, and line 28, `pending` (with the termination
+    /// protocol's bookkeeping).
+    pub(super) base: Base<Msg>,
     pub(super) cfg: Config,
-    /// Line 26, `vers`.
-    pub(super) versions: Versions,
-    /// Line 28, `pending`, with the termination protocol's bookkeeping.
-    pub(super) pending: Pending,
     /// Lines 27, 45-48: `latest` and the latest safe time.
     pub(super) safe: SafeTime,
     pub(super) outcomes: Outcomes,
-    pub(super) out: AfterDurable<(NodeId, Msg)>,
-    pub(super) checkpoints: Checkpoints,
 }
 
 /// What GET returns for one key (Algorithm 1 lines 37-44).
@@ -59,15 +52,10 @@ pub enum Answer {
 impl Partition {
     pub fn new(topo: Arc<Topology>, _me: NodeId, shard: ShardId, cfg: Config) -> Partition {
         Partition {
-            topo,
-            shard,
-            versions: Versions::new(cfg.common.gc_window_ns, cfg.common.superseded_max),
             // Refusals are remembered by `outcomes`, not by `Pending`.
-            pending: Pending::new(shard, cfg.common.pending_max, 1),
+            base: Base::new(topo, shard, cfg.common, 1),
             safe: SafeTime::new(),
             outcomes: Outcomes::new(cfg.outcomes_remembered),
-            out: AfterDurable::new(),
-            checkpoints: Checkpoints::new(cfg.common.checkpoint_records),
             cfg,
         }
     }
@@ -84,7 +72,7 @@ impl Partition {
 
     /// Prepared transactions not committed here.
     pub fn pending(&self) -> usize {
-        self.pending.len()
+        self.base.pending.len()
     }
 
     // ---- state changes, shared by the handlers and by replay ----
@@ -92,53 +80,12 @@ impl Partition {
     /// Lines 30-31: `vers.add(ver)`, `pending.add(ver.ts)`.
     pub(super) fn install(&mut self, p: &Prepare, now_ns: u64) {
         for (key, value) in &p.writes {
-            debug_assert_eq!(self.topo.shard_of(*key), self.shard, "a prepare carries this shard's writes");
-            self.versions.prepare(*key, p.ts, value.clone(), Arc::from([]));
+            debug_assert_eq!(self.base.topo.shard_of(*key), self.base.shard, "a prepare carries this shard's writes");
+            self.base.versions.prepare(*key, p.ts, value.clone(), Arc::from([]));
         }
         let keys: Arc<[Key]> = p.writes.iter().map(|(k, _)| *k).collect();
-        self.pending.add(p.ts, PendingTxn { keys, participants: p.participants.clone() }, now_ns);
-        self.safe.raise(self.pending.oldest());
-    }
-
-    /// Lines 34-35: `latest ← max(ts, latest)`, `pending.remove(ts)`.
-    /// False if `ts` is not pending here.
-    pub(super) fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
-        let Some(txn) = self.pending.remove(ts) else { return false };
-        for key in txn.keys.iter() {
-            let committed = self.versions.commit(*key, ts, now_ns);
-            debug_assert!(committed, "a pending transaction's versions are prepared here");
-        }
-        self.outcomes.record(ts, Decision::Commit);
-        self.safe.committed(ts);
-        self.safe.raise(self.pending.oldest());
-        true
-    }
-
-    /// `ts` never commits: its versions here go, a later prepare of it is
-    /// refused, and the termination protocol answers `Aborted`.
-    pub(super) fn apply_abort(&mut self, ts: Ts) {
-        if let Some(txn) = self.pending.remove(ts) {
-            for key in txn.keys.iter() {
-                self.versions.abort(*key, ts);
-            }
-        }
-        self.outcomes.record(ts, Decision::Abort);
-        self.safe.raise(self.pending.oldest());
-    }
-
-    fn append(&mut self, ctx: &mut PartitionCtx<'_>, record: Record) -> Lsn {
-        let lsn = ctx.append(record);
-        self.out.appended(lsn);
-        self.safe.appended(lsn);
-        self.checkpoints.appended(lsn);
-        lsn
-    }
-
-    /// Sends `msg` once everything appended so far is durable.
-    fn send_durable(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, msg: Msg) {
-        if let Some((to, msg)) = self.out.after_last((to, msg)) {
-            ctx.send(to, msg.stamped(self.safe.reported()));
-        }
+        self.base.pending.add(p.ts, PendingTxn { keys, participants: p.participants.clone() }, now_ns);
+        self.safe.raise(self.base.pending.oldest());
     }
 
     /// Refuses `ts` for good, durably, and tells `to` once that is durable.
@@ -161,12 +108,12 @@ impl Partition {
             Lookup::Gone => Answer::Gone,
         };
         match k.ts_p {
-            Some(ts_p) if Some(ts_p) > ts_c => found(self.versions.exact(k.key, ts_p)),
-            ts_p => match self.versions.committed_at(k.key, ts_c) {
+            Some(ts_p) if Some(ts_p) > ts_c => found(self.base.versions.exact(k.key, ts_p)),
+            ts_p => match self.base.versions.committed_at(k.key, ts_c) {
                 Lookup::Found(item) if item.ts > ts_p || ts_p.is_none() => {
                     Answer::Found { ts: item.ts, value: item.value }
                 }
-                Lookup::Found(_) => found(self.versions.exact(k.key, ts_p.expect("checked"))),
+                Lookup::Found(_) => found(self.base.versions.exact(k.key, ts_p.expect("checked"))),
                 Lookup::Gone => Answer::Gone,
             },
         }
@@ -181,14 +128,14 @@ impl Partition {
     fn on_prepare(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, p: Arc<Prepare>, now_ns: u64) {
         let ts = p.ts;
         let known = self.outcomes.lookup(ts);
-        if self.pending.contains(ts) || known == Known::Decided(Decision::Commit) {
+        if self.base.pending.contains(ts) || known == Known::Decided(Decision::Commit) {
             return self.send_durable(ctx, from, Msg::Prepared { ts, lst: None });
         }
         if known != Known::Unknown || Some(ts) <= self.safe.floor() {
             ctx.count("prepares_refused", 1);
             return self.refuse(ctx, from, ts, Msg::Refused { ts, lst: None });
         }
-        if self.pending.is_full() {
+        if self.base.pending.is_full() {
             return ctx.count("prepares_shed", 1);
         }
         self.install(&p, now_ns);
@@ -209,7 +156,7 @@ impl Partition {
         if self.apply_commit(ts, now_ns) {
             self.append(ctx, Record::Committed { ts });
         }
-        if self.topo.is_client(from) {
+        if self.base.topo.is_client(from) {
             self.send_durable(ctx, from, Msg::Committed { ts, lst: None });
         }
     }
@@ -218,7 +165,7 @@ impl Partition {
     /// commit nowhere (a participant refused it durably), so its versions
     /// here go now.
     fn on_abort(&mut self, ctx: &mut PartitionCtx<'_>, ts: Ts) {
-        if self.pending.contains(ts) {
+        if self.base.pending.contains(ts) {
             self.apply_abort(ts);
             self.append(ctx, Record::Aborted { ts });
         }
@@ -228,6 +175,9 @@ impl Partition {
     /// with the latest safe time (line 38); `Gone` if a version was
     /// collected.
     fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, g: Get) {
+        if let (true, Some(to)) = (g.keys.is_empty(), g.ts_c) {
+            return self.advance(ctx, from, g, to);
+        }
         let lst = self.safe.reported();
         let mut values = Vec::with_capacity(g.keys.len());
         for k in &g.keys {
@@ -242,69 +192,92 @@ impl Partition {
         ctx.send(from, Msg::Got { id: g.id, values, lst });
     }
 
+    /// RA-NOC: a writer waits until every partition's safe time has passed
+    /// its write (Algorithm 3 line 15); one that waited `retry_ms` asks the
+    /// partitions behind to pass it. The safe time rises, durably, to the
+    /// time asked (or just below the oldest pending transaction), and the
+    /// answer leaves once that is durable. The paper's partitions raise it
+    /// only by commits: an idle partition would hold a writer for good.
+    fn advance(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, g: Get, to: Ts) {
+        if self.safe.advance(to, self.base.pending.oldest()) {
+            ctx.count("safe_time_advances", 1);
+            self.append(ctx, Record::Advanced { ts: to });
+        }
+        self.send_durable(ctx, from, Msg::Got { id: g.id, values: Vec::new(), lst: None });
+    }
+
     /// The termination protocol's question: does this participant hold
     /// `ts`? One that never decided it and does not hold it refuses it for
-    /// good, durably, before answering; one that forgot it does not answer.
+    /// good, durably, before answering; one that forgot it says so (it
+    /// decided long ago and will never prepare it again), and the asker
+    /// resolves it (`Pending::answer`).
     fn on_check_prepared(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts) {
         let answer = |held| Msg::PrepareState { ts, held };
         match self.outcomes.lookup(ts) {
-            _ if self.pending.contains(ts) => self.send_durable(ctx, from, answer(Held::Prepared)),
+            _ if self.base.pending.contains(ts) => self.send_durable(ctx, from, answer(Held::Prepared)),
             Known::Decided(Decision::Commit) => self.send_durable(ctx, from, answer(Held::Prepared)),
             Known::Decided(Decision::Abort) => self.send_durable(ctx, from, answer(Held::Aborted)),
-            Known::Forgotten => ctx.count("ctp_forgotten", 1),
+            Known::Forgotten => {
+                ctx.count("ctp_forgotten", 1);
+                self.send_durable(ctx, from, answer(Held::Forgotten));
+            }
             Known::Unknown => self.refuse(ctx, from, ts, answer(Held::Aborted)),
         }
     }
+}
 
-    /// The answers: commit once every other participant holds `ts` (and
-    /// tell them to), abort as soon as one refused it.
-    fn on_prepare_state(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, held: Held, now_ns: u64) {
-        let Some(from_shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        match self.pending.answer(ts, from_shard, held) {
-            Verdict::Abort => {
-                ctx.count("ctp_aborts", 1);
-                self.apply_abort(ts);
-                self.append(ctx, Record::Aborted { ts });
-            }
-            Verdict::Commit { others } => {
-                ctx.count("ctp_commits", 1);
-                self.apply_commit(ts, now_ns);
-                self.append(ctx, Record::Committed { ts });
-                for shard in others {
-                    let to = partition_of(&self.topo, shard);
-                    self.send_durable(ctx, to, Msg::Commit { ts });
-                }
-            }
-            Verdict::Undecided => {}
-        }
+impl Core for Partition {
+    type Msg = Msg;
+
+    fn base(&self) -> &Base<Msg> {
+        &self.base
     }
 
-    fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
-        let dropped = self.versions.collect(now_ns);
-        if dropped > 0 {
-            ctx.count("gc_versions", dropped);
-        }
+    fn base_mut(&mut self) -> &mut Base<Msg> {
+        &mut self.base
     }
 
-    /// Ask the other participants of every transaction pending for
-    /// `ctp_ms`.
-    fn on_ctp_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
-        for q in self.pending.due(now_ns, self.cfg.common.ctp_ns) {
-            for shard in q.ask {
-                ctx.count("ctp_runs", 1);
-                ctx.send(partition_of(&self.topo, shard), Msg::CheckPrepared { ts: q.ts });
+    fn checkpoint(&self) -> Record {
+        Record::Snapshot(Arc::new(self.snapshot()))
+    }
+
+    /// Lines 34-35: `latest ← max(ts, latest)`, `pending.remove(ts)`.
+    /// False if `ts` is not pending here.
+    fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
+        let Some(txn) = self.base.pending.remove(ts) else { return false };
+        for key in txn.keys.iter() {
+            let committed = self.base.versions.commit(*key, ts, now_ns);
+            debug_assert!(committed, "a pending transaction's versions are prepared here");
+        }
+        self.outcomes.record(ts, Decision::Commit);
+        self.safe.committed(ts);
+        self.safe.raise(self.base.pending.oldest());
+        true
+    }
+
+    /// `ts` never commits: its versions here go, a later prepare of it is
+    /// refused, and the termination protocol answers `Aborted`.
+    fn apply_abort(&mut self, ts: Ts) {
+        if let Some(txn) = self.base.pending.remove(ts) {
+            for key in txn.keys.iter() {
+                self.base.versions.abort(*key, ts);
             }
         }
+        self.outcomes.record(ts, Decision::Abort);
+        self.safe.raise(self.base.pending.oldest());
     }
 
-    /// After every event: a checkpoint when one is due.
-    fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
-        if let Some(upto) = self.checkpoints.due() {
-            let snapshot = self.snapshot();
-            ctx.compact(upto, Record::Snapshot(Arc::new(snapshot)));
-            ctx.count("checkpoints", 1);
+    fn append(&mut self, ctx: &mut PartitionCtx<'_>, record: Record) -> Lsn {
+        let lsn = ctx.append(record);
+        self.safe.appended(lsn);
+        self.base.appended(lsn);
+        lsn
+    }
+
+    /// Sends `msg` once everything appended so far is durable.
+    fn send_durable(&mut self, ctx: &mut PartitionCtx<'_>, to: NodeId, msg: Msg) {
+        if let Some((to, msg)) = self.base.out.after_last((to, msg)) {
+            ctx.send(to, msg.stamped(self.safe.reported()));
         }
     }
 }
@@ -347,25 +320,23 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
         self.safe.persisted(upto);
         let lst = self.safe.reported();
-        while let Some((to, msg)) = self.out.next_freed(upto) {
+        while let Some((to, msg)) = self.base.out.next_freed(upto) {
             ctx.send(to, msg.stamped(lst));
         }
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
-        out("versions", self.versions.versions());
-        out("overwrites_waiting", self.versions.waiting());
-        out("pending", self.pending.len());
+        out("versions", self.base.versions.versions());
+        out("overwrites_waiting", self.base.versions.waiting());
+        out("pending", self.base.pending.len());
         out("outcomes", self.outcomes.len());
-        out("held_replies", self.out.len());
+        out("held_replies", self.base.out.len());
         out("safe_marks", self.safe.marks());
     }
 
     fn check_invariants(&self) {
-        self.versions.check_invariants();
-        self.pending.check_invariants();
+        self.base.check_invariants();
         self.outcomes.check_invariants();
-        self.safe.check_invariants(self.pending.oldest());
-        self.out.check_invariants();
+        self.safe.check_invariants(self.base.pending.oldest());
     }
 }

@@ -12,6 +12,7 @@
 
 use super::messages::{Record, Snapshot};
 use super::partition::Partition;
+use crate::common::partition::Core;
 
 impl Partition {
     /// Rebuilds the partition from its durable records.
@@ -19,8 +20,8 @@ impl Partition {
         for record in durable {
             match record {
                 Record::Snapshot(s) => {
-                    self.versions.restore(s.store.clone(), &s.collected);
-                    self.pending.restore(s.pending.clone(), Vec::new(), now_ns);
+                    self.base.versions.restore(s.store.clone(), &s.collected);
+                    self.base.pending.restore(s.pending.clone(), Vec::new(), now_ns);
                     self.safe.restore(s.latest, s.safe);
                     self.outcomes.restore(&s.decided, s.forgotten_upto);
                 }
@@ -29,22 +30,25 @@ impl Partition {
                     self.apply_commit(ts, now_ns);
                 }
                 Record::Aborted { ts } => self.apply_abort(ts),
+                Record::Advanced { ts } => {
+                    self.safe.advance(ts, self.base.pending.oldest());
+                }
                 Record::Reserved { .. } | Record::Local { .. } | Record::Floor { .. } | Record::ClientState(_) => {
                     unreachable!("a client's record in a partition's log")
                 }
             }
         }
         self.safe.restored();
-        self.versions.requeue_all(now_ns);
+        self.base.versions.requeue_all(now_ns);
     }
 
     /// The partition's state, for a checkpoint.
     pub(super) fn snapshot(&self) -> Snapshot {
-        let (pending, _) = self.pending.snapshot();
+        let (pending, _) = self.base.pending.snapshot();
         let (decided, forgotten_upto) = self.outcomes.snapshot();
         Snapshot {
-            store: self.versions.store().clone(),
-            collected: self.versions.collected(),
+            store: self.base.versions.store().clone(),
+            collected: self.base.versions.collected(),
             pending,
             latest: self.safe.latest(),
             safe: self.safe.floor(),

@@ -96,6 +96,21 @@ impl SafeTime {
         debug_assert!(oldest_pending.is_none_or(|p| self.safe < Some(p)), "every pending transaction is above it");
     }
 
+    /// RA-NOC's request to pass `to` (a client whose write waits for every
+    /// safe time to reach it, Algorithm 3 line 15): the safe time rises to
+    /// `to`, or just below the oldest pending transaction. Later prepares
+    /// at or below it are refused, so it is safe once durable. True if it
+    /// rose.
+    pub fn advance(&mut self, to: Ts, oldest_pending: Option<Ts>) -> bool {
+        let cap = match oldest_pending {
+            Some(p) if p <= to => p.0.checked_sub(1).map(Ts),
+            _ => Some(to),
+        };
+        let before = self.safe;
+        self.safe = self.safe.max(cap);
+        self.safe > before
+    }
+
     /// A record changing the state was appended at `lsn`.
     pub fn appended(&mut self, lsn: Lsn) {
         debug_assert!(self.marks.back().is_none_or(|(l, _)| *l < lsn), "appends are in order");
@@ -156,6 +171,18 @@ mod tests {
         s.persisted(Lsn(2));
         assert_eq!(s.reported(), Some(Ts(19)));
         assert_eq!(s.marks(), 0);
+    }
+
+    #[test]
+    fn an_advance_stops_just_below_the_oldest_pending_transaction() {
+        let mut s = SafeTime::new();
+        s.committed(Ts(10));
+        s.raise(None);
+        assert!(s.advance(Ts(30), None), "nothing pending: up to the time asked");
+        assert_eq!(s.floor(), Some(Ts(30)));
+        assert!(s.advance(Ts(50), Some(Ts(40))), "a transaction pending at 40");
+        assert_eq!(s.floor(), Some(Ts(39)));
+        assert!(!s.advance(Ts(20), None), "it never goes back");
     }
 
     #[test]

@@ -4,7 +4,10 @@
 #![allow(dead_code)] // each test file uses its own part
 
 use meridian_experiment::Experiment;
-use meridian_harness::runner::RunOutput;
+use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
+use meridian_readatomic::ramp::{RampF, RampS};
+use meridian_readatomic::ranoc::RaNoc;
+use meridian_readatomic::ranoc2::RaNoc2;
 
 /// Three partitions and sixteen closed-loop sessions in one region, on 30
 /// keys, messages delayed by a millisecond of jitter on average: reads
@@ -46,6 +49,20 @@ name = "ramp-f"
 pub fn experiment(protocol: &str, edit: impl FnOnce(String) -> String) -> Experiment {
     let text = edit(BASE.replace("name = \"ramp-f\"", &format!("name = \"{protocol}\"")));
     Experiment::from_str(&text, "readatomic.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The base run for `protocol`, edited, simulated with its history.
+pub fn run(protocol: &str, edit: impl FnOnce(String) -> String) -> RunOutput {
+    let exp = experiment(protocol, edit);
+    let opts = RunOptions { record_history: true, ..Default::default() };
+    let out = match protocol {
+        "ramp-f" => run_sim::<RampF>(&exp, opts),
+        "ramp-s" => run_sim::<RampS>(&exp, opts),
+        "ra-noc2" => run_sim::<RaNoc2>(&exp, opts),
+        "ra-noc" => run_sim::<RaNoc>(&exp, opts),
+        other => panic!("not a read-atomic protocol of this crate: {other}"),
+    };
+    out.unwrap_or_else(|e| panic!("{e}"))
 }
 
 pub fn assert_valid(out: &RunOutput) {

@@ -1,0 +1,87 @@
+//! What the read-atomic protocols' roles share, written once: a client's
+//! write phases and the resends of its unanswered rounds and phases
+//! (`client.rs`), a partition's termination protocol, garbage collection
+//! and checkpoint handlers (`partition.rs`), and the building of a
+//! deployment's roles (below). `ramp` (RAMP-F, RAMP-S) and `ranoc2`
+//! (RA-NOC2, RA-NOC) keep only what their papers make differ: what a read
+//! asks and returns, what a partition answers with, what ends a write.
+//!
+//! The core never names a protocol's messages: each protocol's `Msg`
+//! builds the few it needs through [`Wire`]. It must never change the
+//! order of effects a handler had before it was shared (the protocols'
+//! trace hashes stay as they were).
+
+pub(crate) mod client;
+pub(crate) mod partition;
+
+use crate::ramp::Ts;
+use crate::ramp::pending::Question;
+use meridian_core::{Deployment, Env, NodeId, Role, ShardId, Topology};
+use std::sync::Arc;
+
+/// The messages, records and timers of one read-atomic protocol, as the
+/// shared core builds them.
+pub(crate) trait Wire: Sized {
+    /// What a client's PREPARE carries to one partition.
+    type Prepare;
+    type Record;
+    type Timer;
+    /// Client → partition: PREPARE.
+    fn prepare(p: Arc<Self::Prepare>) -> Self;
+    /// Client or partition → partition: COMMIT.
+    fn commit(ts: Ts) -> Self;
+    /// Partition → partition: the termination protocol's question.
+    fn check_prepared(q: &Question) -> Self;
+    /// A partition committed `ts` (durably).
+    fn committed_record(ts: Ts) -> Self::Record;
+    /// A partition refused or aborted `ts` for good (durably).
+    fn aborted_record(ts: Ts) -> Self::Record;
+    /// A partition's garbage collection timer.
+    fn gc_timer() -> Self::Timer;
+    /// A partition's termination protocol timer.
+    fn ctp_timer() -> Self::Timer;
+}
+
+/// The environment a role of the protocol whose messages are `M` acts
+/// through.
+pub(crate) type EnvOf<'a, M> = dyn Env<M, <M as Wire>::Record, <M as Wire>::Timer> + 'a;
+
+/// The partition (primary) of `shard`: clients talk to it directly.
+pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
+    topology.initial_leader(shard)
+}
+
+/// The role a node plays in a read-atomic deployment.
+pub(crate) enum Built<P, C> {
+    Partition(P),
+    /// A shard's replica that is not its partition (see `Backup`).
+    Backup,
+    Client(C),
+}
+
+/// The role of `node` in protocol `name`: its shard's partition, an idle
+/// backup, or a client with its index (clients are told apart in
+/// timestamps, so there are at most `1 << Ts::CLIENT_BITS`).
+pub(crate) fn build_role<P, C>(
+    d: &Deployment,
+    node: NodeId,
+    name: &str,
+    partition: impl FnOnce(Arc<Topology>, ShardId) -> P,
+    client: impl FnOnce(Arc<Topology>, u32) -> C,
+) -> Result<Built<P, C>, String> {
+    let topo = &d.topology;
+    match &topo.node(node).role {
+        Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
+            Ok(Built::Partition(partition(Arc::clone(topo), *shard)))
+        }
+        Role::Replica { .. } => Ok(Built::Backup),
+        Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => {
+            Err(format!("{name} tells clients apart in its timestamps: at most {} clients", 1 << Ts::CLIENT_BITS))
+        }
+        Role::Client { .. } => {
+            let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
+            Ok(Built::Client(client(Arc::clone(topo), index as u32)))
+        }
+        Role::Service { kind, .. } => Err(format!("{name} has no `{kind}` service")),
+    }
+}
