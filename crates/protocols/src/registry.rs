@@ -49,7 +49,12 @@ const CATALOG: &[Known] = &[
     planned("starry", StrictSerializable, "semi-leader commit with sequencer reordering (STARRY)"),
     built("readatomic", "ra-noc2", ReadAtomic, "read atomic with one-round reads and one-phase writes (RA-NOC2)"),
     planned("ra-noc", ReadAtomic, "read atomic, NOC-NOC's earlier algorithm (RA-NOC)"),
-    planned("eiger-noc2", Causal, "transactional causal consistency (Eiger-NOC2)"),
+    built(
+        "causal",
+        "eiger-noc2",
+        Causal,
+        "transactional causal consistency with one-round reads and one-phase writes (Eiger-NOC2)",
+    ),
     planned("eiger-port", Causal, "transactional causal consistency (Eiger-PORT)"),
     built("readatomic", "ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
     built("readatomic", "ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
@@ -70,6 +75,8 @@ pub fn entries() -> &'static [&'static Entry] {
         all.extend(meridian_deterministic::ENTRIES);
         #[cfg(feature = "readatomic")]
         all.extend(meridian_readatomic::ENTRIES);
+        #[cfg(feature = "causal")]
+        all.extend(meridian_causal::ENTRIES);
         all
     })
 }
@@ -176,10 +183,16 @@ mod tests {
         assert!(not_runnable("nope").contains("unknown protocol"));
     }
 
-    #[cfg(all(feature = "twopc", feature = "tiga", feature = "deterministic", feature = "readatomic"))]
+    #[cfg(all(
+        feature = "twopc",
+        feature = "tiga",
+        feature = "deterministic",
+        feature = "readatomic",
+        feature = "causal"
+    ))]
     #[test]
     fn the_default_build_runs_every_written_protocol() {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
-        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ramp-f", "ramp-s"]);
+        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "eiger-noc2", "ramp-f", "ramp-s"]);
     }
 }
