@@ -6,6 +6,9 @@
 //! counter-example switch that shows the checker catching what the global
 //! safe view prevents.
 
+/// The read-atomic protocols' simulator fixture: the same contended
+/// `ramp-ycsb` run suits the causal ones.
+#[path = "../../readatomic/tests/common/mod.rs"]
 mod common;
 
 use common::{assert_valid, experiment, with_params};
