@@ -71,8 +71,10 @@ impl Pending {
         self.txns.insert(txn, Entry { txn: p, votes, asked_ns: now_ns });
     }
 
-    /// Line 39: `pending.remove(txnid)`.
+    /// Line 39: `pending.remove(txnid)`, and any votes kept for it (a
+    /// transaction decided without ever being prepared here).
     pub fn remove(&mut self, txn: Ts) -> Option<PendingTxn> {
+        self.early.remove(&txn);
         let e = self.txns.remove(&txn)?;
         self.by_prep.remove(&(e.txn.t_prep, txn));
         Some(e.txn)
@@ -181,6 +183,10 @@ mod tests {
         assert_eq!(p.oldest(), Some(Ts(20)));
         assert!(p.remove(Ts(7)).is_some());
         assert_eq!(p.oldest(), None);
+        p.vote(Ts(8), ShardId(1), Ts(40));
+        assert_eq!(p.early_len(), 1);
+        assert!(p.remove(Ts(8)).is_none(), "aborted before it was prepared here");
+        assert_eq!(p.early_len(), 0, "its early vote goes with it");
         p.check_invariants();
     }
 
