@@ -35,8 +35,12 @@ use crate::txns::{Status, TxnId};
 const SESSION: u8 = 1;
 const WR: u8 = 2;
 
-/// Checks causal consistency; returns the number of causal edges.
-pub(crate) fn check(ix: &Index<'_>, ord: &VersionOrder, f: &mut Findings) -> u64 {
+/// Checks causal consistency, with convergence when `convergent` (one
+/// version order per key for every session; without it, one per session,
+/// so a contradiction among one session's requirements is a causality
+/// violation and one across sessions is allowed); returns the number of
+/// causal edges.
+pub(crate) fn check(ix: &Index<'_>, ord: &VersionOrder, convergent: bool, f: &mut Findings) -> u64 {
     let g = Graph::new(ix);
     let csr = Csr::build(g.txn.len(), causal_edges(ix, &g));
     let mut tarjan = Tarjan::new(g.txn.len());
@@ -46,7 +50,9 @@ pub(crate) fn check(ix: &Index<'_>, ord: &VersionOrder, f: &mut Findings) -> u64
     }
     let comp_of = tarjan.comp.clone();
     let writers = KeyWriters::new(ix, &g);
-    let mut cons = Constraints::default();
+    // One set of requirements for every session together, or one per session.
+    let mut cons: Vec<Constraints> =
+        (0..if convergent { 1 } else { g.sessions }).map(|_| Constraints::default()).collect();
     let mut checker = Checker { ix, ord, g: &g, writers: &writers, cons: &mut cons };
     let rev = csr.reversed();
     let mut clocks = Clocks::new(&g);
@@ -65,7 +71,10 @@ pub(crate) fn check(ix: &Index<'_>, ord: &VersionOrder, f: &mut Findings) -> u64
             }
         }
     }
-    cons.cycles(ix, ord, f, |_| AnomalyKind::Divergence);
+    let kind = if convergent { AnomalyKind::Divergence } else { AnomalyKind::Causality };
+    for c in &cons {
+        c.cycles(ix, ord, f, |_| kind);
+    }
     csr.edge_count() as u64
 }
 
@@ -359,13 +368,16 @@ struct Checker<'c, 'a> {
     ord: &'c VersionOrder,
     g: &'c Graph,
     writers: &'c KeyWriters,
-    cons: &'c mut Constraints,
+    /// One entry (every session's), or one per session.
+    cons: &'c mut [Constraints],
 }
 
 impl Checker<'_, '_> {
     /// Checks one transaction's reads and writes against its causal past.
     fn txn(&mut self, v: u32, clock: &[u32], f: &mut Findings) {
         let (ix, t) = (self.ix, self.g.txn[v as usize]);
+        let session = if self.cons.len() == 1 { 0 } else { self.g.session[v as usize] as usize };
+        let cons = &mut self.cons[session];
         for r in ix.reads_of(t) {
             // Reads of aborted, garbage or intermediate values are reported
             // already (G1a, garbage-read, G1b).
@@ -377,13 +389,13 @@ impl Checker<'_, '_> {
             }
             for (w, writer) in self.writers.latest(r.key, clock, t) {
                 let why = Why::CausalRead { reader: t, writer };
-                self.cons.require(ix, self.ord, w, r.version, why, f);
+                cons.require(ix, self.ord, w, r.version, why, f);
             }
         }
         for x in ix.writes_of(t).iter().filter(|x| x.last) {
             for (w, writer) in self.writers.latest(x.key, clock, t) {
                 let why = Why::CausalWrite { txn: t, writer };
-                self.cons.require(ix, self.ord, w, x.version, why, f);
+                cons.require(ix, self.ord, w, x.version, why, f);
             }
         }
     }
@@ -475,6 +487,54 @@ mod tests {
         // Either session alone is fine.
         let one: String = h.lines().take(8).map(|l| format!("{l}\n")).collect();
         assert!(run(&one).valid);
+    }
+
+    /// Two sessions ordering two blind writes differently: a divergence,
+    /// allowed without convergence (Eiger-PORT, NOC-NOC Figure 8b); one
+    /// session going back on its own order is a causality violation at
+    /// both levels.
+    #[test]
+    fn without_convergence_sessions_may_order_versions_differently_but_not_each_go_back() {
+        let h = r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,1]]}
+{"index":1,"type":"invoke","process":2,"value":[["w",1,2]]}
+{"index":2,"type":"ok","process":1,"value":[["w",1,1]]}
+{"index":3,"type":"ok","process":2,"value":[["w",1,2]]}
+{"index":4,"type":"invoke","process":3,"value":[["r",1,null]]}
+{"index":5,"type":"ok","process":3,"value":[["r",1,1]]}
+{"index":6,"type":"invoke","process":3,"value":[["r",1,null]]}
+{"index":7,"type":"ok","process":3,"value":[["r",1,2]]}
+{"index":8,"type":"invoke","process":4,"value":[["r",1,null]]}
+{"index":9,"type":"ok","process":4,"value":[["r",1,2]]}
+{"index":10,"type":"invoke","process":4,"value":[["r",1,null]]}
+{"index":11,"type":"ok","process":4,"value":[["r",1,1]]}"#;
+        let weak = |h: &str| check(&parse_jsonl(h).unwrap(), Model::CausalNoConvergence);
+        assert_eq!(run(h).kinds(), [AnomalyKind::Divergence]);
+        assert!(weak(h).valid, "{}", weak(h).summary());
+        let back = format!(
+            "{h}\n{}\n{}",
+            r#"{"index":12,"type":"invoke","process":3,"value":[["r",1,null]]}"#,
+            r#"{"index":13,"type":"ok","process":3,"value":[["r",1,1]]}"#
+        );
+        let r = weak(&back);
+        assert_eq!(r.kinds(), [AnomalyKind::Causality], "session 3 read 1, 2, then 1: {}", r.summary());
+    }
+
+    #[test]
+    fn without_convergence_missing_your_own_write_or_a_cause_is_still_a_causality_violation() {
+        let own = r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,10]]}
+{"index":1,"type":"ok","process":1,"value":[["w",1,10]]}
+{"index":2,"type":"invoke","process":1,"value":[["r",1,null]]}
+{"index":3,"type":"ok","process":1,"value":[["r",1,null]]}"#;
+        let cause = r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,10]]}
+{"index":1,"type":"ok","process":1,"value":[["w",1,10]]}
+{"index":2,"type":"invoke","process":2,"value":[["r",1,null],["w",2,20]]}
+{"index":3,"type":"ok","process":2,"value":[["r",1,10],["w",2,20]]}
+{"index":4,"type":"invoke","process":3,"value":[["r",2,null],["r",1,null]]}
+{"index":5,"type":"ok","process":3,"value":[["r",2,20],["r",1,null]]}"#;
+        for h in [own, cause] {
+            let r = check(&parse_jsonl(h).unwrap(), Model::CausalNoConvergence);
+            assert_eq!(r.kinds(), [AnomalyKind::Causality], "{}", r.summary());
+        }
     }
 
     #[test]

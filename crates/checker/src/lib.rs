@@ -104,7 +104,8 @@ pub fn check(ops: &[HistoryOp], model: Model) -> CheckReport {
         (Model::Serializable, _) => serial::check(&ix, &ord, false, &mut f, &mut warnings),
         (Model::ReadAtomic, _) => atomic::check(&ix, &ord, true, &mut f),
         (Model::ReadAtomicNoRyw, _) => atomic::check(&ix, &ord, false, &mut f),
-        (Model::Causal, _) => causal::check(&ix, &ord, &mut f),
+        (Model::Causal, _) => causal::check(&ix, &ord, true, &mut f),
+        (Model::CausalNoConvergence, _) => causal::check(&ix, &ord, false, &mut f),
     };
     f.finish(stats(&ix, edges), warnings)
 }

@@ -1,7 +1,7 @@
 //! Meridian's protocol registry: every CONTRACT protocol name with what it
 //! promises, and the entry tables of the protocol crates this build
 //! includes (one cargo feature per family crate: `twopc`, `tiga`, `deterministic`,
-//! `readatomic`). The
+//! `readatomic`, `causal`). The
 //! protocols themselves live in `crates/family/*`, their shared mechanisms
 //! in `meridian-mechanisms`.
 

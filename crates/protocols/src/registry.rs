@@ -54,7 +54,12 @@ const CATALOG: &[Known] = &[
         ReadAtomic,
         "read atomic with one-round reads and two-phase blocking writes (RA-NOC)",
     ),
-    planned("eiger-noc2", Causal, "transactional causal consistency (Eiger-NOC2)"),
+    built(
+        "causal",
+        "eiger-noc2",
+        Causal,
+        "transactional causal consistency with one-round reads and one-phase writes (Eiger-NOC2)",
+    ),
     planned("eiger-port", Causal, "transactional causal consistency (Eiger-PORT)"),
     built("readatomic", "ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
     built("readatomic", "ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
@@ -75,6 +80,8 @@ pub fn entries() -> &'static [&'static Entry] {
         all.extend(meridian_deterministic::ENTRIES);
         #[cfg(feature = "readatomic")]
         all.extend(meridian_readatomic::ENTRIES);
+        #[cfg(feature = "causal")]
+        all.extend(meridian_causal::ENTRIES);
         all
     })
 }
@@ -181,10 +188,19 @@ mod tests {
         assert!(not_runnable("nope").contains("unknown protocol"));
     }
 
-    #[cfg(all(feature = "twopc", feature = "tiga", feature = "deterministic", feature = "readatomic"))]
+    #[cfg(all(
+        feature = "twopc",
+        feature = "tiga",
+        feature = "deterministic",
+        feature = "readatomic",
+        feature = "causal"
+    ))]
     #[test]
     fn the_default_build_runs_every_written_protocol() {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
-        assert_eq!(names, ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "ramp-f", "ramp-s"]);
+        assert_eq!(
+            names,
+            ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "eiger-noc2", "ramp-f", "ramp-s"]
+        );
     }
 }

@@ -12,8 +12,9 @@ mod common;
 pub mod ramp;
 pub mod ranoc;
 pub mod ranoc2;
-#[cfg(test)]
-mod test_support;
+/// The handler tests' deployment, shared with `meridian-causal`'s.
+#[doc(hidden)]
+pub mod test_support;
 
 use meridian_harness::Entry;
 

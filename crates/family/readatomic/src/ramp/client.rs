@@ -88,7 +88,7 @@ pub struct Client {
 }
 
 /// The postcard-encoded size of `x`.
-pub(crate) fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
+pub fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
     postcard::to_allocvec(x).map_or(0, |v| v.len())
 }
 
@@ -110,12 +110,12 @@ fn item_metadata_bytes(item: &Item) -> usize {
 
 /// What a request asks for, if RAMP runs it: only reads, or only blind
 /// writes (the paper's read-only and write-only transactions).
-pub(crate) enum Shape {
+pub enum Shape {
     Read,
     Write,
 }
 
-pub(crate) fn shape(program: &Program) -> Option<Shape> {
+pub fn shape(program: &Program) -> Option<Shape> {
     if program.procedure.is_some() {
         return None;
     }

@@ -60,15 +60,15 @@
 //! each version a GET returns: RAMP-F's grows with the transaction that
 //! wrote it, RAMP-S's does not).
 
-pub(crate) mod client;
+pub mod client;
 #[cfg(test)]
 mod handler_tests;
 mod messages;
 mod partition;
-pub(crate) mod pending;
-pub(crate) mod recovery;
-pub(crate) mod timestamps;
-pub(crate) mod versions;
+pub mod pending;
+pub mod recovery;
+pub mod timestamps;
+pub mod versions;
 
 pub use client::Client;
 pub use messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Snapshot, Timer, Ts};
@@ -106,7 +106,7 @@ pub struct Common {
 
 impl Common {
     /// Reads the shared knobs of protocol `name`.
-    pub(crate) fn read(p: &ParamReader<'_>, name: &str) -> Result<Common, String> {
+    pub fn read(p: &ParamReader<'_>, name: &str) -> Result<Common, String> {
         let ms = |n: &str| p.ms_ns(n);
         let count = |n: &str| p.count(n, 1..=1_000_000_000);
         let positive = |n: &str| -> Result<u64, String> {
@@ -141,7 +141,7 @@ pub struct Config {
 
 /// The knobs RAMP and RA-NOC2 share (their clients' retries and timestamps,
 /// their partitions' garbage collection, termination protocol and checkpoints).
-pub(crate) const SHARED_PARAMS: [ParamDoc; 11] = [
+pub const SHARED_PARAMS: [ParamDoc; 11] = [
     ParamDoc { name: "client_tick_ms", default: "20", doc: "resolution of the client's retry deadlines" },
     ParamDoc {
         name: "retry_ms",

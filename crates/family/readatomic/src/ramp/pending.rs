@@ -157,6 +157,10 @@ impl Pending {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> usize {
         self.txns.len()
     }

@@ -93,11 +93,19 @@ impl Versions {
     /// now below `lastCommit` waits for collection. False if `ts` was not
     /// prepared here.
     pub fn commit(&mut self, key: Key, ts: Ts, now_ns: u64) -> bool {
-        if !self.store.commit_intent(key, ts.0, ts.0) {
+        self.commit_at(key, ts, ts, now_ns)
+    }
+
+    /// Commits the prepared version `ts` of `key` at `at` (at or above it:
+    /// Eiger's commit timestamp is the largest of the participants'
+    /// prepare timestamps, NOC-NOC Algorithm 6 lines 18, 37). False if `ts`
+    /// was not prepared here.
+    pub fn commit_at(&mut self, key: Key, ts: Ts, at: Ts, now_ns: u64) -> bool {
+        if !self.store.commit_intent(key, ts.0, at.0) {
             return false;
         }
         let last = self.last_commit(key).expect("just committed");
-        debug_assert!(last >= ts, "lastCommit never falls below a commit");
+        debug_assert!(last >= at, "lastCommit never falls below a commit");
         self.superseded.push_back(Superseded { at_ns: now_ns, key, by: last });
         while self.superseded.len() > self.superseded_max {
             let s = self.superseded.pop_front().expect("over the bound");

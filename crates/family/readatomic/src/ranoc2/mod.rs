@@ -105,11 +105,11 @@ mod client;
 #[cfg(test)]
 mod handler_tests;
 mod messages;
-mod outcomes;
+pub mod outcomes;
 mod partition;
 mod recovery;
-mod safe;
-mod view;
+pub mod safe;
+pub mod view;
 
 pub use client::Client;
 pub use messages::{Get, KeyRead, Msg, Prepare, Record, Snapshot, Timer};

@@ -10,6 +10,9 @@
 //! it is answered `Held::Forgotten`: decided long ago, never prepared here
 //! again. The asking partition resolves it (`Pending::answer`) rather than
 //! keep it pending, and its safe time below it, for good.
+//!
+//! Generic over what is remembered of a decision (`Decision` here;
+//! Eiger-NOC2's partitions also keep the commit timestamp).
 
 use crate::ramp::Ts;
 use meridian_mechanisms::twopc::Decision;
@@ -17,34 +20,34 @@ use std::collections::BTreeMap;
 
 /// What a partition knows of a transaction it does not hold pending.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Known {
-    Decided(Decision),
+pub enum Known<D = Decision> {
+    Decided(D),
     /// Decided long ago and no longer remembered.
     Forgotten,
     /// Never decided here.
     Unknown,
 }
 
-pub struct Outcomes {
-    decided: BTreeMap<Ts, Decision>,
+pub struct Outcomes<D = Decision> {
+    decided: BTreeMap<Ts, D>,
     forgotten_upto: Option<Ts>,
     max: usize,
 }
 
-impl Outcomes {
-    pub fn new(max: usize) -> Outcomes {
+impl<D: Copy + PartialEq + std::fmt::Debug> Outcomes<D> {
+    pub fn new(max: usize) -> Outcomes<D> {
         assert!(max > 0, "at least one outcome is remembered");
         Outcomes { decided: BTreeMap::new(), forgotten_upto: None, max }
     }
 
     /// Restores a checkpoint's.
-    pub fn restore(&mut self, decided: &[(Ts, Decision)], forgotten_upto: Option<Ts>) {
+    pub fn restore(&mut self, decided: &[(Ts, D)], forgotten_upto: Option<Ts>) {
         self.decided = decided.iter().copied().collect();
         self.forgotten_upto = forgotten_upto;
     }
 
     /// `ts` was committed or aborted here; the oldest go beyond the bound.
-    pub fn record(&mut self, ts: Ts, decision: Decision) {
+    pub fn record(&mut self, ts: Ts, decision: D) {
         if self.forgotten_upto >= Some(ts) {
             return; // it stays forgotten
         }
@@ -56,7 +59,7 @@ impl Outcomes {
         }
     }
 
-    pub fn lookup(&self, ts: Ts) -> Known {
+    pub fn lookup(&self, ts: Ts) -> Known<D> {
         match self.decided.get(&ts) {
             Some(d) => Known::Decided(*d),
             None if self.forgotten_upto >= Some(ts) => Known::Forgotten,
@@ -64,12 +67,16 @@ impl Outcomes {
         }
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.decided.is_empty()
+    }
+
     pub fn len(&self) -> usize {
         self.decided.len()
     }
 
     /// For a checkpoint.
-    pub fn snapshot(&self) -> (Vec<(Ts, Decision)>, Option<Ts>) {
+    pub fn snapshot(&self) -> (Vec<(Ts, D)>, Option<Ts>) {
         (self.decided.iter().map(|(t, d)| (*t, *d)).collect(), self.forgotten_upto)
     }
 

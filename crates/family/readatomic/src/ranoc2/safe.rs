@@ -50,6 +50,12 @@ pub fn lst(oldest_pending: Option<Ts>, latest: Option<Ts>) -> Option<Ts> {
     }
 }
 
+impl Default for SafeTime {
+    fn default() -> SafeTime {
+        SafeTime::new()
+    }
+}
+
 impl SafeTime {
     pub fn new() -> SafeTime {
         SafeTime { latest: None, safe: None, marks: VecDeque::new(), durable: None }

@@ -15,6 +15,11 @@
 //! refreshes it (asks every partition behind for its safe time) and
 //! refuses further writes while it is full.
 //!
+//! Generic over what a local entry is ([`Local`]): RA-NOC2's is the
+//! write's timestamp; Eiger-NOC2's (NOC-NOC Algorithm 2 line 18,
+//! `latestWrite`) is the pair of its mimicked commit timestamp and its
+//! transaction id. Entries are ordered by the timestamp first.
+//!
 //! Every client (front end) keeps one view for all the sessions it runs:
 //! the paper's sharing of views between co-located clients (§5.3), within
 //! one Meridian client node. Sharing across nodes is not done (see the
@@ -24,18 +29,37 @@ use crate::ramp::Ts;
 use meridian_core::{Key, ShardId};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub struct View {
+/// A local safe view's entry for one key: ordered, and at a timestamp
+/// (the one a GSV must reach for the entry to go).
+pub trait Local: Copy + Ord + std::fmt::Debug {
+    fn ts(&self) -> Ts;
+}
+
+impl Local for Ts {
+    fn ts(&self) -> Ts {
+        *self
+    }
+}
+
+pub struct View<L: Local = Ts> {
     /// Line 2: per shard (indexed by its number), the latest safe time heard.
     last: Vec<Option<Ts>>,
     /// Line 3, per key: the newest own fully prepared write.
-    lsv: BTreeMap<Key, Ts>,
+    lsv: BTreeMap<Key, L>,
     /// The same entries ordered by timestamp, for dropping the old ones.
-    by_ts: BTreeSet<(Ts, Key)>,
+    by_ts: BTreeSet<(L, Key)>,
     lsv_max: usize,
 }
 
-impl View {
-    pub fn new(shards: usize, lsv_max: usize) -> View {
+impl View<Ts> {
+    pub fn new(shards: usize, lsv_max: usize) -> View<Ts> {
+        View::with_entries(shards, lsv_max)
+    }
+}
+
+impl<L: Local> View<L> {
+    /// A view whose local entries are `L`s.
+    pub fn with_entries(shards: usize, lsv_max: usize) -> View<L> {
         assert!(shards > 0, "a deployment has shards");
         assert!(lsv_max > 0, "a client may hold one local version");
         View { last: vec![None; shards], lsv: BTreeMap::new(), by_ts: BTreeSet::new(), lsv_max }
@@ -43,7 +67,7 @@ impl View {
 
     /// After a restart: every partition's safe time was at or past `floor`
     /// (durably recorded), and these own writes were fully prepared.
-    pub fn restore(&mut self, floor: Option<Ts>, local: impl IntoIterator<Item = (Key, Ts)>) {
+    pub fn restore(&mut self, floor: Option<Ts>, local: impl IntoIterator<Item = (Key, L)>) {
         self.last.iter_mut().for_each(|l| *l = floor);
         for (key, ts) in local {
             self.prepared(ts, [key]);
@@ -63,7 +87,7 @@ impl View {
     }
 
     /// Every own write of the view, oldest first (for a checkpoint).
-    pub fn local(&self) -> Vec<(Key, Ts)> {
+    pub fn local(&self) -> Vec<(Key, L)> {
         self.by_ts.iter().map(|(ts, key)| (*key, *ts)).collect()
     }
 
@@ -77,12 +101,12 @@ impl View {
     }
 
     /// Line 19: the local safe view of `key`.
-    pub fn lsv(&self, key: Key) -> Option<Ts> {
+    pub fn lsv(&self, key: Key) -> Option<L> {
         self.lsv.get(&key).copied()
     }
 
     /// Line 9: a write at `ts` of `keys` is fully prepared.
-    pub fn prepared(&mut self, ts: Ts, keys: impl IntoIterator<Item = Key>) {
+    pub fn prepared(&mut self, ts: L, keys: impl IntoIterator<Item = Key>) {
         for key in keys {
             // Two sessions of this client may write a key concurrently:
             // the newer write is the view, whichever was prepared last.
@@ -113,7 +137,7 @@ impl View {
     pub fn behind(&self) -> Vec<ShardId> {
         let Some((oldest, _)) = self.by_ts.first() else { return Vec::new() };
         let shards = 0..self.last.len() as u32;
-        shards.map(ShardId).filter(|s| self.last(*s) < Some(*oldest)).collect()
+        shards.map(ShardId).filter(|s| self.last(*s) < Some(oldest.ts())).collect()
     }
 
     /// Drops the local versions at or below `floor`, a safe time every
@@ -122,7 +146,7 @@ impl View {
     pub fn prune(&mut self, floor: Option<Ts>) {
         debug_assert!(floor <= self.floor(), "every partition is past the floor");
         while let Some((ts, key)) = self.by_ts.first().copied() {
-            if Some(ts) > floor {
+            if Some(ts.ts()) > floor {
                 break;
             }
             self.by_ts.pop_first();

@@ -1,0 +1,551 @@
+//! An Eiger-NOC2 client (NOC-NOC Algorithm 5, the client side of
+//! Algorithm 2): PUT_ALL and GET_ALL, talking to the partitions directly,
+//! with its dual view (RA-NOC2's `View`, whose local entries are
+//! `latestWrite[key]`, the pair `(t_own, txnid)`).
+//!
+//! A write-only transaction gets an id (RAMP's durable, increasing client
+//! timestamps), sends every participant its writes, the coordinator and
+//! the largest stamp the client has seen (`dep`), and collects every
+//! participant's prepare stamp and latest safe time (lines 13-18). Once all
+//! are in, it mimics the coordinator (Figure 7): `t_own` is the largest
+//! stamp (line 19), which becomes `latestWrite` of every key written
+//! (lines 20-22), durably; the write returns — one phase on the client's
+//! path (O_W). The commit is the partitions' business.
+//!
+//! A read-only transaction sends, in one round, every partition it reads
+//! its keys with the global safe view `min(last)` (line 6) and each key's
+//! `latestWrite` (lines 7-9); each answer's latest safe time raises `last`.
+//!
+//! Beyond the pseudocode: a restarted client asks every partition for its
+//! safe time before serving (its version vector is not durable, and a
+//! session's next read must not go below what it read before the crash,
+//! nor its next write below it); local entries every partition's safe time
+//! has passed are dropped (bounded by `lsv_max`); a partition silent for
+//! `retry_ms` gets the round or prepare again, and after `max_attempts`
+//! a read aborts and a write reports an unknown outcome.
+
+use super::messages::{ClientState, Get, KeyRead, Msg, Own, Prepare, Record, Timer};
+use super::{Config, partition_of};
+use meridian_core::{
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
+    Value,
+};
+use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
+use meridian_readatomic::ramp::timestamps::TsSource;
+use meridian_readatomic::ramp::{GetId, Ts};
+use meridian_readatomic::ranoc2::View;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
+
+/// Requests waiting for a durable id reservation or a restart's view, at
+/// most.
+const WAITING_MAX: usize = 65_536;
+
+struct ReadTxn {
+    request: RequestId,
+    program: Program,
+    step: u32,
+    values: BTreeMap<Key, Option<Value>>,
+    awaiting: BTreeMap<ShardId, Get>,
+    sent_ns: u64,
+    sends: u32,
+    rounds: u64,
+}
+
+struct WriteTxn {
+    request: RequestId,
+    ops: usize,
+    prepares: BTreeMap<ShardId, Arc<Prepare>>,
+    awaiting: BTreeSet<ShardId>,
+    /// Line 19: the largest prepare stamp so far.
+    t_own: Option<Ts>,
+    sent_ns: u64,
+    sends: u32,
+}
+
+/// A write prepared everywhere whose `Record::Local` is not durable yet.
+struct Answer {
+    lsn: Lsn,
+    request: RequestId,
+    ops: usize,
+}
+
+pub struct Client {
+    topo: Arc<Topology>,
+    index: u32,
+    cfg: Config,
+    ids: TsSource,
+    /// Lines 2-4: `last` and `latestWrite`.
+    view: View<Own>,
+    /// The largest stamp this client has seen (safe times and its own
+    /// commit stamps): its writes are stamped above it.
+    seen: Option<Ts>,
+    next_read: u64,
+    reads: BTreeMap<Ts, ReadTxn>,
+    writes: BTreeMap<Ts, WriteTxn>,
+    waiting: VecDeque<(RequestId, Program)>,
+    answers: VecDeque<Answer>,
+    /// After a restart: the partitions not heard from yet.
+    syncing: BTreeSet<ShardId>,
+    refreshed_ns: Option<u64>,
+}
+
+impl Client {
+    pub fn new(topo: Arc<Topology>, index: u32, cfg: Config) -> Client {
+        let shards = topo.shards as usize;
+        Client {
+            topo,
+            index,
+            ids: TsSource::start(index, [], cfg.common.reserve_ahead_us),
+            view: View::with_entries(shards, cfg.lsv_max),
+            seen: None,
+            next_read: 0,
+            cfg,
+            reads: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            waiting: VecDeque::new(),
+            answers: VecDeque::new(),
+            syncing: BTreeSet::new(),
+            refreshed_ns: None,
+        }
+    }
+
+    /// The client's dual view (for tests).
+    pub fn view(&self) -> &View<Own> {
+        &self.view
+    }
+
+    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
+        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
+        for k in keys {
+            out.entry(self.topo.shard_of(k)).or_default().push(k);
+        }
+        out
+    }
+
+    /// Lines 9, 18: `last[svr] ← max(ts_svr, last[svr])`; the local entries
+    /// every partition has passed go.
+    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
+        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
+        self.view.learn(shard, lst);
+        self.seen = self.seen.max(lst);
+        self.view.prune(self.view.floor());
+        if self.syncing.remove(&shard) && self.syncing.is_empty() {
+            self.start_waiting(ctx);
+        }
+        Some(shard)
+    }
+
+    fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
+        let clock_us = ctx.clock_ns() / 1_000;
+        if let Some(upto_us) = self.ids.to_reserve(clock_us) {
+            let lsn = ctx.append(Record::Reserved { upto_us });
+            self.ids.recording(lsn, upto_us);
+        }
+    }
+
+    fn start(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
+        let Some(shape) = shape(&program) else {
+            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        };
+        if program.is_empty() {
+            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        }
+        let id = match shape {
+            Shape::Write if self.view.is_full(program.write_set().len()) => {
+                ctx.count("writes_rejected", 1);
+                return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+            }
+            Shape::Write => {
+                self.reserve(ctx);
+                self.ids.next(ctx.clock_ns() / 1_000)
+            }
+            Shape::Read => None,
+        };
+        let now_ns = ctx.monotonic_ns();
+        match (shape, id) {
+            _ if !self.syncing.is_empty() => self.wait(ctx, request, program),
+            (Shape::Read, _) => self.get_all(ctx, request, program, now_ns),
+            (Shape::Write, Some(txn)) => self.put_all(ctx, txn, request, program, now_ns),
+            (Shape::Write, None) => self.wait(ctx, request, program),
+        }
+    }
+
+    fn wait(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
+        if self.waiting.len() >= WAITING_MAX {
+            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        }
+        self.waiting.push_back((request, program));
+    }
+
+    fn start_waiting(&mut self, ctx: &mut ClientCtx<'_>) {
+        for (request, program) in std::mem::take(&mut self.waiting) {
+            self.start(ctx, request, program);
+        }
+    }
+
+    // ---- PUT_ALL ----
+
+    /// Algorithm 5 lines 11-17: a new transaction id, and every
+    /// participant's writes sent to it with the coordinator.
+    fn put_all(&mut self, ctx: &mut ClientCtx<'_>, txn: Ts, request: RequestId, program: Program, now_ns: u64) {
+        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
+        for op in &program.ops {
+            if let Op::Write { key, value } = op {
+                last.insert(*key, value.clone());
+            }
+        }
+        let by_shard = self.by_shard(last.keys().copied());
+        let participants: Vec<ShardId> = by_shard.keys().copied().collect();
+        // Spread the coordinators' work over the participants.
+        let coordinator = participants[(txn.time_us() % participants.len() as u64) as usize];
+        let prepares: BTreeMap<ShardId, Arc<Prepare>> = by_shard
+            .into_iter()
+            .map(|(shard, keys)| {
+                let writes = keys.into_iter().map(|k| (k, last[&k].clone())).collect();
+                let p = Prepare { txn, writes, coordinator, participants: participants.clone(), dep: self.seen };
+                (shard, Arc::new(p))
+            })
+            .collect();
+        let w = WriteTxn {
+            request,
+            ops: program.ops.len(),
+            awaiting: prepares.keys().copied().collect(),
+            prepares,
+            t_own: None,
+            sent_ns: now_ns,
+            sends: 1,
+        };
+        self.send_prepares(ctx, &w);
+        self.writes.insert(txn, w);
+    }
+
+    fn send_prepares(&self, ctx: &mut ClientCtx<'_>, w: &WriteTxn) {
+        for shard in &w.awaiting {
+            ctx.send(partition_of(&self.topo, *shard), Msg::Prepare(Arc::clone(&w.prepares[shard])));
+        }
+    }
+
+    /// Lines 18-22 once every participant answered: `t_own` is the largest
+    /// prepare stamp — the commit stamp the coordinator will choose
+    /// (Figure 7) — and joins `latestWrite` of every key written; the
+    /// write returns once that is durable.
+    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, txn: Ts, t_prep: Ts, lst: Option<Ts>) {
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
+        let Some(w) = self.writes.get_mut(&txn) else { return };
+        if !w.awaiting.remove(&shard) {
+            return;
+        }
+        w.t_own = w.t_own.max(Some(t_prep));
+        if !w.awaiting.is_empty() {
+            return;
+        }
+        let w = self.writes.remove(&txn).expect("present");
+        let own = Own { t_own: w.t_own.expect("every participant answered"), txn };
+        let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
+        self.view.prepared(own, keys.iter().copied());
+        self.seen = self.seen.max(Some(own.t_own));
+        let lsn = ctx.append(Record::Local { own, keys });
+        self.answers.push_back(Answer { lsn, request: w.request, ops: w.ops });
+    }
+
+    /// The writes whose local entry is durable return (one phase).
+    fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
+        while self.answers.front().is_some_and(|a| a.lsn <= upto) {
+            let a = self.answers.pop_front().expect("present");
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 1);
+            ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
+        }
+    }
+
+    /// A participant refused the transaction for good (the termination of
+    /// a transaction another participant never prepared): it commits
+    /// nowhere.
+    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, txn: Ts, lst: Option<Ts>) {
+        self.learn(ctx, from, lst);
+        if let Some(w) = self.writes.remove(&txn) {
+            ctx.count("writes_refused", 1);
+            ctx.complete(w.request, Outcome::Aborted { reason: AbortReason::Conflict });
+        }
+    }
+
+    // ---- GET_ALL ----
+
+    /// Algorithm 5 lines 5-9: one round at `gsv = min(last)`, each key
+    /// with its `latestWrite`.
+    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
+        self.next_read += 1;
+        let id = GetId { read: Ts(self.next_read), step: 0 };
+        let mut r = ReadTxn {
+            request,
+            program,
+            step: 0,
+            values: BTreeMap::new(),
+            awaiting: BTreeMap::new(),
+            sent_ns: now_ns,
+            sends: 0,
+            rounds: 0,
+        };
+        self.send_round(ctx, id, &mut r, now_ns);
+        self.reads.insert(id.read, r);
+    }
+
+    fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
+        let gsv = match self.cfg.read_beyond_gsv {
+            // Line 6: the minimum over every partition, not only those
+            // read — a causal past read elsewhere is below it too.
+            false => self.view.floor(),
+            // The counter-example: no view at all, the newest commits.
+            true => Some(Ts(u64::MAX)),
+        };
+        r.step = id.step;
+        r.rounds += 1;
+        r.sent_ns = now_ns;
+        r.sends = 1;
+        r.values.clear();
+        r.awaiting.clear();
+        for (shard, keys) in self.by_shard(r.program.read_set()) {
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.view.lsv(key) }).collect();
+            for k in &keys {
+                ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
+                if k.own.is_some_and(|o| Some(o.t_own) > gsv) {
+                    ctx.count("keys_read_from_lsv", 1);
+                }
+            }
+            r.awaiting.insert(shard, Get { id, gsv, keys });
+        }
+        assert!(!r.awaiting.is_empty(), "a read reads something");
+        self.resend_round(ctx, r);
+    }
+
+    fn resend_round(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
+        for (shard, get) in &r.awaiting {
+            ctx.send(partition_of(&self.topo, *shard), Msg::Get(get.clone()));
+        }
+    }
+
+    fn on_got(
+        &mut self,
+        ctx: &mut ClientCtx<'_>,
+        from: NodeId,
+        id: GetId,
+        values: Vec<Option<Value>>,
+        lst: Option<Ts>,
+    ) {
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
+        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
+        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
+        let Some(get) = r.awaiting.remove(&shard) else { return };
+        debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
+        for (k, value) in get.keys.iter().zip(values) {
+            r.values.insert(k.key, value);
+        }
+        if r.awaiting.is_empty() {
+            let r = self.reads.remove(&id.read).expect("present");
+            ctx.count("reads", 1);
+            ctx.count("read_rounds", r.rounds);
+            ctx.observe("rounds_per_read", r.rounds);
+            let results = r.program.ops.iter().map(|op| r.values.get(&op.key()).cloned().flatten()).collect();
+            ctx.complete(r.request, Outcome::Committed { results });
+        }
+    }
+
+    /// A version the read needs was collected: it reads again, from the
+    /// view the answer refreshed.
+    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
+        self.learn(ctx, from, lst);
+        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
+        if r.rounds >= u64::from(self.cfg.common.max_attempts) {
+            ctx.count("reads_given_up", 1);
+            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+        }
+        ctx.count("read_restarts", 1);
+        let now_ns = ctx.monotonic_ns();
+        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
+        self.reads.insert(id.read, r);
+    }
+
+    // ---- retries, refreshes, restart ----
+
+    fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
+        ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
+        let now_ns = ctx.monotonic_ns();
+        self.reserve(ctx);
+        self.resend_reads(ctx, now_ns);
+        self.resend_writes(ctx, now_ns);
+        self.refresh(ctx, now_ns);
+    }
+
+    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let retry_ns = self.cfg.common.retry_ns;
+        let due: Vec<Ts> = self.reads.iter().filter(|(_, r)| r.sent_ns + retry_ns <= now_ns).map(|(t, _)| *t).collect();
+        for id in due {
+            let mut r = self.reads.remove(&id).expect("listed");
+            if r.sends >= self.cfg.common.max_attempts {
+                ctx.count("reads_given_up", 1);
+                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+                continue;
+            }
+            ctx.count("read_resends", 1);
+            r.sends += 1;
+            r.sent_ns = now_ns;
+            self.resend_round(ctx, &r);
+            self.reads.insert(id, r);
+        }
+    }
+
+    fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let retry_ns = self.cfg.common.retry_ns;
+        let due: Vec<Ts> =
+            self.writes.iter().filter(|(_, w)| w.sent_ns + retry_ns <= now_ns).map(|(t, _)| *t).collect();
+        for txn in due {
+            let mut w = self.writes.remove(&txn).expect("listed");
+            if w.sends >= self.cfg.common.max_attempts {
+                ctx.count("unknown_outcomes", 1);
+                ctx.complete(w.request, Outcome::Unknown);
+                continue;
+            }
+            ctx.count("write_resends", 1);
+            w.sends += 1;
+            w.sent_ns = now_ns;
+            self.send_prepares(ctx, &w);
+            self.writes.insert(txn, w);
+        }
+    }
+
+    /// Asks for safe times (`Sync`, carrying the largest stamp seen): after
+    /// a restart, every partition not heard from yet, once per `retry_ms`;
+    /// otherwise, every tick, the partitions whose safe time is behind that
+    /// stamp — `min(last)` over every partition is each read's GSV, and a
+    /// partition the client does not otherwise talk to, or an idle one,
+    /// would hold it back for good.
+    fn refresh(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
+        let ask: Vec<ShardId> = if !self.syncing.is_empty() {
+            if self.refreshed_ns.is_some_and(|t| t + self.cfg.common.retry_ns > now_ns) {
+                return;
+            }
+            self.refreshed_ns = Some(now_ns);
+            self.syncing.iter().copied().collect()
+        } else {
+            let shards = (0..self.topo.shards).map(ShardId);
+            shards.filter(|s| self.view.last(*s) < self.seen).collect()
+        };
+        for shard in ask {
+            ctx.count("view_refreshes", 1);
+            ctx.send(partition_of(&self.topo, shard), Msg::Sync { dep: self.seen });
+        }
+    }
+
+    /// A restart: the id reservations and the local entries recorded; the
+    /// version vector is asked for again before any request is served.
+    fn restore(&mut self, ctx: &mut ClientCtx<'_>, durable: Vec<Record>) {
+        let restarted = !durable.is_empty();
+        let (mut reserved, mut local) = (Vec::new(), Vec::new());
+        for record in durable {
+            match record {
+                Record::Reserved { upto_us } => reserved.push(upto_us),
+                Record::ClientState(s) => {
+                    reserved.push(s.reserved_us);
+                    local.extend(s.local.iter().copied());
+                }
+                Record::Local { own, keys } => local.extend(keys.into_iter().map(|k| (k, own))),
+                Record::Prepared { .. }
+                | Record::Committed { .. }
+                | Record::Aborted { .. }
+                | Record::Clock { .. }
+                | Record::Snapshot(_) => {
+                    unreachable!("a partition's record in a client's log")
+                }
+            }
+        }
+        self.ids = TsSource::start(self.index, reserved, self.cfg.common.reserve_ahead_us);
+        self.seen = local.iter().map(|(_, o)| o.t_own).max();
+        self.view.restore(None, local);
+        if restarted {
+            self.syncing = (0..self.topo.shards).map(ShardId).collect();
+            let now_ns = ctx.monotonic_ns();
+            self.refresh(ctx, now_ns);
+        }
+    }
+}
+
+impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
+    fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
+        self.restore(ctx, durable);
+        self.reserve(ctx);
+        ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
+    }
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        self.answer_writes(ctx, upto);
+        if self.ids.persisted(upto) {
+            // Earlier records are folded into this one.
+            let state = ClientState { reserved_us: self.ids.reserved_us(), local: self.view.local() };
+            ctx.compact(upto, Record::ClientState(Arc::new(state)));
+            if self.syncing.is_empty() {
+                self.start_waiting(ctx);
+            }
+        }
+    }
+
+    fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, program: Program) {
+        self.start(ctx, request, program);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
+        match msg {
+            Msg::Prepared { txn, t_prep, lst } => self.on_prepared(ctx, from, txn, t_prep, lst),
+            Msg::Refused { txn, lst } => self.on_refused(ctx, from, txn, lst),
+            Msg::Got { id, values, lst } => self.on_got(ctx, from, id, values, lst),
+            Msg::Gone { id, lst } => self.on_gone(ctx, from, id, lst),
+            Msg::Synced { lst } => {
+                self.learn(ctx, from, lst);
+            }
+            // Messages between partitions, or to them.
+            Msg::Prepare(_)
+            | Msg::Vote { .. }
+            | Msg::AskVote { .. }
+            | Msg::NoVote { .. }
+            | Msg::Commit { .. }
+            | Msg::Abort { .. }
+            | Msg::Get(_)
+            | Msg::Sync { .. } => {}
+        }
+    }
+
+    fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
+        match timer {
+            Timer::ClientTick => self.on_tick(ctx),
+            Timer::Gc | Timer::Ctp => unreachable!("a partition's timer at a client"),
+        }
+    }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("reads", self.reads.len());
+        out("writes", self.writes.len());
+        out("waiting", self.waiting.len());
+        out("local_versions", self.view.local_versions());
+        out("answers", self.answers.len());
+    }
+
+    fn check_invariants(&self) {
+        self.ids.check_invariants();
+        self.view.check_invariants();
+        assert!(self.view.floor() <= self.seen || self.view.floor().is_none(), "the floor is a stamp seen");
+        assert!(
+            self.answers.iter().zip(self.answers.iter().skip(1)).all(|(a, b)| a.lsn < b.lsn),
+            "answers in LSN order"
+        );
+        assert!(self.waiting.len() <= WAITING_MAX, "waiting requests within their bound");
+        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
+            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
+        }
+        for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
+            assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
+            assert!(w.sends <= self.cfg.common.max_attempts, "sends within their bound");
+        }
+    }
+}
