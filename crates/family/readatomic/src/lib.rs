@@ -10,6 +10,8 @@
 
 mod common;
 pub mod ramp;
+/// The retry tick every client of these protocols (and Eiger-NOC2's) runs.
+pub use common::client::{Attempts, Due, Resent, due};
 pub mod ranoc;
 pub mod ranoc2;
 /// The handler tests' deployment, shared with `meridian-causal`'s.

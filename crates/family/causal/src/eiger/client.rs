@@ -34,6 +34,7 @@ use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
 use meridian_readatomic::ranoc2::View;
+use meridian_readatomic::{Attempts, Due, Resent, due};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -49,9 +50,14 @@ struct ReadTxn {
     step: u32,
     values: BTreeMap<Key, Option<Value>>,
     awaiting: BTreeMap<ShardId, Get>,
-    sent_ns: u64,
-    sends: u32,
+    attempts: Attempts,
     rounds: u64,
+}
+
+impl Resent for ReadTxn {
+    fn attempts(&mut self) -> &mut Attempts {
+        &mut self.attempts
+    }
 }
 
 struct WriteTxn {
@@ -61,8 +67,13 @@ struct WriteTxn {
     awaiting: BTreeSet<ShardId>,
     /// Line 19: the largest prepare stamp so far.
     t_own: Option<Ts>,
-    sent_ns: u64,
-    sends: u32,
+    attempts: Attempts,
+}
+
+impl Resent for WriteTxn {
+    fn attempts(&mut self) -> &mut Attempts {
+        &mut self.attempts
+    }
 }
 
 /// A write prepared everywhere whose `Record::Local` is not durable yet.
@@ -215,8 +226,7 @@ impl Client {
             awaiting: prepares.keys().copied().collect(),
             prepares,
             t_own: None,
-            sent_ns: now_ns,
-            sends: 1,
+            attempts: Attempts::first(now_ns),
         };
         self.send_prepares(ctx, &w);
         self.writes.insert(txn, w);
@@ -285,8 +295,7 @@ impl Client {
             step: 0,
             values: BTreeMap::new(),
             awaiting: BTreeMap::new(),
-            sent_ns: now_ns,
-            sends: 0,
+            attempts: Attempts::first(now_ns),
             rounds: 0,
         };
         self.send_round(ctx, id, &mut r, now_ns);
@@ -303,8 +312,7 @@ impl Client {
         };
         r.step = id.step;
         r.rounds += 1;
-        r.sent_ns = now_ns;
-        r.sends = 1;
+        r.attempts = Attempts::first(now_ns);
         r.values.clear();
         r.awaiting.clear();
         for (shard, keys) in self.by_shard(r.program.read_set()) {
@@ -380,39 +388,32 @@ impl Client {
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let retry_ns = self.cfg.common.retry_ns;
-        let due: Vec<Ts> = self.reads.iter().filter(|(_, r)| r.sent_ns + retry_ns <= now_ns).map(|(t, _)| *t).collect();
-        for id in due {
-            let mut r = self.reads.remove(&id).expect("listed");
-            if r.sends >= self.cfg.common.max_attempts {
-                ctx.count("reads_given_up", 1);
-                ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-                continue;
+        for (id, again) in due(&mut self.reads, now_ns, &self.cfg.common) {
+            match again {
+                Due::GiveUp(r) => {
+                    ctx.count("reads_given_up", 1);
+                    ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+                }
+                Due::Again => {
+                    ctx.count("read_resends", 1);
+                    self.resend_round(ctx, &self.reads[&id]);
+                }
             }
-            ctx.count("read_resends", 1);
-            r.sends += 1;
-            r.sent_ns = now_ns;
-            self.resend_round(ctx, &r);
-            self.reads.insert(id, r);
         }
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let retry_ns = self.cfg.common.retry_ns;
-        let due: Vec<Ts> =
-            self.writes.iter().filter(|(_, w)| w.sent_ns + retry_ns <= now_ns).map(|(t, _)| *t).collect();
-        for txn in due {
-            let mut w = self.writes.remove(&txn).expect("listed");
-            if w.sends >= self.cfg.common.max_attempts {
-                ctx.count("unknown_outcomes", 1);
-                ctx.complete(w.request, Outcome::Unknown);
-                continue;
+        for (txn, again) in due(&mut self.writes, now_ns, &self.cfg.common) {
+            match again {
+                Due::GiveUp(w) => {
+                    ctx.count("unknown_outcomes", 1);
+                    ctx.complete(w.request, Outcome::Unknown);
+                }
+                Due::Again => {
+                    ctx.count("write_resends", 1);
+                    self.send_prepares(ctx, &self.writes[&txn]);
+                }
             }
-            ctx.count("write_resends", 1);
-            w.sends += 1;
-            w.sent_ns = now_ns;
-            self.send_prepares(ctx, &w);
-            self.writes.insert(txn, w);
         }
     }
 
@@ -545,7 +546,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
-            assert!(w.sends <= self.cfg.common.max_attempts, "sends within their bound");
+            assert!(w.attempts.sends() <= self.cfg.common.max_attempts, "sends within their bound");
         }
     }
 }

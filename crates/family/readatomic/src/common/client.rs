@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 /// The sends of a round or phase: when it last left, how many times.
 #[derive(Copy, Clone, Debug)]
-pub(crate) struct Attempts {
+pub struct Attempts {
     sent_ns: u64,
     sends: u32,
 }
@@ -29,6 +29,11 @@ impl Attempts {
         Attempts { sent_ns: now_ns, sends: 1 }
     }
 
+    /// How many times it was sent.
+    pub fn sends(&self) -> u32 {
+        self.sends
+    }
+
     /// Whether it went unanswered for `retry_ns`.
     fn is_due(&self, now_ns: u64, retry_ns: u64) -> bool {
         self.sent_ns + retry_ns <= now_ns
@@ -36,20 +41,21 @@ impl Attempts {
 }
 
 /// A round or phase the retry tick may send again.
-pub(crate) trait Resent {
+pub trait Resent {
     fn attempts(&mut self) -> &mut Attempts;
 }
 
 /// What the retry tick does with a transaction in flight.
-enum Due<T> {
+pub enum Due<T> {
     /// Send it again (it stays in flight, its attempts counted).
     Again,
     /// Sent `max_attempts` times: it leaves the map.
     GiveUp(T),
 }
 
-/// The transactions of `map` unanswered for `retry_ms`, in key order.
-fn due<K: Ord + Copy, T: Resent>(map: &mut BTreeMap<K, T>, now_ns: u64, common: &Common) -> Vec<(K, Due<T>)> {
+/// The transactions of `map` unanswered for `retry_ms`, in key order
+/// (Eiger-NOC2's client uses it too).
+pub fn due<K: Ord + Copy, T: Resent>(map: &mut BTreeMap<K, T>, now_ns: u64, common: &Common) -> Vec<(K, Due<T>)> {
     let keys: Vec<K> =
         map.iter_mut().filter_map(|(k, t)| t.attempts().is_due(now_ns, common.retry_ns).then_some(*k)).collect();
     let mut out = Vec::with_capacity(keys.len());
