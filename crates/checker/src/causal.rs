@@ -467,10 +467,8 @@ mod tests {
         assert!(s.has(AnomalyKind::IncompatibleOrder));
     }
 
-    #[test]
-    fn sessions_observing_register_versions_in_opposite_orders_diverge() {
-        // Two blind writes; session 3 sees 1 then 2, session 4 sees 2 then 1.
-        let h = r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,1]]}
+    /// Two blind writes; session 3 sees 1 then 2, session 4 sees 2 then 1.
+    const OPPOSITE_ORDERS: &str = r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,1]]}
 {"index":1,"type":"invoke","process":2,"value":[["w",1,2]]}
 {"index":2,"type":"ok","process":1,"value":[["w",1,1]]}
 {"index":3,"type":"ok","process":2,"value":[["w",1,2]]}
@@ -482,6 +480,10 @@ mod tests {
 {"index":9,"type":"ok","process":4,"value":[["r",1,2]]}
 {"index":10,"type":"invoke","process":4,"value":[["r",1,null]]}
 {"index":11,"type":"ok","process":4,"value":[["r",1,1]]}"#;
+
+    #[test]
+    fn sessions_observing_register_versions_in_opposite_orders_diverge() {
+        let h = OPPOSITE_ORDERS;
         let r = run(h);
         assert_eq!(r.kinds(), [AnomalyKind::Divergence], "{}", r.summary());
         // Either session alone is fine.
@@ -495,18 +497,7 @@ mod tests {
     /// both levels.
     #[test]
     fn without_convergence_sessions_may_order_versions_differently_but_not_each_go_back() {
-        let h = r#"{"index":0,"type":"invoke","process":1,"value":[["w",1,1]]}
-{"index":1,"type":"invoke","process":2,"value":[["w",1,2]]}
-{"index":2,"type":"ok","process":1,"value":[["w",1,1]]}
-{"index":3,"type":"ok","process":2,"value":[["w",1,2]]}
-{"index":4,"type":"invoke","process":3,"value":[["r",1,null]]}
-{"index":5,"type":"ok","process":3,"value":[["r",1,1]]}
-{"index":6,"type":"invoke","process":3,"value":[["r",1,null]]}
-{"index":7,"type":"ok","process":3,"value":[["r",1,2]]}
-{"index":8,"type":"invoke","process":4,"value":[["r",1,null]]}
-{"index":9,"type":"ok","process":4,"value":[["r",1,2]]}
-{"index":10,"type":"invoke","process":4,"value":[["r",1,null]]}
-{"index":11,"type":"ok","process":4,"value":[["r",1,1]]}"#;
+        let h = OPPOSITE_ORDERS;
         let weak = |h: &str| check(&parse_jsonl(h).unwrap(), Model::CausalNoConvergence);
         assert_eq!(run(h).kinds(), [AnomalyKind::Divergence]);
         assert!(weak(h).valid, "{}", weak(h).summary());
