@@ -20,6 +20,7 @@ pub mod mvstore;
 pub mod occ;
 pub mod owd;
 pub mod paxos;
+pub mod primary_backup;
 pub mod quorum;
 pub mod recent;
 pub mod scheduler;

@@ -8,7 +8,7 @@
 //! Appendix C: RA-NOC2's code with two-phase, blocking writes). LORA
 //! belongs here too.
 
-mod common;
+pub mod common;
 pub mod ramp;
 /// The retry tick every client of these protocols (and Eiger-NOC2's) runs.
 pub use common::client::{Attempts, Due, Resent, due};

@@ -87,6 +87,31 @@ fn a_read_request_carries_two_timestamps_and_an_answer_one_whatever_the_transact
     assert!(ramp_128 > 10 * ramp_4, "RAMP-F's siblings grow: {ramp_4} bytes at 4 keys, {ramp_128} at 128");
 }
 
+/// RAMP's own measure of read metadata (`metadata_bytes_per_request`: a GET
+/// to one partition and its answer, keys and values left out), on the same
+/// 128-key transactions: RA-NOC2's is its two timestamps per key asked and
+/// one per answer, so it grows only with the keys asked of a partition,
+/// while RAMP-F's answers carry every version's sibling keys — a whole
+/// transaction's keys per version returned.
+#[test]
+fn per_request_metadata_in_ramps_measure_is_two_timestamps_per_key_where_ramp_f_carries_siblings() {
+    let at_128 = |protocol| {
+        let out = common::run(protocol, |t| {
+            t.replace("txn_size = 3", "txn_size = 128")
+                .replace("keys = 30", "keys = 1000")
+                .replace("duration_s = 2.0", "duration_s = 1.0")
+        });
+        assert_valid(&out);
+        out.report.observations["metadata_bytes_per_request"].clone()
+    };
+    let (noc2, ramp) = (at_128("ra-noc2"), at_128("ramp-f"));
+    // A GET asks at most the 128 keys of one transaction: a GSV, an LSV per
+    // key and an LST, each a tagged varint of at most 11 bytes.
+    assert!(noc2.max <= (1 + 128 + 1) * 11, "RA-NOC2 at most {} bytes", noc2.max);
+    assert!(noc2.mean > 0.0, "observed: {noc2:?}");
+    assert!(ramp.mean > 4.0 * noc2.mean, "RAMP-F {:.0} bytes per request, RA-NOC2 {:.0}", ramp.mean, noc2.mean);
+}
+
 /// A partition crashed mid-run restarts from its checkpoint and log:
 /// every acknowledged write is still there and the safe time it told
 /// before the crash still holds (the history stays read atomic with

@@ -8,6 +8,7 @@
 
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
+use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
 use meridian_readatomic::ramp::{GetId, Ts};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -63,6 +64,15 @@ pub struct Get {
     pub keys: Vec<KeyRead>,
 }
 
+impl Get {
+    /// The metadata it carries, postcard-encoded, as RAMP counts it (not
+    /// the keys): the GSV once and each key's own write, if any.
+    pub fn metadata_bytes(&self) -> usize {
+        use meridian_readatomic::ramp::client::encoded_len;
+        encoded_len(&self.gsv) + self.keys.iter().map(|k| encoded_len(&k.own)).sum::<usize>()
+    }
+}
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Msg {
     /// Client → coordinator and cohorts: Algorithm 5 lines 14-17.
@@ -100,6 +110,8 @@ pub enum Msg {
     Sync { dep: Option<Ts> },
     /// Partition → client, once durable: the latest safe time.
     Synced { lst: Option<Ts> },
+    /// Primary ↔ backup: replication (`meridian_readatomic::common::backup`).
+    Ship(Ship),
 }
 
 impl Msg {
@@ -163,6 +175,8 @@ pub enum Record {
     Local { own: Own, keys: Vec<Key> },
     /// A client's checkpoint: every earlier record folded in.
     ClientState(Arc<ClientState>),
+    /// A backup's record (`meridian_readatomic::common::backup`).
+    Backup(BackupRecord),
 }
 
 /// A client's durable state at a checkpoint.
@@ -180,4 +194,6 @@ pub enum Timer {
     Ctp,
     /// Client: re-send unanswered rounds and phases, refresh its view.
     ClientTick,
+    /// Partition: ship this tick's commits to the backups.
+    Ship,
 }

@@ -15,7 +15,8 @@
 //! the client's dual view are `meridian_readatomic`'s (RAMP's, RA-NOC2's).
 //!
 //! Partitions are the shards' primaries (`Topology::initial_leader`); the
-//! other replicas run as idle `Backup`s, as for RAMP and RA-NOC2.
+//! other replicas are their backups, as for RAMP and RA-NOC2
+//! (`meridian_readatomic::common::backup`).
 
 pub mod client;
 pub mod messages;

@@ -27,6 +27,8 @@ use super::stamps::{Stamps, counter};
 use super::{Config, partition_of};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology, Value};
 use meridian_mechanisms::durable::AfterDurable;
+use meridian_mechanisms::primary_backup::{Ship, Shipper};
+use meridian_readatomic::common::backup;
 use meridian_readatomic::ramp::Ts;
 use meridian_readatomic::ramp::recovery::Checkpoints;
 use meridian_readatomic::ramp::versions::{Lookup, Versions};
@@ -52,6 +54,9 @@ pub struct Partition {
     pub(super) outcomes: Outcomes<Decided>,
     pub(super) out: AfterDurable<(NodeId, Msg)>,
     pub(super) checkpoints: Checkpoints,
+    /// Primary-backup replication to the shard's other replicas
+    /// (`meridian_readatomic::common::backup`), if it has any.
+    pub(super) ship: Option<Shipper>,
 }
 
 /// What GET returns for one key.
@@ -86,6 +91,7 @@ impl Partition {
             outcomes: Outcomes::new(cfg.outcomes_remembered),
             out: AfterDurable::new(),
             checkpoints: Checkpoints::new(cfg.common.checkpoint_records),
+            ship: None,
             cfg,
         }
     }
@@ -93,6 +99,11 @@ impl Partition {
     /// The latest safe time this partition tells (of its durable records).
     pub fn lst(&self) -> Option<Ts> {
         self.safe.reported()
+    }
+
+    /// The newest committed version of `key` (its commit stamp; tests).
+    pub fn last_commit(&self, key: meridian_core::Key) -> Option<Ts> {
+        self.versions.last_commit(key)
     }
 
     /// Prepared transactions not committed here.
@@ -384,6 +395,42 @@ impl Partition {
         }
     }
 
+    /// After a (re)start: replication to the shard's backups, if any.
+    fn start_shipping(&mut self, ctx: &mut PartitionCtx<'_>) {
+        if backup::backups_of(&self.topo, self.shard).is_empty() {
+            return; // one replica: nothing to ship, and no draw from the random stream
+        }
+        let random = ctx.rng().next_u64();
+        self.ship = backup::start_shipping(&self.topo, self.shard, &mut self.versions, ctx.clock_ns(), random);
+        ctx.set_timer(backup::SHIP_TICK_NS, Timer::Ship);
+    }
+
+    /// The shipping tick: this tick's commits to the backups, once the
+    /// records before them are durable.
+    fn on_ship_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
+        ctx.set_timer(backup::SHIP_TICK_NS, Timer::Ship);
+        let Some(ship) = &mut self.ship else { return };
+        let out = backup::ship_tick(ship, &mut self.versions, now_ns);
+        self.send_shipped(ctx, out);
+    }
+
+    /// A backup's acknowledgement or answer to a probe.
+    fn on_ship(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, msg: Ship, now_ns: u64) {
+        let Some(ship) = &mut self.ship else { return };
+        let out = backup::ship_answer(ship, &self.versions, from, msg, now_ns);
+        if !out.is_empty() {
+            ctx.count("backup_resyncs", 1);
+        }
+        self.send_shipped(ctx, out);
+    }
+
+    fn send_shipped(&mut self, ctx: &mut PartitionCtx<'_>, out: Vec<(NodeId, Ship)>) {
+        backup::count_shipped(|name, n| ctx.count(name, n), &out);
+        for (to, s) in out {
+            self.send_durable(ctx, to, Msg::Ship(s));
+        }
+    }
+
     /// After every event: a checkpoint when one is due.
     fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
         if let Some(upto) = self.checkpoints.due() {
@@ -400,6 +447,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         self.restore(durable, now_ns);
         ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
         ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
+        self.start_shipping(ctx);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
@@ -413,6 +461,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
             Msg::Abort { txn } => self.on_abort(ctx, txn),
             Msg::Get(g) => self.on_get(ctx, from, g),
             Msg::Sync { dep } => self.on_sync(ctx, from, dep),
+            Msg::Ship(s) => self.on_ship(ctx, from, s, now_ns),
             // Answers to clients.
             Msg::Prepared { .. } | Msg::Refused { .. } | Msg::Got { .. } | Msg::Gone { .. } | Msg::Synced { .. } => {}
         }
@@ -424,6 +473,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         match timer {
             Timer::Gc => self.on_gc_tick(ctx, now_ns),
             Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
+            Timer::Ship => self.on_ship_tick(ctx, now_ns),
             Timer::ClientTick => unreachable!("a client's timer at a partition"),
         }
         self.after_event(ctx);
@@ -453,6 +503,9 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         self.outcomes.check_invariants();
         self.safe.check_invariants(self.pending.oldest());
         self.out.check_invariants();
+        if let Some(ship) = &self.ship {
+            ship.check_invariants();
+        }
         assert!(self.pending.oldest().is_none_or(|p| p <= self.stamps.ceiling()), "pending stamps were issued here");
     }
 }

@@ -39,6 +39,7 @@ impl Partition {
                 Record::Reserved { .. } | Record::Local { .. } | Record::ClientState(_) => {
                     unreachable!("a client's record in a partition's log")
                 }
+                Record::Backup(_) => unreachable!("a backup's record in a partition's log"),
             }
         }
         self.safe.restored();

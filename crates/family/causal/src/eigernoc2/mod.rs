@@ -61,8 +61,10 @@
 //!   (bounded by `lsv_max`).
 //! - **Garbage collection** is RAMP's; a GET below a collected version is
 //!   told `Gone` and read again (`read_restarts`).
-//! - **Replication**: the other replicas of a shard are idle `Backup`s; a
-//!   crashed partition is unavailable until it restarts from its log.
+//! - **Replication**: the other replicas of a shard are its partition's
+//!   backups, shipped every version it commits asynchronously (NOC-NOC
+//!   §5.2, §7.1; `meridian_readatomic::common::backup`); a crashed
+//!   partition is unavailable until it restarts from its log.
 //!
 //! # Where the paper is in the code
 //!
@@ -134,6 +136,8 @@ pub const COUNTERS: &[CounterDoc] = &[
 
 pub struct EigerNoc2;
 
+meridian_readatomic::replicated!(EigerNoc2 => crate::eiger::Msg, crate::eiger::Record);
+
 meridian_core::roles! {
     /// A node of an `eiger-noc2` deployment.
     pub enum Node for EigerNoc2 {
@@ -157,7 +161,7 @@ impl Protocol for EigerNoc2 {
     }
 
     fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
+        [COUNTERS, &meridian_readatomic::common::backup::COUNTERS].concat()
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
@@ -167,7 +171,7 @@ impl Protocol for EigerNoc2 {
             Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
                 Ok(Node::Partition(Box::new(Partition::new(Arc::clone(topo), *shard, cfg))))
             }
-            Role::Replica { .. } => Ok(Node::Backup(Box::new(Backup))),
+            Role::Replica { .. } => Ok(Node::Backup(Box::default())),
             Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => Err(format!(
                 "{} tells clients apart in its transaction ids: at most {} clients",
                 Self::NAME,

@@ -11,6 +11,7 @@
 //! order of effects a handler had before it was shared (the protocols'
 //! trace hashes stay as they were).
 
+pub mod backup;
 pub(crate) mod client;
 pub(crate) mod partition;
 
@@ -40,6 +41,10 @@ pub(crate) trait Wire: Sized {
     fn gc_timer() -> Self::Timer;
     /// A partition's termination protocol timer.
     fn ctp_timer() -> Self::Timer;
+    /// Primary ↔ backup: replication (`backup`).
+    fn ship(s: meridian_mechanisms::primary_backup::Ship) -> Self;
+    /// A primary's shipping timer.
+    fn ship_timer() -> Self::Timer;
 }
 
 /// The environment a role of the protocol whose messages are `M` acts
@@ -54,7 +59,8 @@ pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
 /// The role a node plays in a read-atomic deployment.
 pub(crate) enum Built<P, C> {
     Partition(P),
-    /// A shard's replica that is not its partition (see `Backup`).
+    /// A shard's replica that is not its partition: a backup
+    /// (`backup::Backup`).
     Backup,
     Client(C),
 }

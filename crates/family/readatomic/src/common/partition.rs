@@ -13,6 +13,7 @@ use crate::ramp::versions::Versions;
 use crate::ramp::{Common, Held, Ts};
 use meridian_core::{Lsn, NodeId, ShardId, Topology};
 use meridian_mechanisms::durable::AfterDurable;
+use meridian_mechanisms::primary_backup::{Ship, Shipper};
 use std::sync::Arc;
 
 /// The state every read-atomic partition keeps: its versions (RAMP's
@@ -27,6 +28,9 @@ pub(crate) struct Base<M> {
     pub pending: Pending,
     pub out: AfterDurable<(NodeId, M)>,
     pub checkpoints: Checkpoints,
+    /// Primary-backup replication to the shard's other replicas, if it
+    /// has any (`super::backup`).
+    pub ship: Option<Shipper>,
 }
 
 impl<M> Base<M> {
@@ -40,6 +44,7 @@ impl<M> Base<M> {
             pending: Pending::new(shard, common.pending_max, aborted_remembered),
             out: AfterDurable::new(),
             checkpoints: Checkpoints::new(common.checkpoint_records),
+            ship: None,
             common,
         }
     }
@@ -54,6 +59,9 @@ impl<M> Base<M> {
         self.versions.check_invariants();
         self.pending.check_invariants();
         self.out.check_invariants();
+        if let Some(ship) = &self.ship {
+            ship.check_invariants();
+        }
     }
 }
 
@@ -132,6 +140,50 @@ pub(crate) trait Core {
                 let to = partition_of(&self.base().topo, *shard);
                 ctx.send(to, Self::Msg::check_prepared(&q));
             }
+        }
+    }
+
+    /// After a (re)start: replication to the shard's backups, if it has
+    /// any (`super::backup::start_shipping`).
+    fn start_shipping(&mut self, ctx: &mut EnvOf<'_, Self::Msg>) {
+        let base = self.base();
+        if super::backup::backups_of(&base.topo, base.shard).is_empty() {
+            return; // one replica: nothing to ship, and no draw from the random stream
+        }
+        let random = ctx.rng().next_u64();
+        let clock_ns = ctx.clock_ns();
+        let base = self.base_mut();
+        base.ship = super::backup::start_shipping(&base.topo, base.shard, &mut base.versions, clock_ns, random);
+        if base.ship.is_some() {
+            ctx.set_timer(super::backup::SHIP_TICK_NS, Self::Msg::ship_timer());
+        }
+    }
+
+    /// The shipping tick: this tick's commits to the backups, once the
+    /// records before them are durable.
+    fn on_ship_tick(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, now_ns: u64) {
+        ctx.set_timer(super::backup::SHIP_TICK_NS, Self::Msg::ship_timer());
+        let base = self.base_mut();
+        let Some(ship) = &mut base.ship else { return };
+        let out = super::backup::ship_tick(ship, &mut base.versions, now_ns);
+        self.send_shipped(ctx, out);
+    }
+
+    /// A backup's acknowledgement or answer to a probe.
+    fn on_ship(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, from: NodeId, msg: Ship, now_ns: u64) {
+        let base = self.base_mut();
+        let Some(ship) = &mut base.ship else { return };
+        let out = super::backup::ship_answer(ship, &base.versions, from, msg, now_ns);
+        if !out.is_empty() {
+            ctx.count("backup_resyncs", 1);
+        }
+        self.send_shipped(ctx, out);
+    }
+
+    fn send_shipped(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, out: Vec<(NodeId, Ship)>) {
+        super::backup::count_shipped(|name, n| ctx.count(name, n), &out);
+        for (to, s) in out {
+            self.send_durable(ctx, to, Self::Msg::ship(s));
         }
     }
 

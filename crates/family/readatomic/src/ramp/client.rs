@@ -462,13 +462,15 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             | Msg::Get { .. }
             | Msg::CheckPrepared { .. }
             | Msg::PrepareState { .. } => {}
+            // Between primaries and backups.
+            Msg::Ship(_) => {}
         }
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
         match timer {
             Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp => unreachable!("a partition's timer at a client"),
+            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
         }
     }
 

@@ -9,6 +9,7 @@ use crate::common::Wire;
 use crate::ramp::pending::Question;
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
+use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -127,6 +128,8 @@ pub enum Msg {
     CheckPrepared { ts: Ts, keys: Arc<[Key]> },
     /// The answer, sent once durable.
     PrepareState { ts: Ts, held: Held },
+    /// Primary ↔ backup: replication (`crate::common::backup`).
+    Ship(Ship),
 }
 
 /// A transaction prepared at a partition and not committed there yet.
@@ -160,6 +163,8 @@ pub enum Record {
     /// A client will issue no timestamp at or above this time (µs) without
     /// recording a later one.
     Reserved { upto_us: u64 },
+    /// A backup's record (`crate::common::backup`).
+    Backup(BackupRecord),
 }
 
 #[derive(Clone, Debug)]
@@ -172,6 +177,8 @@ pub enum Timer {
     /// Client: re-send unanswered rounds and phases, give up after
     /// `max_attempts`.
     ClientTick,
+    /// Partition: ship this tick's commits to the backups.
+    Ship,
 }
 
 impl Wire for Msg {
@@ -207,5 +214,13 @@ impl Wire for Msg {
 
     fn ctp_timer() -> Timer {
         Timer::Ctp
+    }
+
+    fn ship(s: Ship) -> Msg {
+        Msg::Ship(s)
+    }
+
+    fn ship_timer() -> Timer {
+        Timer::Ship
     }
 }

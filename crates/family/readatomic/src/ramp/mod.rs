@@ -20,9 +20,9 @@
 //!
 //! Partitions are the shards' primaries (`Topology::initial_leader`: with
 //! `leaders = "colocated"`, all in the first server region). The other
-//! replicas of a shard are `Backup`s that hold nothing yet: replication of
-//! the primaries to a second datacenter (NOC-NOC §5.2, §7.1) is a later
-//! step.
+//! replicas of a shard are its `Backup`s: each partition ships the versions
+//! it commits to them asynchronously (primary-backup replication to a
+//! second datacenter, NOC-NOC §5.2 and §7.1; `crate::common::backup`).
 //!
 //! # Where the paper is in the code
 //!
@@ -75,9 +75,7 @@ pub use messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Sna
 pub use partition::Partition;
 
 use crate::common::{Built, build_role};
-use meridian_core::{
-    Consistency, CounterDoc, Ctx, Deployment, Lsn, NodeId, ParamDoc, ParamReader, Params, Process, Protocol, Shapes,
-};
+use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Shapes};
 
 /// Which of the paper's algorithms a deployment runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -277,20 +275,14 @@ impl Config {
 
 pub use crate::common::partition_of;
 
-/// A shard's replica that is not its partition: it holds nothing until
-/// primary-backup replication arrives (see the module documentation).
-pub struct Backup;
-
-impl<P: Protocol> Process<P> for Backup {
-    fn on_start(&mut self, _ctx: &mut Ctx<'_, P>, _durable: Vec<P::Record>) {}
-    fn on_message(&mut self, _ctx: &mut Ctx<'_, P>, _from: NodeId, _msg: P::Msg) {}
-    fn on_timer(&mut self, _ctx: &mut Ctx<'_, P>, _timer: P::Timer) {}
-    fn on_persisted(&mut self, _ctx: &mut Ctx<'_, P>, _upto: Lsn) {}
-    fn check_invariants(&self) {}
-}
+/// A shard's replica that is not its partition: its backup
+/// (`crate::common::backup`).
+pub use crate::common::backup::Backup;
 
 pub struct RampF;
 pub struct RampS;
+
+crate::replicated!(RampF, RampS => self::Msg, self::Record);
 
 meridian_core::roles! {
     /// A node of a `ramp-f` deployment.
@@ -343,13 +335,13 @@ impl Protocol for RampF {
     }
 
     fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
+        [COUNTERS, &crate::common::backup::COUNTERS].concat()
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<NodeF, String> {
         Ok(match build(d, node, Self::NAME, Variant::Fast)? {
             Built::Partition(p) => NodeF::Partition(Box::new(p)),
-            Built::Backup => NodeF::Backup(Box::new(Backup)),
+            Built::Backup => NodeF::Backup(Box::default()),
             Built::Client(c) => NodeF::Client(Box::new(c)),
         })
     }
@@ -369,13 +361,13 @@ impl Protocol for RampS {
     }
 
     fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
+        [COUNTERS, &crate::common::backup::COUNTERS].concat()
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<NodeS, String> {
         Ok(match build(d, node, Self::NAME, Variant::Small)? {
             Built::Partition(p) => NodeS::Partition(Box::new(p)),
-            Built::Backup => NodeS::Backup(Box::new(Backup)),
+            Built::Backup => NodeS::Backup(Box::default()),
             Built::Client(c) => NodeS::Client(Box::new(c)),
         })
     }

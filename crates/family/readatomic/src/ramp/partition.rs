@@ -229,6 +229,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         self.restore(durable, now_ns);
         ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
         ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
+        self.start_shipping(ctx);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
@@ -239,6 +240,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
             Msg::Get { id, ask } => self.on_get(ctx, from, id, ask),
             Msg::CheckPrepared { ts, keys } => self.on_check_prepared(ctx, from, ts, keys),
             Msg::PrepareState { ts, held } => self.on_prepare_state(ctx, from, ts, held, now_ns),
+            Msg::Ship(s) => self.on_ship(ctx, from, s, now_ns),
             // A partition's own acknowledgements of a commit it forwarded.
             Msg::Committed { .. } => {}
             // Answers to clients.
@@ -252,6 +254,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         match timer {
             Timer::Gc => self.on_gc_tick(ctx, now_ns),
             Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
+            Timer::Ship => self.on_ship_tick(ctx, now_ns),
             Timer::ClientTick => unreachable!("a client's timer at a partition"),
         }
         self.after_event(ctx);

@@ -69,6 +69,7 @@ impl Partition {
                 }
                 Record::Aborted { ts } => self.apply_abort(ts),
                 Record::Reserved { .. } => unreachable!("a client's record in a partition's log"),
+                Record::Backup(_) => unreachable!("a backup's record in a partition's log"),
             }
         }
         self.base.versions.requeue_all(now_ns);

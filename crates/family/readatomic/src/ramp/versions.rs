@@ -23,6 +23,7 @@
 use super::messages::{Item, Ts};
 use meridian_core::{Key, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore, ReadAt, Status, Version};
+use meridian_mechanisms::primary_backup::Item as Shipped;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -51,6 +52,10 @@ pub struct Versions {
     superseded_max: usize,
     /// Versions dropped since `collect` last reported.
     dropped: u64,
+    /// With primary-backup replication (`common::backup`): the versions
+    /// committed as their key's newest since the primary's last shipping
+    /// tick (one tick's commits).
+    feed: Option<Vec<Shipped>>,
 }
 
 fn item(key: Key, v: Option<&Version<Meta>>) -> Item {
@@ -72,6 +77,7 @@ impl Versions {
             window_ns,
             superseded_max,
             dropped: 0,
+            feed: None,
         }
     }
 
@@ -106,6 +112,12 @@ impl Versions {
         }
         let last = self.last_commit(key).expect("just committed");
         debug_assert!(last >= at, "lastCommit never falls below a commit");
+        if let Some(feed) = &mut self.feed
+            && last == at
+        {
+            let value = self.store.read_exact(key, at.0).expect("just committed").value.clone();
+            feed.push(Shipped { key, version: at.0, value });
+        }
         self.superseded.push_back(Superseded { at_ns: now_ns, key, by: last });
         while self.superseded.len() > self.superseded_max {
             let s = self.superseded.pop_front().expect("over the bound");
@@ -222,6 +234,30 @@ impl Versions {
 
     pub fn store(&self) -> &MvStore<Meta> {
         &self.store
+    }
+
+    /// Primary-backup replication: from now on (`on`), every commit that
+    /// becomes its key's newest is kept for `take_committed`.
+    pub fn ship_commits(&mut self, on: bool) {
+        self.feed = on.then(Vec::new);
+    }
+
+    /// The versions committed as their key's newest since the last call.
+    pub fn take_committed(&mut self) -> Vec<Shipped> {
+        self.feed.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    /// Every key's newest committed version, sorted by key (a backup's
+    /// resync).
+    pub fn committed_state(&self) -> Vec<Shipped> {
+        self.store
+            .snapshot()
+            .into_iter()
+            .filter_map(|(key, _)| {
+                let v = self.store.latest_committed(key)?;
+                Some(Shipped { key, version: v.version, value: v.value.clone() })
+            })
+            .collect()
     }
 
     /// What was collected, sorted by key (for a checkpoint).

@@ -450,6 +450,7 @@ impl Client {
         ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
         let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
         let Some(get) = r.awaiting.remove(&shard) else { return };
+        ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
         debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
         for (k, value) in get.keys.iter().zip(values) {
             r.values.insert(k.key, value);
@@ -540,8 +541,9 @@ impl Client {
                 | Record::Committed { .. }
                 | Record::Aborted { .. }
                 | Record::Advanced { .. }
-                | Record::Snapshot(_) => {
-                    unreachable!("a partition's record in a client's log")
+                | Record::Snapshot(_)
+                | Record::Backup(_) => {
+                    unreachable!("a partition's or backup's record in a client's log")
                 }
             }
         }
@@ -612,13 +614,15 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             | Msg::Get(_)
             | Msg::CheckPrepared { .. }
             | Msg::PrepareState { .. } => {}
+            // Between primaries and backups.
+            Msg::Ship(_) => {}
         }
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
         match timer {
             Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp => unreachable!("a partition's timer at a client"),
+            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
         }
     }
 

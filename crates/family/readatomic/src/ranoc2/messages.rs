@@ -11,6 +11,7 @@ use crate::ramp::pending::Question;
 use crate::ramp::{GetId, Held, Ts};
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
+use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
 use meridian_mechanisms::twopc::Decision;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -44,6 +45,17 @@ pub struct Get {
     pub id: GetId,
     pub ts_c: Option<Ts>,
     pub keys: Vec<KeyRead>,
+}
+
+impl Get {
+    /// The metadata it carries, postcard-encoded, as RAMP counts it (the
+    /// timestamps asked by, not the keys): the global safe view once and
+    /// each key's local safe view — constant per key, linear per request
+    /// in the keys asked of the partition.
+    pub fn metadata_bytes(&self) -> usize {
+        crate::ramp::client::encoded_len(&self.ts_c)
+            + self.keys.iter().map(|k| crate::ramp::client::encoded_len(&k.ts_p)).sum::<usize>()
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -80,6 +92,8 @@ pub enum Msg {
     CheckPrepared { ts: Ts },
     /// The answer, sent once durable.
     PrepareState { ts: Ts, held: Held },
+    /// Primary ↔ backup: replication (`crate::common::backup`).
+    Ship(Ship),
 }
 
 impl Msg {
@@ -142,6 +156,8 @@ pub enum Record {
     Floor { ts: Ts },
     /// A client's checkpoint: every earlier record folded in.
     ClientState(Arc<ClientState>),
+    /// A backup's record (`crate::common::backup`).
+    Backup(BackupRecord),
 }
 
 /// A client's durable state at a checkpoint.
@@ -162,6 +178,8 @@ pub enum Timer {
     /// Client: re-send unanswered rounds and phases, give up after
     /// `max_attempts`, refresh a view that holds too many local versions.
     ClientTick,
+    /// Partition: ship this tick's commits to the backups.
+    Ship,
 }
 
 impl Wire for Msg {
@@ -197,5 +215,12 @@ impl Wire for Msg {
 
     fn ctp_timer() -> Timer {
         Timer::Ctp
+    }
+    fn ship(s: Ship) -> Msg {
+        Msg::Ship(s)
+    }
+
+    fn ship_timer() -> Timer {
+        Timer::Ship
     }
 }

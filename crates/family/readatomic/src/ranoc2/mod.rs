@@ -25,8 +25,8 @@
 //! (`crate::ramp`), shared.
 //!
 //! Partitions are the shards' primaries (`Topology::initial_leader`); the
-//! other replicas run as idle `Backup`s, as for RAMP (NOC-NOC §5.2's
-//! primary-backup replication is a later step).
+//! other replicas are their `Backup`s, as for RAMP (NOC-NOC §5.2's
+//! primary-backup replication, `crate::common::backup`).
 //!
 //! # Front ends and shared views
 //!
@@ -99,7 +99,9 @@
 //! See [`COUNTERS`]. Observations: `rounds_per_read`,
 //! `read_request_metadata_bytes` (per key read: the postcard-encoded GSV
 //! and LSV it is sent with), `read_response_metadata_bytes` (per answer:
-//! the encoded LST).
+//! the encoded LST), `metadata_bytes_per_request` (RAMP's measure: a GET to
+//! one partition and its answer, `Get::metadata_bytes` plus the
+//! LST).
 
 mod client;
 #[cfg(test)]
@@ -265,6 +267,8 @@ macro_rules! noc_protocol {
             }
         }
 
+        $crate::replicated!($protocol => $crate::ranoc2::Msg, $crate::ranoc2::Record);
+
         impl meridian_core::Protocol for $protocol {
             const NAME: &'static str = $name;
             const CONSISTENCY: meridian_core::Consistency = meridian_core::Consistency::ReadAtomic;
@@ -279,7 +283,7 @@ macro_rules! noc_protocol {
             }
 
             fn counters() -> Vec<meridian_core::CounterDoc> {
-                $counters.to_vec()
+                [&$counters[..], &$crate::common::backup::COUNTERS].concat()
             }
 
             fn build(d: &meridian_core::Deployment, node: meridian_core::NodeId) -> Result<Node, String> {
@@ -287,7 +291,7 @@ macro_rules! noc_protocol {
                 let cfg = $config(&d.params, Self::NAME)?;
                 Ok(match $crate::ranoc2::build(d, node, Self::NAME, cfg)? {
                     Built::Partition(p) => Node::Partition(Box::new(p)),
-                    Built::Backup => Node::Backup(Box::new($crate::ramp::Backup)),
+                    Built::Backup => Node::Backup(Box::default()),
                     Built::Client(c) => Node::Client(Box::new(c)),
                 })
             }

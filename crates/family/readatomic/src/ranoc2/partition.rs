@@ -70,6 +70,11 @@ impl Partition {
         self.safe.latest()
     }
 
+    /// The newest committed version of `key` (`latest`, tests).
+    pub fn last_commit(&self, key: meridian_core::Key) -> Option<Ts> {
+        self.base.versions.last_commit(key)
+    }
+
     /// Prepared transactions not committed here.
     pub fn pending(&self) -> usize {
         self.base.pending.len()
@@ -288,6 +293,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         self.restore(durable, now_ns);
         ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
         ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
+        self.start_shipping(ctx);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
@@ -299,6 +305,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
             Msg::Get(g) => self.on_get(ctx, from, g),
             Msg::CheckPrepared { ts } => self.on_check_prepared(ctx, from, ts),
             Msg::PrepareState { ts, held } => self.on_prepare_state(ctx, from, ts, held, now_ns),
+            Msg::Ship(s) => self.on_ship(ctx, from, s, now_ns),
             // A partition's own acknowledgements of a commit it forwarded.
             Msg::Committed { .. } => {}
             // Answers to clients.
@@ -312,6 +319,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         match timer {
             Timer::Gc => self.on_gc_tick(ctx, now_ns),
             Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
+            Timer::Ship => self.on_ship_tick(ctx, now_ns),
             Timer::ClientTick => unreachable!("a client's timer at a partition"),
         }
         self.after_event(ctx);

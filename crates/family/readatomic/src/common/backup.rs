@@ -1,0 +1,225 @@
+//! Primary-backup replication of a partition to the other replicas of its
+//! shard (NOC-NOC "Towards Performance-optimal Distributed Transactions"
+//! §5.2 and §7.1: asynchronous, the primaries serve every read and write;
+//! the paper's backups sit in a second datacenter). The mechanism is
+//! `meridian_mechanisms::primary_backup`; this file connects it to a
+//! partition's versions and gives the backup role.
+//!
+//! The primary ships each version that becomes the newest committed one
+//! of its key, in batches every `SHIP_TICK_NS`, each sent once the commit
+//! records before it are durable (a backup never holds a version its
+//! primary could lose in a crash). A backup applies them (per key, the
+//! highest version wins), appends them durably and acknowledges. What a
+//! backup may have missed — its primary restarted, or it fell too far
+//! behind — is repaired by a resync of the primary's whole committed state.
+//! Nothing reads from a backup: taking over from a failed primary is not
+//! part of NOC-NOC's deployment and is not done here.
+
+use crate::ramp::versions::Versions;
+use meridian_core::{CounterDoc, Ctx, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
+use meridian_mechanisms::primary_backup::{Apply, BackupRecord, Mirror, Ship, ShipConfig, Shipper};
+use meridian_mechanisms::primary_backup::{BatchId, Item};
+
+/// How often a primary ships what it committed.
+pub const SHIP_TICK_NS: u64 = 5_000_000;
+
+/// The primary's bounds: batches of up to 1,024 versions, sent again after
+/// a second without acknowledgement (two datacenters' round trip and the
+/// backup's fsync, many times over), at most 16 again per tick, and up to
+/// 100,000 versions unacknowledged per backup before it is resynced.
+pub const SHIP: ShipConfig =
+    ShipConfig { max_batch_items: 1024, resend_ns: 1_000_000_000, max_resends: 16, max_unacked_items: 100_000 };
+
+/// Records a backup appends between checkpoints (at least a 64th of the
+/// keys it holds).
+pub const BACKUP_CHECKPOINT_RECORDS: usize = 1_000;
+
+/// The counters of replication, for every protocol that replicates this way.
+pub const COUNTERS: [CounterDoc; 5] = [
+    CounterDoc {
+        name: "shipped_batches",
+        doc: "batches of committed versions primaries sent their backups (resends included)",
+    },
+    CounterDoc { name: "shipped_versions", doc: "versions in those batches" },
+    CounterDoc {
+        name: "backup_resyncs",
+        doc: "backups sent a primary's whole committed state (after the primary restarted, or the backup fell behind)",
+    },
+    CounterDoc { name: "backup_appends", doc: "batches that brought a backup newer versions, appended to its log" },
+    CounterDoc { name: "backup_checkpoints", doc: "checkpoints of a backup's log" },
+];
+
+/// A protocol whose messages and records carry the replication's.
+pub trait Replicated: Protocol {
+    fn ship(s: Ship) -> Self::Msg;
+    fn as_ship(m: Self::Msg) -> Option<Ship>;
+    fn backup_record(r: BackupRecord) -> Self::Record;
+    fn as_backup_record(r: Self::Record) -> Option<BackupRecord>;
+}
+
+/// The replicas of `shard` other than its partition: its backups.
+pub fn backups_of(topo: &Topology, shard: ShardId) -> Vec<NodeId> {
+    let primary = super::partition_of(topo, shard);
+    topo.replicas(shard).iter().copied().filter(|n| *n != primary).collect()
+}
+
+/// A (re)started primary's shipper, if its shard has backups: a fresh
+/// incarnation number (acknowledgements of batches an earlier incarnation
+/// sent are not taken for this one's), every backup to be resynced, and
+/// its versions feeding it from now on (not the ones replayed at restart:
+/// the resync carries those).
+pub fn start_shipping(
+    topo: &Topology,
+    shard: ShardId,
+    versions: &mut Versions,
+    clock_ns: u64,
+    random: u64,
+) -> Option<Shipper> {
+    let backups = backups_of(topo, shard);
+    if backups.is_empty() {
+        return None;
+    }
+    versions.ship_commits(true);
+    Some(Shipper::new(SHIP, clock_ns ^ random, backups))
+}
+
+/// The primary's tick: what it committed since the last one into batches,
+/// and what to send.
+pub fn ship_tick(ship: &mut Shipper, versions: &mut Versions, now_ns: u64) -> Vec<(NodeId, Ship)> {
+    for item in versions.take_committed() {
+        ship.committed(item);
+    }
+    ship.tick(now_ns)
+}
+
+/// A backup's message at its primary: what to send back (a resync when a
+/// backup behind answers a probe).
+pub fn ship_answer(
+    ship: &mut Shipper,
+    versions: &Versions,
+    from: NodeId,
+    msg: Ship,
+    now_ns: u64,
+) -> Vec<(NodeId, Ship)> {
+    ship.on_message(from, msg, now_ns, || versions.committed_state())
+}
+
+/// Counts what a primary sends its backups.
+pub fn count_shipped(mut count: impl FnMut(&'static str, u64), out: &[(NodeId, Ship)]) {
+    for (_, s) in out {
+        if let Ship::Batch { items, .. } = s {
+            count("shipped_batches", 1);
+            count("shipped_versions", items.len() as u64);
+        }
+    }
+}
+
+/// A shard's replica other than its partition: it holds each key's newest
+/// committed version its primary shipped, durably, and serves nothing.
+#[derive(Debug, Default)]
+pub struct Backup {
+    mirror: Mirror,
+    last_appended: Lsn,
+    durable: Lsn,
+}
+
+impl Backup {
+    /// The version held of `key` (tests).
+    pub fn version_of(&self, key: Key) -> Option<u64> {
+        self.mirror.version_of(key)
+    }
+
+    /// Keys held.
+    pub fn keys(&self) -> usize {
+        self.mirror.keys()
+    }
+
+    fn on_batch<P: Replicated>(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, id: BatchId, items: &[Item]) {
+        if let Apply::Append(record) = self.mirror.on_batch(items) {
+            ctx.count("backup_appends", 1);
+            self.last_appended = ctx.append(P::backup_record(record));
+            if let Some(state) = self.mirror.checkpoint_due(BACKUP_CHECKPOINT_RECORDS) {
+                ctx.compact(self.last_appended, P::backup_record(state));
+                ctx.count("backup_checkpoints", 1);
+            }
+        }
+        // Acknowledged once its versions (or, if it brought none, every
+        // version this backup holds) are durable.
+        self.mirror.hold_ack(self.last_appended.0, from, id);
+        self.send_acks::<P>(ctx);
+    }
+
+    fn send_acks<P: Replicated>(&mut self, ctx: &mut Ctx<'_, P>) {
+        for (to, s) in self.mirror.persisted(self.durable.0) {
+            ctx.send(to, P::ship(s));
+        }
+    }
+}
+
+impl<P: Replicated> Process<P> for Backup {
+    fn on_start(&mut self, _ctx: &mut Ctx<'_, P>, durable: Vec<P::Record>) {
+        let records: Vec<BackupRecord> = durable.into_iter().filter_map(P::as_backup_record).collect();
+        self.mirror.restore(&records);
+    }
+
+    fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: P::Msg) {
+        match P::as_ship(msg) {
+            Some(Ship::Batch { id, items }) => self.on_batch::<P>(ctx, from, id, &items),
+            Some(Ship::Probe) => ctx.send(from, P::ship(Ship::Here)),
+            // Only a backup's own messages, or another protocol message
+            // sent to the primary's address before it became known.
+            Some(Ship::Ack { .. } | Ship::Here) | None => {}
+        }
+    }
+
+    fn on_timer(&mut self, _ctx: &mut Ctx<'_, P>, _timer: P::Timer) {}
+
+    fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {
+        self.durable = self.durable.max(upto);
+        self.send_acks::<P>(ctx);
+    }
+
+    fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
+        out("backup_keys", self.mirror.keys());
+        out("backup_held_acks", self.mirror.held_acks());
+    }
+
+    fn check_invariants(&self) {
+        assert!(self.durable <= self.last_appended, "durable past the last append");
+    }
+}
+
+/// Implements [`Replicated`] for protocol types whose `Msg` and `Record`
+/// (paths) carry `Ship(..)` and `Backup(..)` variants.
+#[macro_export]
+macro_rules! replicated {
+    ($($p:ty),+ => $msg:path, $record:path) => {
+        const _: () = {
+            use $msg as ShipMsg;
+            use $record as ShipRecord;
+            use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
+            $(
+            impl $crate::common::backup::Replicated for $p {
+                fn ship(s: Ship) -> ShipMsg {
+                    ShipMsg::Ship(s)
+                }
+                fn as_ship(m: ShipMsg) -> Option<Ship> {
+                    match m {
+                        ShipMsg::Ship(s) => Some(s),
+                        _ => None,
+                    }
+                }
+                fn backup_record(r: BackupRecord) -> ShipRecord {
+                    ShipRecord::Backup(r)
+                }
+                fn as_backup_record(r: ShipRecord) -> Option<BackupRecord> {
+                    match r {
+                        ShipRecord::Backup(b) => Some(b),
+                        _ => None,
+                    }
+                }
+            }
+            )+
+        };
+    };
+}
