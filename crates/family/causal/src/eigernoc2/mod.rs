@@ -93,44 +93,14 @@
 #[cfg(test)]
 mod handler_tests;
 
-use crate::eiger::{Client, Config, Msg, PARAMS as EIGER_PARAMS, Partition, Record, Timer, partition_of};
-use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Role, Shapes};
-use meridian_readatomic::ramp::{Backup, Ts};
-use std::sync::Arc;
+use crate::eiger::{Built, Client, Flavor, Msg, NOC2_PARAMS, Partition, Record, Timer};
+use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Shapes};
+use meridian_readatomic::ramp::Backup;
 
-pub const PARAMS: &[ParamDoc] = EIGER_PARAMS;
+pub const PARAMS: &[ParamDoc] = NOC2_PARAMS;
 
-/// Every counter `eiger-noc2` reports.
-pub const COUNTERS: &[CounterDoc] = &[
-    CounterDoc { name: "reads", doc: "read-only transactions completed (GET_ALL)" },
-    CounterDoc { name: "read_rounds", doc: "rounds of GETs those reads took, all told (one each, restarts apart)" },
-    CounterDoc { name: "keys_read_from_lsv", doc: "keys read at the client's own write, beyond its GSV" },
-    CounterDoc { name: "read_restarts", doc: "reads sent again because a version they needed was collected" },
-    CounterDoc { name: "read_resends", doc: "rounds sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or rounds" },
-    CounterDoc { name: "writes", doc: "write-only transactions completed (PUT_ALL)" },
-    CounterDoc {
-        name: "write_phases_on_client_path",
-        doc: "phases those writes waited for before returning, all told (one per write)",
-    },
-    CounterDoc { name: "write_resends", doc: "PREPAREs sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "writes_refused", doc: "writes a participant refused (terminated before it prepared them)" },
-    CounterDoc { name: "writes_rejected", doc: "writes refused by a client whose local safe view is full" },
-    CounterDoc { name: "unknown_outcomes", doc: "writes whose prepares went unanswered `max_attempts` times" },
-    CounterDoc { name: "view_refreshes", doc: "safe-time requests (`Sync`) clients sent" },
-    CounterDoc { name: "commits", doc: "transactions coordinators committed (asynchronously)" },
-    CounterDoc { name: "prepares_refused", doc: "prepares of transactions a partition had aborted" },
-    CounterDoc {
-        name: "ctp_runs",
-        doc: "late votes and vote requests partitions sent for transactions pending `ctp_ms`",
-    },
-    CounterDoc { name: "ctp_aborts", doc: "transactions aborted because a participant never prepared them" },
-    CounterDoc { name: "ctp_forgotten", doc: "questions about a transaction decided too long ago to remember" },
-    CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
-    CounterDoc { name: "gone_answers", doc: "GETs partitions answered with `Gone` (a version needed was collected)" },
-    CounterDoc { name: "prepares_shed", doc: "prepares a partition ignored, holding `pending_max` transactions" },
-    CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
-];
+/// Every counter `eiger-noc2` reports (the Eiger protocols share them).
+pub const COUNTERS: &[CounterDoc] = crate::eiger::COUNTERS;
 
 pub struct EigerNoc2;
 
@@ -161,43 +131,31 @@ impl Protocol for EigerNoc2 {
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        let cfg = Config::from_params(&d.params, Self::NAME)?;
-        let topo = &d.topology;
-        match &topo.node(node).role {
-            Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
-                Ok(Node::Partition(Box::new(Partition::new(Arc::clone(topo), *shard, cfg))))
-            }
-            Role::Replica { .. } => Ok(Node::Backup(Box::new(Backup))),
-            Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => Err(format!(
-                "{} tells clients apart in its transaction ids: at most {} clients",
-                Self::NAME,
-                1 << Ts::CLIENT_BITS
-            )),
-            Role::Client { .. } => {
-                let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
-                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), index as u32, cfg))))
-            }
-            Role::Service { kind, .. } => Err(format!("{} has no `{kind}` service", Self::NAME)),
-        }
+        Ok(match crate::eiger::build(d, node, Self::NAME, Flavor::Noc2)? {
+            Built::Partition(p) => Node::Partition(Box::new(p)),
+            Built::Backup(b) => Node::Backup(Box::new(b)),
+            Built::Client(c) => Node::Client(Box::new(c)),
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eiger::Config;
     use meridian_core::{ParamValue, Params};
 
     #[test]
     fn every_documented_parameter_parses_at_its_default() {
-        assert!(Config::from_params(&Params::new(), "eiger-noc2").is_ok());
+        assert!(Config::from_params(&Params::new(), "eiger-noc2", Flavor::Noc2).is_ok());
         for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
-            assert!(Config::from_params(&p, "eiger-noc2").is_ok(), "{name}");
+            assert!(Config::from_params(&p, "eiger-noc2", Flavor::Noc2).is_ok(), "{name}");
         }
     }
 
     #[test]
     fn bad_parameters_are_named() {
         let p = Params::new().with("retry_ms", ParamValue::Int(0));
-        assert!(Config::from_params(&p, "eiger-noc2").unwrap_err().contains("`retry_ms`"));
+        assert!(Config::from_params(&p, "eiger-noc2", Flavor::Noc2).unwrap_err().contains("`retry_ms`"));
     }
 }
