@@ -41,6 +41,24 @@ fn reads_finish_in_exactly_one_round_and_stay_causal_without_convergence() {
     assert!(r.counter("keys_read_from_lsv") > 0, "some reads named their session's own write beyond the snapshot");
 }
 
+/// Figure 8b in the simulator: sessions order concurrent versions of a
+/// key differently (a session promotes its own write before another's
+/// that others read after it), which the `causal` model, with
+/// convergence, names as divergences — and nothing else; Eiger-NOC2's
+/// histories converge (`reads_finish_in_exactly_one_round_and_stay_causal_and_convergent`).
+#[test]
+fn sessions_order_concurrent_versions_differently_which_only_convergence_forbids() {
+    let out = run(|t| t);
+    assert_valid(&out);
+    let with_convergence = check(&out.history, Model::Causal);
+    assert!(!with_convergence.valid, "{}", with_convergence.summary());
+    assert!(
+        with_convergence.anomalies.iter().all(|a| a.kind == AnomalyKind::Divergence),
+        "{}",
+        with_convergence.summary()
+    );
+}
+
 /// §6.1: Eiger-PORT's write waits for the coordinator's commit — two
 /// phases on the client's path — where Eiger-NOC2's returns after the
 /// prepares (one), on the same run.
