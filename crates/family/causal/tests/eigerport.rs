@@ -10,35 +10,31 @@
 #[path = "../../readatomic/tests/common/mod.rs"]
 mod common;
 
-use common::{assert_valid, experiment, with_params};
+use common::{
+    assert_one_round_reads, assert_recovered, assert_valid, experiment, partition_restart, with_crash, with_params,
+};
 use meridian_causal::eigernoc2::EigerNoc2;
 use meridian_causal::eigerport::EigerPort;
 use meridian_checker::{AnomalyKind, Model, check};
+use meridian_core::Protocol;
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
 
-fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
-    let exp = experiment("eiger-port", edit);
+/// The base run of protocol `P`, edited, with its history.
+fn run_of<P: Protocol>(edit: impl FnOnce(String) -> String) -> RunOutput {
+    let exp = experiment(P::NAME, edit);
     let opts = RunOptions { record_history: true, ..Default::default() };
-    run_sim::<EigerPort>(&exp, opts).unwrap_or_else(|e| panic!("{e}"))
+    run_sim::<P>(&exp, opts).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn run_noc2(edit: impl FnOnce(String) -> String) -> RunOutput {
-    let exp = experiment("eiger-noc2", edit);
-    let opts = RunOptions { record_history: true, ..Default::default() };
-    run_sim::<EigerNoc2>(&exp, opts).unwrap_or_else(|e| panic!("{e}"))
+fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
+    run_of::<EigerPort>(edit)
 }
 
 /// §6.1 (O_R): every read ends after one round of GETs, with writes
 /// racing it, and the history is causal, without convergence promised.
 #[test]
 fn reads_finish_in_exactly_one_round_and_stay_causal_without_convergence() {
-    let out = run(|t| t);
-    assert_valid(&out);
-    let r = &out.report;
-    assert_eq!(r.consistency, "causal-no-convergence");
-    assert!(r.counter("reads") > 200, "{:?}", r.counters);
-    assert_eq!(r.counter("read_rounds"), r.counter("reads"), "one round each: {:?}", r.counters);
-    assert!(r.counter("keys_read_from_lsv") > 0, "some reads named their session's own write beyond the snapshot");
+    assert_one_round_reads(&run(|t| t), "causal-no-convergence");
 }
 
 /// Figure 8b in the simulator: sessions order concurrent versions of a
@@ -65,7 +61,7 @@ fn sessions_order_concurrent_versions_differently_which_only_convergence_forbids
 #[test]
 fn a_write_takes_two_phases_on_the_clients_path_against_eiger_noc2s_one() {
     let port = run(|t| t);
-    let noc2 = run_noc2(|t| t);
+    let noc2 = run_of::<EigerNoc2>(|t| t);
     assert_valid(&port);
     assert_valid(&noc2);
     let (p, n) = (&port.report, &noc2.report);
@@ -92,15 +88,7 @@ fn without_promoting_ones_own_write_the_checker_catches_the_missing_own_write() 
 /// history stays causal.
 #[test]
 fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write_and_the_history_causal() {
-    let out = run(|t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
-        with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
-    });
-    assert_valid(&out);
-    let r = &out.report;
-    assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);
-    assert!(r.counter("ctp_runs") > 0, "{:?}", r.counters);
-    assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
+    assert_recovered(&run(partition_restart));
 }
 
 /// A client crashed mid-run restarts with its recorded own writes and
@@ -108,10 +96,7 @@ fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write_and_the_his
 /// stays causal.
 #[test]
 fn a_client_restarted_from_its_log_keeps_the_history_causal() {
-    let out = run(|t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"client-south-carolina-0\"\n\n[[faults]]\nat_s = 0.9\nkind = \"restart\"\nnode = \"client-south-carolina-0\"\n";
-        format!("{t}{faults}")
-    });
+    let out = run(with_crash("client-south-carolina-0", 0.7, 0.9));
     assert_valid(&out);
     assert!(out.report.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
 }

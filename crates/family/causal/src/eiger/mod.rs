@@ -118,7 +118,7 @@ pub const NOC2_PARAMS: &[ParamDoc] = eiger_params![READ_BEYOND_GSV];
 pub const PORT_PARAMS: &[ParamDoc] = eiger_params![SKIP_OWN_PROMOTION];
 
 impl Flavor {
-    pub fn params(self) -> &'static [ParamDoc] {
+    pub const fn params(self) -> &'static [ParamDoc] {
         match self {
             Flavor::Noc2 => NOC2_PARAMS,
             Flavor::Port => PORT_PARAMS,
@@ -172,6 +172,58 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "prepares_shed", doc: "prepares a partition ignored, holding `pending_max` transactions" },
     CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
 ];
+
+/// Declares an Eiger protocol — its type, `PARAMS`, `COUNTERS`, its
+/// `roles!` node and its `Protocol` impl — whose nodes are this module's
+/// (partitions, idle backups, clients) running `$flavor`.
+#[macro_export]
+macro_rules! eiger_protocol {
+    ($(#[$meta:meta])* $ty:ident, $name:literal, $consistency:expr, $flavor:expr) => {
+        pub const PARAMS: &[meridian_core::ParamDoc] = $flavor.params();
+
+        #[doc = concat!("Every counter `", $name, "` reports (the Eiger protocols share them).")]
+        pub const COUNTERS: &[meridian_core::CounterDoc] = $crate::eiger::COUNTERS;
+
+        $(#[$meta])*
+        pub struct $ty;
+
+        meridian_core::roles! {
+            #[doc = concat!("A node of an `", $name, "` deployment.")]
+            pub enum Node for $ty {
+                Partition($crate::eiger::Partition),
+                Backup(meridian_readatomic::ramp::Backup),
+                Client($crate::eiger::Client),
+            }
+        }
+
+        impl meridian_core::Protocol for $ty {
+            const NAME: &'static str = $name;
+            const CONSISTENCY: meridian_core::Consistency = $consistency;
+            const SHAPES: meridian_core::Shapes = meridian_core::Shapes::READ_ONLY_WRITE_ONLY;
+            type Msg = $crate::eiger::Msg;
+            type Record = $crate::eiger::Record;
+            type Timer = $crate::eiger::Timer;
+            type Node = Node;
+
+            fn params() -> &'static [meridian_core::ParamDoc] {
+                PARAMS
+            }
+
+            fn counters() -> Vec<meridian_core::CounterDoc> {
+                COUNTERS.to_vec()
+            }
+
+            fn build(d: &meridian_core::Deployment, node: meridian_core::NodeId) -> Result<Node, String> {
+                use $crate::eiger::Built;
+                Ok(match $crate::eiger::build(d, node, $name, $flavor)? {
+                    Built::Partition(p) => Node::Partition(Box::new(p)),
+                    Built::Backup(b) => Node::Backup(Box::new(b)),
+                    Built::Client(c) => Node::Client(Box::new(c)),
+                })
+            }
+        }
+    };
+}
 
 /// What a node of an Eiger deployment runs; each protocol puts it in its
 /// own `roles!` node.

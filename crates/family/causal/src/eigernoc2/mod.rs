@@ -93,56 +93,18 @@
 #[cfg(test)]
 mod handler_tests;
 
-use crate::eiger::{Built, Client, Flavor, Msg, NOC2_PARAMS, Partition, Record, Timer};
-use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Shapes};
-use meridian_readatomic::ramp::Backup;
-
-pub const PARAMS: &[ParamDoc] = NOC2_PARAMS;
-
-/// Every counter `eiger-noc2` reports (the Eiger protocols share them).
-pub const COUNTERS: &[CounterDoc] = crate::eiger::COUNTERS;
-
-pub struct EigerNoc2;
-
-meridian_core::roles! {
-    /// A node of an `eiger-noc2` deployment.
-    pub enum Node for EigerNoc2 {
-        Partition(Partition),
-        Backup(Backup),
-        Client(Client),
-    }
-}
-
-impl Protocol for EigerNoc2 {
-    const NAME: &'static str = "eiger-noc2";
-    const CONSISTENCY: Consistency = Consistency::Causal;
-    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
-    type Msg = Msg;
-    type Record = Record;
-    type Timer = Timer;
-    type Node = Node;
-
-    fn params() -> &'static [ParamDoc] {
-        PARAMS
-    }
-
-    fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
-    }
-
-    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        Ok(match crate::eiger::build(d, node, Self::NAME, Flavor::Noc2)? {
-            Built::Partition(p) => Node::Partition(Box::new(p)),
-            Built::Backup(b) => Node::Backup(Box::new(b)),
-            Built::Client(c) => Node::Client(Box::new(c)),
-        })
-    }
-}
+crate::eiger_protocol!(
+    /// Eiger-NOC2 (NOC-NOC §6, Algorithm 2, Appendix E).
+    EigerNoc2,
+    "eiger-noc2",
+    meridian_core::Consistency::Causal,
+    crate::eiger::Flavor::Noc2
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eiger::Config;
+    use crate::eiger::{Config, Flavor};
     use meridian_core::{ParamValue, Params};
 
     #[test]

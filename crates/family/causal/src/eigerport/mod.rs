@@ -91,56 +91,18 @@
 #[cfg(test)]
 mod handler_tests;
 
-use crate::eiger::{Built, Client, Flavor, Msg, PORT_PARAMS, Partition, Record, Timer};
-use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Shapes};
-use meridian_readatomic::ramp::Backup;
-
-pub const PARAMS: &[ParamDoc] = PORT_PARAMS;
-
-/// Every counter `eiger-port` reports (the Eiger protocols share them).
-pub const COUNTERS: &[CounterDoc] = crate::eiger::COUNTERS;
-
-pub struct EigerPort;
-
-meridian_core::roles! {
-    /// A node of an `eiger-port` deployment.
-    pub enum Node for EigerPort {
-        Partition(Partition),
-        Backup(Backup),
-        Client(Client),
-    }
-}
-
-impl Protocol for EigerPort {
-    const NAME: &'static str = "eiger-port";
-    const CONSISTENCY: Consistency = Consistency::CausalNoConvergence;
-    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
-    type Msg = Msg;
-    type Record = Record;
-    type Timer = Timer;
-    type Node = Node;
-
-    fn params() -> &'static [ParamDoc] {
-        PARAMS
-    }
-
-    fn counters() -> Vec<CounterDoc> {
-        COUNTERS.to_vec()
-    }
-
-    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        Ok(match crate::eiger::build(d, node, Self::NAME, Flavor::Port)? {
-            Built::Partition(p) => Node::Partition(Box::new(p)),
-            Built::Backup(b) => Node::Backup(Box::new(b)),
-            Built::Client(c) => Node::Client(Box::new(c)),
-        })
-    }
-}
+crate::eiger_protocol!(
+    /// Eiger-PORT ("Performance-Optimal Read-Only Transactions"; NOC-NOC §6.1).
+    EigerPort,
+    "eiger-port",
+    meridian_core::Consistency::CausalNoConvergence,
+    crate::eiger::Flavor::Port
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eiger::Config;
+    use crate::eiger::{Config, Flavor};
     use meridian_core::{ParamValue, Params};
 
     #[test]
