@@ -16,6 +16,11 @@
 //! its keys with the global safe view `min(last)` (line 6) and each key's
 //! `latestWrite` (lines 7-9); each answer's latest safe time raises `last`.
 //!
+//! Eiger-PORT's client (`Flavor::Port`) sends its snapshot with every
+//! prepare and waits for the coordinator's `Committed`: `latestWrite`
+//! takes the commit stamp, and the write returns after two phases. Its
+//! reads are Eiger-NOC2's; the partitions apply PORT's rule.
+//!
 //! Beyond the pseudocode: a restarted client asks every partition for its
 //! safe time before serving (its version vector is not durable, and a
 //! session's next read must not go below what it read before the crash,

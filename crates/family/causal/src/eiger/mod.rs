@@ -16,6 +16,12 @@
 //!
 //! Partitions are the shards' primaries (`Topology::initial_leader`); the
 //! other replicas run as idle `Backup`s, as for RAMP and RA-NOC2.
+//!
+//! What the two protocols do differently is a [`Flavor`] of the same
+//! roles: Eiger-PORT's coordinator answers the client with the commit
+//! stamp (`Msg::Committed`), its prepares carry the client's snapshot
+//! (`Msg::PrepareAt`), kept with each version with its writer, and its
+//! GETs follow PORT's read rule (`Partition::port_read`).
 
 pub mod client;
 pub mod messages;

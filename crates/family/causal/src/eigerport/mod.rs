@@ -46,14 +46,19 @@
 //!   own latest write (`latestWrite`, as Eiger-NOC2's): the partition
 //!   counts it while it is still pending there. All of a transaction's
 //!   writes are promoted alike, committed at a partition or not.
-//! - **Positions are kept with the versions**, not searched for by stamp
-//!   ranges (PORT's recursive search stops at the earliest own version's
-//!   snapshot): the reader's own versions are ordered among themselves by
-//!   (snapshot, transaction id), so an own write the reader issued later
-//!   is never passed over for another client's version it read before.
-//! - **An own write of unknown outcome** (its client gave up after
-//!   `max_attempts`) counts as the client's own once committed, at its
-//!   snapshot; until then it is nobody's.
+//! - **Which own versions count.** A client runs many sessions at once:
+//!   one session's write may be committed at one partition and not yet at
+//!   another while another session reads. A client's own version counts
+//!   for its reads when the read names it (the client knows it committed)
+//!   or when it is committed within the snapshot, hence everywhere; until
+//!   then it counts for no one's read, not even as another's.
+//! - **Own writes are ordered by issue** (transaction id, hence by the
+//!   snapshots they stand at), not by commit stamp: two sessions' writes
+//!   may commit in the other order. `latestWrite` keeps per key the
+//!   completed write issued last (`eiger/client.rs` `Latest`).
+//! - **Positions are kept with the versions** (`mvstore::Meta.snapshot`),
+//!   so the search needs no recursion over stamp ranges; an own write of
+//!   unknown outcome counts once committed within the snapshot.
 //! - **Garbage collection**: an answer whose position is below the newest
 //!   collected version of its key is `Gone` (the collected one might have
 //!   been the answer) and the read starts again (`read_restarts`).
