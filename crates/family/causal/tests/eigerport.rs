@@ -46,6 +46,9 @@ fn reads_finish_in_exactly_one_round_and_stay_causal_without_convergence() {
 fn sessions_order_concurrent_versions_differently_which_only_convergence_forbids() {
     let out = run(|t| t);
     assert_valid(&out);
+    let r = &out.report;
+    assert!(r.counter("promoted_reads") > 0, "own writes read beyond the snapshot: {:?}", r.counters);
+    assert!(r.counter("own_writes_passed_over") > 0, "Figure 8b's answers: {:?}", r.counters);
     let with_convergence = check(&out.history, Model::Causal);
     assert!(!with_convergence.valid, "{}", with_convergence.summary());
     assert!(

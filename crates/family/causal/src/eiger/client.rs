@@ -635,6 +635,9 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
             assert!(w.attempts.sends() <= self.cfg.common.max_attempts, "sends within their bound");
+            // Eiger-PORT orders the write at its snapshot for this
+            // client's later reads: each of them must be at or past it.
+            assert!(w.snapshot <= self.view.floor(), "a write's snapshot is at or below every later read's");
         }
     }
 }

@@ -32,7 +32,7 @@ pub mod stamps;
 
 pub use client::Client;
 pub use messages::{Get, KeyRead, Msg, Own, Prepare, Record, Timer};
-pub use partition::{Answer, Partition};
+pub use partition::{Answer, Partition, Promotion};
 
 use meridian_core::{CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Role, ShardId, Topology};
 use meridian_readatomic::ramp::{Backup, Common, SHARED_PARAMS, Ts};
@@ -124,6 +124,15 @@ pub const NOC2_PARAMS: &[ParamDoc] = eiger_params![READ_BEYOND_GSV];
 pub const PORT_PARAMS: &[ParamDoc] = eiger_params![SKIP_OWN_PROMOTION];
 
 impl Flavor {
+    /// Every counter the flavor reports.
+    pub fn counters(self) -> Vec<CounterDoc> {
+        let own: &[CounterDoc] = match self {
+            Flavor::Noc2 => &[],
+            Flavor::Port => PORT_COUNTERS,
+        };
+        COUNTERS.iter().chain(own).copied().collect()
+    }
+
     pub const fn params(self) -> &'static [ParamDoc] {
         match self {
             Flavor::Noc2 => NOC2_PARAMS,
@@ -179,7 +188,19 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
 ];
 
-/// Declares an Eiger protocol — its type, `PARAMS`, `COUNTERS`, its
+/// Eiger-PORT's own counters, besides [`COUNTERS`].
+pub const PORT_COUNTERS: &[CounterDoc] = &[
+    CounterDoc {
+        name: "promoted_reads",
+        doc: "keys answered with the reader's own write beyond its snapshot, promoted before it",
+    },
+    CounterDoc {
+        name: "own_writes_passed_over",
+        doc: "keys answered with another client's version below the reader's own newer write, which its promotion put before that version (Figure 8b)",
+    },
+];
+
+/// Declares an Eiger protocol — its type, `PARAMS`, its
 /// `roles!` node and its `Protocol` impl — whose nodes are this module's
 /// (partitions, idle backups, clients) running `$flavor`.
 #[macro_export]
@@ -187,8 +208,6 @@ macro_rules! eiger_protocol {
     ($(#[$meta:meta])* $ty:ident, $name:literal, $consistency:expr, $flavor:expr) => {
         pub const PARAMS: &[meridian_core::ParamDoc] = $flavor.params();
 
-        #[doc = concat!("Every counter `", $name, "` reports (the Eiger protocols share them).")]
-        pub const COUNTERS: &[meridian_core::CounterDoc] = $crate::eiger::COUNTERS;
 
         $(#[$meta])*
         pub struct $ty;
@@ -216,7 +235,7 @@ macro_rules! eiger_protocol {
             }
 
             fn counters() -> Vec<meridian_core::CounterDoc> {
-                COUNTERS.to_vec()
+                $flavor.counters()
             }
 
             fn build(d: &meridian_core::Deployment, node: meridian_core::NodeId) -> Result<Node, String> {

@@ -55,6 +55,18 @@ pub struct Partition {
     pub(super) checkpoints: Checkpoints,
 }
 
+/// How Eiger-PORT's read rule answered a key, for its counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Promotion {
+    /// Neither of the two below.
+    Plain,
+    /// The reader's own write beyond the snapshot, promoted before it.
+    Promoted,
+    /// Another client's version, below the reader's own newer write that
+    /// its promotion put before it (Figure 8b).
+    PassedOver,
+}
+
 /// What GET returns for one key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
@@ -246,7 +258,7 @@ impl Partition {
     /// every partition. Another write of the client's, in flight on one of
     /// its other sessions, counts nowhere until then: committed at one
     /// partition and not at another, it would be read in part.
-    pub fn port_read(&self, gsv: Option<Ts>, k: KeyRead, reader: NodeId) -> Answer {
+    pub fn port_read(&self, gsv: Option<Ts>, k: KeyRead, reader: NodeId) -> (Answer, Promotion) {
         let mut other: Option<&Version<Meta>> = None;
         let mut own: Option<&Version<Meta>> = None;
         for v in self.versions.all(k.key) {
@@ -263,18 +275,24 @@ impl Partition {
                 other = Some(v);
             }
         }
-        let (found, at) = match (own, other) {
-            (Some(o), Some(v)) if o.meta.snapshot.map(Ts) < Some(Ts(v.version)) => (Some(v), Some(Ts(v.version))),
-            (Some(o), _) => (Some(o), o.meta.snapshot.map(Ts)),
-            (None, Some(v)) => (Some(v), Some(Ts(v.version))),
-            (None, None) => (None, None),
+        let beyond = |v: &Version<Meta>| Some(Ts(v.version)) > gsv;
+        let (found, at, how) = match (own, other) {
+            (Some(o), Some(v)) if o.meta.snapshot.map(Ts) < Some(Ts(v.version)) => {
+                let how = if o.version > v.version { Promotion::PassedOver } else { Promotion::Plain };
+                (Some(v), Some(Ts(v.version)), how)
+            }
+            (Some(o), _) if beyond(o) => (Some(o), o.meta.snapshot.map(Ts), Promotion::Promoted),
+            (Some(o), _) => (Some(o), o.meta.snapshot.map(Ts), Promotion::Plain),
+            (None, Some(v)) => (Some(v), Some(Ts(v.version)), Promotion::Plain),
+            (None, None) => (None, None, Promotion::Plain),
         };
         // A version collected above the answer's position might have
         // been the answer.
         if self.versions.newest_collected(k.key).is_some_and(|c| Some(c) > at) {
-            return Answer::Gone;
+            return (Answer::Gone, Promotion::Plain);
         }
-        Answer::Found { ts: found.map(|v| Ts(v.version)), value: found.map(|v| v.value.clone()) }
+        let answer = Answer::Found { ts: found.map(|v| Ts(v.version)), value: found.map(|v| v.value.clone()) };
+        (answer, how)
     }
 
     /// The coordinator commits once every cohort's stamp is in (lines
@@ -433,7 +451,15 @@ impl Partition {
         for k in &g.keys {
             let answer = match self.cfg.flavor {
                 Flavor::Noc2 => self.read(g.gsv, *k),
-                Flavor::Port => self.port_read(g.gsv, *k, from),
+                Flavor::Port => {
+                    let (answer, how) = self.port_read(g.gsv, *k, from);
+                    match how {
+                        Promotion::Promoted => ctx.count("promoted_reads", 1),
+                        Promotion::PassedOver => ctx.count("own_writes_passed_over", 1),
+                        Promotion::Plain => {}
+                    }
+                    answer
+                }
             };
             match answer {
                 Answer::Found { value, .. } => values.push(value),

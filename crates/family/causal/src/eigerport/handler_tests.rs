@@ -5,7 +5,7 @@
 
 use super::EigerPort;
 use crate::eiger::messages::{KeyRead, Msg, Own, Prepare, Record};
-use crate::eiger::{Answer, Client, Config, Flavor, Partition};
+use crate::eiger::{Answer, Client, Config, Flavor, Partition, Promotion};
 use meridian_core::{Deployment, Hand, Key, NodeId, Now, Op, Outcome, Params, Program, RequestId, ShardId, Value};
 use meridian_readatomic::ramp::Ts;
 use meridian_readatomic::test_support::{deployment_with_clients, key_on, partition};
@@ -113,8 +113,13 @@ impl Cluster {
         t_com
     }
 
+    /// How the read rule answered (`read`'s counters).
+    fn how(&self, shard: usize, gsv: Option<Ts>, key: Key, own: Option<Own>, reader: NodeId) -> Promotion {
+        self.parts[shard].node.port_read(gsv, KeyRead { key, own }, reader).1
+    }
+
     fn read(&self, shard: usize, gsv: Option<Ts>, key: Key, own: Option<Own>, reader: NodeId) -> Option<Value> {
-        match self.parts[shard].node.port_read(gsv, KeyRead { key, own }, reader) {
+        match self.parts[shard].node.port_read(gsv, KeyRead { key, own }, reader).0 {
             Answer::Found { value, .. } => value,
             Answer::Gone => panic!("nothing is collected here"),
         }
@@ -156,6 +161,9 @@ fn figure_8b_eiger_port_lets_ann_and_bob_order_x_differently() {
     assert_eq!(c.read(1, gsv_n, z, Some(bob_own), bob), tag(1), "8b: and his Z₁");
     assert_eq!(c.read(0, gsv_n, x, Some(ann_own), ann), tag(1), "8b: Ann's search skips her X_n and finds X₁");
     assert_eq!(c.read(1, gsv_n, z, None, ann), tag(1), "8b: and Z₁");
+    assert_eq!(c.how(0, gsv_0, x, Some(ann_own), ann), Promotion::Promoted, "counted as a promotion");
+    assert_eq!(c.how(0, gsv_n, x, Some(ann_own), ann), Promotion::PassedOver, "counted as passed over");
+    assert_eq!(c.how(0, gsv_n, x, Some(bob_own), bob), Promotion::Plain);
     // Ann's own write is back once a snapshot is taken after she wrote it
     // at one that includes X₁.
     let later = c.write(ann, txn(3, 0), &[(x, 10)], gsv_n).expect("committed");
