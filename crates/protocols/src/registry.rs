@@ -205,7 +205,18 @@ mod tests {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
         assert_eq!(
             names,
-            ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "eiger-noc2", "ramp-f", "ramp-s"]
+            [
+                "2pl-paxos",
+                "calvin",
+                "tiga",
+                "slog",
+                "ra-noc2",
+                "ra-noc",
+                "eiger-noc2",
+                "eiger-port",
+                "ramp-f",
+                "ramp-s"
+            ]
         );
     }
 }
