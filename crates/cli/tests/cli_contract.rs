@@ -42,7 +42,8 @@ const CONTRACT_PROTOCOLS: [&str; 17] = [
     "ramp-s",
 ];
 
-const CONSISTENCY_LEVELS: [&str; 4] = ["strict-serializable", "serializable", "read-atomic", "causal"];
+const CONSISTENCY_LEVELS: [&str; 5] =
+    ["strict-serializable", "serializable", "read-atomic", "causal", "causal-no-convergence"];
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -341,7 +342,7 @@ fn protocols_all_lists_every_contract_protocol_and_marks_the_planned_ones() {
         ("ra-noc", "read-atomic"),
         ("ramp-f", "read-atomic"),
         ("eiger-noc2", "causal"),
-        ("eiger-port", "causal"),
+        ("eiger-port", "causal-no-convergence"),
     ] {
         assert_eq!(str_at(by_name[name], "consistency"), level, "{name}");
     }

@@ -58,9 +58,10 @@ impl ProtocolInfo {
         let shapes = match consistency {
             // The read-atomic and causal algorithms of the NOC-NOC paper
             // and their baselines run read-only and write-only transactions.
-            Consistency::ReadAtomic | Consistency::ReadAtomicNoRyw | Consistency::Causal => {
-                Shapes::READ_ONLY_WRITE_ONLY
-            }
+            Consistency::ReadAtomic
+            | Consistency::ReadAtomicNoRyw
+            | Consistency::Causal
+            | Consistency::CausalNoConvergence => Shapes::READ_ONLY_WRITE_ONLY,
             _ => Shapes::GENERAL,
         };
         ProtocolInfo {

@@ -48,6 +48,9 @@ pub enum Consistency {
     ReadAtomicNoRyw,
     /// Transactional causal consistency with convergence.
     Causal,
+    /// Transactional causal consistency without convergence: sessions may
+    /// order concurrent versions differently (what Eiger-PORT promises).
+    CausalNoConvergence,
 }
 
 impl Consistency {
@@ -58,6 +61,7 @@ impl Consistency {
             Consistency::ReadAtomic => "read-atomic",
             Consistency::ReadAtomicNoRyw => "read-atomic-no-ryw",
             Consistency::Causal => "causal",
+            Consistency::CausalNoConvergence => "causal-no-convergence",
         }
     }
 }

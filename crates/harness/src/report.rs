@@ -279,6 +279,7 @@ pub fn model_for(c: Consistency) -> Model {
         Consistency::ReadAtomic => Model::ReadAtomic,
         Consistency::ReadAtomicNoRyw => Model::ReadAtomicNoRyw,
         Consistency::Causal => Model::Causal,
+        Consistency::CausalNoConvergence => Model::CausalNoConvergence,
     }
 }
 

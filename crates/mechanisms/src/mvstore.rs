@@ -51,13 +51,18 @@ pub enum Status {
 }
 
 /// Ready-made metadata for the protocols with intents and read-atomic
-/// fetches: status, the writing transaction, the other keys it wrote.
+/// fetches: status, the writing transaction, the other keys it wrote, the
+/// snapshot its writer had read at.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
     pub status: Status,
     pub writer: Option<TxnId>,
     /// The other keys the writer wrote (RAMP's sibling set).
     pub siblings: Arc<[Key]>,
+    /// The snapshot its writer read at when it wrote: Eiger-PORT orders a
+    /// client's own version there, not at its commit timestamp, in that
+    /// client's later reads.
+    pub snapshot: Option<u64>,
 }
 
 impl VersionMeta for Meta {
@@ -139,7 +144,9 @@ impl MvStore {
 }
 
 impl<M: VersionMeta> MvStore<M> {
-    fn versions_of(&self, key: Key) -> &[Version<M>] {
+    /// Every version of a key, oldest first (prepared ones included): for
+    /// reads whose rule depends on who wrote each version (Eiger-PORT's).
+    pub fn versions_of(&self, key: Key) -> &[Version<M>] {
         self.map.get(&key).map_or(&[], Versions::as_slice)
     }
 
@@ -366,7 +373,7 @@ mod tests {
 
     fn intent(writer: u64) -> Meta {
         let writer = Some(TxnId { node: meridian_core::NodeId(1), seq: writer });
-        Meta { status: Status::Prepared, writer, siblings: Arc::from([Key(2), Key(3)]) }
+        Meta { status: Status::Prepared, writer, siblings: Arc::from([Key(2), Key(3)]), snapshot: None }
     }
 
     #[test]

@@ -60,7 +60,12 @@ const CATALOG: &[Known] = &[
         Causal,
         "transactional causal consistency with one-round reads and one-phase writes (Eiger-NOC2)",
     ),
-    planned("eiger-port", Causal, "transactional causal consistency (Eiger-PORT)"),
+    built(
+        "causal",
+        "eiger-port",
+        CausalNoConvergence,
+        "transactional causal consistency without convergence, one-round reads and two-phase writes (Eiger-PORT)",
+    ),
     built("readatomic", "ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
     built("readatomic", "ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
     planned("lora", ReadAtomic, "SNOW-optimal read-atomic transactions (LORA)"),
@@ -200,7 +205,18 @@ mod tests {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
         assert_eq!(
             names,
-            ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "eiger-noc2", "ramp-f", "ramp-s"]
+            [
+                "2pl-paxos",
+                "calvin",
+                "tiga",
+                "slog",
+                "ra-noc2",
+                "ra-noc",
+                "eiger-noc2",
+                "eiger-port",
+                "ramp-f",
+                "ramp-s"
+            ]
         );
     }
 }

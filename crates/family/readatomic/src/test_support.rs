@@ -8,6 +8,11 @@ use std::sync::Arc;
 
 /// Two shards, one replica (the partition) each, one client.
 pub fn deployment() -> Deployment {
+    deployment_with_clients(1)
+}
+
+/// Two shards, one replica (the partition) each, `clients` clients.
+pub fn deployment_with_clients(clients: u32) -> Deployment {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
         regions: matrix.regions.clone(),
@@ -16,7 +21,7 @@ pub fn deployment() -> Deployment {
         replicas_per_shard: 1,
         leaders: LeaderPlacement::Colocated,
         client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
+        clients_per_region: clients,
     };
     let topology = Arc::new(Topology::build(&spec, &[]));
     Deployment { topology, params: Params::new(), epsilon_us: 100, latency: Arc::new(matrix) }

@@ -16,6 +16,11 @@
 //! its keys with the global safe view `min(last)` (line 6) and each key's
 //! `latestWrite` (lines 7-9); each answer's latest safe time raises `last`.
 //!
+//! Eiger-PORT's client (`Flavor::Port`) sends its snapshot with every
+//! prepare and waits for the coordinator's `Committed`: `latestWrite`
+//! takes the commit stamp, and the write returns after two phases. Its
+//! reads are Eiger-NOC2's; the partitions apply PORT's rule.
+//!
 //! Beyond the pseudocode: a restarted client asks every partition for its
 //! safe time before serving (its version vector is not durable, and a
 //! session's next read must not go below what it read before the crash,
@@ -25,7 +30,7 @@
 //! a read aborts and a write reports an unknown outcome.
 
 use super::messages::{ClientState, Get, KeyRead, Msg, Own, Prepare, Record, Timer};
-use super::{Config, partition_of};
+use super::{Config, Flavor, partition_of};
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
     Value,
@@ -34,6 +39,7 @@ use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
 use meridian_readatomic::ranoc2::View;
+use meridian_readatomic::ranoc2::view::Local;
 use meridian_readatomic::{Attempts, Due, Resent, due};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -64,6 +70,11 @@ struct WriteTxn {
     request: RequestId,
     ops: usize,
     prepares: BTreeMap<ShardId, Arc<Prepare>>,
+    /// Eiger-PORT: the snapshot the client reads at, sent with every
+    /// prepare.
+    snapshot: Option<Ts>,
+    /// The participants whose answer is missing: their `Prepared`, and
+    /// for Eiger-PORT's coordinator its `Committed`.
     awaiting: BTreeSet<ShardId>,
     /// Line 19: the largest prepare stamp so far.
     t_own: Option<Ts>,
@@ -76,11 +87,49 @@ impl Resent for WriteTxn {
     }
 }
 
+/// `latestWrite[key]` as the client keeps it (RA-NOC2's `View` entry),
+/// ordered as its protocol orders a client's own writes. Eiger-NOC2: by
+/// the mimicked commit stamp (Algorithm 2 line 35). Eiger-PORT: by
+/// transaction id — the order the writes were issued in, and so of the
+/// snapshots they stand at in this client's reads — since two sessions of
+/// one client may commit in the other order; its entries then leave the
+/// view no earlier than Eiger-NOC2's would (the view drops them oldest
+/// first, in this order, once every partition's safe time passed them).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Latest {
+    own: Own,
+    flavor: Flavor,
+}
+
+impl Ord for Latest {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        debug_assert_eq!(self.flavor, other.flavor, "one client runs one protocol");
+        match self.flavor {
+            Flavor::Noc2 => self.own.cmp(&other.own),
+            Flavor::Port => (self.own.txn, self.own.t_own).cmp(&(other.own.txn, other.own.t_own)),
+        }
+    }
+}
+
+impl PartialOrd for Latest {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Local for Latest {
+    fn ts(&self) -> Ts {
+        self.own.t_own
+    }
+}
+
 /// A write prepared everywhere whose `Record::Local` is not durable yet.
 struct Answer {
     lsn: Lsn,
     request: RequestId,
     ops: usize,
+    /// Phases the write waited for (Eiger-NOC2 one, Eiger-PORT two).
+    phases: u64,
 }
 
 pub struct Client {
@@ -89,7 +138,7 @@ pub struct Client {
     cfg: Config,
     ids: TsSource,
     /// Lines 2-4: `last` and `latestWrite`.
-    view: View<Own>,
+    view: View<Latest>,
     /// The largest stamp this client has seen (safe times and its own
     /// commit stamps): its writes are stamped above it.
     seen: Option<Ts>,
@@ -123,9 +172,14 @@ impl Client {
         }
     }
 
-    /// The client's dual view (for tests).
-    pub fn view(&self) -> &View<Own> {
-        &self.view
+    /// `latestWrite[key]`: the client's newest own write of `key` it
+    /// knows committed (or, Eiger-NOC2, fully prepared), if it keeps one.
+    pub fn latest_write(&self, key: Key) -> Option<Own> {
+        self.view.lsv(key).map(|l| l.own)
+    }
+
+    fn latest(&self, own: Own) -> Latest {
+        Latest { own, flavor: self.cfg.flavor }
     }
 
     fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
@@ -225,6 +279,9 @@ impl Client {
             ops: program.ops.len(),
             awaiting: prepares.keys().copied().collect(),
             prepares,
+            // Eiger-PORT: the snapshot of this client's reads, where its
+            // own later reads will order the write.
+            snapshot: self.view.floor(),
             t_own: None,
             attempts: Attempts::first(now_ns),
         };
@@ -234,39 +291,66 @@ impl Client {
 
     fn send_prepares(&self, ctx: &mut ClientCtx<'_>, w: &WriteTxn) {
         for shard in &w.awaiting {
-            ctx.send(partition_of(&self.topo, *shard), Msg::Prepare(Arc::clone(&w.prepares[shard])));
+            let prepare = Arc::clone(&w.prepares[shard]);
+            let msg = match self.cfg.flavor {
+                Flavor::Noc2 => Msg::Prepare(prepare),
+                Flavor::Port => Msg::PrepareAt { prepare, snapshot: w.snapshot },
+            };
+            ctx.send(partition_of(&self.topo, *shard), msg);
         }
     }
 
     /// Lines 18-22 once every participant answered: `t_own` is the largest
     /// prepare stamp — the commit stamp the coordinator will choose
     /// (Figure 7) — and joins `latestWrite` of every key written; the
-    /// write returns once that is durable.
+    /// write returns once that is durable. Eiger-PORT waits for the
+    /// coordinator's `Committed` instead; a cohort's answer only stops its
+    /// resends.
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, txn: Ts, t_prep: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
+        let flavor = self.cfg.flavor;
         let Some(w) = self.writes.get_mut(&txn) else { return };
+        if flavor == Flavor::Port && w.prepares.get(&shard).is_some_and(|p| p.coordinator == shard) {
+            return;
+        }
         if !w.awaiting.remove(&shard) {
             return;
         }
         w.t_own = w.t_own.max(Some(t_prep));
-        if !w.awaiting.is_empty() {
-            return;
+        if flavor == Flavor::Noc2 && w.awaiting.is_empty() {
+            let t_own = w.t_own.expect("every participant answered");
+            self.finish_write(ctx, txn, t_own, 1);
         }
-        let w = self.writes.remove(&txn).expect("present");
-        let own = Own { t_own: w.t_own.expect("every participant answered"), txn };
-        let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
-        self.view.prepared(own, keys.iter().copied());
-        self.seen = self.seen.max(Some(own.t_own));
-        let lsn = ctx.append(Record::Local { own, keys });
-        self.answers.push_back(Answer { lsn, request: w.request, ops: w.ops });
     }
 
-    /// The writes whose local entry is durable return (one phase).
+    /// Eiger-PORT: the coordinator committed at `t_com` (so every
+    /// participant prepared): the write joins `latestWrite` at its commit
+    /// stamp and returns once that is durable — after two phases.
+    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, txn: Ts, t_com: Ts, lst: Option<Ts>) {
+        self.learn(ctx, from, lst);
+        if self.writes.contains_key(&txn) {
+            self.finish_write(ctx, txn, t_com, 2);
+        }
+    }
+
+    /// The write is done on the client's path: its own entry (`t_own`, the
+    /// commit stamp) is recorded, and the write returns once durable.
+    fn finish_write(&mut self, ctx: &mut ClientCtx<'_>, txn: Ts, t_own: Ts, phases: u64) {
+        let w = self.writes.remove(&txn).expect("present");
+        let own = Own { t_own, txn };
+        let keys: Vec<Key> = w.prepares.values().flat_map(|p| p.writes.iter().map(|(k, _)| *k)).collect();
+        self.view.prepared(self.latest(own), keys.iter().copied());
+        self.seen = self.seen.max(Some(own.t_own));
+        let lsn = ctx.append(Record::Local { own, keys });
+        self.answers.push_back(Answer { lsn, request: w.request, ops: w.ops, phases });
+    }
+
+    /// The writes whose local entry is durable return.
     fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
         while self.answers.front().is_some_and(|a| a.lsn <= upto) {
             let a = self.answers.pop_front().expect("present");
             ctx.count("writes", 1);
-            ctx.count("write_phases_on_client_path", 1);
+            ctx.count("write_phases_on_client_path", a.phases);
             ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
         }
     }
@@ -316,7 +400,7 @@ impl Client {
         r.values.clear();
         r.awaiting.clear();
         for (shard, keys) in self.by_shard(r.program.read_set()) {
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.view.lsv(key) }).collect();
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.latest_write(key) }).collect();
             for k in &keys {
                 ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
                 if k.own.is_some_and(|o| Some(o.t_own) > gsv) {
@@ -466,6 +550,7 @@ impl Client {
         }
         self.ids = TsSource::start(self.index, reserved, self.cfg.common.reserve_ahead_us);
         self.seen = local.iter().map(|(_, o)| o.t_own).max();
+        let local: Vec<(Key, Latest)> = local.into_iter().map(|(k, own)| (k, self.latest(own))).collect();
         self.view.restore(None, local);
         if restarted {
             self.syncing = (0..self.topo.shards).map(ShardId).collect();
@@ -486,7 +571,8 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         self.answer_writes(ctx, upto);
         if self.ids.persisted(upto) {
             // Earlier records are folded into this one.
-            let state = ClientState { reserved_us: self.ids.reserved_us(), local: self.view.local() };
+            let local = self.view.local().into_iter().map(|(k, l)| (k, l.own)).collect();
+            let state = ClientState { reserved_us: self.ids.reserved_us(), local };
             ctx.compact(upto, Record::ClientState(Arc::new(state)));
             if self.syncing.is_empty() {
                 self.start_waiting(ctx);
@@ -507,8 +593,10 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             Msg::Synced { lst } => {
                 self.learn(ctx, from, lst);
             }
+            Msg::Committed { txn, t_com, lst } => self.on_committed(ctx, from, txn, t_com, lst),
             // Messages between partitions, or to them.
             Msg::Prepare(_)
+            | Msg::PrepareAt { .. }
             | Msg::Vote { .. }
             | Msg::AskVote { .. }
             | Msg::NoVote { .. }
@@ -551,6 +639,9 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
             assert!(w.attempts.sends() <= self.cfg.common.max_attempts, "sends within their bound");
+            // Eiger-PORT orders the write at its snapshot for this
+            // client's later reads: each of them must be at or past it.
+            assert!(w.snapshot <= self.view.floor(), "a write's snapshot is at or below every later read's");
         }
     }
 }

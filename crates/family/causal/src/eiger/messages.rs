@@ -40,12 +40,6 @@ pub struct Own {
     pub txn: Ts,
 }
 
-impl meridian_readatomic::ranoc2::view::Local for Own {
-    fn ts(&self) -> Ts {
-        self.t_own
-    }
-}
-
 /// One key of a GET (Algorithm 5 lines 8-9): the key and the client's own
 /// write of it, if it has one.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -112,6 +106,15 @@ pub enum Msg {
     Synced { lst: Option<Ts> },
     /// Primary ↔ backup: replication (`meridian_readatomic::common::backup`).
     Ship(Ship),
+    /// Client → coordinator and cohorts (Eiger-PORT): a `Prepare` with the
+    /// snapshot the client reads at (its global safe view), kept with each
+    /// version: the client's own later reads order the version there
+    /// (Eiger-PORT's promotion of one's own write).
+    PrepareAt { prepare: Arc<Prepare>, snapshot: Option<Ts> },
+    /// Coordinator → client (Eiger-PORT), once the commit is durable: the
+    /// commit stamp, which ends the write's second phase, and the latest
+    /// safe time.
+    Committed { txn: Ts, t_com: Ts, lst: Option<Ts> },
 }
 
 impl Msg {
@@ -122,6 +125,7 @@ impl Msg {
             Msg::Prepared { txn, t_prep, .. } => Msg::Prepared { txn, t_prep, lst: now },
             Msg::Refused { txn, .. } => Msg::Refused { txn, lst: now },
             Msg::Synced { .. } => Msg::Synced { lst: now },
+            Msg::Committed { txn, t_com, .. } => Msg::Committed { txn, t_com, lst: now },
             other => other,
         }
     }
@@ -158,8 +162,8 @@ pub struct Snapshot {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum Record {
     /// A partition prepared these writes at `t_prep` (Algorithm 6 lines
-    /// 29-34).
-    Prepared { prepare: Arc<Prepare>, t_prep: Ts },
+    /// 29-34), with the snapshot its client read at (Eiger-PORT only).
+    Prepared { prepare: Arc<Prepare>, t_prep: Ts, snapshot: Option<Ts> },
     /// A partition committed `txn` at `t_com` (lines 36-43).
     Committed { txn: Ts, t_com: Ts },
     /// A partition aborted or refused `txn` for good.

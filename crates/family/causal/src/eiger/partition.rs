@@ -24,9 +24,10 @@
 use super::messages::{Decided, Get, KeyRead, Msg, PendingTxn, Prepare, Record, Timer};
 use super::pending::Pending;
 use super::stamps::{Stamps, counter};
-use super::{Config, partition_of};
-use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology, Value};
+use super::{Config, Flavor, partition_of};
+use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::durable::AfterDurable;
+use meridian_mechanisms::mvstore::{Meta, Version, VersionMeta};
 use meridian_mechanisms::primary_backup::{Ship, Shipper};
 use meridian_readatomic::common::backup;
 use meridian_readatomic::ramp::Ts;
@@ -59,6 +60,18 @@ pub struct Partition {
     pub(super) ship: Option<Shipper>,
 }
 
+/// How Eiger-PORT's read rule answered a key, for its counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Promotion {
+    /// Neither of the two below.
+    Plain,
+    /// The reader's own write beyond the snapshot, promoted before it.
+    Promoted,
+    /// Another client's version, below the reader's own newer write that
+    /// its promotion put before it (Figure 8b).
+    PassedOver,
+}
+
 /// What GET returns for one key.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Answer {
@@ -68,6 +81,11 @@ pub enum Answer {
     },
     /// A version the read needs was collected.
     Gone,
+}
+
+/// The transaction that wrote `v` (Eiger-PORT's versions keep it).
+fn txn_of(v: &Version<Meta>) -> Option<u64> {
+    v.meta.writer.map(|w| w.seq)
 }
 
 impl Answer {
@@ -120,11 +138,16 @@ impl Partition {
         self.safe.raise(self.pending.oldest());
     }
 
-    /// Lines 30-33: the versions, pending at `t_prep`.
-    pub(super) fn install(&mut self, p: &Prepare, t_prep: Ts, now_ns: u64) {
+    /// Lines 30-33: the versions, pending at `t_prep`. Eiger-PORT's keep
+    /// their writer and the snapshot it read at (`port_read`).
+    pub(super) fn install(&mut self, p: &Prepare, t_prep: Ts, snapshot: Option<Ts>, now_ns: u64) {
+        let writer = self.writer_of(p.txn);
         for (key, value) in &p.writes {
             debug_assert_eq!(self.topo.shard_of(*key), self.shard, "a prepare carries this shard's writes");
-            self.versions.prepare(*key, t_prep, value.clone(), Arc::from([]));
+            match writer {
+                Some(writer) => self.versions.prepare_by(*key, t_prep, value.clone(), writer, snapshot),
+                None => self.versions.prepare(*key, t_prep, value.clone(), Arc::from([])),
+            }
         }
         let keys: Arc<[Key]> = p.writes.iter().map(|(k, _)| *k).collect();
         let txn = PendingTxn { t_prep, keys, coordinator: p.coordinator, participants: p.participants.clone() };
@@ -190,6 +213,16 @@ impl Partition {
         }
     }
 
+    /// Eiger-PORT: the transaction `txn` as a version's writer — its client
+    /// (the client drives Eiger's two-phase commit) and its id.
+    fn writer_of(&self, txn: Ts) -> Option<TxnId> {
+        if self.cfg.flavor != Flavor::Port {
+            return None;
+        }
+        let client = *self.topo.clients().get(txn.client() as usize)?;
+        Some(TxnId { node: client, seq: txn.0 })
+    }
+
     fn node_of(&self, shard: ShardId) -> NodeId {
         partition_of(&self.topo, shard)
     }
@@ -217,6 +250,62 @@ impl Partition {
         }
     }
 
+    /// Eiger-PORT's GET ("Performance-Optimal Read-Only Transactions";
+    /// NOC-NOC §6.1, Figure 8b) for `reader`: every other client's version
+    /// stands at its commit stamp, the reader's own versions at the
+    /// snapshot it read at when it wrote them — a promotion before its
+    /// later snapshots, alike for every write of one transaction — and the
+    /// answer is the highest within the GSV. So the reader's own write
+    /// beyond the GSV is returned unless another client's version lies
+    /// between the promoted position and the GSV; the backward search from
+    /// the GSV skips the reader's own versions, already promoted before
+    /// it.
+    ///
+    /// Which of the reader's own versions count: the one the read names
+    /// (the newest the client knows committed: its coordinator told it),
+    /// committed here or still pending — NOC-NOC footnote 5: PORT's rule,
+    /// on committed versions only, may promote one write of a transaction
+    /// and not another — and those committed within the GSV, hence at
+    /// every partition. Another write of the client's, in flight on one of
+    /// its other sessions, counts nowhere until then: committed at one
+    /// partition and not at another, it would be read in part.
+    pub fn port_read(&self, gsv: Option<Ts>, k: KeyRead, reader: NodeId) -> (Answer, Promotion) {
+        let mut other: Option<&Version<Meta>> = None;
+        let mut own: Option<&Version<Meta>> = None;
+        for v in self.versions.all(k.key) {
+            let by_reader = v.meta.writer.is_some_and(|w| w.node == reader);
+            let named = k.own.is_some_and(|o| v.meta.writer.is_some_and(|w| w.seq == o.txn.0));
+            let committed = !v.meta.is_intent();
+            let within = committed && Some(Ts(v.version)) <= gsv;
+            if by_reader && (named || within) {
+                let later = own.is_none_or(|o| (v.meta.snapshot, txn_of(v)) > (o.meta.snapshot, txn_of(o)));
+                if later && (within || !self.cfg.skip_own_promotion) {
+                    own = Some(v);
+                }
+            } else if !by_reader && within {
+                other = Some(v);
+            }
+        }
+        let beyond = |v: &Version<Meta>| Some(Ts(v.version)) > gsv;
+        let (found, at, how) = match (own, other) {
+            (Some(o), Some(v)) if o.meta.snapshot.map(Ts) < Some(Ts(v.version)) => {
+                let how = if o.version > v.version { Promotion::PassedOver } else { Promotion::Plain };
+                (Some(v), Some(Ts(v.version)), how)
+            }
+            (Some(o), _) if beyond(o) => (Some(o), o.meta.snapshot.map(Ts), Promotion::Promoted),
+            (Some(o), _) => (Some(o), o.meta.snapshot.map(Ts), Promotion::Plain),
+            (None, Some(v)) => (Some(v), Some(Ts(v.version)), Promotion::Plain),
+            (None, None) => (None, None, Promotion::Plain),
+        };
+        // A version collected above the answer's position might have
+        // been the answer.
+        if self.versions.newest_collected(k.key).is_some_and(|c| Some(c) > at) {
+            return (Answer::Gone, Promotion::Plain);
+        }
+        let answer = Answer::Found { ts: found.map(|v| Ts(v.version)), value: found.map(|v| v.value.clone()) };
+        (answer, how)
+    }
+
     /// The coordinator commits once every cohort's stamp is in (lines
     /// 17-20) and tells the cohorts once the commit is durable.
     fn try_commit(&mut self, ctx: &mut PartitionCtx<'_>, txn: Ts, now_ns: u64) {
@@ -225,10 +314,19 @@ impl Partition {
         self.apply_commit(txn, t_com, now_ns);
         self.append(ctx, Record::Committed { txn, t_com });
         ctx.count("commits", 1);
+        self.answer_commit(ctx, txn, t_com);
         let me = self.shard;
         for shard in participants.into_iter().filter(|s| *s != me) {
             let to = self.node_of(shard);
             self.send_durable(ctx, to, Msg::Commit { txn, t_com });
+        }
+    }
+
+    /// Eiger-PORT: the coordinator tells the client the commit stamp once
+    /// the commit is durable (the write's second phase).
+    fn answer_commit(&mut self, ctx: &mut PartitionCtx<'_>, txn: Ts, t_com: Ts) {
+        if let Some(client) = self.writer_of(txn).map(|w| w.node) {
+            self.send_durable(ctx, client, Msg::Committed { txn, t_com, lst: None });
         }
     }
 
@@ -241,13 +339,27 @@ impl Partition {
     /// answered again (after the commit, with the commit stamp, which
     /// leaves the client's maximum unchanged); a transaction aborted here
     /// is refused.
-    fn on_prepare(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, p: Arc<Prepare>, now_ns: u64) {
+    ///
+    /// Eiger-PORT's prepare carries the client's snapshot, kept with the
+    /// versions; its coordinator answers a repeat after the commit with
+    /// the commit stamp as `Committed`.
+    fn on_prepare(
+        &mut self,
+        ctx: &mut PartitionCtx<'_>,
+        from: NodeId,
+        p: Arc<Prepare>,
+        snapshot: Option<Ts>,
+        now_ns: u64,
+    ) {
         let txn = p.txn;
         if let Some(held) = self.pending.get(txn) {
             let t_prep = held.t_prep;
             return self.send_durable(ctx, from, Msg::Prepared { txn, t_prep, lst: None });
         }
         match self.outcomes.lookup(txn) {
+            Known::Decided(Some(t_com)) if p.coordinator == self.shard && self.cfg.flavor == Flavor::Port => {
+                return self.answer_commit(ctx, txn, t_com);
+            }
             Known::Decided(Some(t_com)) => {
                 return self.send_durable(ctx, from, Msg::Prepared { txn, t_prep: t_com, lst: None });
             }
@@ -262,8 +374,8 @@ impl Partition {
             return ctx.count("prepares_shed", 1);
         }
         let t_prep = self.stamps.prepare(p.dep);
-        self.install(&p, t_prep, now_ns);
-        self.append(ctx, Record::Prepared { prepare: Arc::clone(&p), t_prep });
+        self.install(&p, t_prep, snapshot, now_ns);
+        self.append(ctx, Record::Prepared { prepare: Arc::clone(&p), t_prep, snapshot });
         self.send_durable(ctx, from, Msg::Prepared { txn, t_prep, lst: None });
         if p.coordinator == self.shard {
             self.try_commit(ctx, txn, now_ns);
@@ -342,13 +454,25 @@ impl Partition {
         }
     }
 
-    /// GET: each key read (`read`), with the latest safe time; `Gone` if a
-    /// version was collected.
+    /// GET: each key read (`read`, Eiger-PORT's `port_read`), with the
+    /// latest safe time; `Gone` if a version was collected.
     fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, g: Get) {
         let lst = self.safe.reported();
         let mut values = Vec::with_capacity(g.keys.len());
         for k in &g.keys {
-            match self.read(g.gsv, *k) {
+            let answer = match self.cfg.flavor {
+                Flavor::Noc2 => self.read(g.gsv, *k),
+                Flavor::Port => {
+                    let (answer, how) = self.port_read(g.gsv, *k, from);
+                    match how {
+                        Promotion::Promoted => ctx.count("promoted_reads", 1),
+                        Promotion::PassedOver => ctx.count("own_writes_passed_over", 1),
+                        Promotion::Plain => {}
+                    }
+                    answer
+                }
+            };
+            match answer {
                 Answer::Found { value, .. } => values.push(value),
                 Answer::Gone => {
                     ctx.count("gone_answers", 1);
@@ -453,7 +577,8 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
         let now_ns = ctx.monotonic_ns();
         match msg {
-            Msg::Prepare(p) => self.on_prepare(ctx, from, p, now_ns),
+            Msg::Prepare(p) => self.on_prepare(ctx, from, p, None, now_ns),
+            Msg::PrepareAt { prepare, snapshot } => self.on_prepare(ctx, from, prepare, snapshot, now_ns),
             Msg::Vote { txn, t_prep, late } => self.on_vote(ctx, from, txn, t_prep, late, now_ns),
             Msg::AskVote { txn } => self.on_ask_vote(ctx, from, txn),
             Msg::NoVote { txn } => self.on_no_vote(ctx, txn),
@@ -463,7 +588,12 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
             Msg::Sync { dep } => self.on_sync(ctx, from, dep),
             Msg::Ship(s) => self.on_ship(ctx, from, s, now_ns),
             // Answers to clients.
-            Msg::Prepared { .. } | Msg::Refused { .. } | Msg::Got { .. } | Msg::Gone { .. } | Msg::Synced { .. } => {}
+            Msg::Prepared { .. }
+            | Msg::Refused { .. }
+            | Msg::Got { .. }
+            | Msg::Gone { .. }
+            | Msg::Synced { .. }
+            | Msg::Committed { .. } => {}
         }
         self.after_event(ctx);
     }

@@ -30,7 +30,7 @@ impl Partition {
                     self.safe.restore(Some(self.stamps.ceiling()), s.safe);
                     self.outcomes.restore(&s.decided, s.forgotten_upto);
                 }
-                Record::Prepared { prepare, t_prep } => self.install(&prepare, t_prep, now_ns),
+                Record::Prepared { prepare, t_prep, snapshot } => self.install(&prepare, t_prep, snapshot, now_ns),
                 Record::Committed { txn, t_com } => {
                     self.apply_commit(txn, t_com, now_ns);
                 }

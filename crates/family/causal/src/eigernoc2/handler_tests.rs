@@ -143,9 +143,9 @@ fn figure_7_the_client_mimics_the_commit_stamp_before_the_commit() {
         client.message(from, m);
     }
     let Node::Client(cl) = &client.node else { panic!("a client") };
-    let own = cl.view().lsv(x).expect("line 22: latestWrite[X]");
+    let own = cl.latest_write(x).expect("line 22: latestWrite[X]");
     assert_eq!(own.t_own, t_com, "line 19: the largest prepare stamp");
-    assert_eq!(cl.view().lsv(z), Some(own), "Z promoted to the same stamp");
+    assert_eq!(cl.latest_write(z), Some(own), "Z promoted to the same stamp");
     let fx = client.persist_all();
     assert!(matches!(fx.completions().next(), Some((RequestId(1), Outcome::Committed { .. }))), "one phase");
     assert_eq!(fx.counted("write_phases_on_client_path"), 1);

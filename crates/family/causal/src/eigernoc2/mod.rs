@@ -95,113 +95,31 @@
 #[cfg(test)]
 mod handler_tests;
 
-use crate::eiger::{Client, Config, Msg, PARAMS as EIGER_PARAMS, Partition, Record, Timer, partition_of};
-use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, Protocol, Role, Shapes};
-use meridian_readatomic::ramp::{Backup, Ts};
-use std::sync::Arc;
-
-pub const PARAMS: &[ParamDoc] = EIGER_PARAMS;
-
-/// Every counter `eiger-noc2` reports.
-pub const COUNTERS: &[CounterDoc] = &[
-    CounterDoc { name: "reads", doc: "read-only transactions completed (GET_ALL)" },
-    CounterDoc { name: "read_rounds", doc: "rounds of GETs those reads took, all told (one each, restarts apart)" },
-    CounterDoc { name: "keys_read_from_lsv", doc: "keys read at the client's own write, beyond its GSV" },
-    CounterDoc { name: "read_restarts", doc: "reads sent again because a version they needed was collected" },
-    CounterDoc { name: "read_resends", doc: "rounds sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or rounds" },
-    CounterDoc { name: "writes", doc: "write-only transactions completed (PUT_ALL)" },
-    CounterDoc {
-        name: "write_phases_on_client_path",
-        doc: "phases those writes waited for before returning, all told (one per write)",
-    },
-    CounterDoc { name: "write_resends", doc: "PREPAREs sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "writes_refused", doc: "writes a participant refused (terminated before it prepared them)" },
-    CounterDoc { name: "writes_rejected", doc: "writes refused by a client whose local safe view is full" },
-    CounterDoc { name: "unknown_outcomes", doc: "writes whose prepares went unanswered `max_attempts` times" },
-    CounterDoc { name: "view_refreshes", doc: "safe-time requests (`Sync`) clients sent" },
-    CounterDoc { name: "commits", doc: "transactions coordinators committed (asynchronously)" },
-    CounterDoc { name: "prepares_refused", doc: "prepares of transactions a partition had aborted" },
-    CounterDoc {
-        name: "ctp_runs",
-        doc: "late votes and vote requests partitions sent for transactions pending `ctp_ms`",
-    },
-    CounterDoc { name: "ctp_aborts", doc: "transactions aborted because a participant never prepared them" },
-    CounterDoc { name: "ctp_forgotten", doc: "questions about a transaction decided too long ago to remember" },
-    CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
-    CounterDoc { name: "gone_answers", doc: "GETs partitions answered with `Gone` (a version needed was collected)" },
-    CounterDoc { name: "prepares_shed", doc: "prepares a partition ignored, holding `pending_max` transactions" },
-    CounterDoc { name: "checkpoints", doc: "checkpoints partitions took" },
-];
-
-pub struct EigerNoc2;
-
-meridian_readatomic::replicated!(EigerNoc2 => crate::eiger::Msg, crate::eiger::Record);
-
-meridian_core::roles! {
-    /// A node of an `eiger-noc2` deployment.
-    pub enum Node for EigerNoc2 {
-        Partition(Partition),
-        Backup(Backup),
-        Client(Client),
-    }
-}
-
-impl Protocol for EigerNoc2 {
-    const NAME: &'static str = "eiger-noc2";
-    const CONSISTENCY: Consistency = Consistency::Causal;
-    const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
-    type Msg = Msg;
-    type Record = Record;
-    type Timer = Timer;
-    type Node = Node;
-
-    fn params() -> &'static [ParamDoc] {
-        PARAMS
-    }
-
-    fn counters() -> Vec<CounterDoc> {
-        [COUNTERS, &meridian_readatomic::common::backup::COUNTERS].concat()
-    }
-
-    fn build(d: &Deployment, node: NodeId) -> Result<Node, String> {
-        let cfg = Config::from_params(&d.params, Self::NAME)?;
-        let topo = &d.topology;
-        match &topo.node(node).role {
-            Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
-                Ok(Node::Partition(Box::new(Partition::new(Arc::clone(topo), *shard, cfg))))
-            }
-            Role::Replica { .. } => Ok(Node::Backup(Box::default())),
-            Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => Err(format!(
-                "{} tells clients apart in its transaction ids: at most {} clients",
-                Self::NAME,
-                1 << Ts::CLIENT_BITS
-            )),
-            Role::Client { .. } => {
-                let index = topo.clients().iter().position(|c| *c == node).expect("a client is listed");
-                Ok(Node::Client(Box::new(Client::new(Arc::clone(topo), index as u32, cfg))))
-            }
-            Role::Service { kind, .. } => Err(format!("{} has no `{kind}` service", Self::NAME)),
-        }
-    }
-}
+crate::eiger_protocol!(
+    /// Eiger-NOC2 (NOC-NOC §6, Algorithm 2, Appendix E).
+    EigerNoc2,
+    "eiger-noc2",
+    meridian_core::Consistency::Causal,
+    crate::eiger::Flavor::Noc2
+);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eiger::{Config, Flavor};
     use meridian_core::{ParamValue, Params};
 
     #[test]
     fn every_documented_parameter_parses_at_its_default() {
-        assert!(Config::from_params(&Params::new(), "eiger-noc2").is_ok());
+        assert!(Config::from_params(&Params::new(), "eiger-noc2", Flavor::Noc2).is_ok());
         for (name, p) in meridian_core::params::each_default_alone(PARAMS) {
-            assert!(Config::from_params(&p, "eiger-noc2").is_ok(), "{name}");
+            assert!(Config::from_params(&p, "eiger-noc2", Flavor::Noc2).is_ok(), "{name}");
         }
     }
 
     #[test]
     fn bad_parameters_are_named() {
         let p = Params::new().with("retry_ms", ParamValue::Int(0));
-        assert!(Config::from_params(&p, "eiger-noc2").unwrap_err().contains("`retry_ms`"));
+        assert!(Config::from_params(&p, "eiger-noc2", Flavor::Noc2).unwrap_err().contains("`retry_ms`"));
     }
 }

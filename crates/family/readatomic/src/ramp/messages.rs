@@ -35,6 +35,11 @@ impl Ts {
     pub fn time_us(self) -> u64 {
         self.0 >> Ts::CLIENT_BITS
     }
+
+    /// The index of the client that issued this timestamp.
+    pub fn client(self) -> u32 {
+        (self.0 & ((1 << Ts::CLIENT_BITS) - 1)) as u32
+    }
 }
 
 /// Algorithm 1 lines 17-19 (PUT_ALL): a write transaction's versions on

@@ -21,7 +21,7 @@
 //! It never decides what is committed: the partition tells it.
 
 use super::messages::{Item, Ts};
-use meridian_core::{Key, Value};
+use meridian_core::{Key, TxnId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore, ReadAt, Status, Version};
 use meridian_mechanisms::primary_backup::Item as Shipped;
 use rustc_hash::FxHashMap;
@@ -90,7 +90,20 @@ impl Versions {
     /// Algorithm 1 line 4: adds a prepared version (with RAMP-F's
     /// `siblings`, `I_tx − {i}`; RAMP-S passes none).
     pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, siblings: Arc<[Key]>) {
-        let meta = Meta { status: Status::Prepared, writer: None, siblings };
+        let meta = Meta { status: Status::Prepared, writer: None, siblings, snapshot: None };
+        self.store.install_intent(key, ts.0, value, meta);
+    }
+
+    /// Adds a prepared version with its writer and the snapshot the writer
+    /// read at (Eiger-PORT, whose reads order a client's own versions
+    /// there).
+    pub fn prepare_by(&mut self, key: Key, ts: Ts, value: Value, writer: TxnId, snapshot: Option<Ts>) {
+        let meta = Meta {
+            status: Status::Prepared,
+            writer: Some(writer),
+            siblings: Arc::from([]),
+            snapshot: snapshot.map(|s| s.0),
+        };
         self.store.install_intent(key, ts.0, value, meta);
     }
 
@@ -230,6 +243,18 @@ impl Versions {
                 self.superseded.push_back(Superseded { at_ns: now_ns, key, by });
             }
         }
+    }
+
+    /// Every version of `key` still here, oldest first, prepared ones
+    /// included.
+    pub fn all(&self, key: Key) -> &[Version<Meta>] {
+        self.store.versions_of(key)
+    }
+
+    /// The newest version of `key` collected, if any: a reader that needs
+    /// a version at or below it cannot be answered.
+    pub fn newest_collected(&self, key: Key) -> Option<Ts> {
+        self.collected.get(&key).copied()
     }
 
     pub fn store(&self) -> &MvStore<Meta> {

@@ -73,3 +73,42 @@ pub fn assert_valid(out: &RunOutput) {
 pub fn with_params(params: &str) -> impl FnOnce(String) -> String + '_ {
     move |t| format!("{t}\n[protocol.params]\n{params}\n")
 }
+
+/// Appends a crash of `node` at `crash_s` and its restart from its
+/// durable state at `restart_s`.
+pub fn with_crash(node: &str, crash_s: f64, restart_s: f64) -> impl FnOnce(String) -> String + '_ {
+    move |t| {
+        format!(
+            "{t}\n[[faults]]\nat_s = {crash_s:?}\nkind = \"crash\"\nnode = \"{node}\"\n\n[[faults]]\nat_s = {restart_s:?}\nkind = \"restart\"\nnode = \"{node}\"\n"
+        )
+    }
+}
+
+/// A valid run at `consistency` whose every read took one round, some of
+/// them with their session's own write beyond the global safe view.
+pub fn assert_one_round_reads(out: &RunOutput, consistency: &str) {
+    assert_valid(out);
+    let r = &out.report;
+    assert_eq!(r.consistency, consistency);
+    assert!(r.counter("reads") > 200, "{:?}", r.counters);
+    assert_eq!(r.counter("read_rounds"), r.counter("reads"), "one round each: {:?}", r.counters);
+    assert!(r.counter("keys_read_from_lsv") > 0, "some reads met their session's own write beyond the GSV");
+}
+
+/// The base run's edit that crashes a partition at 0.7 s and restarts it
+/// at 1.0 s, with checkpoints, termination and resends fast enough to
+/// show in two seconds.
+pub fn partition_restart(t: String) -> String {
+    let t = with_crash("shard1-replica0", 0.7, 1.0)(t);
+    with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(t)
+}
+
+/// A valid run of `partition_restart`: checkpoints taken, transactions
+/// terminated, commits after the restart.
+pub fn assert_recovered(out: &RunOutput) {
+    assert_valid(out);
+    let r = &out.report;
+    assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);
+    assert!(r.counter("ctp_runs") > 0, "{:?}", r.counters);
+    assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
+}
