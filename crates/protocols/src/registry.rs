@@ -63,7 +63,12 @@ const CATALOG: &[Known] = &[
     planned("eiger-port", Causal, "transactional causal consistency (Eiger-PORT)"),
     built("readatomic", "ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
     built("readatomic", "ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
-    planned("lora", ReadAtomic, "SNOW-optimal read-atomic transactions (LORA)"),
+    built(
+        "readatomic",
+        "lora",
+        ReadAtomic,
+        "SNOW-optimal read atomic with one-round reads and one-phase writes, linear metadata (LORA)",
+    ),
 ];
 
 /// The entry tables of the family crates this build includes.
@@ -200,7 +205,7 @@ mod tests {
         let names: Vec<&str> = implemented_protocols().map(|p| p.name).collect();
         assert_eq!(
             names,
-            ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "eiger-noc2", "ramp-f", "ramp-s"]
+            ["2pl-paxos", "calvin", "tiga", "slog", "ra-noc2", "ra-noc", "eiger-noc2", "ramp-f", "ramp-s", "lora"]
         );
     }
 }

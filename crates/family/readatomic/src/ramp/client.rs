@@ -94,18 +94,33 @@ pub fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
 
 /// The metadata a GET carries: the timestamps it asks by (keys are the
 /// read itself, not metadata).
-fn ask_metadata_bytes(ask: &Ask) -> usize {
+pub(crate) fn ask_metadata_bytes(ask: &Ask) -> usize {
     match ask {
         Ask::Latest(_) => 0,
         Ask::Exact(wants) => encoded_len(&wants.iter().map(|(_, ts)| *ts).collect::<Vec<Ts>>()),
         Ask::Among { among, .. } => encoded_len(among),
+        Ask::Known(wants) => encoded_len(&wants.iter().map(|(_, ts)| *ts).collect::<Vec<Option<Ts>>>()),
     }
 }
 
 /// The metadata of one returned version: its timestamp and RAMP-F's
 /// sibling keys.
-fn item_metadata_bytes(item: &Item) -> usize {
+pub(crate) fn item_metadata_bytes(item: &Item) -> usize {
     encoded_len(&(item.ts, &*item.siblings))
+}
+
+/// Algorithm 1 lines 16-19: a write's versions at `ts`, one PREPARE per
+/// partition written, each with `I_tx` and the participants (LORA's
+/// client prepares the same).
+pub(crate) fn prepares(topo: &Topology, ts: Ts, program: &Program) -> BTreeMap<ShardId, Arc<Prepare>> {
+    let v = versions(topo, program);
+    v.by_shard
+        .into_iter()
+        .map(|(shard, writes)| {
+            let p = Prepare { ts, writes, keys: Arc::clone(&v.keys), participants: v.participants.clone() };
+            (shard, Arc::new(p))
+        })
+        .collect()
 }
 
 /// What a request asks for, if RAMP runs it: only reads, or only blind
@@ -180,15 +195,7 @@ impl Client {
     /// Algorithm 1 lines 14-19: a timestamp, `I_tx`, and the versions
     /// prepared at every partition written.
     fn put_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, request: RequestId, program: Program, now_ns: u64) {
-        let v = versions(&self.topo, &program);
-        let prepares: BTreeMap<ShardId, Arc<Prepare>> = v
-            .by_shard
-            .into_iter()
-            .map(|(shard, writes)| {
-                let p = Prepare { ts, writes, keys: Arc::clone(&v.keys), participants: v.participants.clone() };
-                (shard, Arc::new(p))
-            })
-            .collect();
+        let prepares = prepares(&self.topo, ts, &program);
         let w = WriteTxn::new(request, program, prepares, 0, now_ns);
         w.send_phase(ctx, &self.topo, ts);
         self.writes.insert(ts, w);
