@@ -33,7 +33,9 @@ use super::Config;
 use super::known::Known;
 use crate::common::client::{Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes};
 use crate::common::partition_of;
-use crate::ramp::client::{Shape, ask_metadata_bytes, encoded_len, item_metadata_bytes, prepares, shape};
+use crate::ramp::client::{
+    Shape, WAITING_MAX, admit, ask_metadata_bytes, encoded_len, item_metadata_bytes, prepares, reserve,
+};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{Ask, GetId, Item, KnownState, Msg, Prepare, Record, Timer, Ts};
 use meridian_core::{
@@ -43,9 +45,6 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
-
-/// Requests waiting for a durable timestamp reservation, at most.
-const WAITING_MAX: usize = 65_536;
 
 struct ReadTxn {
     request: RequestId,
@@ -111,30 +110,12 @@ impl Client {
         self.known.at(key)
     }
 
-    fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
-        let clock_us = ctx.clock_ns() / 1_000;
-        if let Some(upto_us) = self.clock.to_reserve(clock_us) {
-            let lsn = ctx.append(Record::Reserved { upto_us });
-            self.clock.recording(lsn, upto_us);
-        }
-    }
-
     /// Starts the request now, or holds it until a timestamp is durably
     /// reserved (reads take one too: it names them, unique across
     /// restarts, so a late answer never meets a later read).
     fn start(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
-        let Some(shape) = shape(&program) else {
-            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
-        };
-        if program.is_empty() {
-            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
-        }
-        self.reserve(ctx);
-        let Some(ts) = self.clock.next(ctx.clock_ns() / 1_000) else {
-            if self.waiting.len() >= WAITING_MAX {
-                return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
-            }
-            return self.waiting.push_back((request, program));
+        let Some((ts, shape, program)) = admit(ctx, &mut self.clock, &mut self.waiting, request, program) else {
+            return;
         };
         let now_ns = ctx.monotonic_ns();
         match shape {
@@ -337,7 +318,7 @@ impl Client {
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
         let now_ns = ctx.monotonic_ns();
-        self.reserve(ctx);
+        reserve(ctx, &mut self.clock);
         let topo = &self.topo;
         resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, ts, r| resend_round(topo, ctx, ts, r));
         resend_writes(ctx, &self.topo, &mut self.writes, now_ns, &self.cfg.common);
@@ -391,7 +372,7 @@ fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, read: Ts, r: &ReadTxn)
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
         self.restore(durable);
-        self.reserve(ctx);
+        reserve(ctx, &mut self.clock);
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
     }
 
