@@ -22,7 +22,7 @@ const SMALL: &str = include_str!("fixtures/small.toml");
 const TIMEOUT: Duration = Duration::from_secs(240);
 
 /// Every protocol name of CONTRACT.md, in its order.
-const CONTRACT_PROTOCOLS: [&str; 17] = [
+const CONTRACT_PROTOCOLS: [&str; 18] = [
     "2pl-paxos",
     "occ-paxos",
     "calvin",
@@ -40,6 +40,7 @@ const CONTRACT_PROTOCOLS: [&str; 17] = [
     "eiger-port",
     "ramp-f",
     "ramp-s",
+    "lora",
 ];
 
 const CONSISTENCY_LEVELS: [&str; 5] =
@@ -341,6 +342,7 @@ fn protocols_all_lists_every_contract_protocol_and_marks_the_planned_ones() {
         ("ra-noc2", "read-atomic"),
         ("ra-noc", "read-atomic"),
         ("ramp-f", "read-atomic"),
+        ("lora", "read-atomic"),
         ("eiger-noc2", "causal"),
         ("eiger-port", "causal-no-convergence"),
     ] {

@@ -68,7 +68,12 @@ const CATALOG: &[Known] = &[
     ),
     built("readatomic", "ramp-f", ReadAtomic, "read atomic multi-partition transactions, fast variant (RAMP-F)"),
     built("readatomic", "ramp-s", ReadAtomic, "read atomic multi-partition transactions, small variant (RAMP-S)"),
-    planned("lora", ReadAtomic, "SNOW-optimal read-atomic transactions (LORA)"),
+    built(
+        "readatomic",
+        "lora",
+        ReadAtomic,
+        "SNOW-optimal read atomic with one-round reads and one-phase writes, linear metadata (LORA)",
+    ),
 ];
 
 /// The entry tables of the family crates this build includes.
@@ -215,7 +220,8 @@ mod tests {
                 "eiger-noc2",
                 "eiger-port",
                 "ramp-f",
-                "ramp-s"
+                "ramp-s",
+                "lora"
             ]
         );
     }

@@ -5,13 +5,15 @@
 //! `ranoc2` (RA-NOC2 of "NOC-NOC: Towards Performance-optimal Distributed
 //! Transactions", which reuses RAMP's versions, pending transactions,
 //! checkpoints and timestamps) and `ranoc` (RA-NOC, the same paper's
-//! Appendix C: RA-NOC2's code with two-phase, blocking writes). LORA
-//! belongs here too.
+//! Appendix C: RA-NOC2's code with two-phase, blocking writes) and `lora`
+//! (LORA, the SNOW-optimal algorithm NOC-NOC compares against: RAMP's
+//! partitions, a client reading the versions it knows of).
 
 pub mod common;
 pub mod ramp;
 /// The retry tick every client of these protocols (and Eiger-NOC2's) runs.
 pub use common::client::{Attempts, Due, Resent, due};
+pub mod lora;
 pub mod ranoc;
 pub mod ranoc2;
 /// The handler tests' deployment, shared with `meridian-causal`'s.
@@ -37,5 +39,9 @@ pub static ENTRIES: &[Entry] = &[
     Entry::of::<ranoc::RaNoc>(
         "read atomic with read-your-writes: one-round reads at the global safe view, two-phase writes that wait until every safe time passes them (RA-NOC)",
         ranoc::PARAMS,
+    ),
+    Entry::of::<lora::Lora>(
+        "read atomic with read-your-writes: one-round reads of the versions a client knows, one-phase writes, sibling metadata (LORA)",
+        lora::PARAMS,
     ),
 ];

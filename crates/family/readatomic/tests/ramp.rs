@@ -9,17 +9,10 @@
 
 mod common;
 
-use common::{assert_valid, run, with_params};
-use meridian_checker::{AnomalyKind, HistoryOp, Model, check, parse_jsonl};
-use meridian_core::{
-    ClusterSpec, Deployment, Key, LatencyMatrix, LeaderPlacement, Op, Outcome, ParamValue, Params, Program, RegionId,
-    RequestId, Topology, Value,
-};
+use common::{assert_valid, run, with_params, write_then_read_session};
+use meridian_checker::{AnomalyKind, Model, check};
+use meridian_core::{ParamValue, Params};
 use meridian_readatomic::ramp::RampF;
-use meridian_sim::{Sim, SimConfig};
-use std::sync::Arc;
-
-const MS: u64 = 1_000_000;
 
 /// Algorithm 1 lines 22-33: with no write racing them, RAMP-F's reads
 /// find every sibling at `lastCommit` and stop after one round.
@@ -95,88 +88,6 @@ fn ramp_s_metadata_is_constant_in_transaction_size() {
     assert!(large_f > 20 * small_f / 2, "RAMP-F's siblings grow: {small_f} bytes at 4 keys, {large_f} at 128");
 }
 
-/// One session in the simulator writing two fresh keys (one per
-/// partition) and reading them back at once, 200 times, on a network that
-/// loses a fifth of the messages; its history in Elle's JSON lines, and
-/// the client's counters.
-fn write_then_read_session(params: Params) -> (Vec<HistoryOp>, u64, u64) {
-    let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
-    let spec = ClusterSpec {
-        regions: matrix.regions.clone(),
-        server_regions: vec![RegionId(0)],
-        shards: 2,
-        replicas_per_shard: 1,
-        leaders: LeaderPlacement::Colocated,
-        client_regions: vec![RegionId(0)],
-        clients_per_region: 1,
-    };
-    let topology = Arc::new(Topology::build(&spec, &[]));
-    let mut cfg = SimConfig::ideal(7, topology.clone(), matrix.clone());
-    cfg.net.loss = 0.2;
-    let d = Deployment { topology: topology.clone(), params, epsilon_us: 100, latency: Arc::new(matrix) };
-    let mut sim = Sim::<RampF>::new(cfg, d).unwrap();
-    let client = topology.clients()[0];
-    let on = |shard: u32| {
-        let t = Arc::clone(&topology);
-        (0..).map(Key).filter(move |k| t.shard_of(*k).0 == shard)
-    };
-    let (mut a, mut b) = (on(0), on(1));
-    let mut lines = Vec::new();
-    let mut index = 0;
-    let mut line = |kind: &str, mops: String| {
-        lines.push(format!(r#"{{"index":{index},"type":"{kind}","process":1,"value":[{mops}]}}"#));
-        index += 1;
-    };
-    let mut now = 100 * MS;
-    sim.run_until(now);
-    for i in 0..200u64 {
-        let (x, y) = (a.next().unwrap(), b.next().unwrap());
-        let (tx, ty) = (1 + 2 * i, 2 + 2 * i);
-        let write = Program::new(vec![
-            Op::Write { key: x, value: Value::int(tx, 0) },
-            Op::Write { key: y, value: Value::int(ty, 0) },
-        ]);
-        let mops = format!(r#"["w",{},{tx}],["w",{},{ty}]"#, x.0, y.0);
-        line("invoke", mops.clone());
-        sim.request(client, RequestId(2 * i), write);
-        let Some(done) = run_until_done(&mut sim, &mut now, RequestId(2 * i)) else {
-            panic!("write {i} never finished")
-        };
-        if !matches!(done, Outcome::Committed { .. }) {
-            line("info", mops);
-            continue;
-        }
-        line("ok", mops);
-        let read = Program::new(vec![Op::Read { key: x }, Op::Read { key: y }]);
-        line("invoke", format!(r#"["r",{},null],["r",{},null]"#, x.0, y.0));
-        sim.request(client, RequestId(2 * i + 1), read);
-        match run_until_done(&mut sim, &mut now, RequestId(2 * i + 1)) {
-            Some(Outcome::Committed { results }) => {
-                let tag = |v: &Option<Value>| v.as_ref().map_or("null".to_string(), |v| v.tag.to_string());
-                line("ok", format!(r#"["r",{},{}],["r",{},{}]"#, x.0, tag(&results[0]), y.0, tag(&results[1])));
-            }
-            _ => line("fail", format!(r#"["r",{},null],["r",{},null]"#, x.0, y.0)),
-        }
-    }
-    let counters = sim.counters();
-    let get = |name: &str| counters.get(name).copied().unwrap_or(0);
-    let (writes, phases) = (get("writes"), get("write_phases_on_client_path"));
-    (parse_jsonl(&lines.join("\n")).unwrap(), writes, phases)
-}
-
-/// Runs until `request` completes (every request ends within
-/// `max_attempts` resends).
-fn run_until_done(sim: &mut Sim<RampF>, now: &mut u64, request: RequestId) -> Option<Outcome> {
-    for _ in 0..200_000 {
-        *now += MS / 10;
-        sim.run_until(*now);
-        if let Some(c) = sim.take_completions().into_iter().find(|c| c.request == request) {
-            return Some(c.outcome);
-        }
-    }
-    None
-}
-
 /// RAMP-OPW: the client returns after PREPARE (one phase on its path)
 /// and commits in the background, so a session that reads right after a
 /// write whose COMMIT was lost misses it. Checked at read atomicity
@@ -186,7 +97,7 @@ fn run_until_done(sim: &mut Sim<RampF>, now: &mut u64, request: RequestId) -> Op
 #[test]
 fn ramp_opw_returns_after_one_phase_and_is_caught_without_read_your_writes() {
     let opw = Params::new().with("one_phase_writes", ParamValue::Bool(true));
-    let (history, writes, phases) = write_then_read_session(opw);
+    let (history, writes, phases) = write_then_read_session::<RampF>(opw, false);
     assert!(writes > 100, "{writes}");
     assert_eq!(phases, writes, "one phase per write on the client's path");
     let with_ryw = check(&history, Model::ReadAtomic);
@@ -195,7 +106,7 @@ fn ramp_opw_returns_after_one_phase_and_is_caught_without_read_your_writes() {
     let without = check(&history, Model::ReadAtomicNoRyw);
     assert!(without.valid, "{}", without.summary());
 
-    let (history, writes, phases) = write_then_read_session(Params::new());
+    let (history, writes, phases) = write_then_read_session::<RampF>(Params::new(), false);
     assert_eq!(phases, 2 * writes, "two phases per write");
     let two_phase = check(&history, Model::ReadAtomic);
     assert!(two_phase.valid, "{}", two_phase.summary());

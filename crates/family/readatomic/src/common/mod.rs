@@ -2,9 +2,10 @@
 //! write phases and the resends of its unanswered rounds and phases
 //! (`client.rs`), a partition's termination protocol, garbage collection
 //! and checkpoint handlers (`partition.rs`), and the building of a
-//! deployment's roles (below). `ramp` (RAMP-F, RAMP-S) and `ranoc2`
-//! (RA-NOC2, RA-NOC) keep only what their papers make differ: what a read
-//! asks and returns, what a partition answers with, what ends a write.
+//! deployment's roles (below). `ramp` (RAMP-F, RAMP-S; LORA's partitions
+//! too), `ranoc2` (RA-NOC2, RA-NOC) and `lora` (LORA's client) keep only
+//! what their papers make differ: what a read asks and returns, what a
+//! partition answers with, what ends a write.
 //!
 //! The core never names a protocol's messages: each protocol's `Msg`
 //! builds the few it needs through [`Wire`]. It must never change the

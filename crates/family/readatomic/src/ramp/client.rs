@@ -39,7 +39,7 @@ use std::sync::Arc;
 type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 
 /// Requests waiting for a durable timestamp reservation, at most.
-const WAITING_MAX: usize = 65_536;
+pub(crate) const WAITING_MAX: usize = 65_536;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Round {
@@ -94,18 +94,75 @@ pub fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
 
 /// The metadata a GET carries: the timestamps it asks by (keys are the
 /// read itself, not metadata).
-fn ask_metadata_bytes(ask: &Ask) -> usize {
+pub(crate) fn ask_metadata_bytes(ask: &Ask) -> usize {
     match ask {
         Ask::Latest(_) => 0,
         Ask::Exact(wants) => encoded_len(&wants.iter().map(|(_, ts)| *ts).collect::<Vec<Ts>>()),
         Ask::Among { among, .. } => encoded_len(among),
+        Ask::Known(wants) => encoded_len(&wants.iter().map(|(_, ts)| *ts).collect::<Vec<Option<Ts>>>()),
     }
 }
 
 /// The metadata of one returned version: its timestamp and RAMP-F's
 /// sibling keys.
-fn item_metadata_bytes(item: &Item) -> usize {
+pub(crate) fn item_metadata_bytes(item: &Item) -> usize {
     encoded_len(&(item.ts, &*item.siblings))
+}
+
+/// Records a durable timestamp reservation when less than half of the
+/// current one is left (`timestamps.rs`; LORA's client reserves the same).
+pub(crate) fn reserve(ctx: &mut ClientCtx<'_>, clock: &mut TsSource) {
+    let clock_us = ctx.clock_ns() / 1_000;
+    if let Some(upto_us) = clock.to_reserve(clock_us) {
+        let lsn = ctx.append(Record::Reserved { upto_us });
+        clock.recording(lsn, upto_us);
+    }
+}
+
+/// A request at a client of RAMP's timestamps: a read-only or write-only
+/// program to start now at a fresh timestamp; otherwise answered at once
+/// (any other program is refused, an empty one committed) or held in
+/// `waiting` until a timestamp is durably reserved (refused past
+/// `WAITING_MAX`).
+pub(crate) fn admit(
+    ctx: &mut ClientCtx<'_>,
+    clock: &mut TsSource,
+    waiting: &mut VecDeque<(RequestId, Program)>,
+    request: RequestId,
+    program: Program,
+) -> Option<(Ts, Shape, Program)> {
+    let Some(shape) = shape(&program) else {
+        ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        return None;
+    };
+    if program.is_empty() {
+        ctx.complete(request, Outcome::Committed { results: Vec::new() });
+        return None;
+    }
+    reserve(ctx, clock);
+    let Some(ts) = clock.next(ctx.clock_ns() / 1_000) else {
+        if waiting.len() >= WAITING_MAX {
+            ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        } else {
+            waiting.push_back((request, program));
+        }
+        return None;
+    };
+    Some((ts, shape, program))
+}
+
+/// Algorithm 1 lines 16-19: a write's versions at `ts`, one PREPARE per
+/// partition written, each with `I_tx` and the participants (LORA's
+/// client prepares the same).
+pub(crate) fn prepares(topo: &Topology, ts: Ts, program: &Program) -> BTreeMap<ShardId, Arc<Prepare>> {
+    let v = versions(topo, program);
+    v.by_shard
+        .into_iter()
+        .map(|(shard, writes)| {
+            let p = Prepare { ts, writes, keys: Arc::clone(&v.keys), participants: v.participants.clone() };
+            (shard, Arc::new(p))
+        })
+        .collect()
 }
 
 /// What a request asks for, if RAMP runs it: only reads, or only blind
@@ -145,28 +202,14 @@ impl Client {
     }
 
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
-        let clock_us = ctx.clock_ns() / 1_000;
-        if let Some(upto_us) = self.clock.to_reserve(clock_us) {
-            let lsn = ctx.append(Record::Reserved { upto_us });
-            self.clock.recording(lsn, upto_us);
-        }
+        reserve(ctx, &mut self.clock);
     }
 
     /// Starts the request now, or holds it until a timestamp is durably
     /// reserved.
     fn start(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
-        let Some(shape) = shape(&program) else {
-            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
-        };
-        if program.is_empty() {
-            return ctx.complete(request, Outcome::Committed { results: Vec::new() });
-        }
-        self.reserve(ctx);
-        let Some(ts) = self.clock.next(ctx.clock_ns() / 1_000) else {
-            if self.waiting.len() >= WAITING_MAX {
-                return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
-            }
-            return self.waiting.push_back((request, program));
+        let Some((ts, shape, program)) = admit(ctx, &mut self.clock, &mut self.waiting, request, program) else {
+            return;
         };
         let now_ns = ctx.monotonic_ns();
         match shape {
@@ -180,15 +223,7 @@ impl Client {
     /// Algorithm 1 lines 14-19: a timestamp, `I_tx`, and the versions
     /// prepared at every partition written.
     fn put_all(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts, request: RequestId, program: Program, now_ns: u64) {
-        let v = versions(&self.topo, &program);
-        let prepares: BTreeMap<ShardId, Arc<Prepare>> = v
-            .by_shard
-            .into_iter()
-            .map(|(shard, writes)| {
-                let p = Prepare { ts, writes, keys: Arc::clone(&v.keys), participants: v.participants.clone() };
-                (shard, Arc::new(p))
-            })
-            .collect();
+        let prepares = prepares(&self.topo, ts, &program);
         let w = WriteTxn::new(request, program, prepares, 0, now_ns);
         w.send_phase(ctx, &self.topo, ts);
         self.writes.insert(ts, w);

@@ -77,6 +77,11 @@ pub enum Ask {
     /// Algorithm 2's second round: for each key, the newest version whose
     /// timestamp is in `among` (sorted, distinct).
     Among { keys: Vec<Key>, among: Vec<Ts> },
+    /// LORA's GET (`crate::lora`): for each key, the version at exactly
+    /// the timestamp the client knows as its newest (prepared or
+    /// committed), the initial state where it knows none, and the newest
+    /// committed version where the one asked for was collected.
+    Known(Vec<(Key, Option<Ts>)>),
 }
 
 /// One key's version as a partition returns it (`None` timestamp: the
@@ -170,6 +175,20 @@ pub enum Record {
     Reserved { upto_us: u64 },
     /// A backup's record (`crate::common::backup`).
     Backup(BackupRecord),
+    /// A LORA client's write at `ts` of `keys` is fully prepared: the
+    /// newest timestamps it knows of those keys (`crate::lora`), which must
+    /// survive a restart for its sessions to read their writes.
+    Known { ts: Ts, keys: Vec<Key> },
+    /// A LORA client's checkpoint: every earlier record folded in.
+    KnownState(Arc<KnownState>),
+}
+
+/// A LORA client's durable state at a checkpoint: its timestamp
+/// reservation and, per key it wrote, the timestamp of its newest write.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct KnownState {
+    pub reserved_us: u64,
+    pub own: Vec<(Key, Ts)>,
 }
 
 #[derive(Clone, Debug)]

@@ -71,7 +71,7 @@ pub mod timestamps;
 pub mod versions;
 
 pub use client::Client;
-pub use messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Snapshot, Timer, Ts};
+pub use messages::{Ask, GetId, Held, Item, KnownState, Msg, PendingTxn, Prepare, Record, Snapshot, Timer, Ts};
 pub use partition::Partition;
 
 use crate::common::{Built, build_role};

@@ -131,14 +131,24 @@ impl Partition {
         }
     }
 
-    /// Algorithm 1 lines 9-13 and Algorithm 2's GET: the versions asked
-    /// for, or `Gone` if one was collected.
+    /// Algorithm 1 lines 9-13 and Algorithm 2's GET (and LORA's, by the
+    /// timestamps its client knows): the versions asked for, or `Gone` if
+    /// one was collected.
     fn on_get(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, id: GetId, ask: Ask) {
         let items: Option<Vec<Item>> = match ask {
             Ask::Latest(keys) => Some(keys.into_iter().map(|k| self.base.versions.latest(k)).collect()),
             Ask::Exact(wants) => wants.into_iter().map(|(k, ts)| found(self.base.versions.exact(k, ts))).collect(),
             Ask::Among { keys, among } => {
                 keys.into_iter().map(|k| found(self.base.versions.among(k, &among))).collect()
+            }
+            Ask::Known(wants) => {
+                let items: Option<Vec<Item>> =
+                    wants.iter().map(|(k, ts)| found(self.base.versions.known(*k, *ts))).collect();
+                let replaced = items.iter().flatten().zip(&wants).filter(|(i, (_, ts))| i.ts != *ts).count();
+                if replaced > 0 {
+                    ctx.count("versions_replaced", replaced as u64);
+                }
+                items
             }
         };
         match items {

@@ -68,7 +68,9 @@ impl Partition {
                     self.apply_commit(ts, now_ns);
                 }
                 Record::Aborted { ts } => self.apply_abort(ts),
-                Record::Reserved { .. } => unreachable!("a client's record in a partition's log"),
+                Record::Reserved { .. } | Record::Known { .. } | Record::KnownState(_) => {
+                    unreachable!("a client's record in a partition's log")
+                }
                 Record::Backup(_) => unreachable!("a backup's record in a partition's log"),
             }
         }

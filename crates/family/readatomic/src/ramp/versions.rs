@@ -167,6 +167,23 @@ impl Versions {
         }
     }
 
+    /// LORA's GET (`crate::lora`): the version `ts` of `key` exactly,
+    /// prepared or committed, or the initial state when `ts` is `None`.
+    /// When that version was collected — which happens only once a newer
+    /// commit overwrote it — the newest committed version instead (the
+    /// client checks it against the rest of its read). Gone if neither is
+    /// here.
+    pub fn known(&self, key: Key, ts: Option<Ts>) -> Lookup {
+        let Some(ts) = ts else { return Lookup::Found(item(key, None)) };
+        if let Some(v) = self.store.read_exact(key, ts.0) {
+            return Lookup::Found(item(key, Some(v)));
+        }
+        match self.store.latest_committed(key) {
+            Some(v) if Ts(v.version) > ts => Lookup::Found(item(key, Some(v))),
+            _ => Lookup::Gone,
+        }
+    }
+
     /// NOC-NOC Algorithm 1 lines 40-43 (RA-NOC2's GET at the global safe
     /// view): the newest committed version of `key` at or below `ts`,
     /// prepared ones skipped (line 42); the initial state when `ts` is
