@@ -411,7 +411,12 @@ impl Client {
 
     /// A version the read needs was collected: the read starts again.
     fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
-        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
+        // A late answer to an earlier step is ignored, and the read left in
+        // place (removing it first dropped a read that never completed).
+        if self.reads.get(&id.read).is_none_or(|r| r.step != id.step) {
+            return;
+        }
+        let mut r = self.reads.remove(&id.read).expect("checked above");
         r.restarts += 1;
         if r.restarts > self.cfg.common.max_attempts {
             ctx.count("reads_given_up", 1);

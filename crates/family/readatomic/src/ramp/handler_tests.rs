@@ -147,3 +147,33 @@ fn a_ramp_f_client_fetches_only_the_stale_sibling_in_its_second_round() {
         matches!(done[0].1, meridian_core::Outcome::Committed { results } if results[1].as_ref().map(|v| v.tag) == Some(11))
     );
 }
+
+/// A `Gone` answering an earlier step of a read that has moved on (its
+/// second round is out) is ignored: the read stays, and its second round's
+/// answer completes it.
+#[test]
+fn a_late_gone_for_an_earlier_round_leaves_the_read_to_complete() {
+    let d = deployment();
+    let mut c = hand(&d, d.topology.clients()[0]);
+    c.persist_all(); // the timestamp reservation
+    let (x, y) = (key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let fx = c.request(RequestId(1), Program::new(vec![Op::Read { key: x }, Op::Read { key: y }]));
+    let id = fx
+        .sends()
+        .find_map(|(_, m)| match m {
+            Msg::Get { id, .. } => Some(*id),
+            _ => None,
+        })
+        .expect("a first round");
+    let xs = Item { key: x, ts: Some(Ts(10)), value: Some(Value::int(10, 1)), siblings: Arc::from([y]) };
+    let ys = Item { key: y, ts: None, value: None, siblings: Arc::from([]) };
+    c.message(partition(&d, 0), Msg::Got { id, items: vec![xs] });
+    c.message(partition(&d, 1), Msg::Got { id, items: vec![ys] }); // fractured: a second round
+    let fx = c.message(partition(&d, 0), Msg::Gone { id });
+    assert_eq!(fx.completions().count(), 0, "a stale Gone neither completes nor restarts the read");
+    assert_eq!(fx.counted("read_restarts"), 0);
+    let second = GetId { read: id.read, step: id.step + 1 };
+    let yv = Item { key: y, ts: Some(Ts(10)), value: Some(Value::int(11, 1)), siblings: Arc::from([x]) };
+    let fx = c.message(partition(&d, 1), Msg::Got { id: second, items: vec![yv] });
+    assert_eq!(fx.completions().count(), 1, "the read completes with its second round");
+}
