@@ -52,7 +52,7 @@ pub enum Ship {
 }
 
 /// A backup's durable records.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BackupRecord {
     /// Versions applied.
     Applied(Arc<[Item]>),
@@ -254,18 +254,6 @@ pub enum Apply {
     /// unless an earlier append is still in flight, see `Mirror::appended`).
     Nothing,
 }
-
-impl PartialEq for BackupRecord {
-    fn eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (BackupRecord::Applied(a), BackupRecord::Applied(b)) | (BackupRecord::State(a), BackupRecord::State(b)) => {
-                a == b
-            }
-            _ => false,
-        }
-    }
-}
-impl Eq for BackupRecord {}
 
 impl Mirror {
     pub fn new() -> Mirror {

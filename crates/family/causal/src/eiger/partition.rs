@@ -521,11 +521,12 @@ impl Partition {
 
     /// After a (re)start: replication to the shard's backups, if any.
     fn start_shipping(&mut self, ctx: &mut PartitionCtx<'_>) {
-        if backup::backups_of(&self.topo, self.shard).is_empty() {
+        let backups = backup::backups_of(&self.topo, self.shard);
+        if backups.is_empty() {
             return; // one replica: nothing to ship, and no draw from the random stream
         }
         let random = ctx.rng().next_u64();
-        self.ship = backup::start_shipping(&self.topo, self.shard, &mut self.versions, ctx.clock_ns(), random);
+        self.ship = Some(backup::start_shipping(backups, &mut self.versions, ctx.clock_ns(), random));
         ctx.set_timer(backup::SHIP_TICK_NS, Timer::Ship);
     }
 

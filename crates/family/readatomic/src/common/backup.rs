@@ -63,24 +63,15 @@ pub fn backups_of(topo: &Topology, shard: ShardId) -> Vec<NodeId> {
     topo.replicas(shard).iter().copied().filter(|n| *n != primary).collect()
 }
 
-/// A (re)started primary's shipper, if its shard has backups: a fresh
+/// A (re)started primary's shipper to `backups` (not empty): a fresh
 /// incarnation number (acknowledgements of batches an earlier incarnation
 /// sent are not taken for this one's), every backup to be resynced, and
 /// its versions feeding it from now on (not the ones replayed at restart:
 /// the resync carries those).
-pub fn start_shipping(
-    topo: &Topology,
-    shard: ShardId,
-    versions: &mut Versions,
-    clock_ns: u64,
-    random: u64,
-) -> Option<Shipper> {
-    let backups = backups_of(topo, shard);
-    if backups.is_empty() {
-        return None;
-    }
+pub fn start_shipping(backups: Vec<NodeId>, versions: &mut Versions, clock_ns: u64, random: u64) -> Shipper {
+    assert!(!backups.is_empty(), "shipping needs a backup");
     versions.ship_commits(true);
-    Some(Shipper::new(SHIP, clock_ns ^ random, backups))
+    Shipper::new(SHIP, clock_ns ^ random, backups)
 }
 
 /// The primary's tick: what it committed since the last one into batches,

@@ -146,17 +146,14 @@ pub(crate) trait Core {
     /// After a (re)start: replication to the shard's backups, if it has
     /// any (`super::backup::start_shipping`).
     fn start_shipping(&mut self, ctx: &mut EnvOf<'_, Self::Msg>) {
-        let base = self.base();
-        if super::backup::backups_of(&base.topo, base.shard).is_empty() {
+        let backups = super::backup::backups_of(&self.base().topo, self.base().shard);
+        if backups.is_empty() {
             return; // one replica: nothing to ship, and no draw from the random stream
         }
-        let random = ctx.rng().next_u64();
-        let clock_ns = ctx.clock_ns();
+        let (random, clock_ns) = (ctx.rng().next_u64(), ctx.clock_ns());
         let base = self.base_mut();
-        base.ship = super::backup::start_shipping(&base.topo, base.shard, &mut base.versions, clock_ns, random);
-        if base.ship.is_some() {
-            ctx.set_timer(super::backup::SHIP_TICK_NS, Self::Msg::ship_timer());
-        }
+        base.ship = Some(super::backup::start_shipping(backups, &mut base.versions, clock_ns, random));
+        ctx.set_timer(super::backup::SHIP_TICK_NS, Self::Msg::ship_timer());
     }
 
     /// The shipping tick: this tick's commits to the backups, once the
