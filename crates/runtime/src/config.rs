@@ -67,6 +67,7 @@ struct RawNetwork {
     rtt_ms: Option<BTreeMap<String, f64>>,
     local_rtt_ms: Option<f64>,
     queue_messages: Option<u32>,
+    stale_ms: Option<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -210,6 +211,9 @@ pub struct ClusterConfig {
     pub seed: u64,
     /// Bound of each node's outgoing queue per peer, in messages.
     pub queue_messages: usize,
+    /// How long a message may wait in a queue past its due time (an
+    /// outgoing queue, or a node's inbox) before it is dropped as stale.
+    pub stale: std::time::Duration,
     pub security: Security,
 }
 
@@ -337,6 +341,9 @@ fn resolve(ctx: &Ctx<'_>, raw: RawFile) -> Result<ClusterConfig, ConfigError> {
             1.0,
             1e7,
         )? as usize,
+        stale: std::time::Duration::from_secs_f64(
+            ctx.number("network.stale_ms", network.stale_ms.unwrap_or(1000.0), 1.0, 3.6e6)? / 1e3,
+        ),
         data_dir: PathBuf::from(storage.data_dir.unwrap_or_else(|| "meridian-data".into())),
         fsync: storage.fsync.unwrap_or(true),
         seed: raw.cluster.seed.unwrap_or(1),

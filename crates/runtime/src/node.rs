@@ -14,7 +14,7 @@
 
 use crate::config::ClusterConfig;
 use crate::frame;
-use crate::transport::Transport;
+use crate::transport::{self, Inbound, Transport};
 use crate::wal::{Recovered, WalCmd, WalWriter};
 use meridian_core::{
     Ctx, Deployment, Effect, Effects, EffectsOf, Lsn, NextIds, NodeId, Now, Outcome, Process, Program, Protocol,
@@ -138,7 +138,7 @@ pub struct NodeParts {
 
 /// The loop's channels.
 pub struct NodeInputs<M> {
-    pub peers: mpsc::Receiver<(NodeId, M)>,
+    pub peers: mpsc::Receiver<Inbound<M>>,
     pub requests: mpsc::Receiver<Request>,
     pub durable: watch::Receiver<u64>,
 }
@@ -375,7 +375,13 @@ pub async fn run<P: Protocol>(
                     node.handle(|p, env| p.on_persisted(env, Lsn(upto)));
                 }
             }
-            Some((from, msg)) = inputs.peers.recv() => node.handle(|p, env| p.on_message(env, from, msg)),
+            Some(Inbound { from, msg, arrived }) = inputs.peers.recv() => {
+                if transport::is_stale(arrived, node.parts.cfg.stale) {
+                    transport::count_stale();
+                } else {
+                    node.handle(|p, env| p.on_message(env, from, msg));
+                }
+            }
             Some(req) = inputs.requests.recv() => node.on_request(req),
             _ = tokio::time::sleep_until(sleep_until) => {
                 node.fire_due_timers();

@@ -115,10 +115,11 @@ async fn serve_as<P: Protocol>(cfg: Arc<ClusterConfig>, me: NodeId) -> Result<()
         delay_ns: (0..n).map(|i| cfg.one_way_ns(me, NodeId(i as u32))).collect(),
         jitter_mean_ns: cfg.wan.as_ref().map_or(0.0, |w| w.jitter_ms * 1e6 * w.scale),
         queue_messages: cfg.queue_messages,
+        stale: cfg.stale,
         seed: cfg.seed,
         tls: security.peers.clone(),
     });
-    let (peers_tx, peers_rx) = mpsc::channel::<(NodeId, P::Msg)>(INBOX_MESSAGES);
+    let (peers_tx, peers_rx) = mpsc::channel::<transport::Inbound<P::Msg>>(INBOX_MESSAGES);
     let (requests_tx, requests_rx) = mpsc::channel::<Request>(REQUEST_QUEUE);
     tokio::spawn(transport::accept_peers::<P::Msg>(peer_listener, cfg.cluster_id(), n, peers_tx, security.peers));
     if let Some(l) = client_listener {

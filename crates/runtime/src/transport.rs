@@ -9,8 +9,12 @@
 //! control. Outgoing queues are bounded too, but a node never waits for a
 //! peer: a message that finds its peer's queue full, or its peer
 //! unreachable, is dropped, which is what the network may do to any
-//! message and what every protocol already tolerates. This module must
-//! never block the node loop, and never deliver a message of another
+//! message and what every protocol already tolerates. So is a message that
+//! waited in a queue longer than `network.stale_ms` past its due time
+//! (here, or in the receiver's inbox, [`Inbound`]): under overload a
+//! backlog of requests their clients have given up on (and sent again)
+//! would otherwise keep a node busy with nothing but stale work. This
+//! module must never block the node loop, and never deliver a message of another
 //! cluster (the first frame of a connection names both).
 //!
 //! With the cluster's TLS on, every connection is mutual TLS: the dialler
@@ -65,6 +69,8 @@ pub struct Peers {
     pub delay_ns: Vec<u64>,
     pub jitter_mean_ns: f64,
     pub queue_messages: usize,
+    /// How long a message may wait past its due time before it is dropped.
+    pub stale: Duration,
     pub seed: u64,
     /// Mutual TLS with the cluster's CA; `None`: plain TCP.
     pub tls: Option<PeerTls>,
@@ -85,7 +91,8 @@ impl Transport {
                 let (tx, rx) = mpsc::channel(peers.queue_messages);
                 let name = format!("n{i}");
                 let tls = peers.tls.as_ref().map(|t| Dial { tls: t.clone(), node: i });
-                tokio::spawn(peer_writer(*addr, hello.clone(), rx, name, tls));
+                let link = Link { addr: *addr, hello: hello.clone(), name, tls, stale: peers.stale };
+                tokio::spawn(peer_writer(link, rx));
                 Some(tx)
             })
             .collect();
@@ -132,15 +139,19 @@ struct Dial {
     node: usize,
 }
 
-/// Writes one peer's queue, in order, each message no earlier than its due
-/// time; reconnects with backoff, dropping what it cannot deliver.
-async fn peer_writer(
+/// One peer as its writer task reaches it.
+struct Link {
     addr: SocketAddr,
     hello: Vec<u8>,
-    mut rx: mpsc::Receiver<Outgoing>,
     name: String,
     tls: Option<Dial>,
-) {
+    stale: Duration,
+}
+
+/// Writes one peer's queue, in order, each message no earlier than its due
+/// time; reconnects with backoff, dropping what it cannot deliver.
+async fn peer_writer(link: Link, mut rx: mpsc::Receiver<Outgoing>) {
+    let Link { addr, hello, name, tls, stale } = link;
     let mut backoff = BACKOFF_MIN;
     let mut next_attempt = Instant::now();
     while let Some(first) = rx.recv().await {
@@ -165,7 +176,7 @@ async fn peer_writer(
             }
         };
         backoff = BACKOFF_MIN;
-        if let Err(e) = write_loop(stream, first, &mut rx).await {
+        if let Err(e) = write_loop(stream, first, &mut rx, stale).await {
             tracing::debug!(peer = %name, error = %e, "peer connection lost");
             metrics::counter!("meridian_net_reconnects_total").increment(1);
         }
@@ -200,6 +211,7 @@ async fn write_loop<S: AsyncWrite + Unpin>(
     stream: S,
     first: Outgoing,
     rx: &mut mpsc::Receiver<Outgoing>,
+    stale: Duration,
 ) -> std::io::Result<()> {
     let mut w = BufWriter::with_capacity(64 << 10, stream);
     let mut next = Some(first);
@@ -214,28 +226,57 @@ async fn write_loop<S: AsyncWrite + Unpin>(
         if msg.due > Instant::now() + TIMER_SLACK {
             tokio::time::sleep_until(msg.due - TIMER_SLACK).await;
         }
-        w.write_all(&msg.frame).await?;
+        write_unless_stale(&mut w, &msg, stale).await?;
         // Write whatever else is already due, then flush once.
         while let Ok(more) = rx.try_recv() {
             if more.due > Instant::now() + TIMER_SLACK {
                 next = Some(more);
                 break;
             }
-            w.write_all(&more.frame).await?;
+            write_unless_stale(&mut w, &more, stale).await?;
         }
         w.flush().await?;
     }
 }
 
+async fn write_unless_stale<S: AsyncWrite + Unpin>(
+    w: &mut BufWriter<S>,
+    msg: &Outgoing,
+    stale: Duration,
+) -> std::io::Result<()> {
+    if is_stale(msg.due, stale) {
+        count_stale();
+        return Ok(());
+    }
+    w.write_all(&msg.frame).await
+}
+
+/// Whether a message due at `due` has waited longer than `stale` since.
+pub fn is_stale(due: Instant, stale: Duration) -> bool {
+    Instant::now().saturating_duration_since(due) > stale
+}
+
+pub fn count_stale() {
+    metrics::counter!("meridian_net_dropped_total", "reason" => "stale").increment(1);
+}
+
+/// A message from a peer as it waits in a node's inbox: who sent it, and
+/// when it arrived (a node drops it unhandled once [`is_stale`]).
+pub struct Inbound<M> {
+    pub from: NodeId,
+    pub msg: M,
+    pub arrived: Instant,
+}
+
 /// Accepts peer connections and forwards each decoded message, with its
-/// sender, to `inbox` (awaiting room: backpressure). A frame that does not
+/// sender and arrival time, to `inbox` (awaiting room: backpressure). A frame that does not
 /// decode closes its connection; with `tls`, so does a peer that is not
 /// the cluster's node it claims to be.
 pub async fn accept_peers<M: DeserializeOwned + Send + 'static>(
     listener: TcpListener,
     cluster: u64,
     nodes: usize,
-    inbox: mpsc::Sender<(NodeId, M)>,
+    inbox: mpsc::Sender<Inbound<M>>,
     tls: Option<PeerTls>,
 ) {
     loop {
@@ -272,7 +313,7 @@ async fn read_peer<M: DeserializeOwned>(
     stream: Stream,
     cluster: u64,
     nodes: usize,
-    inbox: mpsc::Sender<(NodeId, M)>,
+    inbox: mpsc::Sender<Inbound<M>>,
     tls: Option<&PeerTls>,
 ) -> std::io::Result<()> {
     let mut r = BufReader::with_capacity(64 << 10, stream);
@@ -296,9 +337,45 @@ async fn read_peer<M: DeserializeOwned>(
         let msg = frame::decode::<M>(&buf).inspect_err(|_| {
             metrics::counter!("meridian_net_malformed_total").increment(1);
         })?;
-        if inbox.send((from, msg)).await.is_err() {
+        if inbox.send(Inbound { from, msg, arrived: Instant::now() }).await.is_err() {
             return Ok(()); // the node is stopping
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    fn outgoing(due: Instant, byte: u8) -> Outgoing {
+        Outgoing { due, frame: vec![byte] }
+    }
+
+    #[tokio::test]
+    async fn a_message_that_waited_past_the_stale_bound_is_dropped_and_the_rest_written_in_order() {
+        let stale = Duration::from_millis(100);
+        let now = Instant::now();
+        let long_ago = now.checked_sub(Duration::from_secs(5)).expect("the clock is past 5 s");
+        let (tx, mut rx) = mpsc::channel(8);
+        tx.send(outgoing(long_ago, 2)).await.unwrap();
+        tx.send(outgoing(now, 3)).await.unwrap();
+        drop(tx);
+        let (ours, mut theirs) = tokio::io::duplex(64);
+        write_loop(ours, outgoing(now, 1), &mut rx, stale).await.unwrap();
+        let mut got = Vec::new();
+        theirs.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, [1, 3], "the message due 5 s ago is stale at a 100-ms bound");
+    }
+
+    #[test]
+    fn staleness_counts_from_the_due_time_not_from_the_send() {
+        let stale = Duration::from_millis(100);
+        let now = Instant::now();
+        assert!(!is_stale(now + Duration::from_secs(1), stale), "a message held for the WAN is not stale");
+        assert!(!is_stale(now, stale));
+        let long_ago = now.checked_sub(Duration::from_secs(1)).expect("the clock is past 1 s");
+        assert!(is_stale(long_ago, stale));
+    }
 }
