@@ -13,17 +13,28 @@
 # ramp-ycsb transactions of four keys, 8 clients x 125 txn/s, with 16- and
 # 4,096-byte values (what the per-byte cost is fitted to).
 #
-#   scripts/calibrate-cpu.sh [sizes] [2pl-paxos|tiga ...]
+# With `keys` first, it runs the transaction-size sweep of NOC-NOC's
+# Figure 6: ramp-ycsb transactions of 4, 32 and 128 keys, 95 % read-only,
+# 1-byte values, 8 clients x 50 txn/s (RAMP-F's 128-key transactions
+# saturate the real cluster's one partition at 1,000 txn/s); what the
+# per-key cost is fitted to. The protocols default to ra-noc2 and ramp-f.
+#
+#   scripts/calibrate-cpu.sh [sizes|keys] [PROTOCOL ...]
 set -euo pipefail
 source "$(dirname "$0")/compare-cluster.sh"
-sizes=false
-if [ "${1:-}" = sizes ]; then sizes=true; shift; fi
+mode=rmw
+case "${1:-}" in sizes | keys) mode=$1; shift ;; esac
 protocols=("$@")
-[ $# -eq 0 ] && protocols=(2pl-paxos tiga)
+if [ $# -eq 0 ]; then
+  [ "$mode" = keys ] && protocols=(ra-noc2 ramp-f) || protocols=(2pl-paxos tiga)
+fi
 
-experiment() { # PROTOCOL [VALUE_BYTES]
+experiment() { # PROTOCOL [SIZE]
   if [ -n "${2:-}" ]; then
-    # The value-size sweep: write-only transactions of four keys.
+    # The value-size sweep (write-only transactions of four keys) or the
+    # transaction-size sweep (95 % read-only, 1-byte values).
+    local txn_size=4 read_pct=0.0 value_bytes=$2 rate=125
+    if [ "$mode" = keys ]; then txn_size=$2 read_pct=95.0 value_bytes=1 rate=50; fi
     cat <<EOT
 [cluster]
 preset = "tiga-gcp"
@@ -35,15 +46,15 @@ replicas_per_shard = 3
 regions = ["south-carolina"]
 per_region = 8
 mode = "open"
-rate_tps = 125
+rate_tps = $rate
 max_outstanding = 2000
 
 [workload]
 kind = "ramp-ycsb"
 keys = 100000
-txn_size = 4
-read_txn_pct = 0.0
-value_bytes = $2
+txn_size = $txn_size
+read_txn_pct = $read_pct
+value_bytes = $value_bytes
 
 [run]
 duration_s = 10.0
@@ -74,18 +85,19 @@ PY
 }
 
 for p in "${protocols[@]}"; do
- for vb in $($sizes && echo "16 4096" || echo "-"); do
+ for vb in $(case $mode in sizes) echo "16 4096" ;; keys) echo "4 32 128" ;; *) echo - ;; esac); do
   [ "$vb" = - ] && vb=""
   compare_cluster_up false "$p"
   experiment "$p" $vb >"$work/exp.toml"
   "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/warm.json" >/dev/null
   "$M" bench --cluster "$work/cluster.toml" --config "$work/exp.toml" --report "$work/real.json" >/dev/null
   "$M" cluster down --config "$work/cluster.toml" >/dev/null
-  cpu_row "$p ${vb:+$vb B }real" "$work/real.json"
+  unit=B; [ "$mode" = keys ] && unit=keys
+  cpu_row "$p ${vb:+$vb $unit }real" "$work/real.json"
   # The simulator: the same experiment on a LAN-like matrix.
   sed -e 's/^preset = .*//' "$work/exp.toml" >"$work/sim.toml"
   printf '\n[network]\nrtt_ms = { "south-carolina-finland" = 0.1, "south-carolina-brazil" = 0.1, "finland-brazil" = 0.1 }\nlocal_rtt_ms = 0.1\n' >>"$work/sim.toml"
   "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
-  cpu_row "$p ${vb:+$vb B }simulated" "$work/sim.json"
+  cpu_row "$p ${vb:+$vb $unit }simulated" "$work/sim.json"
  done
 done
