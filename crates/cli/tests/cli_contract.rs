@@ -1020,6 +1020,18 @@ fn per_byte_cpu_and_bandwidth_costs_lengthen_a_run() {
     assert!(committed > 0 && unknown * 100 <= committed, "{committed} committed, {unknown} unknown");
 }
 
+/// A per-key CPU cost is refused, at the field, for a protocol that
+/// charges none (2pl-paxos): its keys would be free beside its rivals'.
+#[test]
+fn a_per_key_cost_is_refused_for_a_protocol_that_charges_no_keys() {
+    let s = Scratch::new("per-key-refused");
+    s.write("keys.toml", &format!("{SMALL}\n[cpu]\nclient_ns_per_key = 800.0\n"));
+    let run = s.run(&["sim", "--config", "keys.toml", "--protocol", "2pl-paxos"]);
+    let line = run.one_line_error();
+    assert!(line.contains("keys.toml:") && line.contains("cpu.client_ns_per_key:"), "{line}");
+    assert!(line.contains("`2pl-paxos` does not charge per key"), "{line}");
+}
+
 /// Two schedules that once panicked a 2pl-paxos leader. Seed 770004: two
 /// lock leases ran out in the same tick, and releasing the first one's
 /// locks let an older waiter wound the second before its turn to expire

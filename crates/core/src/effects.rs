@@ -83,6 +83,11 @@ pub enum Effect<M, R, T> {
     ChargeCpu {
         ns: u64,
     },
+    /// Keys whose per-key CPU cost the model should charge
+    /// (`Env::charge_keys`).
+    ChargeKeys {
+        keys: u64,
+    },
     Count {
         counter: &'static str,
         delta: u64,
@@ -280,6 +285,11 @@ impl<M, R, T> Env<M, R, T> for Recorder<'_, M, R, T> {
     }
     fn charge_cpu(&mut self, ns: u64) {
         self.effects.push(Effect::ChargeCpu { ns });
+    }
+    fn charge_keys(&mut self, keys: u64) {
+        if keys > 0 {
+            self.effects.push(Effect::ChargeKeys { keys });
+        }
     }
     fn rng(&mut self) -> &mut Rng {
         self.rng

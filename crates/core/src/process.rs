@@ -116,6 +116,13 @@ pub trait Env<M, R, T> {
     /// starts its next event that much later. The real runtime spends real
     /// CPU instead and ignores it.
     fn charge_cpu(&mut self, _ns: u64) {}
+    /// Charges the model's CPU cost per key (`[cpu]`'s `*_ns_per_key` for
+    /// this node's role) for `keys` keys the handler looked up in its store,
+    /// installed there, or assembled into a transaction's answer: the work
+    /// that grows with a transaction's size whatever its messages' count. A
+    /// protocol that calls it says so with [`Protocol::CHARGES_KEYS`]. The
+    /// real runtime ignores it.
+    fn charge_keys(&mut self, _keys: u64) {}
     /// The node's seeded random stream.
     fn rng(&mut self) -> &mut Rng;
     /// Adds to one of the protocol's report counters.
@@ -234,6 +241,11 @@ pub trait Protocol: Sized + 'static {
     fn consistency_for(_params: &Params) -> Consistency {
         Self::CONSISTENCY
     }
+
+    /// Whether this protocol charges its per-key work through
+    /// [`Env::charge_keys`]: a run with a per-key CPU cost is refused for
+    /// one that does not, whose keys would be free beside its rivals'.
+    const CHARGES_KEYS: bool = false;
 
     /// Whether nodes of this role may read TrueTime (K2's data nodes have
     /// only unsynchronized clocks: its oracles may, they may not).
@@ -441,6 +453,9 @@ where
     }
     fn charge_cpu(&mut self, ns: u64) {
         self.inner.charge_cpu(ns)
+    }
+    fn charge_keys(&mut self, keys: u64) {
+        self.inner.charge_keys(keys)
     }
     fn rng(&mut self) -> &mut Rng {
         self.inner.rng()

@@ -83,8 +83,9 @@ pub struct Network {
     pub bandwidth_gbps: f64,
 }
 
-/// `[cpu]`: simulated CPU time per handled event, per role, and per byte
-/// of every message sent or received (its encoded size).
+/// `[cpu]`: simulated CPU time per handled event, per role, per byte
+/// of every message sent or received (its encoded size), and per key a
+/// protocol charges (`Env::charge_keys`; 0 unless set).
 #[derive(Clone, PartialEq, Debug)]
 pub struct Cpu {
     pub server_us_per_msg: f64,
@@ -94,6 +95,9 @@ pub struct Cpu {
     pub server_ns_per_byte: f64,
     pub client_ns_per_byte: f64,
     pub service_ns_per_byte: f64,
+    pub server_ns_per_key: f64,
+    pub client_ns_per_key: f64,
+    pub service_ns_per_key: f64,
 }
 
 /// `[disk]`.

@@ -92,6 +92,9 @@ pub struct RawCpu {
     pub server_ns_per_byte: Option<f64>,
     pub client_ns_per_byte: Option<f64>,
     pub service_ns_per_byte: Option<f64>,
+    pub server_ns_per_key: Option<f64>,
+    pub client_ns_per_key: Option<f64>,
+    pub service_ns_per_key: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]

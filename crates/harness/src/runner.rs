@@ -50,6 +50,24 @@ pub fn check_shapes(exp: &Experiment, protocol: &str, shapes: meridian_core::Sha
     })
 }
 
+/// Refuses a per-key CPU cost for a protocol that charges none: its keys
+/// would be free where its rivals' are not.
+pub fn check_per_key_cost(exp: &Experiment, protocol: &str, charges_keys: bool) -> Result<(), ConfigError> {
+    let cpu = &exp.cpu;
+    let set = [
+        ("cpu.server_ns_per_key", cpu.server_ns_per_key),
+        ("cpu.client_ns_per_key", cpu.client_ns_per_key),
+        ("cpu.service_ns_per_key", cpu.service_ns_per_key),
+    ];
+    match set.iter().find(|(_, ns)| *ns > 0.0) {
+        Some((field, _)) if !charges_keys => Err(exp.error_at(
+            field,
+            format!("protocol `{protocol}` does not charge per key; a per-key cost would leave its keys free"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// A protocol's complaint about its parameters, placed at the parameter it
 /// names (`parameter `NAME` ...`) when the file has it.
 fn param_error(exp: &Experiment, message: String) -> ConfigError {
@@ -67,6 +85,7 @@ pub fn topology_for<P: Protocol>(exp: &Experiment) -> Result<Topology, ConfigErr
     let info = ProtocolInfo::of::<P>("", P::params());
     let topology = info.topology(&exp.protocol.params, &exp.cluster_spec()).map_err(|e| param_error(exp, e))?;
     check_shapes(exp, P::NAME, P::SHAPES)?;
+    check_per_key_cost(exp, P::NAME, P::CHARGES_KEYS)?;
     exp.check_node_names(&topology)?;
     Ok(topology)
 }
@@ -328,15 +347,14 @@ pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimCo
         })
         .collect();
     let cpu = &exp.cpu;
-    let (cpu_ns, cpu_ns_per_byte) = topology
-        .nodes
-        .iter()
-        .map(|node| match node.role {
-            Role::Client { .. } => (us_to_ns(cpu.client_us_per_msg), cpu.client_ns_per_byte),
-            Role::Service { .. } => (us_to_ns(cpu.service_us_per_msg), cpu.service_ns_per_byte),
-            _ => (us_to_ns(cpu.server_us_per_msg), cpu.server_ns_per_byte),
-        })
-        .unzip();
+    let per_role = |node: &meridian_core::topology::NodeInfo| match node.role {
+        Role::Client { .. } => (cpu.client_us_per_msg, cpu.client_ns_per_byte, cpu.client_ns_per_key),
+        Role::Service { .. } => (cpu.service_us_per_msg, cpu.service_ns_per_byte, cpu.service_ns_per_key),
+        _ => (cpu.server_us_per_msg, cpu.server_ns_per_byte, cpu.server_ns_per_key),
+    };
+    let cpu_ns = topology.nodes.iter().map(|node| us_to_ns(per_role(node).0)).collect();
+    let cpu_ns_per_byte = topology.nodes.iter().map(|node| per_role(node).1).collect();
+    let cpu_ns_per_key = topology.nodes.iter().map(|node| per_role(node).2.round() as u64).collect();
     let net_ns_per_byte = if exp.network.bandwidth_gbps > 0.0 { 8.0 / exp.network.bandwidth_gbps } else { 0.0 };
     let faults = exp
         .faults
@@ -359,6 +377,7 @@ pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimCo
         epsilon_ns: us_to_ns(exp.clock.epsilon_us),
         cpu_ns,
         cpu_ns_per_byte,
+        cpu_ns_per_key,
         net_ns_per_byte,
         fsync_ns: ms_to_ns(exp.disk.fsync_ms),
         faults,

@@ -226,7 +226,7 @@ impl<P: Protocol> NodeLoop<P> {
                     wal.push(WalCmd::Compact { stream, upto, snapshot });
                 }
                 // The real runtime spends real CPU instead.
-                Effect::ChargeCpu { .. } => {}
+                Effect::ChargeCpu { .. } | Effect::ChargeKeys { .. } => {}
                 Effect::Count { counter, delta } => {
                     metrics::counter!("meridian_protocol_counter_total", "counter" => counter).increment(delta);
                 }

@@ -98,6 +98,9 @@ pub struct SimConfig {
     /// CPU time per byte of every message a node sends or receives (its
     /// postcard encoding, as on the wire), one per node; empty: free.
     pub cpu_ns_per_byte: Vec<f64>,
+    /// CPU time per key a node's protocol charges (`Env::charge_keys`), one
+    /// per node; empty: free.
+    pub cpu_ns_per_key: Vec<u64>,
     /// Transmission time per byte of a message on every link (8 ns per
     /// byte is 1 Gbit/s); 0: free.
     pub net_ns_per_byte: f64,
@@ -120,6 +123,7 @@ impl SimConfig {
             epsilon_ns: 100_000,
             cpu_ns: vec![0; n],
             cpu_ns_per_byte: Vec::new(),
+            cpu_ns_per_key: Vec::new(),
             net_ns_per_byte: 0.0,
             fsync_ns: 100_000,
             faults: Vec::new(),
@@ -130,7 +134,8 @@ impl SimConfig {
     /// every region.
     pub fn validate(&self) -> Result<(), String> {
         let n = self.topology.nodes.len();
-        let per_byte_ok = self.cpu_ns_per_byte.is_empty() || self.cpu_ns_per_byte.len() == n;
+        let per_byte_ok = (self.cpu_ns_per_byte.is_empty() || self.cpu_ns_per_byte.len() == n)
+            && (self.cpu_ns_per_key.is_empty() || self.cpu_ns_per_key.len() == n);
         let finite = |x: &f64| x.is_finite() && *x >= 0.0;
         if !self.cpu_ns_per_byte.iter().all(finite) || !finite(&self.net_ns_per_byte) {
             return Err("per-byte costs are finite and non-negative".into());

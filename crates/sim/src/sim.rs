@@ -117,6 +117,7 @@ struct NodeRt<P: Protocol> {
     disk: Disk<P::Record>,
     cpu_ns: u64,
     cpu_ns_per_byte: f64,
+    cpu_ns_per_key: u64,
 }
 
 /// A completed client request, kept when no driver is attached.
@@ -203,6 +204,7 @@ impl<P: Protocol> Sim<P> {
                 disk: Disk::new(),
                 cpu_ns: cfg.cpu_ns[i],
                 cpu_ns_per_byte: cfg.cpu_ns_per_byte.get(i).copied().unwrap_or(0.0),
+                cpu_ns_per_key: cfg.cpu_ns_per_key.get(i).copied().unwrap_or(0),
             });
         }
         let mut queue = EventQueue::new();
@@ -745,6 +747,9 @@ impl<P: Protocol> Apply<'_, P> {
         match effect {
             Effect::Send { to, msg } => self.send(to, msg),
             Effect::ChargeCpu { ns } => self.depart_ns = self.depart_ns.saturating_add(ns),
+            Effect::ChargeKeys { keys } => {
+                self.depart_ns = self.depart_ns.saturating_add(keys.saturating_mul(self.rt.cpu_ns_per_key));
+            }
             Effect::SetTimer { id, after_ns, timer } => self.set_timer(id, after_ns, timer),
             Effect::CancelTimer { id } => {
                 self.rt.timers.remove(&id.0);

@@ -29,6 +29,8 @@ struct EchoNode {
     pad_bytes: usize,
     /// CPU the echo target charges per ping (the `charge_ns` parameter).
     charge_ns: u64,
+    /// Keys the echo target charges per ping (the `charge_keys` parameter).
+    charge_keys: u64,
 }
 
 impl Protocol for Echo {
@@ -42,7 +44,8 @@ impl Protocol for Echo {
     fn build(deployment: &Deployment, _: NodeId) -> Result<EchoNode, String> {
         let pad_bytes = deployment.params.u64_or("pad_bytes", 0)? as usize;
         let charge_ns = deployment.params.u64_or("charge_ns", 0)?;
-        Ok(EchoNode { pad_bytes, charge_ns, ..EchoNode::default() })
+        let charge_keys = deployment.params.u64_or("charge_keys", 0)?;
+        Ok(EchoNode { pad_bytes, charge_ns, charge_keys, ..EchoNode::default() })
     }
 }
 
@@ -65,6 +68,7 @@ impl Process<Echo> for EchoNode {
             Msg::Ping { seq, pad } => {
                 self.pings.push((seq, ctx.clock_ns()));
                 ctx.charge_cpu(self.charge_ns);
+                ctx.charge_keys(self.charge_keys);
                 ctx.send(from, Msg::Pong { seq, pad });
             }
             Msg::Pong { seq, .. } => ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] }),
@@ -242,6 +246,15 @@ fn charged_cpu_delays_what_the_handler_sends_after_it() {
     let base = round_trip_ns(Params::new(), |_| {});
     let charged = round_trip_ns(Params::new().with("charge_ns", meridian_core::ParamValue::Int(5_000_000)), |_| {});
     assert_eq!(charged - base, 5_000_000);
+}
+
+#[test]
+fn charged_keys_cost_the_roles_per_key_cpu_and_nothing_without_one() {
+    let keys = || Params::new().with("charge_keys", meridian_core::ParamValue::Int(128));
+    let base = round_trip_ns(Params::new(), |_| {});
+    assert_eq!(round_trip_ns(keys(), |_| {}), base, "no per-key cost: keys are free");
+    let charged = round_trip_ns(keys(), |cfg| cfg.cpu_ns_per_key = vec![1_500; cfg.topology.nodes.len()]);
+    assert_eq!(charged - base, 128 * 1_500, "the echo target's 128 keys at 1.5 µs each");
 }
 
 #[test]
