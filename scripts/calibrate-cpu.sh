@@ -99,5 +99,11 @@ for p in "${protocols[@]}"; do
   printf '\n[network]\nrtt_ms = { "south-carolina-finland" = 0.1, "south-carolina-brazil" = 0.1, "finland-brazil" = 0.1 }\nlocal_rtt_ms = 0.1\n' >>"$work/sim.toml"
   "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
   cpu_row "$p ${vb:+$vb $unit }simulated" "$work/sim.json"
+  if [ "$mode" = keys ]; then
+    # The per-key costs fitted to this sweep (docs/cost-model.md).
+    printf '\n[cpu]\nserver_ns_per_key = 1200.0\nclient_ns_per_key = 1100.0\n' >>"$work/sim.toml"
+    "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
+    cpu_row "$p $vb $unit per key" "$work/sim.json"
+  fi
  done
 done

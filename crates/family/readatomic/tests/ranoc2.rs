@@ -137,3 +137,29 @@ fn runs_are_deterministic_per_seed() {
     let b = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
     assert_eq!(a.trace_hash, b.trace_hash);
 }
+
+/// Server CPU per committed transaction (µs) of the base run with `keys`
+/// keys per transaction over 1,000 keys, with `server_ns_per_key`.
+fn server_us_per_txn(keys: u32, server_ns_per_key: u32) -> f64 {
+    let out = run(|t| {
+        let t = t.replace("keys = 30", "keys = 1000").replace("txn_size = 3", &format!("txn_size = {keys}"));
+        format!("{t}\n[cpu]\nserver_ns_per_key = {server_ns_per_key}.0\n")
+    });
+    assert_valid(&out);
+    let cpu = out.report.cpu.as_ref().expect("the report says what the CPU did");
+    cpu.busy_ms_by_role["server"] * 1e3 / out.report.txns.committed as f64
+}
+
+/// The cost model's per-key CPU (docs/cost-model.md): a partition charges
+/// every key it looks up, installs or commits. Half the transactions
+/// read (one lookup a key), half write (an install and a commit a key),
+/// so 20 more keys a transaction cost about 30 keys' worth more at the
+/// partitions; without a per-key cost they cost only their bytes.
+#[test]
+fn with_a_per_key_cost_each_key_a_partition_touches_costs_it_cpu() {
+    let free = server_us_per_txn(24, 0) - server_us_per_txn(4, 0);
+    let charged = server_us_per_txn(24, 10_000) - server_us_per_txn(4, 10_000);
+    let per_key_us = (charged - free) / 20.0 / 10.0;
+    assert!((1.2..1.8).contains(&per_key_us), "{per_key_us:.2} keys touched per key of a transaction");
+    assert!(free < 100.0, "without a per-key cost, 20 more keys cost {free:.1} µs");
+}

@@ -581,6 +581,9 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_request(&mut self, ctx: &mut Ctx<'_, P>, request: RequestId, program: Program) {
+        // The front end's per-key work: routing each key, assembling its
+        // result (the cost model's `*_ns_per_key`).
+        ctx.charge_keys(program.ops.len() as u64);
         self.start(ctx, request, program);
     }
 

@@ -228,6 +228,7 @@ macro_rules! eiger_protocol {
             const NAME: &'static str = $name;
             const CONSISTENCY: meridian_core::Consistency = $consistency;
             const SHAPES: meridian_core::Shapes = meridian_core::Shapes::READ_ONLY_WRITE_ONLY;
+            const CHARGES_KEYS: bool = true;
             type Msg = $crate::eiger::Msg;
             type Record = $crate::eiger::Record;
             type Timer = $crate::eiger::Timer;

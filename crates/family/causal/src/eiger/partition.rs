@@ -558,6 +558,7 @@ impl Partition {
 
     /// After every event: a checkpoint when one is due.
     fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
+        ctx.charge_keys(self.versions.take_touched());
         if let Some(upto) = self.checkpoints.due() {
             let snapshot = self.snapshot();
             ctx.compact(upto, Record::Snapshot(Arc::new(snapshot)));

@@ -126,6 +126,7 @@ impl Backup {
     }
 
     fn on_batch<P: Replicated>(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, id: BatchId, items: &[Item]) {
+        ctx.charge_keys(items.len() as u64);
         if let Apply::Append(record) = self.mirror.on_batch(items) {
             ctx.count("backup_appends", 1);
             self.last_appended = ctx.append(P::backup_record(record));

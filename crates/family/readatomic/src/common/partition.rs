@@ -186,6 +186,7 @@ pub(crate) trait Core {
 
     /// After every event: a checkpoint when one is due.
     fn after_event(&mut self, ctx: &mut EnvOf<'_, Self::Msg>) {
+        ctx.charge_keys(self.base().versions.take_touched());
         if let Some(upto) = self.base_mut().checkpoints.due() {
             let snapshot = self.checkpoint();
             ctx.compact(upto, snapshot);

@@ -215,6 +215,7 @@ impl Protocol for Lora {
     const NAME: &'static str = "lora";
     const CONSISTENCY: Consistency = Consistency::ReadAtomic;
     const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
+    const CHARGES_KEYS: bool = true;
     type Msg = crate::ramp::Msg;
     type Record = crate::ramp::Record;
     type Timer = crate::ramp::Timer;

@@ -318,6 +318,7 @@ impl Protocol for RampF {
     const NAME: &'static str = "ramp-f";
     const CONSISTENCY: Consistency = Consistency::ReadAtomic;
     const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
+    const CHARGES_KEYS: bool = true;
     type Msg = Msg;
     type Record = Record;
     type Timer = Timer;
@@ -351,6 +352,7 @@ impl Protocol for RampS {
     const NAME: &'static str = "ramp-s";
     const CONSISTENCY: Consistency = Consistency::ReadAtomic;
     const SHAPES: Shapes = Shapes::READ_ONLY_WRITE_ONLY;
+    const CHARGES_KEYS: bool = true;
     type Msg = Msg;
     type Record = Record;
     type Timer = Timer;

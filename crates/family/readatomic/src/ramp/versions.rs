@@ -25,6 +25,7 @@ use meridian_core::{Key, TxnId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore, ReadAt, Status, Version};
 use meridian_mechanisms::primary_backup::Item as Shipped;
 use rustc_hash::FxHashMap;
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -56,6 +57,10 @@ pub struct Versions {
     /// committed as their key's newest since the primary's last shipping
     /// tick (one tick's commits).
     feed: Option<Vec<Shipped>>,
+    /// Keys read, installed, committed or aborted since the owner last took
+    /// the count: the per-key work it charges the cost model
+    /// (`Env::charge_keys`).
+    touched: Cell<u64>,
 }
 
 fn item(key: Key, v: Option<&Version<Meta>>) -> Item {
@@ -78,6 +83,7 @@ impl Versions {
             superseded_max,
             dropped: 0,
             feed: None,
+            touched: Cell::new(0),
         }
     }
 
@@ -91,6 +97,7 @@ impl Versions {
     /// `siblings`, `I_tx − {i}`; RAMP-S passes none).
     pub fn prepare(&mut self, key: Key, ts: Ts, value: Value, siblings: Arc<[Key]>) {
         let meta = Meta { status: Status::Prepared, writer: None, siblings, snapshot: None };
+        self.touch();
         self.store.install_intent(key, ts.0, value, meta);
     }
 
@@ -104,6 +111,7 @@ impl Versions {
             siblings: Arc::from([]),
             snapshot: snapshot.map(|s| s.0),
         };
+        self.touch();
         self.store.install_intent(key, ts.0, value, meta);
     }
 
@@ -120,6 +128,7 @@ impl Versions {
     /// prepare timestamps, NOC-NOC Algorithm 6 lines 18, 37). False if `ts`
     /// was not prepared here.
     pub fn commit_at(&mut self, key: Key, ts: Ts, at: Ts, now_ns: u64) -> bool {
+        self.touch();
         if !self.store.commit_intent(key, ts.0, at.0) {
             return false;
         }
@@ -141,6 +150,7 @@ impl Versions {
 
     /// Drops the prepared version `ts` of `key` (an aborted transaction).
     pub fn abort(&mut self, key: Key, ts: Ts) {
+        self.touch();
         self.store.abort_intent(key, ts.0);
     }
 
@@ -156,11 +166,13 @@ impl Versions {
 
     /// Algorithm 1 lines 10-11: the version at `lastCommit`.
     pub fn latest(&self, key: Key) -> Item {
+        self.touch();
         item(key, self.store.latest_committed(key))
     }
 
     /// Algorithm 1 lines 12-13: the version `ts` exactly.
     pub fn exact(&self, key: Key, ts: Ts) -> Lookup {
+        self.touch();
         match self.store.read_exact(key, ts.0) {
             Some(v) => Lookup::Found(item(key, Some(v))),
             None => Lookup::Gone,
@@ -174,6 +186,7 @@ impl Versions {
     /// client checks it against the rest of its read). Gone if neither is
     /// here.
     pub fn known(&self, key: Key, ts: Option<Ts>) -> Lookup {
+        self.touch();
         let Some(ts) = ts else { return Lookup::Found(item(key, None)) };
         if let Some(v) = self.store.read_exact(key, ts.0) {
             return Lookup::Found(item(key, Some(v)));
@@ -192,6 +205,7 @@ impl Versions {
     /// needs may lie below it (a reader at an old view after a collection
     /// that dropped versions on both sides of it).
     pub fn committed_at(&self, key: Key, ts: Option<Ts>) -> Lookup {
+        self.touch();
         let Some(ts) = ts else { return Lookup::Found(item(key, None)) };
         let found = match self.store.read_committed_at(key, ts.0) {
             ReadAt::Committed(v) => v,
@@ -209,6 +223,7 @@ impl Versions {
     /// Gone if a version in `among` newer than that one was collected.
     pub fn among(&self, key: Key, among: &[Ts]) -> Lookup {
         debug_assert!(among.windows(2).all(|w| w[0] < w[1]), "the set is sorted and distinct");
+        self.touch();
         let found = among.iter().rev().find_map(|ts| self.store.read_exact(key, ts.0));
         let found_ts = found.map(|v| Ts(v.version));
         let dropped_above =
@@ -265,7 +280,18 @@ impl Versions {
     /// Every version of `key` still here, oldest first, prepared ones
     /// included.
     pub fn all(&self, key: Key) -> &[Version<Meta>] {
+        self.touch();
         self.store.versions_of(key)
+    }
+
+    fn touch(&self) {
+        self.touched.set(self.touched.get() + 1);
+    }
+
+    /// The keys read, installed, committed or aborted since the last call:
+    /// what the owner charges the cost model (`Env::charge_keys`).
+    pub fn take_touched(&self) -> u64 {
+        self.touched.replace(0)
     }
 
     /// The newest version of `key` collected, if any: a reader that needs

@@ -273,6 +273,7 @@ macro_rules! noc_protocol {
             const NAME: &'static str = $name;
             const CONSISTENCY: meridian_core::Consistency = meridian_core::Consistency::ReadAtomic;
             const SHAPES: meridian_core::Shapes = meridian_core::Shapes::READ_ONLY_WRITE_ONLY;
+            const CHARGES_KEYS: bool = true;
             type Msg = $crate::ranoc2::Msg;
             type Record = $crate::ranoc2::Record;
             type Timer = $crate::ranoc2::Timer;
