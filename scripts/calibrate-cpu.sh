@@ -17,7 +17,7 @@
 # Figure 6: ramp-ycsb transactions of 4, 32 and 128 keys, 95 % read-only,
 # 1-byte values, 8 clients x 50 txn/s (RAMP-F's 128-key transactions
 # saturate the real cluster's one partition at 1,000 txn/s); what the
-# per-key cost is fitted to. The protocols default to ra-noc2 and ramp-f.
+# per-key and per-field costs are fitted to. The protocols default to ra-noc2 and ramp-f.
 #
 #   scripts/calibrate-cpu.sh [sizes|keys] [PROTOCOL ...]
 set -euo pipefail
@@ -100,10 +100,13 @@ for p in "${protocols[@]}"; do
   "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
   cpu_row "$p ${vb:+$vb $unit }simulated" "$work/sim.json"
   if [ "$mode" = keys ]; then
-    # The per-key costs fitted to this sweep (docs/cost-model.md).
+    # The per-key and per-field costs fitted to this sweep (docs/cost-model.md).
     printf '\n[cpu]\nserver_ns_per_key = 1200.0\nclient_ns_per_key = 1100.0\n' >>"$work/sim.toml"
     "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
     cpu_row "$p $vb $unit per key" "$work/sim.json"
+    printf 'server_ns_per_field = 20.0\nclient_ns_per_field = 60.0\n' >>"$work/sim.toml"
+    "$M" sim --config "$work/sim.toml" --no-check --report "$work/sim.json" >/dev/null
+    cpu_row "$p $vb $unit per key+field" "$work/sim.json"
   fi
  done
 done

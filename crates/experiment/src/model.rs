@@ -84,8 +84,9 @@ pub struct Network {
 }
 
 /// `[cpu]`: simulated CPU time per handled event, per role, per byte
-/// of every message sent or received (its encoded size), and per key a
-/// protocol charges (`Env::charge_keys`; 0 unless set).
+/// and per field of every message sent or received (its encoding; fields 0
+/// unless set), and per key a protocol charges (`Env::charge_keys`; 0
+/// unless set).
 #[derive(Clone, PartialEq, Debug)]
 pub struct Cpu {
     pub server_us_per_msg: f64,
@@ -95,6 +96,9 @@ pub struct Cpu {
     pub server_ns_per_byte: f64,
     pub client_ns_per_byte: f64,
     pub service_ns_per_byte: f64,
+    pub server_ns_per_field: f64,
+    pub client_ns_per_field: f64,
+    pub service_ns_per_field: f64,
     pub server_ns_per_key: f64,
     pub client_ns_per_key: f64,
     pub service_ns_per_key: f64,

@@ -260,6 +260,7 @@ pub fn cpu(ctx: Ctx<'_>, raw: &RawCpu) -> Result<Cpu, ConfigError> {
     let server_us_per_msg = ctx.or("cpu.server_us_per_msg", raw.server_us_per_msg, 19.0, Ctx::non_negative)?;
     let server_ns_per_byte = ctx.or("cpu.server_ns_per_byte", raw.server_ns_per_byte, 3.0, Ctx::non_negative)?;
     let server_ns_per_key = ctx.or("cpu.server_ns_per_key", raw.server_ns_per_key, 0.0, Ctx::non_negative)?;
+    let server_ns_per_field = ctx.or("cpu.server_ns_per_field", raw.server_ns_per_field, 0.0, Ctx::non_negative)?;
     Ok(Cpu {
         server_us_per_msg,
         client_us_per_msg: ctx.or("cpu.client_us_per_msg", raw.client_us_per_msg, 13.0, Ctx::non_negative)?,
@@ -275,6 +276,14 @@ pub fn cpu(ctx: Ctx<'_>, raw: &RawCpu) -> Result<Cpu, ConfigError> {
             "cpu.service_ns_per_byte",
             raw.service_ns_per_byte,
             server_ns_per_byte,
+            Ctx::non_negative,
+        )?,
+        server_ns_per_field,
+        client_ns_per_field: ctx.or("cpu.client_ns_per_field", raw.client_ns_per_field, 0.0, Ctx::non_negative)?,
+        service_ns_per_field: ctx.or(
+            "cpu.service_ns_per_field",
+            raw.service_ns_per_field,
+            server_ns_per_field,
             Ctx::non_negative,
         )?,
         server_ns_per_key,

@@ -38,6 +38,7 @@ fn minimal_file_takes_every_default() {
     assert_eq!(e.cpu.service_us_per_msg, 19.0, "services cost what servers do");
     assert_eq!((e.cpu.server_ns_per_byte, e.cpu.client_ns_per_byte, e.cpu.service_ns_per_byte), (3.0, 3.0, 3.0));
     assert_eq!((e.cpu.server_ns_per_key, e.cpu.client_ns_per_key, e.cpu.service_ns_per_key), (0.0, 0.0, 0.0));
+    assert_eq!((e.cpu.server_ns_per_field, e.cpu.client_ns_per_field, e.cpu.service_ns_per_field), (0.0, 0.0, 0.0));
     assert_eq!(e.network.bandwidth_gbps, 0.0, "unlimited");
     assert_eq!(e.disk.fsync_ms, 0.1);
     assert!(e.faults.is_empty());

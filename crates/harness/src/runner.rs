@@ -348,13 +348,18 @@ pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimCo
         .collect();
     let cpu = &exp.cpu;
     let per_role = |node: &meridian_core::topology::NodeInfo| match node.role {
-        Role::Client { .. } => (cpu.client_us_per_msg, cpu.client_ns_per_byte, cpu.client_ns_per_key),
-        Role::Service { .. } => (cpu.service_us_per_msg, cpu.service_ns_per_byte, cpu.service_ns_per_key),
-        _ => (cpu.server_us_per_msg, cpu.server_ns_per_byte, cpu.server_ns_per_key),
+        Role::Client { .. } => {
+            (cpu.client_us_per_msg, cpu.client_ns_per_byte, cpu.client_ns_per_key, cpu.client_ns_per_field)
+        }
+        Role::Service { .. } => {
+            (cpu.service_us_per_msg, cpu.service_ns_per_byte, cpu.service_ns_per_key, cpu.service_ns_per_field)
+        }
+        _ => (cpu.server_us_per_msg, cpu.server_ns_per_byte, cpu.server_ns_per_key, cpu.server_ns_per_field),
     };
     let cpu_ns = topology.nodes.iter().map(|node| us_to_ns(per_role(node).0)).collect();
     let cpu_ns_per_byte = topology.nodes.iter().map(|node| per_role(node).1).collect();
     let cpu_ns_per_key = topology.nodes.iter().map(|node| per_role(node).2.round() as u64).collect();
+    let cpu_ns_per_field = topology.nodes.iter().map(|node| per_role(node).3).collect();
     let net_ns_per_byte = if exp.network.bandwidth_gbps > 0.0 { 8.0 / exp.network.bandwidth_gbps } else { 0.0 };
     let faults = exp
         .faults
@@ -378,6 +383,7 @@ pub fn sim_config(exp: &Experiment, topology: std::sync::Arc<Topology>) -> SimCo
         cpu_ns,
         cpu_ns_per_byte,
         cpu_ns_per_key,
+        cpu_ns_per_field,
         net_ns_per_byte,
         fsync_ns: ms_to_ns(exp.disk.fsync_ms),
         faults,

@@ -101,6 +101,10 @@ pub struct SimConfig {
     /// CPU time per key a node's protocol charges (`Env::charge_keys`), one
     /// per node; empty: free.
     pub cpu_ns_per_key: Vec<u64>,
+    /// CPU time per field (number, length or byte string) of every message
+    /// a node sends or receives, beside its bytes, one per node; empty:
+    /// free.
+    pub cpu_ns_per_field: Vec<f64>,
     /// Transmission time per byte of a message on every link (8 ns per
     /// byte is 1 Gbit/s); 0: free.
     pub net_ns_per_byte: f64,
@@ -124,6 +128,7 @@ impl SimConfig {
             cpu_ns: vec![0; n],
             cpu_ns_per_byte: Vec::new(),
             cpu_ns_per_key: Vec::new(),
+            cpu_ns_per_field: Vec::new(),
             net_ns_per_byte: 0.0,
             fsync_ns: 100_000,
             faults: Vec::new(),
@@ -135,9 +140,10 @@ impl SimConfig {
     pub fn validate(&self) -> Result<(), String> {
         let n = self.topology.nodes.len();
         let per_byte_ok = (self.cpu_ns_per_byte.is_empty() || self.cpu_ns_per_byte.len() == n)
-            && (self.cpu_ns_per_key.is_empty() || self.cpu_ns_per_key.len() == n);
+            && (self.cpu_ns_per_key.is_empty() || self.cpu_ns_per_key.len() == n)
+            && (self.cpu_ns_per_field.is_empty() || self.cpu_ns_per_field.len() == n);
         let finite = |x: &f64| x.is_finite() && *x >= 0.0;
-        if !self.cpu_ns_per_byte.iter().all(finite) || !finite(&self.net_ns_per_byte) {
+        if !self.cpu_ns_per_byte.iter().chain(&self.cpu_ns_per_field).all(finite) || !finite(&self.net_ns_per_byte) {
             return Err("per-byte costs are finite and non-negative".into());
         }
         if self.clocks.len() != n || self.cpu_ns.len() != n || !per_byte_ok {

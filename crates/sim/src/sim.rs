@@ -42,12 +42,12 @@ pub enum Verdict {
 pub type Interceptor<M> = Box<dyn FnMut(u64, NodeId, NodeId, &M) -> Verdict>;
 
 enum Event<P: Protocol> {
-    /// `bytes`: the message's encoded size, when messages are sized.
+    /// `size`: the message's encoded size, when messages are sized.
     Deliver {
         to: NodeId,
         from: NodeId,
         msg: P::Msg,
-        bytes: u32,
+        size: Size,
     },
     Timer {
         node: NodeId,
@@ -117,7 +117,16 @@ struct NodeRt<P: Protocol> {
     disk: Disk<P::Record>,
     cpu_ns: u64,
     cpu_ns_per_byte: f64,
+    cpu_ns_per_field: f64,
     cpu_ns_per_key: u64,
+}
+
+impl<P: Protocol> NodeRt<P> {
+    /// What encoding or decoding a message of `size` costs this node.
+    #[inline]
+    fn cpu_cost_ns(&self, size: Size) -> u64 {
+        per_byte_ns(size.bytes, self.cpu_ns_per_byte) + per_byte_ns(size.fields, self.cpu_ns_per_field)
+    }
 }
 
 /// A completed client request, kept when no driver is attached.
@@ -167,10 +176,40 @@ pub struct Sim<P: Protocol> {
 
 /// A message's size on the wire: its postcard encoding, as the runtime
 /// sends it.
-fn encoded_len<M: serde::Serialize>(msg: &M) -> u32 {
-    let size = postcard::ser_flavors::Size::default();
-    let n: usize = postcard::serialize_with_flavor(msg, size).expect("messages encode");
-    u32::try_from(n).unwrap_or(u32::MAX)
+fn encoded_size<M: serde::Serialize>(msg: &M) -> Size {
+    postcard::serialize_with_flavor(msg, Size::default()).expect("messages encode")
+}
+
+/// A message's encoded bytes and fields: every number, length or byte
+/// string postcard writes is one field (a key in a sibling set, a
+/// timestamp), a lone byte is not (the elements of a `Vec<u8>` value). A
+/// field of structure costs a real node more than its bytes alone do
+/// (docs/cost-model.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Size {
+    pub bytes: u32,
+    pub fields: u32,
+}
+
+impl postcard::ser_flavors::Flavor for Size {
+    type Output = Size;
+
+    #[inline]
+    fn try_push(&mut self, _: u8) -> postcard::Result<()> {
+        self.bytes = self.bytes.saturating_add(1);
+        Ok(())
+    }
+
+    #[inline]
+    fn try_extend(&mut self, data: &[u8]) -> postcard::Result<()> {
+        self.bytes = self.bytes.saturating_add(u32::try_from(data.len()).unwrap_or(u32::MAX));
+        self.fields = self.fields.saturating_add(1);
+        Ok(())
+    }
+
+    fn finalize(self) -> postcard::Result<Size> {
+        Ok(self)
+    }
 }
 
 fn mix(h: u64, x: u64) -> u64 {
@@ -204,6 +243,7 @@ impl<P: Protocol> Sim<P> {
                 disk: Disk::new(),
                 cpu_ns: cfg.cpu_ns[i],
                 cpu_ns_per_byte: cfg.cpu_ns_per_byte.get(i).copied().unwrap_or(0.0),
+                cpu_ns_per_field: cfg.cpu_ns_per_field.get(i).copied().unwrap_or(0.0),
                 cpu_ns_per_key: cfg.cpu_ns_per_key.get(i).copied().unwrap_or(0),
             });
         }
@@ -217,7 +257,9 @@ impl<P: Protocol> Sim<P> {
             seed: cfg.seed,
             epsilon_ns: cfg.epsilon_ns,
             fsync_ns: cfg.fsync_ns,
-            sized: cfg.net_ns_per_byte > 0.0 || cfg.cpu_ns_per_byte.iter().any(|c| *c > 0.0),
+            sized: cfg.net_ns_per_byte > 0.0
+                || cfg.cpu_ns_per_byte.iter().any(|c| *c > 0.0)
+                || cfg.cpu_ns_per_field.iter().any(|c| *c > 0.0),
             cpu_busy_ns: vec![0; cfg.topology.nodes.len()],
             net_ns_per_byte: cfg.net_ns_per_byte,
             now_ns: 0,
@@ -465,9 +507,9 @@ impl<P: Protocol> Sim<P> {
         }
         let mut process = self.processes[node.index()].take().expect("an up node has a process");
         let mut depart_ns = self.now_ns + self.nodes[node.index()].cpu_ns;
-        if let Event::Deliver { bytes, .. } = &event {
+        if let Event::Deliver { size, .. } = &event {
             // Decoding costs the receiver too.
-            depart_ns += per_byte_ns(*bytes, self.nodes[node.index()].cpu_ns_per_byte);
+            depart_ns += self.nodes[node.index()].cpu_cost_ns(*size);
         }
         let busy_until_ns = self.run_handler(node, &mut process, depart_ns, |process, ctx| match event {
             Event::Deliver { from, msg, .. } => process.on_message(ctx, from, msg),
@@ -793,17 +835,17 @@ impl<P: Protocol> Apply<'_, P> {
                 Verdict::Delay(ns) => extra_ns = ns,
             }
         }
-        let bytes = if self.sized { encoded_len(&msg) } else { 0 };
+        let size = if self.sized { encoded_size(&msg) } else { Size::default() };
         // Encoding costs the sender's CPU, in sending order; the bytes then
         // take their time on the wire.
-        self.depart_ns += per_byte_ns(bytes, self.rt.cpu_ns_per_byte);
-        let wire_ns = per_byte_ns(bytes, self.net_ns_per_byte);
+        self.depart_ns += self.rt.cpu_cost_ns(size);
+        let wire_ns = per_byte_ns(size.bytes, self.net_ns_per_byte);
         let route = self.net.route(self.node, to, self.depart_ns, extra_ns + wire_ns);
         if let Some(at) = route.second_ns {
-            self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone(), bytes });
+            self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone(), size });
         }
         if let Some(at) = route.first_ns {
-            self.queue.push(at, Event::Deliver { to, from: self.node, msg, bytes });
+            self.queue.push(at, Event::Deliver { to, from: self.node, msg, size });
         }
     }
 

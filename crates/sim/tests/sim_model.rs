@@ -13,8 +13,8 @@ struct Echo;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 enum Msg {
-    Ping { seq: u64, pad: Vec<u8> },
-    Pong { seq: u64, pad: Vec<u8> },
+    Ping { seq: u64, pad: Vec<u8>, keys: Vec<u64> },
+    Pong { seq: u64, pad: Vec<u8>, keys: Vec<u64> },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -27,6 +27,9 @@ struct EchoNode {
     truetimes: Vec<meridian_core::TrueTime>,
     /// Bytes of padding each ping carries (the `pad_bytes` parameter).
     pad_bytes: usize,
+    /// Numbers each ping carries (the `pad_keys` parameter): fields, where
+    /// padding is bytes.
+    pad_keys: usize,
     /// CPU the echo target charges per ping (the `charge_ns` parameter).
     charge_ns: u64,
     /// Keys the echo target charges per ping (the `charge_keys` parameter).
@@ -43,9 +46,10 @@ impl Protocol for Echo {
 
     fn build(deployment: &Deployment, _: NodeId) -> Result<EchoNode, String> {
         let pad_bytes = deployment.params.u64_or("pad_bytes", 0)? as usize;
+        let pad_keys = deployment.params.u64_or("pad_keys", 0)? as usize;
         let charge_ns = deployment.params.u64_or("charge_ns", 0)?;
         let charge_keys = deployment.params.u64_or("charge_keys", 0)?;
-        Ok(EchoNode { pad_bytes, charge_ns, charge_keys, ..EchoNode::default() })
+        Ok(EchoNode { pad_bytes, pad_keys, charge_ns, charge_keys, ..EchoNode::default() })
     }
 }
 
@@ -65,11 +69,11 @@ impl Process<Echo> for EchoNode {
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, Echo>, from: NodeId, msg: Msg) {
         match msg {
-            Msg::Ping { seq, pad } => {
+            Msg::Ping { seq, pad, keys } => {
                 self.pings.push((seq, ctx.clock_ns()));
                 ctx.charge_cpu(self.charge_ns);
                 ctx.charge_keys(self.charge_keys);
-                ctx.send(from, Msg::Pong { seq, pad });
+                ctx.send(from, Msg::Pong { seq, pad, keys });
             }
             Msg::Pong { seq, .. } => ctx.complete(RequestId(seq), Outcome::Committed { results: vec![] }),
         }
@@ -110,7 +114,9 @@ impl Process<Echo> for EchoNode {
             return;
         }
         let target = ctx.topology().replicas(ShardId(0))[0];
-        ctx.send(target, Msg::Ping { seq: request.0, pad: vec![0; self.pad_bytes] });
+        // Five-byte numbers: as many bytes as `pad_bytes = 5 * pad_keys`.
+        let keys = vec![1 << 30; self.pad_keys];
+        ctx.send(target, Msg::Ping { seq: request.0, pad: vec![0; self.pad_bytes], keys });
     }
 }
 
@@ -255,6 +261,24 @@ fn charged_keys_cost_the_roles_per_key_cpu_and_nothing_without_one() {
     assert_eq!(round_trip_ns(keys(), |_| {}), base, "no per-key cost: keys are free");
     let charged = round_trip_ns(keys(), |cfg| cfg.cpu_ns_per_key = vec![1_500; cfg.topology.nodes.len()]);
     assert_eq!(charged - base, 128 * 1_500, "the echo target's 128 keys at 1.5 µs each");
+}
+
+/// A message's structure costs per field (every number it encodes) beside
+/// its bytes: a ping and its pong carrying 1,000 numbers cost 1,000 fields
+/// at each encoding and decoding, where padding of the same 5,000 bytes
+/// costs none.
+#[test]
+fn numbers_cost_per_field_where_a_blob_of_the_same_bytes_costs_nothing_more() {
+    let int = |n: i64| meridian_core::ParamValue::Int(n);
+    let per_field = |cfg: &mut SimConfig| cfg.cpu_ns_per_field = vec![100.0; cfg.topology.nodes.len()];
+    let base = round_trip_ns(Params::new(), per_field);
+    let blob = round_trip_ns(Params::new().with("pad_bytes", int(5_000)), per_field);
+    let numbers = round_trip_ns(Params::new().with("pad_keys", int(1_000)), per_field);
+    assert_eq!(blob, base, "bytes of a blob are not fields");
+    // The ping's encoding and decoding and the pong's encoding come before
+    // the completion; the client's decoding of the pong delays only what
+    // it does next.
+    assert_eq!(numbers - base, 3 * 1_000 * 100, "1,000 fields at 100 ns, three times");
 }
 
 #[test]
