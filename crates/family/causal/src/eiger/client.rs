@@ -35,6 +35,7 @@ use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
     Value,
 };
+use meridian_readatomic::common::events::client_timer;
 use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
@@ -610,10 +611,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {

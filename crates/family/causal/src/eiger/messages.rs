@@ -9,6 +9,7 @@
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
 use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
+pub use meridian_readatomic::common::Timer;
 use meridian_readatomic::ramp::{GetId, Ts};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -188,16 +189,4 @@ pub enum Record {
 pub struct ClientState {
     pub reserved_us: u64,
     pub local: Vec<(Key, Own)>,
-}
-
-#[derive(Clone, Debug)]
-pub enum Timer {
-    /// Partition: drop versions superseded for `gc_window_ms`.
-    Gc,
-    /// Partition: ask about transactions pending for `ctp_ms`.
-    Ctp,
-    /// Client: re-send unanswered rounds and phases, refresh its view.
-    ClientTick,
-    /// Partition: ship this tick's commits to the backups.
-    Ship,
 }

@@ -14,7 +14,10 @@
 
 pub mod backup;
 pub(crate) mod client;
+pub mod events;
 pub(crate) mod partition;
+
+pub use events::Timer;
 
 use crate::ramp::Ts;
 use crate::ramp::pending::Question;
@@ -27,7 +30,6 @@ pub(crate) trait Wire: Sized {
     /// What a client's PREPARE carries to one partition.
     type Prepare;
     type Record;
-    type Timer;
     /// Client → partition: PREPARE.
     fn prepare(p: Arc<Self::Prepare>) -> Self;
     /// Client or partition → partition: COMMIT.
@@ -38,19 +40,13 @@ pub(crate) trait Wire: Sized {
     fn committed_record(ts: Ts) -> Self::Record;
     /// A partition refused or aborted `ts` for good (durably).
     fn aborted_record(ts: Ts) -> Self::Record;
-    /// A partition's garbage collection timer.
-    fn gc_timer() -> Self::Timer;
-    /// A partition's termination protocol timer.
-    fn ctp_timer() -> Self::Timer;
     /// Primary ↔ backup: replication (`backup`).
     fn ship(s: meridian_mechanisms::primary_backup::Ship) -> Self;
-    /// A primary's shipping timer.
-    fn ship_timer() -> Self::Timer;
 }
 
 /// The environment a role of the protocol whose messages are `M` acts
 /// through.
-pub(crate) type EnvOf<'a, M> = dyn Env<M, <M as Wire>::Record, <M as Wire>::Timer> + 'a;
+pub(crate) type EnvOf<'a, M> = dyn Env<M, <M as Wire>::Record, Timer> + 'a;
 
 /// The partition (primary) of `shard`: clients talk to it directly.
 pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {

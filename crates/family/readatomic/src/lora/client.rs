@@ -32,6 +32,7 @@
 use super::Config;
 use super::known::Known;
 use crate::common::client::{Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes};
+use crate::common::events::client_timer;
 use crate::common::partition_of;
 use crate::ramp::client::{
     Shape, WAITING_MAX, admit, ask_metadata_bytes, encoded_len, item_metadata_bytes, prepares, reserve,
@@ -413,10 +414,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {

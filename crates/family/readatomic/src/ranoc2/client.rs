@@ -30,6 +30,7 @@ use super::{Config, Variant, partition_of};
 use crate::common::client::{
     Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
 };
+use crate::common::events::client_timer;
 use crate::ramp::client::{Shape, encoded_len, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
@@ -620,10 +621,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
