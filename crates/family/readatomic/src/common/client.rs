@@ -159,6 +159,41 @@ pub(crate) fn versions(topo: &Topology, program: &Program) -> Versions {
     Versions { keys, participants: by_shard.keys().copied().collect(), by_shard }
 }
 
+/// The write at `ts` when `shard`'s acknowledgement of `phase` was the
+/// last it waited for (a repeated or late one is passed over).
+pub(crate) fn last_ack<P>(
+    writes: &mut BTreeMap<Ts, WriteTxn<P>>,
+    shard: ShardId,
+    ts: Ts,
+    phase: Phase,
+) -> Option<&mut WriteTxn<P>> {
+    let w = writes.get_mut(&ts)?;
+    w.acked(shard, phase).then_some(w)
+}
+
+/// A partition refused the write at `ts` for good: it leaves `writes` if
+/// it was still in its prepare phase (a refusal after it is late).
+pub(crate) fn take_refused<P>(writes: &mut BTreeMap<Ts, WriteTxn<P>>, ts: Ts) -> Option<WriteTxn<P>> {
+    if writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
+        return None;
+    }
+    writes.remove(&ts)
+}
+
+/// RAMP's and LORA's answer to a refusal (`take_refused`): the write is
+/// reported unknown, never aborted (`crate::ramp::client` says why).
+pub(crate) fn refused_unknown<M: Wire>(
+    ctx: &mut EnvOf<'_, M>,
+    writes: &mut BTreeMap<Ts, WriteTxn<M::Prepare>>,
+    ts: Ts,
+) {
+    let Some(w) = take_refused(writes, ts) else { return };
+    ctx.count("writes_refused", 1);
+    if let Some(request) = w.request {
+        ctx.complete(request, Outcome::Unknown);
+    }
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Phase {
     Prepare,

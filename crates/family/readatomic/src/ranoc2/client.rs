@@ -28,7 +28,8 @@ use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
 use super::{Config, Variant, partition_of};
 use crate::common::client::{
-    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
+    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, last_ack, resend_reads, resend_writes, take_refused,
+    versions,
 };
 use crate::common::events::client_timer;
 use crate::ramp::client::{Shape, encoded_len, shape};
@@ -246,10 +247,7 @@ impl Client {
     /// client's path. Lines 11-13: COMMIT_ALL, in the background.
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Prepare) {
-            return;
-        }
+        let Some(w) = last_ack(&mut self.writes, shard, ts, Phase::Prepare) else { return };
         w.start_commit(ctx.monotonic_ns());
         if self.cfg.variant == Variant::Noc2 {
             let request = w.request.take().expect("answered once, after the prepare phase");
@@ -279,8 +277,7 @@ impl Client {
     /// Line 14: every partition committed; the background commit is done.
     fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Commit) {
+        if last_ack(&mut self.writes, shard, ts, Phase::Commit).is_none() {
             return;
         }
         let w = self.writes.remove(&ts).expect("present");
@@ -361,10 +358,7 @@ impl Client {
     /// write starts again above the safe time the refusal carried.
     fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
-        if self.writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
-            return;
-        }
-        let w = self.writes.remove(&ts).expect("present");
+        let Some(w) = take_refused(&mut self.writes, ts) else { return };
         for shard in w.prepares.keys() {
             ctx.send(partition_of(&self.topo, *shard), Msg::Abort { ts });
         }
