@@ -32,16 +32,16 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Own, Prepare, Record, Timer};
 use super::{Config, Flavor, partition_of};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
-    Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology, Value,
 };
 use meridian_readatomic::common::events::client_timer;
+use meridian_readatomic::common::reads::{self, ViewRead};
 use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
 use meridian_readatomic::ranoc2::View;
 use meridian_readatomic::ranoc2::view::Local;
-use meridian_readatomic::{Attempts, Due, Resent, due};
+use meridian_readatomic::{Attempts, Due, Resent, Versions, by_shard, due, resend_reads, versions};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -51,21 +51,8 @@ type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 /// most.
 const WAITING_MAX: usize = 65_536;
 
-struct ReadTxn {
-    request: RequestId,
-    program: Program,
-    step: u32,
-    values: BTreeMap<Key, Option<Value>>,
-    awaiting: BTreeMap<ShardId, Get>,
-    attempts: Attempts,
-    rounds: u64,
-}
-
-impl Resent for ReadTxn {
-    fn attempts(&mut self) -> &mut Attempts {
-        &mut self.attempts
-    }
-}
+/// A read in flight (RA-NOC2's, `meridian_readatomic::common::reads`).
+type ReadTxn = ViewRead<Get>;
 
 struct WriteTxn {
     request: RequestId,
@@ -183,14 +170,6 @@ impl Client {
         Latest { own, flavor: self.cfg.flavor }
     }
 
-    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
-        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
-        for k in keys {
-            out.entry(self.topo.shard_of(k)).or_default().push(k);
-        }
-        out
-    }
-
     /// Lines 9, 18: `last[svr] ← max(ts_svr, last[svr])`; the local entries
     /// every partition has passed go.
     fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
@@ -206,10 +185,7 @@ impl Client {
 
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
         let clock_us = ctx.clock_ns() / 1_000;
-        if let Some(upto_us) = self.ids.to_reserve(clock_us) {
-            let lsn = ctx.append(Record::Reserved { upto_us });
-            self.ids.recording(lsn, upto_us);
-        }
+        self.ids.reserve(ctx, clock_us, |upto_us| Record::Reserved { upto_us });
     }
 
     fn start(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
@@ -257,20 +233,12 @@ impl Client {
     /// Algorithm 5 lines 11-17: a new transaction id, and every
     /// participant's writes sent to it with the coordinator.
     fn put_all(&mut self, ctx: &mut ClientCtx<'_>, txn: Ts, request: RequestId, program: Program, now_ns: u64) {
-        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
-        for op in &program.ops {
-            if let Op::Write { key, value } = op {
-                last.insert(*key, value.clone());
-            }
-        }
-        let by_shard = self.by_shard(last.keys().copied());
-        let participants: Vec<ShardId> = by_shard.keys().copied().collect();
+        let Versions { participants, by_shard, .. } = versions(&self.topo, &program);
         // Spread the coordinators' work over the participants.
         let coordinator = participants[(txn.time_us() % participants.len() as u64) as usize];
         let prepares: BTreeMap<ShardId, Arc<Prepare>> = by_shard
             .into_iter()
-            .map(|(shard, keys)| {
-                let writes = keys.into_iter().map(|k| (k, last[&k].clone())).collect();
+            .map(|(shard, writes)| {
                 let p = Prepare { txn, writes, coordinator, participants: participants.clone(), dep: self.seen };
                 (shard, Arc::new(p))
             })
@@ -374,15 +342,7 @@ impl Client {
     fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
         self.next_read += 1;
         let id = GetId { read: Ts(self.next_read), step: 0 };
-        let mut r = ReadTxn {
-            request,
-            program,
-            step: 0,
-            values: BTreeMap::new(),
-            awaiting: BTreeMap::new(),
-            attempts: Attempts::first(now_ns),
-            rounds: 0,
-        };
+        let mut r = ReadTxn::new(request, program, now_ns);
         self.send_round(ctx, id, &mut r, now_ns);
         self.reads.insert(id.read, r);
     }
@@ -395,12 +355,8 @@ impl Client {
             // The counter-example: no view at all, the newest commits.
             true => Some(Ts(u64::MAX)),
         };
-        r.step = id.step;
-        r.rounds += 1;
-        r.attempts = Attempts::first(now_ns);
-        r.values.clear();
-        r.awaiting.clear();
-        for (shard, keys) in self.by_shard(r.program.read_set()) {
+        r.begin_round(id.step, now_ns);
+        for (shard, keys) in by_shard(&self.topo, r.program().read_set()) {
             let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.latest_write(key) }).collect();
             for k in &keys {
                 ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
@@ -408,16 +364,9 @@ impl Client {
                     ctx.count("keys_read_from_lsv", 1);
                 }
             }
-            r.awaiting.insert(shard, Get { id, gsv, keys });
+            r.ask(shard, Get { id, gsv, keys });
         }
-        assert!(!r.awaiting.is_empty(), "a read reads something");
-        self.resend_round(ctx, r);
-    }
-
-    fn resend_round(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
-        for (shard, get) in &r.awaiting {
-            ctx.send(partition_of(&self.topo, *shard), Msg::Get(get.clone()));
-        }
+        r.send(ctx, &self.topo, Msg::Get);
     }
 
     fn on_got(
@@ -429,34 +378,14 @@ impl Client {
         lst: Option<Ts>,
     ) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
-        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-        let Some(get) = r.awaiting.remove(&shard) else { return };
-        ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
-        debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
-        for (k, value) in get.keys.iter().zip(values) {
-            r.values.insert(k.key, value);
-        }
-        if r.awaiting.is_empty() {
-            let r = self.reads.remove(&id.read).expect("present");
-            ctx.count("reads", 1);
-            ctx.count("read_rounds", r.rounds);
-            ctx.observe("rounds_per_read", r.rounds);
-            let results = r.program.ops.iter().map(|op| r.values.get(&op.key()).cloned().flatten()).collect();
-            ctx.complete(r.request, Outcome::Committed { results });
-        }
+        reads::on_got(ctx, &mut self.reads, shard, id, values, lst);
     }
 
     /// A version the read needs was collected: it reads again, from the
     /// view the answer refreshed.
     fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
-        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
-        if r.rounds >= u64::from(self.cfg.common.max_attempts) {
-            ctx.count("reads_given_up", 1);
-            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-        }
-        ctx.count("read_restarts", 1);
+        let Some(mut r) = reads::on_gone(ctx, &mut self.reads, id, self.cfg.common.max_attempts) else { return };
         let now_ns = ctx.monotonic_ns();
         self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
         self.reads.insert(id.read, r);
@@ -474,18 +403,8 @@ impl Client {
     }
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        for (id, again) in due(&mut self.reads, now_ns, &self.cfg.common) {
-            match again {
-                Due::GiveUp(r) => {
-                    ctx.count("reads_given_up", 1);
-                    ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-                }
-                Due::Again => {
-                    ctx.count("read_resends", 1);
-                    self.resend_round(ctx, &self.reads[&id]);
-                }
-            }
-        }
+        let topo = &self.topo;
+        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| r.send(ctx, topo, Msg::Get));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -632,7 +551,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         );
         assert!(self.waiting.len() <= WAITING_MAX, "waiting requests within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
+            r.check_invariants(self.cfg.common.max_attempts);
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");

@@ -10,6 +10,7 @@ use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
 use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
 pub use meridian_readatomic::common::Timer;
+use meridian_readatomic::common::reads::ViewGet;
 use meridian_readatomic::ramp::{GetId, Ts};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -59,10 +60,14 @@ pub struct Get {
     pub keys: Vec<KeyRead>,
 }
 
-impl Get {
+impl ViewGet for Get {
+    fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.keys.iter().map(|k| k.key)
+    }
+
     /// The metadata it carries, postcard-encoded, as RAMP counts it (not
     /// the keys): the GSV once and each key's own write, if any.
-    pub fn metadata_bytes(&self) -> usize {
+    fn metadata_bytes(&self) -> usize {
         use meridian_readatomic::ramp::client::encoded_len;
         encoded_len(&self.gsv) + self.keys.iter().map(|k| encoded_len(&k.own)).sum::<usize>()
     }

@@ -12,7 +12,7 @@
 
 use super::{EnvOf, Wire, partition_of};
 use crate::ramp::{Common, Ts};
-use meridian_core::{AbortReason, Key, Op, Outcome, Program, RequestId, ShardId, Topology, Value};
+use meridian_core::{AbortReason, Env, Key, Op, Outcome, Program, RequestId, ShardId, Topology, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -74,18 +74,18 @@ pub fn due<K: Ord + Copy, T: Resent>(map: &mut BTreeMap<K, T>, now_ns: u64, comm
 }
 
 /// A read in flight, as the retry tick sees it.
-pub(crate) trait ResentRead: Resent {
+pub trait ResentRead: Resent {
     fn request(&self) -> RequestId;
 }
 
 /// Sends again (`resend`) the rounds of `reads` unanswered for `retry_ms`;
-/// aborts those sent `max_attempts` times.
-pub(crate) fn resend_reads<M: Wire, K: Ord + Copy, T: ResentRead>(
-    ctx: &mut EnvOf<'_, M>,
-    reads: &mut BTreeMap<K, T>,
+/// aborts those sent `max_attempts` times (Eiger's client uses it too).
+pub fn resend_reads<M, R, T, K: Ord + Copy, Rd: ResentRead>(
+    ctx: &mut dyn Env<M, R, T>,
+    reads: &mut BTreeMap<K, Rd>,
     now_ns: u64,
     common: &Common,
-    mut resend: impl FnMut(&mut EnvOf<'_, M>, K, &T),
+    mut resend: impl FnMut(&mut dyn Env<M, R, T>, K, &Rd),
 ) {
     for (k, due) in due(reads, now_ns, common) {
         match due {
@@ -128,7 +128,7 @@ pub(crate) fn resend_writes<M: Wire>(
 }
 
 /// `keys` grouped by the shard that holds them, in key order within each.
-pub(crate) fn by_shard(topo: &Topology, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
+pub fn by_shard(topo: &Topology, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
     let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
     for k in keys {
         out.entry(topo.shard_of(k)).or_default().push(k);
@@ -138,13 +138,13 @@ pub(crate) fn by_shard(topo: &Topology, keys: impl IntoIterator<Item = Key>) -> 
 
 /// A write-only transaction's versions: the last value it writes to each
 /// key, grouped by shard in key order, and the shards it writes.
-pub(crate) struct Versions {
+pub struct Versions {
     pub keys: Arc<[Key]>,
     pub participants: Vec<ShardId>,
     pub by_shard: BTreeMap<ShardId, Vec<(Key, Value)>>,
 }
 
-pub(crate) fn versions(topo: &Topology, program: &Program) -> Versions {
+pub fn versions(topo: &Topology, program: &Program) -> Versions {
     let mut last: BTreeMap<Key, Value> = BTreeMap::new();
     for op in &program.ops {
         if let Op::Write { key, value } = op {

@@ -1,6 +1,8 @@
 //! What the read-atomic protocols' roles share, written once: a client's
 //! write phases and the resends of its unanswered rounds and phases
-//! (`client.rs`), a partition's termination protocol, garbage collection
+//! (`client.rs`), the one-round reads of the clients that keep a dual view
+//! (`reads.rs`, RA-NOC2's and Eiger's), the roles' timers and their start
+//! and timer dispatch (`events.rs`), a partition's termination protocol, garbage collection
 //! and checkpoint handlers (`partition.rs`), and the building of a
 //! deployment's roles (below). `ramp` (RAMP-F, RAMP-S; LORA's partitions
 //! too), `ranoc2` (RA-NOC2, RA-NOC) and `lora` (LORA's client) keep only
@@ -16,6 +18,7 @@ pub mod backup;
 pub(crate) mod client;
 pub mod events;
 pub(crate) mod partition;
+pub mod reads;
 
 pub use events::Timer;
 

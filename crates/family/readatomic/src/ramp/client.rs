@@ -115,10 +115,7 @@ pub(crate) fn item_metadata_bytes(item: &Item) -> usize {
 /// current one is left (`timestamps.rs`; LORA's client reserves the same).
 pub(crate) fn reserve(ctx: &mut ClientCtx<'_>, clock: &mut TsSource) {
     let clock_us = ctx.clock_ns() / 1_000;
-    if let Some(upto_us) = clock.to_reserve(clock_us) {
-        let lsn = ctx.append(Record::Reserved { upto_us });
-        clock.recording(lsn, upto_us);
-    }
+    clock.reserve(ctx, clock_us, |upto_us| Record::Reserved { upto_us });
 }
 
 /// A request at a client of RAMP's timestamps: a read-only or write-only

@@ -27,11 +27,9 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
 use super::{Config, Variant, partition_of};
-use crate::common::client::{
-    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, last_ack, resend_reads, resend_writes, take_refused,
-    versions,
-};
+use crate::common::client::{Phase, WriteTxn, by_shard, last_ack, resend_reads, resend_writes, take_refused, versions};
 use crate::common::events::client_timer;
+use crate::common::reads::{self, ViewRead};
 use crate::ramp::client::{Shape, encoded_len, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
@@ -50,27 +48,8 @@ const WAITING_MAX: usize = 65_536;
 /// The id of a view refresh (a GET with no keys); reads count from 1.
 const REFRESH: GetId = GetId { read: Ts(0), step: 0 };
 
-struct ReadTxn {
-    request: RequestId,
-    program: Program,
-    step: u32,
-    values: BTreeMap<Key, Option<Value>>,
-    awaiting: BTreeMap<ShardId, Get>,
-    attempts: Attempts,
-    rounds: u64,
-}
-
-impl Resent for ReadTxn {
-    fn attempts(&mut self) -> &mut Attempts {
-        &mut self.attempts
-    }
-}
-
-impl ResentRead for ReadTxn {
-    fn request(&self) -> RequestId {
-        self.request
-    }
-}
+/// A read in flight (`crate::common::reads`).
+type ReadTxn = ViewRead<Get>;
 
 /// A request not started yet: it waits for a durable timestamp
 /// reservation. `refusals` carries a write's earlier refusals.
@@ -192,10 +171,8 @@ impl Client {
     }
 
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
-        if let Some(upto_us) = self.clock.to_reserve(self.clock_us(ctx)) {
-            let lsn = ctx.append(Record::Reserved { upto_us });
-            self.clock.recording(lsn, upto_us);
-        }
+        let clock_us = self.clock_us(ctx);
+        self.clock.reserve(ctx, clock_us, |upto_us| Record::Reserved { upto_us });
     }
 
     fn start(&mut self, ctx: &mut ClientCtx<'_>, w: Waiting) {
@@ -390,32 +367,20 @@ impl Client {
     fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
         self.next_read += 1;
         let id = GetId { read: Ts(self.next_read), step: 0 };
-        let mut r = ReadTxn {
-            request,
-            program,
-            step: 0,
-            values: BTreeMap::new(),
-            awaiting: BTreeMap::new(),
-            attempts: Attempts::first(now_ns),
-            rounds: 0,
-        };
+        let mut r = ReadTxn::new(request, program, now_ns);
         self.send_round(ctx, id, &mut r, now_ns);
         self.reads.insert(id.read, r);
     }
 
     /// The round's GETs, from the view as it is now.
     fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let by_shard = by_shard(&self.topo, r.program.read_set());
+        let by_shard = by_shard(&self.topo, r.program().read_set());
         let ts_c = match self.cfg.read_beyond_gsv {
             false => self.view.gsv(by_shard.keys().copied()),
             // The counter-example: no view at all, the newest commits.
             true => Some(Ts(u64::MAX)),
         };
-        r.step = id.step;
-        r.rounds += 1;
-        r.attempts = Attempts::first(now_ns);
-        r.values.clear();
-        r.awaiting.clear();
+        r.begin_round(id.step, now_ns);
         for (shard, keys) in by_shard {
             // RA-NOC, Algorithm 3 line 5: the global safe view only.
             let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
@@ -426,10 +391,9 @@ impl Client {
                     ctx.count("keys_read_from_lsv", 1);
                 }
             }
-            r.awaiting.insert(shard, Get { id, ts_c, keys });
+            r.ask(shard, Get { id, ts_c, keys });
         }
-        assert!(!r.awaiting.is_empty(), "a read reads something");
-        resend_round(&self.topo, ctx, r);
+        r.send(ctx, &self.topo, Msg::Get);
     }
 
     /// Lines 21, 23: the values, and the partition's safe time into `last`.
@@ -442,38 +406,14 @@ impl Client {
         lst: Option<Ts>,
     ) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
-        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-        let Some(get) = r.awaiting.remove(&shard) else { return };
-        ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
-        debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
-        for (k, value) in get.keys.iter().zip(values) {
-            r.values.insert(k.key, value);
-        }
-        if r.awaiting.is_empty() {
-            let r = self.reads.remove(&id.read).expect("present");
-            self.finish_read(ctx, r);
-        }
-    }
-
-    fn finish_read(&mut self, ctx: &mut ClientCtx<'_>, r: ReadTxn) {
-        ctx.count("reads", 1);
-        ctx.count("read_rounds", r.rounds);
-        ctx.observe("rounds_per_read", r.rounds);
-        let results = r.program.ops.iter().map(|op| r.values.get(&op.key()).cloned().flatten()).collect();
-        ctx.complete(r.request, Outcome::Committed { results });
+        reads::on_got(ctx, &mut self.reads, shard, id, values, lst);
     }
 
     /// A version the read needs was collected: it reads again, from the
     /// view the answer refreshed.
     fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
-        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
-        if r.rounds >= u64::from(self.cfg.common.max_attempts) {
-            ctx.count("reads_given_up", 1);
-            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-        }
-        ctx.count("read_restarts", 1);
+        let Some(mut r) = reads::on_gone(ctx, &mut self.reads, id, self.cfg.common.max_attempts) else { return };
         let now_ns = ctx.monotonic_ns();
         self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
         self.reads.insert(id.read, r);
@@ -493,7 +433,7 @@ impl Client {
 
     fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
         let topo = &self.topo;
-        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| resend_round(topo, ctx, r));
+        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| r.send(ctx, topo, Msg::Get));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -555,13 +495,6 @@ impl Client {
         for w in waiting {
             self.start(ctx, w);
         }
-    }
-}
-
-/// Sends a read's round again to the partitions that have not answered it.
-fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
-    for (shard, get) in &r.awaiting {
-        ctx.send(partition_of(topo, *shard), Msg::Get(get.clone()));
     }
 }
 
@@ -639,8 +572,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         assert!(!noc2 || self.blocked.is_empty(), "only RA-NOC's writes wait for the safe times");
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
-            assert!(r.rounds <= u64::from(self.cfg.common.max_attempts), "restarts within their bound");
+            r.check_invariants(self.cfg.common.max_attempts);
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             w.check_invariants();

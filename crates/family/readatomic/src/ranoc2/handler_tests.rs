@@ -353,3 +353,42 @@ fn a_transaction_of_one_partition_left_prepared_is_committed_by_it_alone() {
     p0.persist_all();
     assert_eq!(lst(&p0), Some(Ts(10)));
 }
+
+/// Lines 21-24 (`crate::common::reads`, Eiger's reads too): a read returns
+/// once the last partition answered, each key with the value its
+/// partition gave, in the program's order; a repeated answer is passed
+/// over; a version collected under the read sends the round again at the
+/// next step, whose answers alone count.
+#[test]
+fn a_read_returns_each_partitions_values_once_the_last_answers_and_a_collection_reads_again() {
+    let d = deployment();
+    let mut c = hand(&d, d.topology.clients()[0]);
+    c.persist_all();
+    let (x, y) = (key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let (p0, p1) = (partition(&d, 0), partition(&d, 1));
+    let fx = c.request(RequestId(1), Program::new(vec![Op::Read { key: y }, Op::Read { key: x }]));
+    let first = gets(&fx);
+    assert_eq!(first.len(), 2, "one GET per partition");
+    let id = first[0].1.id;
+    let got = |id, tag: u64| Msg::Got { id, values: vec![Some(Value::int(tag, 1))], lst: None };
+    let fx = c.message(p0, got(id, 7));
+    assert_eq!(fx.completions().count(), 0, "a partition has not answered");
+    let fx = c.message(p0, got(id, 7));
+    assert_eq!(fx.completions().count(), 0, "a repeated answer is not the missing one");
+    let fx = c.message(p1, Msg::Gone { id, lst: None });
+    assert_eq!(fx.counted("read_restarts"), 1);
+    let again = gets(&fx);
+    assert_eq!(again.len(), 2, "the round again, to every partition");
+    let next = again[0].1.id;
+    assert_eq!(next.step, id.step + 1, "at the next step");
+    let fx = c.message(p1, got(id, 9));
+    assert_eq!(fx.completions().count(), 0, "an answer to the earlier step does not count");
+    c.message(p0, got(next, 3));
+    let fx = c.message(p1, got(next, 4));
+    let results = match fx.completions().next() {
+        Some((RequestId(1), Outcome::Committed { results })) => results.clone(),
+        other => panic!("the read returns: {other:?}"),
+    };
+    assert_eq!(results, vec![Some(Value::int(4, 1)), Some(Value::int(3, 1))], "y from shard 1, then x from shard 0");
+    assert_eq!(fx.counted("read_rounds"), 2);
+}

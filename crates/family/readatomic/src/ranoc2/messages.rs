@@ -8,6 +8,7 @@
 
 pub use crate::common::Timer;
 use crate::common::Wire;
+use crate::common::reads::ViewGet;
 use crate::ramp::pending::Question;
 use crate::ramp::{GetId, Held, Ts};
 use meridian_core::{Key, ShardId, Value};
@@ -48,12 +49,16 @@ pub struct Get {
     pub keys: Vec<KeyRead>,
 }
 
-impl Get {
+impl ViewGet for Get {
+    fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.keys.iter().map(|k| k.key)
+    }
+
     /// The metadata it carries, postcard-encoded, as RAMP counts it (the
     /// timestamps asked by, not the keys): the global safe view once and
     /// each key's local safe view — constant per key, linear per request
     /// in the keys asked of the partition.
-    pub fn metadata_bytes(&self) -> usize {
+    fn metadata_bytes(&self) -> usize {
         crate::ramp::client::encoded_len(&self.ts_c)
             + self.keys.iter().map(|k| crate::ramp::client::encoded_len(&k.ts_p)).sum::<usize>()
     }
