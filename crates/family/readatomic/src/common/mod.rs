@@ -65,6 +65,23 @@ pub(crate) enum Built<P, C> {
     Client(C),
 }
 
+impl<P, C> Built<P, C> {
+    /// The protocol's node playing this role: `partition`, `backup` and
+    /// `client` are its `roles!` enum's variants.
+    pub(crate) fn into_node<N, B: Default>(
+        self,
+        partition: impl FnOnce(Box<P>) -> N,
+        backup: impl FnOnce(Box<B>) -> N,
+        client: impl FnOnce(Box<C>) -> N,
+    ) -> N {
+        match self {
+            Built::Partition(p) => partition(Box::new(p)),
+            Built::Backup => backup(Box::default()),
+            Built::Client(c) => client(Box::new(c)),
+        }
+    }
+}
+
 /// The role of `node` in protocol `name`: its shard's partition, an idle
 /// backup, or a client with its index (clients are told apart in
 /// timestamps, so there are at most `1 << Ts::CLIENT_BITS`).
