@@ -13,7 +13,7 @@ pub mod common;
 pub mod ramp;
 /// The retry tick every client of these protocols (and Eiger's) runs, and
 /// the write's versions they group by partition.
-pub use common::client::{Attempts, Due, Resent, ResentRead, Versions, by_shard, due, resend_reads, versions};
+pub use common::client::{Attempts, Due, Resent, Versions, by_shard, due, versions};
 pub mod lora;
 pub mod ranoc;
 pub mod ranoc2;

@@ -32,16 +32,16 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Own, Prepare, Record, Timer};
 use super::{Config, Flavor, partition_of};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology, Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
 use meridian_readatomic::common::events::client_timer;
-use meridian_readatomic::common::reads::{self, ViewRead};
+use meridian_readatomic::common::reads::{DualViewClient, ViewReads};
 use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
 use meridian_readatomic::ranoc2::View;
 use meridian_readatomic::ranoc2::view::Local;
-use meridian_readatomic::{Attempts, Due, Resent, Versions, by_shard, due, resend_reads, versions};
+use meridian_readatomic::{Attempts, Due, Resent, Versions, by_shard, due, versions};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -50,9 +50,6 @@ type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 /// Requests waiting for a durable id reservation or a restart's view, at
 /// most.
 const WAITING_MAX: usize = 65_536;
-
-/// A read in flight (RA-NOC2's, `meridian_readatomic::common::reads`).
-type ReadTxn = ViewRead<Get>;
 
 struct WriteTxn {
     request: RequestId,
@@ -130,8 +127,7 @@ pub struct Client {
     /// The largest stamp this client has seen (safe times and its own
     /// commit stamps): its writes are stamped above it.
     seen: Option<Ts>,
-    next_read: u64,
-    reads: BTreeMap<Ts, ReadTxn>,
+    reads: ViewReads<Get>,
     writes: BTreeMap<Ts, WriteTxn>,
     waiting: VecDeque<(RequestId, Program)>,
     answers: VecDeque<Answer>,
@@ -143,15 +139,15 @@ pub struct Client {
 impl Client {
     pub fn new(topo: Arc<Topology>, index: u32, cfg: Config) -> Client {
         let shards = topo.shards as usize;
+        let reads = ViewReads::new(Arc::clone(&topo), cfg.common);
         Client {
             topo,
             index,
             ids: TsSource::start(index, [], cfg.common.reserve_ahead_us),
             view: View::with_entries(shards, cfg.lsv_max),
             seen: None,
-            next_read: 0,
             cfg,
-            reads: BTreeMap::new(),
+            reads,
             writes: BTreeMap::new(),
             waiting: VecDeque::new(),
             answers: VecDeque::new(),
@@ -168,19 +164,6 @@ impl Client {
 
     fn latest(&self, own: Own) -> Latest {
         Latest { own, flavor: self.cfg.flavor }
-    }
-
-    /// Lines 9, 18: `last[svr] ← max(ts_svr, last[svr])`; the local entries
-    /// every partition has passed go.
-    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
-        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
-        self.view.learn(shard, lst);
-        self.seen = self.seen.max(lst);
-        self.view.prune(self.view.floor());
-        if self.syncing.remove(&shard) && self.syncing.is_empty() {
-            self.start_waiting(ctx);
-        }
-        Some(shard)
     }
 
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
@@ -335,63 +318,7 @@ impl Client {
         }
     }
 
-    // ---- GET_ALL ----
-
-    /// Algorithm 5 lines 5-9: one round at `gsv = min(last)`, each key
-    /// with its `latestWrite`.
-    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
-        self.next_read += 1;
-        let id = GetId { read: Ts(self.next_read), step: 0 };
-        let mut r = ReadTxn::new(request, program, now_ns);
-        self.send_round(ctx, id, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let gsv = match self.cfg.read_beyond_gsv {
-            // Line 6: the minimum over every partition, not only those
-            // read — a causal past read elsewhere is below it too.
-            false => self.view.floor(),
-            // The counter-example: no view at all, the newest commits.
-            true => Some(Ts(u64::MAX)),
-        };
-        r.begin_round(id.step, now_ns);
-        for (shard, keys) in by_shard(&self.topo, r.program().read_set()) {
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.latest_write(key) }).collect();
-            for k in &keys {
-                ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
-                if k.own.is_some_and(|o| Some(o.t_own) > gsv) {
-                    ctx.count("keys_read_from_lsv", 1);
-                }
-            }
-            r.ask(shard, Get { id, gsv, keys });
-        }
-        r.send(ctx, &self.topo, Msg::Get);
-    }
-
-    fn on_got(
-        &mut self,
-        ctx: &mut ClientCtx<'_>,
-        from: NodeId,
-        id: GetId,
-        values: Vec<Option<Value>>,
-        lst: Option<Ts>,
-    ) {
-        let Some(shard) = self.learn(ctx, from, lst) else { return };
-        reads::on_got(ctx, &mut self.reads, shard, id, values, lst);
-    }
-
-    /// A version the read needs was collected: it reads again, from the
-    /// view the answer refreshed.
-    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
-        self.learn(ctx, from, lst);
-        let Some(mut r) = reads::on_gone(ctx, &mut self.reads, id, self.cfg.common.max_attempts) else { return };
-        let now_ns = ctx.monotonic_ns();
-        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    // ---- retries, refreshes, restart ----
+    // ---- GET_ALL: `DualViewClient` below; retries, refreshes, restart ----
 
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
@@ -400,11 +327,6 @@ impl Client {
         self.resend_reads(ctx, now_ns);
         self.resend_writes(ctx, now_ns);
         self.refresh(ctx, now_ns);
-    }
-
-    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let topo = &self.topo;
-        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| r.send(ctx, topo, Msg::Get));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -480,6 +402,58 @@ impl Client {
     }
 }
 
+/// The reads of `meridian_readatomic::common::reads` (RA-NOC2's), from
+/// Eiger's view: `last` and `latestWrite`.
+impl DualViewClient<Msg, Record> for Client {
+    type Get = Get;
+
+    fn view_reads(&mut self) -> &mut ViewReads<Get> {
+        &mut self.reads
+    }
+
+    /// Lines 9, 18: `last[svr] ← max(ts_svr, last[svr])`; the local entries
+    /// every partition has passed go.
+    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
+        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
+        self.view.learn(shard, lst);
+        self.seen = self.seen.max(lst);
+        self.view.prune(self.view.floor());
+        if self.syncing.remove(&shard) && self.syncing.is_empty() {
+            self.start_waiting(ctx);
+        }
+        Some(shard)
+    }
+
+    /// Algorithm 5 lines 5-9: one round at `gsv = min(last)`, each key
+    /// with its `latestWrite`.
+    fn asks(&self, ctx: &mut ClientCtx<'_>, id: GetId, program: &Program) -> Vec<(ShardId, Get)> {
+        let gsv = match self.cfg.read_beyond_gsv {
+            // Line 6: the minimum over every partition, not only those
+            // read — a causal past read elsewhere is below it too.
+            false => self.view.floor(),
+            // The counter-example: no view at all, the newest commits.
+            true => Some(Ts(u64::MAX)),
+        };
+        let by_shard = by_shard(&self.topo, program.read_set());
+        let mut asks = Vec::with_capacity(by_shard.len());
+        for (shard, keys) in by_shard {
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.latest_write(key) }).collect();
+            for k in &keys {
+                ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
+                if k.own.is_some_and(|o| Some(o.t_own) > gsv) {
+                    ctx.count("keys_read_from_lsv", 1);
+                }
+            }
+            asks.push((shard, Get { id, gsv, keys }));
+        }
+        asks
+    }
+
+    fn get_message(get: Get) -> Msg {
+        Msg::Get(get)
+    }
+}
+
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
         self.restore(ctx, durable);
@@ -550,9 +524,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             "answers in LSN order"
         );
         assert!(self.waiting.len() <= WAITING_MAX, "waiting requests within their bound");
-        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
-            r.check_invariants(self.cfg.common.max_attempts);
-        }
+        self.reads.check_invariants();
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
             assert!(w.attempts.sends() <= self.cfg.common.max_attempts, "sends within their bound");

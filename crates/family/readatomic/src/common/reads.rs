@@ -10,12 +10,13 @@
 //! It must never change the order of effects the protocols had before it
 //! was shared (their trace hashes stay as they were).
 
-use super::client::{Attempts, Resent, ResentRead};
-use super::partition_of;
+use super::client::{Attempts, Resent, ResentRead, resend_reads};
+use super::{Timer, partition_of};
 use crate::ramp::client::encoded_len;
-use crate::ramp::{GetId, Ts};
-use meridian_core::{AbortReason, Env, Key, Outcome, Program, RequestId, ShardId, Topology, Value};
+use crate::ramp::{Common, GetId, Ts};
+use meridian_core::{AbortReason, Env, Key, NodeId, Outcome, Program, RequestId, ShardId, Topology, Value};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// A GET of a dual-view protocol, as the read's bookkeeping sees it.
 pub trait ViewGet: Clone {
@@ -150,4 +151,107 @@ pub fn on_gone<M, R, T, G: ViewGet>(
     }
     ctx.count("read_restarts", 1);
     Some(r)
+}
+
+/// A dual-view client's reads in flight, with what resending them needs.
+pub struct ViewReads<G> {
+    topo: Arc<Topology>,
+    common: Common,
+    /// The last read's id (reads count from 1; RA-NOC2's view refreshes
+    /// use 0).
+    next_read: u64,
+    reads: BTreeMap<Ts, ViewRead<G>>,
+}
+
+impl<G: ViewGet> ViewReads<G> {
+    pub fn new(topo: Arc<Topology>, common: Common) -> Self {
+        ViewReads { topo, common, next_read: 0, reads: BTreeMap::new() }
+    }
+
+    pub fn len(&self) -> usize {
+        self.reads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty()
+    }
+
+    pub fn check_invariants(&self) {
+        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
+            r.check_invariants(self.common.max_attempts);
+        }
+    }
+}
+
+/// A client of a dual-view protocol — RA-NOC2's and RA-NOC's
+/// (`crate::ranoc2::Client`), Eiger-NOC2's and Eiger-PORT's — as its
+/// reads need it. What it supplies differs by paper: how an answer's safe
+/// time enters its view (`learn`), and the GETs a round sends from that
+/// view (`asks`); the read's handlers are written once here.
+pub trait DualViewClient<M, R> {
+    type Get: ViewGet;
+
+    fn view_reads(&mut self) -> &mut ViewReads<Self::Get>;
+    /// An answer of `from` carried its latest safe time `lst`: it enters
+    /// the view. The shard `from` is the partition of, if it is one.
+    fn learn(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, lst: Option<Ts>) -> Option<ShardId>;
+    /// The GETs of round `id` of a read of `program`, from the view as it
+    /// is now, one per partition read.
+    fn asks(&self, ctx: &mut dyn Env<M, R, Timer>, id: GetId, program: &Program) -> Vec<(ShardId, Self::Get)>;
+    /// A GET as the protocol's message.
+    fn get_message(get: Self::Get) -> M;
+
+    /// NOC-NOC Algorithm 1 lines 16-24 (Algorithm 5 lines 5-9): one round
+    /// of GETs, each partition read with its keys and the views.
+    fn get_all(&mut self, ctx: &mut dyn Env<M, R, Timer>, request: RequestId, program: Program, now_ns: u64) {
+        let reads = self.view_reads();
+        reads.next_read += 1;
+        let id = GetId { read: Ts(reads.next_read), step: 0 };
+        let mut r = ViewRead::new(request, program, now_ns);
+        self.send_round(ctx, id, &mut r, now_ns);
+        self.view_reads().reads.insert(id.read, r);
+    }
+
+    /// The round's GETs, from the view as it is now.
+    fn send_round(&mut self, ctx: &mut dyn Env<M, R, Timer>, id: GetId, r: &mut ViewRead<Self::Get>, now_ns: u64) {
+        let asks = self.asks(ctx, id, r.program());
+        r.begin_round(id.step, now_ns);
+        for (shard, get) in asks {
+            r.ask(shard, get);
+        }
+        r.send(ctx, &self.view_reads().topo, Self::get_message);
+    }
+
+    /// Lines 21, 23: the values, and the partition's safe time into the
+    /// view (`on_got` above).
+    fn on_got(
+        &mut self,
+        ctx: &mut dyn Env<M, R, Timer>,
+        from: NodeId,
+        id: GetId,
+        values: Vec<Option<Value>>,
+        lst: Option<Ts>,
+    ) {
+        let Some(shard) = self.learn(ctx, from, lst) else { return };
+        on_got(ctx, &mut self.view_reads().reads, shard, id, values, lst);
+    }
+
+    /// A version the read needs was collected: it reads again, from the
+    /// view the answer refreshed (`on_gone` above).
+    fn on_gone(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, id: GetId, lst: Option<Ts>) {
+        self.learn(ctx, from, lst);
+        let reads = self.view_reads();
+        let Some(mut r) = on_gone(ctx, &mut reads.reads, id, reads.common.max_attempts) else { return };
+        let now_ns = ctx.monotonic_ns();
+        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
+        self.view_reads().reads.insert(id.read, r);
+    }
+
+    /// The retry tick: rounds unanswered for `retry_ms` are sent again,
+    /// reads sent `max_attempts` times abort.
+    fn resend_reads(&mut self, ctx: &mut dyn Env<M, R, Timer>, now_ns: u64) {
+        let reads = self.view_reads();
+        let topo = &reads.topo;
+        resend_reads(ctx, &mut reads.reads, now_ns, &reads.common, |ctx, _, r| r.send(ctx, topo, Self::get_message));
+    }
 }

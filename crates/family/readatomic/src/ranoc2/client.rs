@@ -27,14 +27,14 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
 use super::{Config, Variant, partition_of};
-use crate::common::client::{Phase, WriteTxn, by_shard, last_ack, resend_reads, resend_writes, take_refused, versions};
+use crate::common::client::{Phase, WriteTxn, by_shard, last_ack, resend_writes, take_refused, versions};
 use crate::common::events::client_timer;
-use crate::common::reads::{self, ViewRead};
+use crate::common::reads::{DualViewClient, ViewReads};
 use crate::ramp::client::{Shape, encoded_len, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology, Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -47,9 +47,6 @@ const WAITING_MAX: usize = 65_536;
 
 /// The id of a view refresh (a GET with no keys); reads count from 1.
 const REFRESH: GetId = GetId { read: Ts(0), step: 0 };
-
-/// A read in flight (`crate::common::reads`).
-type ReadTxn = ViewRead<Get>;
 
 /// A request not started yet: it waits for a durable timestamp
 /// reservation. `refusals` carries a write's earlier refusals.
@@ -96,8 +93,7 @@ pub struct Client {
     /// refusals (twice the round trip past the safe time refused at), at
     /// most a quarter of `reserve_ahead_ms`; never lowered.
     lead_us: u64,
-    next_read: u64,
-    reads: BTreeMap<Ts, ReadTxn>,
+    reads: ViewReads<Get>,
     writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<Waiting>,
     refreshed_ns: Option<u64>,
@@ -114,6 +110,7 @@ pub struct Client {
 impl Client {
     pub fn new(topo: Arc<Topology>, _me: NodeId, index: u32, cfg: Config) -> Client {
         let shards = topo.shards as usize;
+        let reads = ViewReads::new(Arc::clone(&topo), cfg.common);
         Client {
             topo,
             index,
@@ -121,9 +118,8 @@ impl Client {
             view: View::new(shards, cfg.lsv_max),
             above_us: 0,
             lead_us: 0,
-            next_read: 0,
             cfg,
-            reads: BTreeMap::new(),
+            reads,
             writes: BTreeMap::new(),
             waiting: VecDeque::new(),
             refreshed_ns: None,
@@ -137,19 +133,6 @@ impl Client {
     /// The client's dual view (for tests).
     pub fn view(&self) -> &View {
         &self.view
-    }
-
-    /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
-    /// and later timestamps go above it.
-    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
-        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
-        self.view.learn(shard, lst);
-        if let Some(lst) = lst {
-            self.above_us = self.above_us.max(lst.time_us() + 1);
-        }
-        self.record_floor(ctx);
-        self.release(ctx);
-        Some(shard)
     }
 
     /// Records the view's floor when it rose (one record at a time): the
@@ -359,67 +342,7 @@ impl Client {
         self.start(ctx, Waiting { request, program: w.program, refusals: w.refusals + 1 });
     }
 
-    // ---- GET_ALL ----
-
-    /// Lines 16-23: one round — every partition read gets its keys with the
-    /// global safe view `ts_c` (line 17) and each key's local safe view
-    /// `ts_p` (line 19).
-    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
-        self.next_read += 1;
-        let id = GetId { read: Ts(self.next_read), step: 0 };
-        let mut r = ReadTxn::new(request, program, now_ns);
-        self.send_round(ctx, id, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    /// The round's GETs, from the view as it is now.
-    fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let by_shard = by_shard(&self.topo, r.program().read_set());
-        let ts_c = match self.cfg.read_beyond_gsv {
-            false => self.view.gsv(by_shard.keys().copied()),
-            // The counter-example: no view at all, the newest commits.
-            true => Some(Ts(u64::MAX)),
-        };
-        r.begin_round(id.step, now_ns);
-        for (shard, keys) in by_shard {
-            // RA-NOC, Algorithm 3 line 5: the global safe view only.
-            let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: lsv(key) }).collect();
-            for k in &keys {
-                ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
-                if k.ts_p > ts_c {
-                    ctx.count("keys_read_from_lsv", 1);
-                }
-            }
-            r.ask(shard, Get { id, ts_c, keys });
-        }
-        r.send(ctx, &self.topo, Msg::Get);
-    }
-
-    /// Lines 21, 23: the values, and the partition's safe time into `last`.
-    fn on_got(
-        &mut self,
-        ctx: &mut ClientCtx<'_>,
-        from: NodeId,
-        id: GetId,
-        values: Vec<Option<Value>>,
-        lst: Option<Ts>,
-    ) {
-        let Some(shard) = self.learn(ctx, from, lst) else { return };
-        reads::on_got(ctx, &mut self.reads, shard, id, values, lst);
-    }
-
-    /// A version the read needs was collected: it reads again, from the
-    /// view the answer refreshed.
-    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
-        self.learn(ctx, from, lst);
-        let Some(mut r) = reads::on_gone(ctx, &mut self.reads, id, self.cfg.common.max_attempts) else { return };
-        let now_ns = ctx.monotonic_ns();
-        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    // ---- retries and refreshes ----
+    // ---- GET_ALL: `DualViewClient` below; retries and refreshes ----
 
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
@@ -429,11 +352,6 @@ impl Client {
         self.resend_writes(ctx, now_ns);
         self.refresh(ctx, now_ns);
         self.poll_behind(ctx);
-    }
-
-    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let topo = &self.topo;
-        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| r.send(ctx, topo, Msg::Get));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -495,6 +413,59 @@ impl Client {
         for w in waiting {
             self.start(ctx, w);
         }
+    }
+}
+
+/// The reads of `crate::common::reads`, from RA-NOC2's dual view (RA-NOC's
+/// global safe view alone).
+impl DualViewClient<Msg, Record> for Client {
+    type Get = Get;
+
+    fn view_reads(&mut self) -> &mut ViewReads<Get> {
+        &mut self.reads
+    }
+
+    /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
+    /// and later timestamps go above it.
+    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
+        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
+        self.view.learn(shard, lst);
+        if let Some(lst) = lst {
+            self.above_us = self.above_us.max(lst.time_us() + 1);
+        }
+        self.record_floor(ctx);
+        self.release(ctx);
+        Some(shard)
+    }
+
+    /// Lines 16-23: one round — every partition read gets its keys with the
+    /// global safe view `ts_c` (line 17) and each key's local safe view
+    /// `ts_p` (line 19).
+    fn asks(&self, ctx: &mut ClientCtx<'_>, id: GetId, program: &Program) -> Vec<(ShardId, Get)> {
+        let by_shard = by_shard(&self.topo, program.read_set());
+        let ts_c = match self.cfg.read_beyond_gsv {
+            false => self.view.gsv(by_shard.keys().copied()),
+            // The counter-example: no view at all, the newest commits.
+            true => Some(Ts(u64::MAX)),
+        };
+        let mut asks = Vec::with_capacity(by_shard.len());
+        for (shard, keys) in by_shard {
+            // RA-NOC, Algorithm 3 line 5: the global safe view only.
+            let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: lsv(key) }).collect();
+            for k in &keys {
+                ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
+                if k.ts_p > ts_c {
+                    ctx.count("keys_read_from_lsv", 1);
+                }
+            }
+            asks.push((shard, Get { id, ts_c, keys }));
+        }
+        asks
+    }
+
+    fn get_message(get: Get) -> Msg {
+        Msg::Get(get)
     }
 }
 
@@ -571,9 +542,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         let noc2 = self.cfg.variant == Variant::Noc2;
         assert!(!noc2 || self.blocked.is_empty(), "only RA-NOC's writes wait for the safe times");
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
-        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
-            r.check_invariants(self.cfg.common.max_attempts);
-        }
+        self.reads.check_invariants();
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             w.check_invariants();
             let open = w.phase == Phase::Prepare || !noc2;
