@@ -74,13 +74,13 @@ pub fn due<K: Ord + Copy, T: Resent>(map: &mut BTreeMap<K, T>, now_ns: u64, comm
 }
 
 /// A read in flight, as the retry tick sees it.
-pub trait ResentRead: Resent {
+pub(crate) trait ResentRead: Resent {
     fn request(&self) -> RequestId;
 }
 
 /// Sends again (`resend`) the rounds of `reads` unanswered for `retry_ms`;
-/// aborts those sent `max_attempts` times (Eiger's client uses it too).
-pub fn resend_reads<M, R, T, K: Ord + Copy, Rd: ResentRead>(
+/// aborts those sent `max_attempts` times.
+pub(crate) fn resend_reads<M, R, T, K: Ord + Copy, Rd: ResentRead>(
     ctx: &mut dyn Env<M, R, T>,
     reads: &mut BTreeMap<K, Rd>,
     now_ns: u64,

@@ -53,7 +53,7 @@ impl<G> ResentRead for ViewRead<G> {
 
 impl<G: ViewGet> ViewRead<G> {
     /// A read whose first round is about to leave.
-    pub fn new(request: RequestId, program: Program, now_ns: u64) -> Self {
+    fn new(request: RequestId, program: Program, now_ns: u64) -> Self {
         ViewRead {
             request,
             program,
@@ -65,13 +65,13 @@ impl<G: ViewGet> ViewRead<G> {
         }
     }
 
-    pub fn program(&self) -> &Program {
+    fn program(&self) -> &Program {
         &self.program
     }
 
     /// A round starts at `step`: what earlier rounds asked and got no
     /// longer counts. Its GETs follow (`ask`), then `send`.
-    pub fn begin_round(&mut self, step: u32, now_ns: u64) {
+    fn begin_round(&mut self, step: u32, now_ns: u64) {
         self.step = step;
         self.rounds += 1;
         self.attempts = Attempts::first(now_ns);
@@ -80,13 +80,13 @@ impl<G: ViewGet> ViewRead<G> {
     }
 
     /// The round asks the partition of `shard` `get`.
-    pub fn ask(&mut self, shard: ShardId, get: G) {
+    fn ask(&mut self, shard: ShardId, get: G) {
         self.awaiting.insert(shard, get);
     }
 
     /// Sends (again) the round's GETs not answered yet, each wrapped by
     /// `msg`.
-    pub fn send<M, R, T>(&self, ctx: &mut dyn Env<M, R, T>, topo: &Topology, msg: impl Fn(G) -> M) {
+    fn send<M, R, T>(&self, ctx: &mut dyn Env<M, R, T>, topo: &Topology, msg: impl Fn(G) -> M) {
         assert!(!self.awaiting.is_empty(), "a read reads something");
         for (shard, get) in &self.awaiting {
             ctx.send(partition_of(topo, *shard), msg(get.clone()));
@@ -102,55 +102,10 @@ impl<G: ViewGet> ViewRead<G> {
         ctx.complete(self.request, Outcome::Committed { results });
     }
 
-    pub fn check_invariants(&self, max_attempts: u32) {
+    fn check_invariants(&self, max_attempts: u32) {
         assert!(!self.awaiting.is_empty(), "a read in flight waits for a partition");
         assert!(self.rounds <= u64::from(max_attempts), "restarts within their bound");
     }
-}
-
-/// NOC-NOC Algorithm 1 lines 21, 23 (Algorithm 5 alike): `shard` answered
-/// GET `id` with `values` and its latest safe time `lst` (which the client
-/// has learnt already); the read returns once every partition answered.
-pub fn on_got<M, R, T, G: ViewGet>(
-    ctx: &mut dyn Env<M, R, T>,
-    reads: &mut BTreeMap<Ts, ViewRead<G>>,
-    shard: ShardId,
-    id: GetId,
-    values: Vec<Option<Value>>,
-    lst: Option<Ts>,
-) {
-    ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
-    let Some(r) = reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-    let Some(get) = r.awaiting.remove(&shard) else { return };
-    ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
-    debug_assert_eq!(get.keys().count(), values.len(), "one value per key asked");
-    for (key, value) in get.keys().zip(values) {
-        r.values.insert(key, value);
-    }
-    if r.awaiting.is_empty() {
-        let r = reads.remove(&id.read).expect("present");
-        r.finish(ctx);
-    }
-}
-
-/// A version read `id` needs was collected: the read, to be sent again at
-/// the next step from the view the answer refreshed; `None` when the
-/// answer is not its current step's, or when it took `max_attempts`
-/// rounds (it aborts: it changed nothing).
-pub fn on_gone<M, R, T, G: ViewGet>(
-    ctx: &mut dyn Env<M, R, T>,
-    reads: &mut BTreeMap<Ts, ViewRead<G>>,
-    id: GetId,
-    max_attempts: u32,
-) -> Option<ViewRead<G>> {
-    let r = reads.remove(&id.read).filter(|r| r.step == id.step)?;
-    if r.rounds >= u64::from(max_attempts) {
-        ctx.count("reads_given_up", 1);
-        ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-        return None;
-    }
-    ctx.count("read_restarts", 1);
-    Some(r)
 }
 
 /// A dual-view client's reads in flight, with what resending them needs.
@@ -222,8 +177,9 @@ pub trait DualViewClient<M, R> {
         r.send(ctx, &self.view_reads().topo, Self::get_message);
     }
 
-    /// Lines 21, 23: the values, and the partition's safe time into the
-    /// view (`on_got` above).
+    /// Lines 21, 23: `from` answered GET `id` with `values` and its latest
+    /// safe time `lst`, which enters the view; the read returns once every
+    /// partition answered.
     fn on_got(
         &mut self,
         ctx: &mut dyn Env<M, R, Timer>,
@@ -233,15 +189,34 @@ pub trait DualViewClient<M, R> {
         lst: Option<Ts>,
     ) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        on_got(ctx, &mut self.view_reads().reads, shard, id, values, lst);
+        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
+        let reads = &mut self.view_reads().reads;
+        let Some(r) = reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
+        let Some(get) = r.awaiting.remove(&shard) else { return };
+        ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
+        debug_assert_eq!(get.keys().count(), values.len(), "one value per key asked");
+        for (key, value) in get.keys().zip(values) {
+            r.values.insert(key, value);
+        }
+        if r.awaiting.is_empty() {
+            let r = reads.remove(&id.read).expect("present");
+            r.finish(ctx);
+        }
     }
 
-    /// A version the read needs was collected: it reads again, from the
-    /// view the answer refreshed (`on_gone` above).
+    /// A version read `id` needs was collected: the read is sent again at
+    /// the next step, from the view the answer refreshed, unless the
+    /// answer is not its current step's or it took `max_attempts` rounds
+    /// (it aborts: it changed nothing).
     fn on_gone(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, id: GetId, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
         let reads = self.view_reads();
-        let Some(mut r) = on_gone(ctx, &mut reads.reads, id, reads.common.max_attempts) else { return };
+        let Some(mut r) = reads.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
+        if r.rounds >= u64::from(reads.common.max_attempts) {
+            ctx.count("reads_given_up", 1);
+            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+        }
+        ctx.count("read_restarts", 1);
         let now_ns = ctx.monotonic_ns();
         self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
         self.view_reads().reads.insert(id.read, r);
