@@ -81,7 +81,7 @@ impl Resent for WriteTxn {
 /// view no earlier than Eiger-NOC2's would (the view drops them oldest
 /// first, in this order, once every partition's safe time passed them).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Latest {
+pub struct Latest {
     own: Own,
     flavor: Flavor,
 }
@@ -407,21 +407,25 @@ impl Client {
 impl DualViewClient<Msg, Record> for Client {
     type Get = Get;
 
+    type Local = Latest;
+
     fn view_reads(&mut self) -> &mut ViewReads<Get> {
         &mut self.reads
     }
 
-    /// Lines 9, 18: `last[svr] ← max(ts_svr, last[svr])`; the local entries
-    /// every partition has passed go.
-    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
-        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
-        self.view.learn(shard, lst);
+    fn view(&mut self) -> &mut View<Latest> {
+        &mut self.view
+    }
+
+    /// Lines 9, 18, after `last[svr] ← max(ts_svr, last[svr])`: the local
+    /// entries every partition has passed go; after a restart, requests
+    /// wait until every partition was heard from.
+    fn learned(&mut self, ctx: &mut ClientCtx<'_>, shard: ShardId, lst: Option<Ts>) {
         self.seen = self.seen.max(lst);
         self.view.prune(self.view.floor());
         if self.syncing.remove(&shard) && self.syncing.is_empty() {
             self.start_waiting(ctx);
         }
-        Some(shard)
     }
 
     /// Algorithm 5 lines 5-9: one round at `gsv = min(last)`, each key

@@ -71,24 +71,29 @@ pub struct Config {
     pub skip_own_promotion: bool,
 }
 
-/// Eiger's `ctp_ms`, in place of the shared one: its termination differs.
-const CTP_MS: ParamDoc = ParamDoc {
-    name: "ctp_ms",
-    default: "1000",
-    doc: "a transaction prepared and not committed this long is asked about: a cohort asks its coordinator, a coordinator its silent cohorts",
-};
-
-const OUTCOMES_REMEMBERED: ParamDoc = ParamDoc {
-    name: "outcomes_remembered",
-    default: "65536",
-    doc: "commits (with their stamps) and refusals a partition remembers for repeated prepares and late votes",
-};
-
-const LSV_MAX: ParamDoc = ParamDoc {
-    name: "lsv_max",
-    default: "100000",
-    doc: "own writes a client keeps in its local safe view; beyond, further writes are refused until some go",
-};
+/// The parameters both Eiger protocols read: the shared ones (with their
+/// own `ctp_ms`, for their own termination), then `extra` (each one's
+/// test-only switch).
+const fn eiger_params(extra: ParamDoc) -> [ParamDoc; 14] {
+    with_shared(&[
+        ParamDoc {
+            name: "ctp_ms",
+            default: "1000",
+            doc: "a transaction prepared and not committed this long is asked about: a cohort asks its coordinator, a coordinator its silent cohorts",
+        },
+        ParamDoc {
+            name: "outcomes_remembered",
+            default: "65536",
+            doc: "commits (with their stamps) and refusals a partition remembers for repeated prepares and late votes",
+        },
+        ParamDoc {
+            name: "lsv_max",
+            default: "100000",
+            doc: "own writes a client keeps in its local safe view; beyond, further writes are refused until some go",
+        },
+        extra,
+    ])
+}
 
 const READ_BEYOND_GSV: ParamDoc = ParamDoc {
     name: "test_read_beyond_gsv",
@@ -103,10 +108,10 @@ const SKIP_OWN_PROMOTION: ParamDoc = ParamDoc {
 };
 
 /// Eiger-NOC2's parameters.
-pub const NOC2_PARAMS: &[ParamDoc] = &with_shared::<14>(&[CTP_MS, OUTCOMES_REMEMBERED, LSV_MAX, READ_BEYOND_GSV]);
+pub const NOC2_PARAMS: &[ParamDoc] = &eiger_params(READ_BEYOND_GSV);
 
 /// Eiger-PORT's parameters.
-pub const PORT_PARAMS: &[ParamDoc] = &with_shared::<14>(&[CTP_MS, OUTCOMES_REMEMBERED, LSV_MAX, SKIP_OWN_PROMOTION]);
+pub const PORT_PARAMS: &[ParamDoc] = &eiger_params(SKIP_OWN_PROMOTION);
 
 impl Flavor {
     /// Every counter the flavor reports.

@@ -14,6 +14,7 @@ use super::client::{Attempts, Resent, ResentRead, resend_reads};
 use super::{Timer, partition_of};
 use crate::ramp::client::encoded_len;
 use crate::ramp::{Common, GetId, Ts};
+use crate::ranoc2::view::{Local, View};
 use meridian_core::{AbortReason, Env, Key, NodeId, Outcome, Program, RequestId, ShardId, Topology, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -146,15 +147,31 @@ impl<G: ViewGet> ViewReads<G> {
 pub trait DualViewClient<M, R> {
     type Get: ViewGet;
 
+    /// The entries of its local safe view (RA-NOC2's timestamps, Eiger's
+    /// `latestWrite`).
+    type Local: Local;
+
     fn view_reads(&mut self) -> &mut ViewReads<Self::Get>;
-    /// An answer of `from` carried its latest safe time `lst`: it enters
-    /// the view. The shard `from` is the partition of, if it is one.
-    fn learn(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, lst: Option<Ts>) -> Option<ShardId>;
+    fn view(&mut self) -> &mut View<Self::Local>;
+    /// What else a partition's latest safe time `lst` changes at the
+    /// client, once it entered the view (`learn`).
+    fn learned(&mut self, ctx: &mut dyn Env<M, R, Timer>, shard: ShardId, lst: Option<Ts>);
     /// The GETs of round `id` of a read of `program`, from the view as it
     /// is now, one per partition read.
     fn asks(&self, ctx: &mut dyn Env<M, R, Timer>, id: GetId, program: &Program) -> Vec<(ShardId, Self::Get)>;
     /// A GET as the protocol's message.
     fn get_message(get: Self::Get) -> M;
+
+    /// NOC-NOC Algorithm 1 lines 8, 14, 21, 23 (Algorithm 5 lines 9, 18):
+    /// an answer of `from` carried its latest safe time `lst`, and
+    /// `last[svr] ← max(lst, last[svr])`. The shard `from` is the partition
+    /// of, if it is one.
+    fn learn(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
+        let shard = self.view_reads().topo.replica_of(from).map(|(s, _)| s)?;
+        self.view().learn(shard, lst);
+        self.learned(ctx, shard, lst);
+        Some(shard)
+    }
 
     /// NOC-NOC Algorithm 1 lines 16-24 (Algorithm 5 lines 5-9): one round
     /// of GETs, each partition read with its keys and the views.

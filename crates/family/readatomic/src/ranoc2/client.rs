@@ -421,21 +421,25 @@ impl Client {
 impl DualViewClient<Msg, Record> for Client {
     type Get = Get;
 
+    type Local = Ts;
+
     fn view_reads(&mut self) -> &mut ViewReads<Get> {
         &mut self.reads
     }
 
-    /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
-    /// and later timestamps go above it.
-    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
-        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
-        self.view.learn(shard, lst);
+    fn view(&mut self) -> &mut View {
+        &mut self.view
+    }
+
+    /// Lines 8, 14, 21, 23: later timestamps go above a partition's latest
+    /// safe time; the floor the view reached is recorded, and RA-NOC's
+    /// writes it passed are released.
+    fn learned(&mut self, ctx: &mut ClientCtx<'_>, _shard: ShardId, lst: Option<Ts>) {
         if let Some(lst) = lst {
             self.above_us = self.above_us.max(lst.time_us() + 1);
         }
         self.record_floor(ctx);
         self.release(ctx);
-        Some(shard)
     }
 
     /// Lines 16-23: one round — every partition read gets its keys with the
