@@ -11,7 +11,10 @@
 #[path = "../../readatomic/tests/common/mod.rs"]
 mod common;
 
-use common::{assert_valid, experiment, with_params};
+use common::{
+    assert_one_round_reads, assert_recovered, assert_valid, experiment, partition_restart, shortened, with_crash,
+    with_params,
+};
 use meridian_causal::eigernoc2::EigerNoc2;
 use meridian_checker::{Model, check};
 use meridian_harness::runner::{RunOptions, RunOutput, run_sim};
@@ -26,13 +29,7 @@ fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
 /// racing it, and the history is causal with convergence.
 #[test]
 fn reads_finish_in_exactly_one_round_and_stay_causal_and_convergent() {
-    let out = run(|t| t);
-    assert_valid(&out);
-    let r = &out.report;
-    assert_eq!(r.consistency, "causal");
-    assert!(r.counter("reads") > 200, "{:?}", r.counters);
-    assert_eq!(r.counter("read_rounds"), r.counter("reads"), "one round each: {:?}", r.counters);
-    assert!(r.counter("keys_read_from_lsv") > 0, "some reads met their session's own uncommitted write");
+    assert_one_round_reads(&run(|t| t), "causal");
 }
 
 /// §6.3 (O_W): a write-only transaction returns once every participant
@@ -89,15 +86,7 @@ fn a_read_request_carries_constant_metadata_whatever_the_transaction_size() {
 /// causal and convergent.
 #[test]
 fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write_and_its_safe_time() {
-    let out = run(|t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
-        with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
-    });
-    assert_valid(&out);
-    let r = &out.report;
-    assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);
-    assert!(r.counter("ctp_runs") > 0, "{:?}", r.counters);
-    assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
+    assert_recovered(&run(partition_restart));
 }
 
 /// A client crashed mid-run restarts with its recorded own writes (its
@@ -106,10 +95,7 @@ fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write_and_its_saf
 /// in the handler tests), and the history stays causal and convergent.
 #[test]
 fn a_client_restarted_from_its_log_keeps_the_history_causal() {
-    let out = run(|t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"client-south-carolina-0\"\n\n[[faults]]\nat_s = 0.9\nkind = \"restart\"\nnode = \"client-south-carolina-0\"\n";
-        format!("{t}{faults}")
-    });
+    let out = run(with_crash("client-south-carolina-0", 0.7, 0.9));
     assert_valid(&out);
     assert!(out.report.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
 }
@@ -117,7 +103,5 @@ fn a_client_restarted_from_its_log_keeps_the_history_causal() {
 /// The same seed gives the same run.
 #[test]
 fn runs_are_deterministic_per_seed() {
-    let a = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    let b = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(run(shortened).trace_hash, run(shortened).trace_hash);
 }

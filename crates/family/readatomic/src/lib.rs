@@ -11,8 +11,9 @@
 
 pub mod common;
 pub mod ramp;
-/// The retry tick every client of these protocols (and Eiger-NOC2's) runs.
-pub use common::client::{Attempts, Due, Resent, due};
+/// The retry tick every client of these protocols (and Eiger's) runs, and
+/// the write's versions they group by partition.
+pub use common::client::{Attempts, Due, Resent, Versions, by_shard, due, versions};
 pub mod lora;
 pub mod ranoc;
 pub mod ranoc2;

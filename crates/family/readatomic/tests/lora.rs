@@ -9,7 +9,9 @@
 
 mod common;
 
-use common::{assert_valid, run, with_params, write_then_read_session};
+use common::{
+    assert_recovered, assert_valid, partition_restart, run, shortened, with_crash, with_params, write_then_read_session,
+};
 use meridian_checker::{AnomalyKind, Model, check};
 use meridian_core::{ParamValue, Params};
 use meridian_readatomic::lora::Lora;
@@ -125,15 +127,7 @@ fn versions_collected_under_a_read_are_replaced_by_newer_commits_and_reads_stay_
 /// whose COMMIT the crash lost.
 #[test]
 fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write() {
-    let out = run("lora", |t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
-        with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
-    });
-    assert_valid(&out);
-    let r = &out.report;
-    assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);
-    assert!(r.counter("ctp_runs") > 0, "{:?}", r.counters);
-    assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
+    assert_recovered(&run("lora", partition_restart));
 }
 
 /// A client crashed between a write and its read restarts from its
@@ -146,10 +140,7 @@ fn a_restarted_client_still_reads_its_own_writes() {
     assert!(writes > 100, "{writes}");
     let verdict = check(&history, Model::ReadAtomic);
     assert!(verdict.valid, "{}", verdict.summary());
-    let out = run("lora", |t| {
-        let faults = "\n[[faults]]\nat_s = 0.8\nkind = \"crash\"\nnode = \"client-south-carolina-0\"\n\n[[faults]]\nat_s = 0.9\nkind = \"restart\"\nnode = \"client-south-carolina-0\"\n";
-        format!("{t}{faults}")
-    });
+    let out = run("lora", with_crash("client-south-carolina-0", 0.8, 0.9));
     assert_valid(&out);
     assert!(out.report.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
 }
@@ -157,7 +148,5 @@ fn a_restarted_client_still_reads_its_own_writes() {
 /// The same seed gives the same run.
 #[test]
 fn runs_are_deterministic_per_seed() {
-    let a = run("lora", |t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    let b = run("lora", |t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(run("lora", shortened).trace_hash, run("lora", shortened).trace_hash);
 }

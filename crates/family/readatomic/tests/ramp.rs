@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{assert_valid, run, with_params, write_then_read_session};
+use common::{assert_valid, partition_restart, run, shortened, with_params, write_then_read_session};
 use meridian_checker::{AnomalyKind, Model, check};
 use meridian_core::{ParamValue, Params};
 use meridian_readatomic::ramp::RampF;
@@ -119,10 +119,7 @@ fn ramp_opw_returns_after_one_phase_and_is_caught_without_read_your_writes() {
 #[test]
 fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write() {
     for protocol in ["ramp-f", "ramp-s"] {
-        let out = run(protocol, |t| {
-            let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
-            with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
-        });
+        let out = run(protocol, partition_restart);
         assert_valid(&out);
         let r = &out.report;
         assert!(r.counter("checkpoints") > 0, "{protocol}: {:?}", r.counters);
@@ -133,7 +130,5 @@ fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write() {
 /// The same seed gives the same run.
 #[test]
 fn runs_are_deterministic_per_seed() {
-    let a = run("ramp-s", |t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    let b = run("ramp-s", |t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(run("ramp-s", shortened).trace_hash, run("ramp-s", shortened).trace_hash);
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{assert_valid, with_params};
+use common::{assert_valid, partition_restart, with_params};
 use meridian_checker::{AnomalyKind, Model, check};
 use meridian_harness::runner::RunOutput;
 
@@ -88,10 +88,7 @@ fn read_metadata_is_one_timestamp_each_way_whatever_the_transaction_size() {
 /// acknowledged write is still there, and the history stays read atomic.
 #[test]
 fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write() {
-    let out = run(|t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
-        with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
-    });
+    let out = run(partition_restart);
     assert_valid(&out);
     let r = &out.report;
     assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{assert_valid, with_params};
+use common::{assert_one_round_reads, assert_recovered, assert_valid, partition_restart, shortened, with_params};
 use meridian_checker::{AnomalyKind, Model, check};
 use meridian_harness::runner::RunOutput;
 
@@ -21,13 +21,8 @@ fn run(edit: impl FnOnce(String) -> String) -> RunOutput {
 #[test]
 fn reads_finish_in_exactly_one_round_and_stay_read_atomic() {
     let out = run(|t| t);
-    assert_valid(&out);
-    let r = &out.report;
-    assert_eq!(r.consistency, "read-atomic");
-    assert!(r.counter("reads") > 200, "{:?}", r.counters);
-    assert_eq!(r.counter("read_rounds"), r.counter("reads"), "one round each: {:?}", r.counters);
-    assert_eq!(r.counter("read_restarts"), 0);
-    assert!(r.counter("keys_read_from_lsv") > 0, "some reads met their session's own uncommitted write");
+    assert_one_round_reads(&out, "read-atomic");
+    assert_eq!(out.report.counter("read_restarts"), 0);
 }
 
 /// §4.3 (O_W): a write-only transaction returns once its versions are
@@ -119,23 +114,13 @@ fn per_request_metadata_in_ramps_measure_is_two_timestamps_per_key_where_ramp_f_
 /// COMMIT the crash lost.
 #[test]
 fn a_partition_restarted_from_its_log_keeps_every_acknowledged_write_and_its_safe_time() {
-    let out = run(|t| {
-        let faults = "\n[[faults]]\nat_s = 0.7\nkind = \"crash\"\nnode = \"shard1-replica0\"\n\n[[faults]]\nat_s = 1.0\nkind = \"restart\"\nnode = \"shard1-replica0\"\n";
-        with_params("checkpoint_records = 200\nctp_ms = 100\nretry_ms = 50")(format!("{t}{faults}"))
-    });
-    assert_valid(&out);
-    let r = &out.report;
-    assert!(r.counter("checkpoints") > 0, "{:?}", r.counters);
-    assert!(r.counter("ctp_runs") > 0, "{:?}", r.counters);
-    assert!(r.committed_per_s.last().copied().unwrap_or(0) > 0, "commits after the restart");
+    assert_recovered(&run(partition_restart));
 }
 
 /// The same seed gives the same run.
 #[test]
 fn runs_are_deterministic_per_seed() {
-    let a = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    let b = run(|t| t.replace("duration_s = 2.0", "duration_s = 0.5"));
-    assert_eq!(a.trace_hash, b.trace_hash);
+    assert_eq!(run(shortened).trace_hash, run(shortened).trace_hash);
 }
 
 /// Server CPU per committed transaction (µs) of the base run with `keys`

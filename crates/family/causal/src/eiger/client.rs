@@ -32,15 +32,16 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Own, Prepare, Record, Timer};
 use super::{Config, Flavor, partition_of};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
-    Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
+use meridian_readatomic::common::events::client_timer;
+use meridian_readatomic::common::reads::{DualViewClient, ViewReads};
 use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
 use meridian_readatomic::ranoc2::View;
 use meridian_readatomic::ranoc2::view::Local;
-use meridian_readatomic::{Attempts, Due, Resent, due};
+use meridian_readatomic::{Attempts, Due, Resent, Versions, by_shard, due, versions};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -49,22 +50,6 @@ type ClientCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 /// Requests waiting for a durable id reservation or a restart's view, at
 /// most.
 const WAITING_MAX: usize = 65_536;
-
-struct ReadTxn {
-    request: RequestId,
-    program: Program,
-    step: u32,
-    values: BTreeMap<Key, Option<Value>>,
-    awaiting: BTreeMap<ShardId, Get>,
-    attempts: Attempts,
-    rounds: u64,
-}
-
-impl Resent for ReadTxn {
-    fn attempts(&mut self) -> &mut Attempts {
-        &mut self.attempts
-    }
-}
 
 struct WriteTxn {
     request: RequestId,
@@ -96,7 +81,7 @@ impl Resent for WriteTxn {
 /// view no earlier than Eiger-NOC2's would (the view drops them oldest
 /// first, in this order, once every partition's safe time passed them).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct Latest {
+pub struct Latest {
     own: Own,
     flavor: Flavor,
 }
@@ -142,8 +127,7 @@ pub struct Client {
     /// The largest stamp this client has seen (safe times and its own
     /// commit stamps): its writes are stamped above it.
     seen: Option<Ts>,
-    next_read: u64,
-    reads: BTreeMap<Ts, ReadTxn>,
+    reads: ViewReads<Get>,
     writes: BTreeMap<Ts, WriteTxn>,
     waiting: VecDeque<(RequestId, Program)>,
     answers: VecDeque<Answer>,
@@ -155,15 +139,15 @@ pub struct Client {
 impl Client {
     pub fn new(topo: Arc<Topology>, index: u32, cfg: Config) -> Client {
         let shards = topo.shards as usize;
+        let reads = ViewReads::new(Arc::clone(&topo), cfg.common);
         Client {
             topo,
             index,
             ids: TsSource::start(index, [], cfg.common.reserve_ahead_us),
             view: View::with_entries(shards, cfg.lsv_max),
             seen: None,
-            next_read: 0,
             cfg,
-            reads: BTreeMap::new(),
+            reads,
             writes: BTreeMap::new(),
             waiting: VecDeque::new(),
             answers: VecDeque::new(),
@@ -182,33 +166,9 @@ impl Client {
         Latest { own, flavor: self.cfg.flavor }
     }
 
-    fn by_shard(&self, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
-        let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
-        for k in keys {
-            out.entry(self.topo.shard_of(k)).or_default().push(k);
-        }
-        out
-    }
-
-    /// Lines 9, 18: `last[svr] ← max(ts_svr, last[svr])`; the local entries
-    /// every partition has passed go.
-    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
-        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
-        self.view.learn(shard, lst);
-        self.seen = self.seen.max(lst);
-        self.view.prune(self.view.floor());
-        if self.syncing.remove(&shard) && self.syncing.is_empty() {
-            self.start_waiting(ctx);
-        }
-        Some(shard)
-    }
-
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
         let clock_us = ctx.clock_ns() / 1_000;
-        if let Some(upto_us) = self.ids.to_reserve(clock_us) {
-            let lsn = ctx.append(Record::Reserved { upto_us });
-            self.ids.recording(lsn, upto_us);
-        }
+        self.ids.reserve(ctx, clock_us, |upto_us| Record::Reserved { upto_us });
     }
 
     fn start(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program) {
@@ -256,20 +216,12 @@ impl Client {
     /// Algorithm 5 lines 11-17: a new transaction id, and every
     /// participant's writes sent to it with the coordinator.
     fn put_all(&mut self, ctx: &mut ClientCtx<'_>, txn: Ts, request: RequestId, program: Program, now_ns: u64) {
-        let mut last: BTreeMap<Key, Value> = BTreeMap::new();
-        for op in &program.ops {
-            if let Op::Write { key, value } = op {
-                last.insert(*key, value.clone());
-            }
-        }
-        let by_shard = self.by_shard(last.keys().copied());
-        let participants: Vec<ShardId> = by_shard.keys().copied().collect();
+        let Versions { participants, by_shard, .. } = versions(&self.topo, &program);
         // Spread the coordinators' work over the participants.
         let coordinator = participants[(txn.time_us() % participants.len() as u64) as usize];
         let prepares: BTreeMap<ShardId, Arc<Prepare>> = by_shard
             .into_iter()
-            .map(|(shard, keys)| {
-                let writes = keys.into_iter().map(|k| (k, last[&k].clone())).collect();
+            .map(|(shard, writes)| {
                 let p = Prepare { txn, writes, coordinator, participants: participants.clone(), dep: self.seen };
                 (shard, Arc::new(p))
             })
@@ -366,102 +318,7 @@ impl Client {
         }
     }
 
-    // ---- GET_ALL ----
-
-    /// Algorithm 5 lines 5-9: one round at `gsv = min(last)`, each key
-    /// with its `latestWrite`.
-    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
-        self.next_read += 1;
-        let id = GetId { read: Ts(self.next_read), step: 0 };
-        let mut r = ReadTxn {
-            request,
-            program,
-            step: 0,
-            values: BTreeMap::new(),
-            awaiting: BTreeMap::new(),
-            attempts: Attempts::first(now_ns),
-            rounds: 0,
-        };
-        self.send_round(ctx, id, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let gsv = match self.cfg.read_beyond_gsv {
-            // Line 6: the minimum over every partition, not only those
-            // read — a causal past read elsewhere is below it too.
-            false => self.view.floor(),
-            // The counter-example: no view at all, the newest commits.
-            true => Some(Ts(u64::MAX)),
-        };
-        r.step = id.step;
-        r.rounds += 1;
-        r.attempts = Attempts::first(now_ns);
-        r.values.clear();
-        r.awaiting.clear();
-        for (shard, keys) in self.by_shard(r.program.read_set()) {
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.latest_write(key) }).collect();
-            for k in &keys {
-                ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
-                if k.own.is_some_and(|o| Some(o.t_own) > gsv) {
-                    ctx.count("keys_read_from_lsv", 1);
-                }
-            }
-            r.awaiting.insert(shard, Get { id, gsv, keys });
-        }
-        assert!(!r.awaiting.is_empty(), "a read reads something");
-        self.resend_round(ctx, r);
-    }
-
-    fn resend_round(&self, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
-        for (shard, get) in &r.awaiting {
-            ctx.send(partition_of(&self.topo, *shard), Msg::Get(get.clone()));
-        }
-    }
-
-    fn on_got(
-        &mut self,
-        ctx: &mut ClientCtx<'_>,
-        from: NodeId,
-        id: GetId,
-        values: Vec<Option<Value>>,
-        lst: Option<Ts>,
-    ) {
-        let Some(shard) = self.learn(ctx, from, lst) else { return };
-        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
-        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-        let Some(get) = r.awaiting.remove(&shard) else { return };
-        ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
-        debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
-        for (k, value) in get.keys.iter().zip(values) {
-            r.values.insert(k.key, value);
-        }
-        if r.awaiting.is_empty() {
-            let r = self.reads.remove(&id.read).expect("present");
-            ctx.count("reads", 1);
-            ctx.count("read_rounds", r.rounds);
-            ctx.observe("rounds_per_read", r.rounds);
-            let results = r.program.ops.iter().map(|op| r.values.get(&op.key()).cloned().flatten()).collect();
-            ctx.complete(r.request, Outcome::Committed { results });
-        }
-    }
-
-    /// A version the read needs was collected: it reads again, from the
-    /// view the answer refreshed.
-    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
-        self.learn(ctx, from, lst);
-        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
-        if r.rounds >= u64::from(self.cfg.common.max_attempts) {
-            ctx.count("reads_given_up", 1);
-            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-        }
-        ctx.count("read_restarts", 1);
-        let now_ns = ctx.monotonic_ns();
-        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    // ---- retries, refreshes, restart ----
+    // ---- GET_ALL: `DualViewClient` below; retries, refreshes, restart ----
 
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
@@ -470,21 +327,6 @@ impl Client {
         self.resend_reads(ctx, now_ns);
         self.resend_writes(ctx, now_ns);
         self.refresh(ctx, now_ns);
-    }
-
-    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        for (id, again) in due(&mut self.reads, now_ns, &self.cfg.common) {
-            match again {
-                Due::GiveUp(r) => {
-                    ctx.count("reads_given_up", 1);
-                    ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-                }
-                Due::Again => {
-                    ctx.count("read_resends", 1);
-                    self.resend_round(ctx, &self.reads[&id]);
-                }
-            }
-        }
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -560,6 +402,62 @@ impl Client {
     }
 }
 
+/// The reads of `meridian_readatomic::common::reads` (RA-NOC2's), from
+/// Eiger's view: `last` and `latestWrite`.
+impl DualViewClient<Msg, Record> for Client {
+    type Get = Get;
+
+    type Local = Latest;
+
+    fn view_reads(&mut self) -> &mut ViewReads<Get> {
+        &mut self.reads
+    }
+
+    fn view(&mut self) -> &mut View<Latest> {
+        &mut self.view
+    }
+
+    /// Lines 9, 18, after `last[svr] ← max(ts_svr, last[svr])`: the local
+    /// entries every partition has passed go; after a restart, requests
+    /// wait until every partition was heard from.
+    fn learned(&mut self, ctx: &mut ClientCtx<'_>, shard: ShardId, lst: Option<Ts>) {
+        self.seen = self.seen.max(lst);
+        self.view.prune(self.view.floor());
+        if self.syncing.remove(&shard) && self.syncing.is_empty() {
+            self.start_waiting(ctx);
+        }
+    }
+
+    /// Algorithm 5 lines 5-9: one round at `gsv = min(last)`, each key
+    /// with its `latestWrite`.
+    fn asks(&self, ctx: &mut ClientCtx<'_>, id: GetId, program: &Program) -> Vec<(ShardId, Get)> {
+        let gsv = match self.cfg.read_beyond_gsv {
+            // Line 6: the minimum over every partition, not only those
+            // read — a causal past read elsewhere is below it too.
+            false => self.view.floor(),
+            // The counter-example: no view at all, the newest commits.
+            true => Some(Ts(u64::MAX)),
+        };
+        let by_shard = by_shard(&self.topo, program.read_set());
+        let mut asks = Vec::with_capacity(by_shard.len());
+        for (shard, keys) in by_shard {
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, own: self.latest_write(key) }).collect();
+            for k in &keys {
+                ctx.observe("read_request_metadata_bytes", encoded_len(&(gsv, k.own)) as u64);
+                if k.own.is_some_and(|o| Some(o.t_own) > gsv) {
+                    ctx.count("keys_read_from_lsv", 1);
+                }
+            }
+            asks.push((shard, Get { id, gsv, keys }));
+        }
+        asks
+    }
+
+    fn get_message(get: Get) -> Msg {
+        Msg::Get(get)
+    }
+}
+
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
         self.restore(ctx, durable);
@@ -613,10 +511,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
@@ -636,9 +531,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
             "answers in LSN order"
         );
         assert!(self.waiting.len() <= WAITING_MAX, "waiting requests within their bound");
-        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
-        }
+        self.reads.check_invariants();
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!w.awaiting.is_empty(), "a write in flight waits for a partition");
             assert!(w.attempts.sends() <= self.cfg.common.max_attempts, "sends within their bound");

@@ -9,6 +9,8 @@
 use meridian_core::{Key, ShardId, Value};
 use meridian_mechanisms::mvstore::{Meta, MvStore};
 use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
+pub use meridian_readatomic::common::Timer;
+use meridian_readatomic::common::reads::ViewGet;
 use meridian_readatomic::ramp::{GetId, Ts};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -58,10 +60,14 @@ pub struct Get {
     pub keys: Vec<KeyRead>,
 }
 
-impl Get {
+impl ViewGet for Get {
+    fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.keys.iter().map(|k| k.key)
+    }
+
     /// The metadata it carries, postcard-encoded, as RAMP counts it (not
     /// the keys): the GSV once and each key's own write, if any.
-    pub fn metadata_bytes(&self) -> usize {
+    fn metadata_bytes(&self) -> usize {
         use meridian_readatomic::ramp::client::encoded_len;
         encoded_len(&self.gsv) + self.keys.iter().map(|k| encoded_len(&k.own)).sum::<usize>()
     }
@@ -188,16 +194,4 @@ pub enum Record {
 pub struct ClientState {
     pub reserved_us: u64,
     pub local: Vec<(Key, Own)>,
-}
-
-#[derive(Clone, Debug)]
-pub enum Timer {
-    /// Partition: drop versions superseded for `gc_window_ms`.
-    Gc,
-    /// Partition: ask about transactions pending for `ctp_ms`.
-    Ctp,
-    /// Client: re-send unanswered rounds and phases, refresh its view.
-    ClientTick,
-    /// Partition: ship this tick's commits to the backups.
-    Ship,
 }

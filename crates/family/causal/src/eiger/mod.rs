@@ -36,7 +36,7 @@ pub use messages::{Get, KeyRead, Msg, Own, Prepare, Record, Timer};
 pub use partition::{Answer, Partition, Promotion};
 
 use meridian_core::{CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Role, ShardId, Topology};
-use meridian_readatomic::ramp::{Backup, Common, SHARED_PARAMS, Ts};
+use meridian_readatomic::ramp::{Backup, Common, Ts, with_shared};
 use std::sync::Arc;
 
 /// Which of the two Eiger protocols a node runs: they share the
@@ -71,39 +71,28 @@ pub struct Config {
     pub skip_own_promotion: bool,
 }
 
-/// The parameters both Eiger protocols read, then `$extra` (each one's
+/// The parameters both Eiger protocols read: the shared ones (with their
+/// own `ctp_ms`, for their own termination), then `extra` (each one's
 /// test-only switch).
-macro_rules! eiger_params {
-    ($($extra:expr),* $(,)?) => {
-        &[
-            SHARED_PARAMS[0],
-            SHARED_PARAMS[1],
-            SHARED_PARAMS[2],
-            SHARED_PARAMS[3],
-            SHARED_PARAMS[4],
-            SHARED_PARAMS[5],
-            SHARED_PARAMS[6],
-            SHARED_PARAMS[7],
-            ParamDoc {
-                name: "ctp_ms",
-                default: "1000",
-                doc: "a transaction prepared and not committed this long is asked about: a cohort asks its coordinator, a coordinator its silent cohorts",
-            },
-            SHARED_PARAMS[9],
-            SHARED_PARAMS[10],
-            ParamDoc {
-                name: "outcomes_remembered",
-                default: "65536",
-                doc: "commits (with their stamps) and refusals a partition remembers for repeated prepares and late votes",
-            },
-            ParamDoc {
-                name: "lsv_max",
-                default: "100000",
-                doc: "own writes a client keeps in its local safe view; beyond, further writes are refused until some go",
-            },
-            $($extra),*
-        ]
-    };
+const fn eiger_params(extra: ParamDoc) -> [ParamDoc; 14] {
+    with_shared(&[
+        ParamDoc {
+            name: "ctp_ms",
+            default: "1000",
+            doc: "a transaction prepared and not committed this long is asked about: a cohort asks its coordinator, a coordinator its silent cohorts",
+        },
+        ParamDoc {
+            name: "outcomes_remembered",
+            default: "65536",
+            doc: "commits (with their stamps) and refusals a partition remembers for repeated prepares and late votes",
+        },
+        ParamDoc {
+            name: "lsv_max",
+            default: "100000",
+            doc: "own writes a client keeps in its local safe view; beyond, further writes are refused until some go",
+        },
+        extra,
+    ])
 }
 
 const READ_BEYOND_GSV: ParamDoc = ParamDoc {
@@ -119,10 +108,10 @@ const SKIP_OWN_PROMOTION: ParamDoc = ParamDoc {
 };
 
 /// Eiger-NOC2's parameters.
-pub const NOC2_PARAMS: &[ParamDoc] = eiger_params![READ_BEYOND_GSV];
+pub const NOC2_PARAMS: &[ParamDoc] = &eiger_params(READ_BEYOND_GSV);
 
 /// Eiger-PORT's parameters.
-pub const PORT_PARAMS: &[ParamDoc] = eiger_params![SKIP_OWN_PROMOTION];
+pub const PORT_PARAMS: &[ParamDoc] = &eiger_params(SKIP_OWN_PROMOTION);
 
 impl Flavor {
     /// Every counter the flavor reports.

@@ -30,9 +30,10 @@ use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::{Meta, Version, VersionMeta};
 use meridian_mechanisms::primary_backup::{Ship, Shipper};
 use meridian_readatomic::common::backup;
-use meridian_readatomic::ramp::Ts;
+use meridian_readatomic::common::events::{PartitionEvents, partition_timer, start_partition};
 use meridian_readatomic::ramp::recovery::Checkpoints;
 use meridian_readatomic::ramp::versions::{Lookup, Versions};
+use meridian_readatomic::ramp::{Common, Ts};
 use meridian_readatomic::ranoc2::outcomes::{Known, Outcomes};
 use meridian_readatomic::ranoc2::safe::SafeTime;
 use std::sync::Arc;
@@ -494,6 +495,36 @@ impl Partition {
         self.send_durable(ctx, from, Msg::Synced { lst: None });
     }
 
+    /// A backup's acknowledgement or answer to a probe.
+    fn on_ship(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, msg: Ship, now_ns: u64) {
+        let Some(ship) = &mut self.ship else { return };
+        let out = backup::ship_answer(ship, &self.versions, from, msg, now_ns);
+        if !out.is_empty() {
+            ctx.count("backup_resyncs", 1);
+        }
+        self.send_shipped(ctx, out);
+    }
+
+    fn send_shipped(&mut self, ctx: &mut PartitionCtx<'_>, out: Vec<(NodeId, Ship)>) {
+        backup::count_shipped(|name, n| ctx.count(name, n), &out);
+        for (to, s) in out {
+            self.send_durable(ctx, to, Msg::Ship(s));
+        }
+    }
+}
+
+/// The start and timers every read-atomic partition shares
+/// (`meridian_readatomic::common::events`), with Eiger's handlers.
+impl PartitionEvents<Msg, Record> for Partition {
+    fn common(&self) -> &Common {
+        &self.cfg.common
+    }
+
+    /// `recovery.rs`.
+    fn restore(&mut self, durable: Vec<Record>, now_ns: u64) {
+        Partition::restore(self, durable, now_ns);
+    }
+
     fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
         ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
         let dropped = self.versions.collect(now_ns);
@@ -539,23 +570,6 @@ impl Partition {
         self.send_shipped(ctx, out);
     }
 
-    /// A backup's acknowledgement or answer to a probe.
-    fn on_ship(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, msg: Ship, now_ns: u64) {
-        let Some(ship) = &mut self.ship else { return };
-        let out = backup::ship_answer(ship, &self.versions, from, msg, now_ns);
-        if !out.is_empty() {
-            ctx.count("backup_resyncs", 1);
-        }
-        self.send_shipped(ctx, out);
-    }
-
-    fn send_shipped(&mut self, ctx: &mut PartitionCtx<'_>, out: Vec<(NodeId, Ship)>) {
-        backup::count_shipped(|name, n| ctx.count(name, n), &out);
-        for (to, s) in out {
-            self.send_durable(ctx, to, Msg::Ship(s));
-        }
-    }
-
     /// After every event: a checkpoint when one is due.
     fn after_event(&mut self, ctx: &mut PartitionCtx<'_>) {
         ctx.charge_keys(self.versions.take_touched());
@@ -569,11 +583,7 @@ impl Partition {
 
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Partition {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
-        let now_ns = ctx.monotonic_ns();
-        self.restore(durable, now_ns);
-        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
-        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
-        self.start_shipping(ctx);
+        start_partition(self, ctx, durable);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
@@ -601,14 +611,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        let now_ns = ctx.monotonic_ns();
-        match timer {
-            Timer::Gc => self.on_gc_tick(ctx, now_ns),
-            Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
-            Timer::Ship => self.on_ship_tick(ctx, now_ns),
-            Timer::ClientTick => unreachable!("a client's timer at a partition"),
-        }
-        self.after_event(ctx);
+        partition_timer(self, ctx, timer);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {

@@ -12,7 +12,7 @@
 
 use super::{EnvOf, Wire, partition_of};
 use crate::ramp::{Common, Ts};
-use meridian_core::{AbortReason, Key, Op, Outcome, Program, RequestId, ShardId, Topology, Value};
+use meridian_core::{AbortReason, Env, Key, Op, Outcome, Program, RequestId, ShardId, Topology, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -80,12 +80,12 @@ pub(crate) trait ResentRead: Resent {
 
 /// Sends again (`resend`) the rounds of `reads` unanswered for `retry_ms`;
 /// aborts those sent `max_attempts` times.
-pub(crate) fn resend_reads<M: Wire, K: Ord + Copy, T: ResentRead>(
-    ctx: &mut EnvOf<'_, M>,
-    reads: &mut BTreeMap<K, T>,
+pub(crate) fn resend_reads<M, R, T, K: Ord + Copy, Rd: ResentRead>(
+    ctx: &mut dyn Env<M, R, T>,
+    reads: &mut BTreeMap<K, Rd>,
     now_ns: u64,
     common: &Common,
-    mut resend: impl FnMut(&mut EnvOf<'_, M>, K, &T),
+    mut resend: impl FnMut(&mut dyn Env<M, R, T>, K, &Rd),
 ) {
     for (k, due) in due(reads, now_ns, common) {
         match due {
@@ -128,7 +128,7 @@ pub(crate) fn resend_writes<M: Wire>(
 }
 
 /// `keys` grouped by the shard that holds them, in key order within each.
-pub(crate) fn by_shard(topo: &Topology, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
+pub fn by_shard(topo: &Topology, keys: impl IntoIterator<Item = Key>) -> BTreeMap<ShardId, Vec<Key>> {
     let mut out: BTreeMap<ShardId, Vec<Key>> = BTreeMap::new();
     for k in keys {
         out.entry(topo.shard_of(k)).or_default().push(k);
@@ -138,13 +138,13 @@ pub(crate) fn by_shard(topo: &Topology, keys: impl IntoIterator<Item = Key>) -> 
 
 /// A write-only transaction's versions: the last value it writes to each
 /// key, grouped by shard in key order, and the shards it writes.
-pub(crate) struct Versions {
+pub struct Versions {
     pub keys: Arc<[Key]>,
     pub participants: Vec<ShardId>,
     pub by_shard: BTreeMap<ShardId, Vec<(Key, Value)>>,
 }
 
-pub(crate) fn versions(topo: &Topology, program: &Program) -> Versions {
+pub fn versions(topo: &Topology, program: &Program) -> Versions {
     let mut last: BTreeMap<Key, Value> = BTreeMap::new();
     for op in &program.ops {
         if let Op::Write { key, value } = op {
@@ -157,6 +157,41 @@ pub(crate) fn versions(topo: &Topology, program: &Program) -> Versions {
         by_shard.entry(topo.shard_of(key)).or_default().push((key, value));
     }
     Versions { keys, participants: by_shard.keys().copied().collect(), by_shard }
+}
+
+/// The write at `ts` when `shard`'s acknowledgement of `phase` was the
+/// last it waited for (a repeated or late one is passed over).
+pub(crate) fn last_ack<P>(
+    writes: &mut BTreeMap<Ts, WriteTxn<P>>,
+    shard: ShardId,
+    ts: Ts,
+    phase: Phase,
+) -> Option<&mut WriteTxn<P>> {
+    let w = writes.get_mut(&ts)?;
+    w.acked(shard, phase).then_some(w)
+}
+
+/// A partition refused the write at `ts` for good: it leaves `writes` if
+/// it was still in its prepare phase (a refusal after it is late).
+pub(crate) fn take_refused<P>(writes: &mut BTreeMap<Ts, WriteTxn<P>>, ts: Ts) -> Option<WriteTxn<P>> {
+    if writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
+        return None;
+    }
+    writes.remove(&ts)
+}
+
+/// RAMP's and LORA's answer to a refusal (`take_refused`): the write is
+/// reported unknown, never aborted (`crate::ramp::client` says why).
+pub(crate) fn refused_unknown<M: Wire>(
+    ctx: &mut EnvOf<'_, M>,
+    writes: &mut BTreeMap<Ts, WriteTxn<M::Prepare>>,
+    ts: Ts,
+) {
+    let Some(w) = take_refused(writes, ts) else { return };
+    ctx.count("writes_refused", 1);
+    if let Some(request) = w.request {
+        ctx.complete(request, Outcome::Unknown);
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

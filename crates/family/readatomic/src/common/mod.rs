@@ -1,6 +1,8 @@
 //! What the read-atomic protocols' roles share, written once: a client's
 //! write phases and the resends of its unanswered rounds and phases
-//! (`client.rs`), a partition's termination protocol, garbage collection
+//! (`client.rs`), the one-round reads of the clients that keep a dual view
+//! (`reads.rs`, RA-NOC2's and Eiger's), the roles' timers and their start
+//! and timer dispatch (`events.rs`), a partition's termination protocol, garbage collection
 //! and checkpoint handlers (`partition.rs`), and the building of a
 //! deployment's roles (below). `ramp` (RAMP-F, RAMP-S; LORA's partitions
 //! too), `ranoc2` (RA-NOC2, RA-NOC) and `lora` (LORA's client) keep only
@@ -14,7 +16,11 @@
 
 pub mod backup;
 pub(crate) mod client;
+pub mod events;
 pub(crate) mod partition;
+pub mod reads;
+
+pub use events::Timer;
 
 use crate::ramp::Ts;
 use crate::ramp::pending::Question;
@@ -27,7 +33,6 @@ pub(crate) trait Wire: Sized {
     /// What a client's PREPARE carries to one partition.
     type Prepare;
     type Record;
-    type Timer;
     /// Client → partition: PREPARE.
     fn prepare(p: Arc<Self::Prepare>) -> Self;
     /// Client or partition → partition: COMMIT.
@@ -38,19 +43,13 @@ pub(crate) trait Wire: Sized {
     fn committed_record(ts: Ts) -> Self::Record;
     /// A partition refused or aborted `ts` for good (durably).
     fn aborted_record(ts: Ts) -> Self::Record;
-    /// A partition's garbage collection timer.
-    fn gc_timer() -> Self::Timer;
-    /// A partition's termination protocol timer.
-    fn ctp_timer() -> Self::Timer;
     /// Primary ↔ backup: replication (`backup`).
     fn ship(s: meridian_mechanisms::primary_backup::Ship) -> Self;
-    /// A primary's shipping timer.
-    fn ship_timer() -> Self::Timer;
 }
 
 /// The environment a role of the protocol whose messages are `M` acts
 /// through.
-pub(crate) type EnvOf<'a, M> = dyn Env<M, <M as Wire>::Record, <M as Wire>::Timer> + 'a;
+pub(crate) type EnvOf<'a, M> = dyn Env<M, <M as Wire>::Record, Timer> + 'a;
 
 /// The partition (primary) of `shard`: clients talk to it directly.
 pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
@@ -64,6 +63,23 @@ pub(crate) enum Built<P, C> {
     /// (`backup::Backup`).
     Backup,
     Client(C),
+}
+
+impl<P, C> Built<P, C> {
+    /// The protocol's node playing this role: `partition`, `backup` and
+    /// `client` are its `roles!` enum's variants.
+    pub(crate) fn into_node<N, B: Default>(
+        self,
+        partition: impl FnOnce(Box<P>) -> N,
+        backup: impl FnOnce(Box<B>) -> N,
+        client: impl FnOnce(Box<C>) -> N,
+    ) -> N {
+        match self {
+            Built::Partition(p) => partition(Box::new(p)),
+            Built::Backup => backup(Box::default()),
+            Built::Client(c) => client(Box::new(c)),
+        }
+    }
 }
 
 /// The role of `node` in protocol `name`: its shard's partition, an idle

@@ -6,7 +6,8 @@
 //! its durable appends and its held answers; the handlers here sequence
 //! them the same way for every protocol.
 
-use super::{EnvOf, Wire, partition_of};
+use super::events::PartitionEvents;
+use super::{EnvOf, Timer, Wire, partition_of};
 use crate::ramp::pending::{Pending, Verdict};
 use crate::ramp::recovery::Checkpoints;
 use crate::ramp::versions::Versions;
@@ -73,6 +74,8 @@ pub(crate) trait Core {
     fn base_mut(&mut self) -> &mut Base<Self::Msg>;
     /// The partition's state as a checkpoint record.
     fn checkpoint(&self) -> <Self::Msg as Wire>::Record;
+    /// A (re)start: the state its durable records rebuild.
+    fn restore(&mut self, durable: Vec<<Self::Msg as Wire>::Record>, now_ns: u64);
     /// Commits `ts` here (its versions, `lastCommit` / `latest`); false if
     /// it is not pending here.
     fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool;
@@ -112,7 +115,7 @@ pub(crate) trait Core {
 
     /// Drops the versions overwritten for `gc_window_ms`.
     fn on_gc_tick(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, now_ns: u64) {
-        ctx.set_timer(self.base().common.gc_tick_ns, Self::Msg::gc_timer());
+        ctx.set_timer(self.base().common.gc_tick_ns, Timer::Gc);
         let dropped = self.base_mut().versions.collect(now_ns);
         if dropped > 0 {
             ctx.count("gc_versions", dropped);
@@ -123,7 +126,7 @@ pub(crate) trait Core {
     /// `ctp_ms`.
     fn on_ctp_tick(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, now_ns: u64) {
         let common = self.base().common;
-        ctx.set_timer(common.ctp_tick_ns, Self::Msg::ctp_timer());
+        ctx.set_timer(common.ctp_tick_ns, Timer::Ctp);
         for q in self.base_mut().pending.due(now_ns, common.ctp_ns) {
             if q.ask.is_empty() {
                 // Nobody left to ask: this partition alone was written (had
@@ -153,13 +156,13 @@ pub(crate) trait Core {
         let (random, clock_ns) = (ctx.rng().next_u64(), ctx.clock_ns());
         let base = self.base_mut();
         base.ship = Some(super::backup::start_shipping(backups, &mut base.versions, clock_ns, random));
-        ctx.set_timer(super::backup::SHIP_TICK_NS, Self::Msg::ship_timer());
+        ctx.set_timer(super::backup::SHIP_TICK_NS, Timer::Ship);
     }
 
     /// The shipping tick: this tick's commits to the backups, once the
     /// records before them are durable.
     fn on_ship_tick(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, now_ns: u64) {
-        ctx.set_timer(super::backup::SHIP_TICK_NS, Self::Msg::ship_timer());
+        ctx.set_timer(super::backup::SHIP_TICK_NS, Timer::Ship);
         let base = self.base_mut();
         let Some(ship) = &mut base.ship else { return };
         let out = super::backup::ship_tick(ship, &mut base.versions, now_ns);
@@ -192,5 +195,39 @@ pub(crate) trait Core {
             ctx.compact(upto, snapshot);
             ctx.count("checkpoints", 1);
         }
+    }
+}
+
+/// Every read-atomic partition's start and timers (`super::events`) run
+/// the handlers above. `Core` is this crate's: only its own partitions
+/// (RAMP's, RA-NOC2's) have this impl, whatever its public trait says.
+#[allow(private_bounds, private_interfaces)]
+impl<C: Core> PartitionEvents<C::Msg, <C::Msg as Wire>::Record> for C {
+    fn common(&self) -> &Common {
+        &self.base().common
+    }
+
+    fn restore(&mut self, durable: Vec<<C::Msg as Wire>::Record>, now_ns: u64) {
+        Core::restore(self, durable, now_ns);
+    }
+
+    fn start_shipping(&mut self, ctx: &mut EnvOf<'_, C::Msg>) {
+        Core::start_shipping(self, ctx);
+    }
+
+    fn on_gc_tick(&mut self, ctx: &mut EnvOf<'_, C::Msg>, now_ns: u64) {
+        Core::on_gc_tick(self, ctx, now_ns);
+    }
+
+    fn on_ctp_tick(&mut self, ctx: &mut EnvOf<'_, C::Msg>, now_ns: u64) {
+        Core::on_ctp_tick(self, ctx, now_ns);
+    }
+
+    fn on_ship_tick(&mut self, ctx: &mut EnvOf<'_, C::Msg>, now_ns: u64) {
+        Core::on_ship_tick(self, ctx, now_ns);
+    }
+
+    fn after_event(&mut self, ctx: &mut EnvOf<'_, C::Msg>) {
+        Core::after_event(self, ctx);
     }
 }

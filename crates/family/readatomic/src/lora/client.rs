@@ -31,10 +31,14 @@
 
 use super::Config;
 use super::known::Known;
-use crate::common::client::{Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes};
+use crate::common::client::{
+    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, last_ack, refused_unknown, resend_reads, resend_writes,
+};
+use crate::common::events::client_timer;
 use crate::common::partition_of;
 use crate::ramp::client::{
-    Shape, WAITING_MAX, admit, ask_metadata_bytes, encoded_len, item_metadata_bytes, prepares, reserve,
+    Handlers, Shape, WAITING_MAX, admit, ask_metadata_bytes, encoded_len, item_metadata_bytes, on_message, prepares,
+    reserve,
 };
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{Ask, GetId, Item, KnownState, Msg, Prepare, Record, Timer, Ts};
@@ -150,25 +154,6 @@ impl Client {
         self.writes.insert(ts, w);
     }
 
-    /// Every partition prepared: the keys join `last` (durably) and the
-    /// write returns once that record is durable — one phase on the
-    /// client's path; the COMMITs leave now, in the background.
-    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
-        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Prepare) {
-            return;
-        }
-        w.start_commit(ctx.monotonic_ns());
-        let request = w.request.take().expect("answered once, after the prepare phase");
-        let ops = w.program.ops.len();
-        let keys: Vec<Key> = w.prepares.values().next().map(|p| p.keys.to_vec()).expect("a write writes a key");
-        self.known.wrote(ts, &keys);
-        let lsn = ctx.append(Record::Known { ts, keys });
-        self.answers.push_back(Answer { lsn, request, ops });
-        self.writes[&ts].send_phase(ctx, &self.topo, ts);
-    }
-
     /// The writes whose `Record::Known` is durable return.
     fn answer_writes(&mut self, ctx: &mut ClientCtx<'_>, upto: Lsn) {
         while self.answers.front().is_some_and(|a| a.lsn <= upto) {
@@ -176,30 +161,6 @@ impl Client {
             ctx.count("writes", 1);
             ctx.count("write_phases_on_client_path", 1);
             ctx.complete(a.request, Outcome::Committed { results: vec![None; a.ops] });
-        }
-    }
-
-    /// Every partition committed: the background commit is done.
-    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
-        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if w.acked(shard, Phase::Commit) {
-            self.writes.remove(&ts);
-            ctx.count("background_commits", 1);
-        }
-    }
-
-    /// The termination protocol aborted the write at a partition before
-    /// its prepare arrived: it never commits, and is reported unknown (as
-    /// RAMP's, `crate::ramp::client`).
-    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts) {
-        if self.writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
-            return;
-        }
-        let w = self.writes.remove(&ts).expect("present");
-        ctx.count("writes_refused", 1);
-        if let Some(request) = w.request {
-            ctx.complete(request, Outcome::Unknown);
         }
     }
 
@@ -245,21 +206,6 @@ impl Client {
         resend_round(&self.topo, ctx, read, r);
     }
 
-    fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>) {
-        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-        if r.awaiting.remove(&shard).is_none() {
-            return;
-        }
-        ctx.observe("read_response_metadata_bytes", items.iter().map(item_metadata_bytes).sum::<usize>() as u64);
-        for item in items {
-            r.items.insert(item.key, item);
-        }
-        if r.awaiting.is_empty() {
-            self.on_round_done(ctx, id.read);
-        }
-    }
-
     /// Every partition answered: the versions raise `last`; the read
     /// returns unless a collected version made it fractured.
     fn on_round_done(&mut self, ctx: &mut ClientCtx<'_>, read: Ts) {
@@ -300,17 +246,6 @@ impl Client {
         let now_ns = ctx.monotonic_ns();
         self.send_round(ctx, read, &mut r, now_ns);
         self.reads.insert(read, r);
-    }
-
-    /// A version asked for is neither here nor replaced by a newer commit
-    /// (never expected: see `Versions::known`): the read starts again.
-    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
-        let Some(r) = self.reads.remove(&id.read) else { return };
-        if r.step != id.step {
-            self.reads.insert(id.read, r);
-            return;
-        }
-        self.restart(ctx, id.read, r);
     }
 
     // ---- retries ----
@@ -373,6 +308,67 @@ fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, read: Ts, r: &ReadTxn)
     }
 }
 
+/// The partitions' answers (`on_message` dispatches them).
+impl Handlers for Client {
+    /// Every partition prepared: the keys join `last` (durably) and the
+    /// write returns once that record is durable — one phase on the
+    /// client's path; the COMMITs leave now, in the background.
+    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(w) = last_ack(&mut self.writes, shard, ts, Phase::Prepare) else { return };
+        w.start_commit(ctx.monotonic_ns());
+        let request = w.request.take().expect("answered once, after the prepare phase");
+        let ops = w.program.ops.len();
+        let keys: Vec<Key> = w.prepares.values().next().map(|p| p.keys.to_vec()).expect("a write writes a key");
+        self.known.wrote(ts, &keys);
+        let lsn = ctx.append(Record::Known { ts, keys });
+        self.answers.push_back(Answer { lsn, request, ops });
+        self.writes[&ts].send_phase(ctx, &self.topo, ts);
+    }
+
+    /// Every partition committed: the background commit is done.
+    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        if last_ack(&mut self.writes, shard, ts, Phase::Commit).is_some() {
+            self.writes.remove(&ts);
+            ctx.count("background_commits", 1);
+        }
+    }
+
+    /// The termination protocol aborted the write at a partition before
+    /// its prepare arrived: it never commits, and is reported unknown (as
+    /// RAMP's, `crate::ramp::client`).
+    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts) {
+        refused_unknown(ctx, &mut self.writes, ts);
+    }
+
+    fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
+        if r.awaiting.remove(&shard).is_none() {
+            return;
+        }
+        ctx.observe("read_response_metadata_bytes", items.iter().map(item_metadata_bytes).sum::<usize>() as u64);
+        for item in items {
+            r.items.insert(item.key, item);
+        }
+        if r.awaiting.is_empty() {
+            self.on_round_done(ctx, id.read);
+        }
+    }
+
+    /// A version asked for is neither here nor replaced by a newer commit
+    /// (never expected: see `Versions::known`): the read starts again.
+    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
+        let Some(r) = self.reads.remove(&id.read) else { return };
+        if r.step != id.step {
+            self.reads.insert(id.read, r);
+            return;
+        }
+        self.restart(ctx, id.read, r);
+    }
+}
+
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
         self.restore(durable);
@@ -398,28 +394,11 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Prepared { ts } => self.on_prepared(ctx, from, ts),
-            Msg::Committed { ts } => self.on_committed(ctx, from, ts),
-            Msg::Refused { ts } => self.on_refused(ctx, ts),
-            Msg::Got { id, items } => self.on_got(ctx, from, id, items),
-            Msg::Gone { id } => self.on_gone(ctx, id),
-            // Messages to partitions.
-            Msg::Prepare(_)
-            | Msg::Commit { .. }
-            | Msg::Get { .. }
-            | Msg::CheckPrepared { .. }
-            | Msg::PrepareState { .. } => {}
-            // Between primaries and backups.
-            Msg::Ship(_) => {}
-        }
+        on_message(self, ctx, from, msg);
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {

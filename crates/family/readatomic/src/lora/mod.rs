@@ -92,8 +92,8 @@ pub mod known;
 
 pub use client::{Client, fractured};
 
-use crate::common::{Built, build_role};
-use crate::ramp::{Backup, Common, Partition, SHARED_PARAMS, Variant};
+use crate::common::build_role;
+use crate::ramp::{Backup, Common, Partition, Variant, with_shared};
 use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Shapes};
 
 /// The protocol's knobs (documented in [`PARAMS`]).
@@ -106,18 +106,7 @@ pub struct Config {
     pub read_latest: bool,
 }
 
-pub const PARAMS: &[ParamDoc] = &[
-    SHARED_PARAMS[0],
-    SHARED_PARAMS[1],
-    SHARED_PARAMS[2],
-    SHARED_PARAMS[3],
-    SHARED_PARAMS[4],
-    SHARED_PARAMS[5],
-    SHARED_PARAMS[6],
-    SHARED_PARAMS[7],
-    SHARED_PARAMS[8],
-    SHARED_PARAMS[9],
-    SHARED_PARAMS[10],
+pub const PARAMS: &[ParamDoc] = &with_shared::<14>(&[
     ParamDoc {
         name: "aborted_remembered",
         default: "65536",
@@ -133,7 +122,7 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "false",
         doc: "tests only: read the newest committed versions instead of the known ones, unchecked, to show the checker catching fractured reads",
     },
-];
+]);
 
 /// Every counter `lora` reports.
 pub const COUNTERS: &[CounterDoc] = &[
@@ -238,11 +227,7 @@ impl Protocol for Lora {
             |topo, shard| Partition::new(topo, node, shard, cfg.partition()),
             |topo, index| Client::new(topo, node, index, cfg),
         )?;
-        Ok(match built {
-            Built::Partition(p) => Node::Partition(Box::new(p)),
-            Built::Backup => Node::Backup(Box::default()),
-            Built::Client(c) => Node::Client(Box::new(c)),
-        })
+        Ok(built.into_node(Node::Partition, Node::Backup, Node::Client))
     }
 }
 

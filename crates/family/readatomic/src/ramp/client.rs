@@ -26,8 +26,10 @@ use super::messages::{Ask, GetId, Item, Msg, Prepare, Record, Timer, Ts};
 use super::timestamps::TsSource;
 use super::{Config, Variant, partition_of};
 use crate::common::client::{
-    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
+    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, last_ack, refused_unknown, resend_reads, resend_writes,
+    versions,
 };
+use crate::common::events::client_timer;
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
@@ -113,10 +115,7 @@ pub(crate) fn item_metadata_bytes(item: &Item) -> usize {
 /// current one is left (`timestamps.rs`; LORA's client reserves the same).
 pub(crate) fn reserve(ctx: &mut ClientCtx<'_>, clock: &mut TsSource) {
     let clock_us = ctx.clock_ns() / 1_000;
-    if let Some(upto_us) = clock.to_reserve(clock_us) {
-        let lsn = ctx.append(Record::Reserved { upto_us });
-        clock.recording(lsn, upto_us);
-    }
+    clock.reserve(ctx, clock_us, |upto_us| Record::Reserved { upto_us });
 }
 
 /// A request at a client of RAMP's timestamps: a read-only or write-only
@@ -182,6 +181,37 @@ pub fn shape(program: &Program) -> Option<Shape> {
     program.ops.iter().all(|op| matches!(op, Op::Write { .. })).then_some(Shape::Write)
 }
 
+/// A client of RAMP's partitions — RAMP-F's, RAMP-S's, LORA's
+/// (`crate::lora::client`): its handlers of their answers, each
+/// protocol's own, which [`on_message`] dispatches.
+pub(crate) trait Handlers {
+    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts);
+    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts);
+    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts);
+    fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>);
+    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId);
+}
+
+/// A client's `Process::on_message`: the partitions' answers to their
+/// handlers; the messages to partitions and backups are not a client's.
+pub(crate) fn on_message(c: &mut impl Handlers, ctx: &mut ClientCtx<'_>, from: NodeId, msg: Msg) {
+    match msg {
+        Msg::Prepared { ts } => c.on_prepared(ctx, from, ts),
+        Msg::Committed { ts } => c.on_committed(ctx, from, ts),
+        Msg::Refused { ts } => c.on_refused(ctx, ts),
+        Msg::Got { id, items } => c.on_got(ctx, from, id, items),
+        Msg::Gone { id } => c.on_gone(ctx, id),
+        // Messages to partitions.
+        Msg::Prepare(_)
+        | Msg::Commit { .. }
+        | Msg::Get { .. }
+        | Msg::CheckPrepared { .. }
+        | Msg::PrepareState { .. } => {}
+        // Between primaries and backups.
+        Msg::Ship(_) => {}
+    }
+}
+
 impl Client {
     pub fn new(topo: Arc<Topology>, _me: NodeId, index: u32, cfg: Config) -> Client {
         Client {
@@ -227,56 +257,6 @@ impl Client {
         let w = WriteTxn::new(request, program, prepares, 0, now_ns);
         w.send_phase(ctx, &self.topo, ts);
         self.writes.insert(ts, w);
-    }
-
-    /// Algorithm 1 lines 20-21 once every partition prepared: COMMIT
-    /// everywhere. RAMP-OPW returns to the client here, after one phase.
-    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
-        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Prepare) {
-            return;
-        }
-        w.start_commit(ctx.monotonic_ns());
-        if self.cfg.one_phase_writes
-            && let Some(request) = w.request.take()
-        {
-            ctx.count("writes", 1);
-            ctx.count("write_phases_on_client_path", 1);
-            ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
-        }
-        w.send_phase(ctx, &self.topo, ts);
-    }
-
-    /// Every partition committed: the write returns (RAMP-F, RAMP-S), or
-    /// RAMP-OPW's background commit is done.
-    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
-        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Commit) {
-            return;
-        }
-        let w = self.writes.remove(&ts).expect("present");
-        if let Some(request) = w.request {
-            ctx.count("writes", 1);
-            ctx.count("write_phases_on_client_path", 2);
-            ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
-        }
-    }
-
-    /// The termination protocol aborted the write at a partition before
-    /// its prepare arrived: it never commits, but is reported unknown
-    /// (see the module documentation).
-    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts) {
-        let Some(w) = self.writes.get(&ts) else { return };
-        if w.phase != Phase::Prepare {
-            return;
-        }
-        let w = self.writes.remove(&ts).expect("present");
-        ctx.count("writes_refused", 1);
-        if let Some(request) = w.request {
-            ctx.complete(request, Outcome::Unknown);
-        }
     }
 
     // ---- GET_ALL ----
@@ -326,22 +306,6 @@ impl Client {
             })
             .collect();
         resend_round(&self.topo, ctx, read, r);
-    }
-
-    fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>) {
-        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
-        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-        let Some(sent) = r.awaiting.remove(&shard) else { return };
-        let answer_bytes: usize = items.iter().map(item_metadata_bytes).sum();
-        ctx.observe("metadata_bytes_per_request", (sent.metadata_bytes + answer_bytes) as u64);
-        for item in items {
-            ctx.observe("metadata_bytes_per_version", item_metadata_bytes(&item) as u64);
-            r.items.insert(item.key, item);
-        }
-        if r.awaiting.is_empty() {
-            let now_ns = ctx.monotonic_ns();
-            self.on_round_done(ctx, id.read, now_ns);
-        }
     }
 
     fn on_round_done(&mut self, ctx: &mut ClientCtx<'_>, read: Ts, now_ns: u64) {
@@ -409,27 +373,6 @@ impl Client {
         ctx.complete(r.request, Outcome::Committed { results });
     }
 
-    /// A version the read needs was collected: the read starts again.
-    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
-        // A late answer to an earlier step is ignored, and the read left in
-        // place (removing it first dropped a read that never completed).
-        if self.reads.get(&id.read).is_none_or(|r| r.step != id.step) {
-            return;
-        }
-        let mut r = self.reads.remove(&id.read).expect("checked above");
-        r.restarts += 1;
-        if r.restarts > self.cfg.common.max_attempts {
-            ctx.count("reads_given_up", 1);
-            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-        }
-        ctx.count("read_restarts", 1);
-        r.items.clear();
-        let asks = self.first_round(&r.keys);
-        let now_ns = ctx.monotonic_ns();
-        self.send_round(ctx, id.read, &mut r, Round::First, asks, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
     // ---- retries ----
 
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
@@ -466,6 +409,84 @@ fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, read: Ts, r: &ReadTxn)
     }
 }
 
+/// RAMP's partitions' answers (`on_message` dispatches them).
+impl Handlers for Client {
+    /// Algorithm 1 lines 20-21 once every partition prepared: COMMIT
+    /// everywhere. RAMP-OPW returns to the client here, after one phase.
+    fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(w) = last_ack(&mut self.writes, shard, ts, Phase::Prepare) else { return };
+        w.start_commit(ctx.monotonic_ns());
+        if self.cfg.one_phase_writes
+            && let Some(request) = w.request.take()
+        {
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 1);
+            ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
+        }
+        w.send_phase(ctx, &self.topo, ts);
+    }
+
+    /// Every partition committed: the write returns (RAMP-F, RAMP-S), or
+    /// RAMP-OPW's background commit is done.
+    fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        if last_ack(&mut self.writes, shard, ts, Phase::Commit).is_none() {
+            return;
+        }
+        let w = self.writes.remove(&ts).expect("present");
+        if let Some(request) = w.request {
+            ctx.count("writes", 1);
+            ctx.count("write_phases_on_client_path", 2);
+            ctx.complete(request, Outcome::Committed { results: vec![None; w.program.ops.len()] });
+        }
+    }
+
+    /// The termination protocol aborted the write at a partition before
+    /// its prepare arrived: it never commits, but is reported unknown
+    /// (see the module documentation).
+    fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, ts: Ts) {
+        refused_unknown(ctx, &mut self.writes, ts);
+    }
+
+    fn on_got(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, items: Vec<Item>) {
+        let Some(shard) = self.topo.replica_of(from).map(|(s, _)| s) else { return };
+        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
+        let Some(sent) = r.awaiting.remove(&shard) else { return };
+        let answer_bytes: usize = items.iter().map(item_metadata_bytes).sum();
+        ctx.observe("metadata_bytes_per_request", (sent.metadata_bytes + answer_bytes) as u64);
+        for item in items {
+            ctx.observe("metadata_bytes_per_version", item_metadata_bytes(&item) as u64);
+            r.items.insert(item.key, item);
+        }
+        if r.awaiting.is_empty() {
+            let now_ns = ctx.monotonic_ns();
+            self.on_round_done(ctx, id.read, now_ns);
+        }
+    }
+
+    /// A version the read needs was collected: the read starts again.
+    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, id: GetId) {
+        // A late answer to an earlier step is ignored, and the read left in
+        // place (removing it first dropped a read that never completed).
+        if self.reads.get(&id.read).is_none_or(|r| r.step != id.step) {
+            return;
+        }
+        let mut r = self.reads.remove(&id.read).expect("checked above");
+        r.restarts += 1;
+        if r.restarts > self.cfg.common.max_attempts {
+            ctx.count("reads_given_up", 1);
+            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
+        }
+        ctx.count("read_restarts", 1);
+        r.items.clear();
+        let asks = self.first_round(&r.keys);
+        let now_ns = ctx.monotonic_ns();
+        self.send_round(ctx, id.read, &mut r, Round::First, asks, now_ns);
+        self.reads.insert(id.read, r);
+    }
+}
+
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Client {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
         let reserved = durable.into_iter().filter_map(|r| match r {
@@ -493,28 +514,11 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
-        match msg {
-            Msg::Prepared { ts } => self.on_prepared(ctx, from, ts),
-            Msg::Committed { ts } => self.on_committed(ctx, from, ts),
-            Msg::Refused { ts } => self.on_refused(ctx, ts),
-            Msg::Got { id, items } => self.on_got(ctx, from, id, items),
-            Msg::Gone { id } => self.on_gone(ctx, id),
-            // Messages to partitions.
-            Msg::Prepare(_)
-            | Msg::Commit { .. }
-            | Msg::Get { .. }
-            | Msg::CheckPrepared { .. }
-            | Msg::PrepareState { .. } => {}
-            // Between primaries and backups.
-            Msg::Ship(_) => {}
-        }
+        on_message(self, ctx, from, msg);
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {

@@ -5,6 +5,7 @@
 //! (`Ask::Among`), RAMP-F's answer theirs by exact timestamp
 //! (`Ask::Exact`).
 
+pub use crate::common::Timer;
 use crate::common::Wire;
 use crate::ramp::pending::Question;
 use meridian_core::{Key, ShardId, Value};
@@ -191,24 +192,9 @@ pub struct KnownState {
     pub own: Vec<(Key, Ts)>,
 }
 
-#[derive(Clone, Debug)]
-pub enum Timer {
-    /// Partition: drop versions superseded for `gc_window_ms`.
-    Gc,
-    /// Partition: run the cooperative termination protocol on
-    /// transactions prepared and not committed for `ctp_ms`.
-    Ctp,
-    /// Client: re-send unanswered rounds and phases, give up after
-    /// `max_attempts`.
-    ClientTick,
-    /// Partition: ship this tick's commits to the backups.
-    Ship,
-}
-
 impl Wire for Msg {
     type Prepare = Prepare;
     type Record = Record;
-    type Timer = Timer;
 
     fn prepare(p: Arc<Prepare>) -> Msg {
         Msg::Prepare(p)
@@ -232,19 +218,7 @@ impl Wire for Msg {
         Record::Aborted { ts }
     }
 
-    fn gc_timer() -> Timer {
-        Timer::Gc
-    }
-
-    fn ctp_timer() -> Timer {
-        Timer::Ctp
-    }
-
     fn ship(s: Ship) -> Msg {
         Msg::Ship(s)
-    }
-
-    fn ship_timer() -> Timer {
-        Timer::Ship
     }
 }

@@ -86,7 +86,7 @@ pub enum Variant {
     Small,
 }
 
-/// The knobs RAMP and RA-NOC2 share (documented in `SHARED_PARAMS`).
+/// The knobs RAMP, RA-NOC2, RA-NOC, LORA and Eiger share (documented in `SHARED_PARAMS`).
 #[derive(Clone, Copy, Debug)]
 pub struct Common {
     pub client_tick_ns: u64,
@@ -137,7 +137,7 @@ pub struct Config {
     pub skip_repair: bool,
 }
 
-/// The knobs RAMP and RA-NOC2 share (their clients' retries and timestamps,
+/// The knobs RAMP, RA-NOC2, RA-NOC, LORA and Eiger share (their clients' retries and timestamps,
 /// their partitions' garbage collection, termination protocol and checkpoints).
 pub const SHARED_PARAMS: [ParamDoc; 11] = [
     ParamDoc { name: "client_tick_ms", default: "20", doc: "resolution of the client's retry deadlines" },
@@ -184,6 +184,57 @@ pub const SHARED_PARAMS: [ParamDoc; 11] = [
         doc: "records a partition appends between checkpoints of its durable log",
     },
 ];
+
+/// A protocol's parameter list: `SHARED_PARAMS` in order, each replaced by
+/// the parameter of `own` with its name if there is one (Eiger documents
+/// its own `ctp_ms`), then the rest of `own` in order. `N` is their count,
+/// checked when the constant is built.
+pub const fn with_shared<const N: usize>(own: &[ParamDoc]) -> [ParamDoc; N] {
+    let mut out = SHARED_PARAMS[0];
+    let mut list = [out; N];
+    let mut used = [false; 32];
+    assert!(own.len() <= used.len(), "at most 32 parameters of a protocol's own");
+    let mut i = 0;
+    while i < SHARED_PARAMS.len() {
+        out = SHARED_PARAMS[i];
+        let mut j = 0;
+        while j < own.len() {
+            if same_name(own[j].name, out.name) {
+                out = own[j];
+                used[j] = true;
+            }
+            j += 1;
+        }
+        list[i] = out;
+        i += 1;
+    }
+    let mut j = 0;
+    while j < own.len() {
+        if !used[j] {
+            assert!(i < N, "N counts every parameter");
+            list[i] = own[j];
+            i += 1;
+        }
+        j += 1;
+    }
+    assert!(i == N, "N counts every parameter");
+    list
+}
+
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 pub const PARAMS: &[ParamDoc] = &[
     ParamDoc {
@@ -340,11 +391,7 @@ impl Protocol for RampF {
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<NodeF, String> {
-        Ok(match build(d, node, Self::NAME, Variant::Fast)? {
-            Built::Partition(p) => NodeF::Partition(Box::new(p)),
-            Built::Backup => NodeF::Backup(Box::default()),
-            Built::Client(c) => NodeF::Client(Box::new(c)),
-        })
+        Ok(build(d, node, Self::NAME, Variant::Fast)?.into_node(NodeF::Partition, NodeF::Backup, NodeF::Client))
     }
 }
 
@@ -367,11 +414,7 @@ impl Protocol for RampS {
     }
 
     fn build(d: &Deployment, node: NodeId) -> Result<NodeS, String> {
-        Ok(match build(d, node, Self::NAME, Variant::Small)? {
-            Built::Partition(p) => NodeS::Partition(Box::new(p)),
-            Built::Backup => NodeS::Backup(Box::default()),
-            Built::Client(c) => NodeS::Client(Box::new(c)),
-        })
+        Ok(build(d, node, Self::NAME, Variant::Small)?.into_node(NodeS::Partition, NodeS::Backup, NodeS::Client))
     }
 }
 
@@ -379,6 +422,25 @@ impl Protocol for RampS {
 mod tests {
     use super::*;
     use meridian_core::ParamValue;
+
+    const OWN_CTP_MS: ParamDoc = ParamDoc { name: "ctp_ms", default: "7", doc: "a protocol's own" };
+    const EXTRA: ParamDoc = ParamDoc { name: "extra", default: "1", doc: "a protocol's own" };
+
+    #[test]
+    fn a_protocols_parameters_are_the_shared_ones_in_order_its_own_in_place_or_after() {
+        let names = |list: &[ParamDoc]| list.iter().map(|p| p.name).collect::<Vec<_>>();
+        let list = with_shared::<12>(&[EXTRA, OWN_CTP_MS]);
+        let shared = names(&SHARED_PARAMS);
+        assert_eq!(names(&list[..11]), shared, "the shared ones first, in their order");
+        assert_eq!(list[8].default, "7", "an own parameter of a shared name replaces it in place");
+        assert_eq!(list[11].name, "extra", "the others follow");
+    }
+
+    #[test]
+    #[should_panic(expected = "N counts every parameter")]
+    fn a_miscounted_parameter_list_is_refused() {
+        with_shared::<11>(&[EXTRA]);
+    }
 
     #[test]
     fn every_documented_parameter_parses_at_its_default() {

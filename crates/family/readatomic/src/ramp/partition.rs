@@ -18,6 +18,7 @@
 use super::messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, Timer, Ts};
 use super::versions::Lookup;
 use super::{Config, Variant};
+use crate::common::events::{partition_timer, start_partition};
 use crate::common::partition::{Base, Core};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
 use std::sync::Arc;
@@ -191,6 +192,11 @@ impl Core for Partition {
         Record::Snapshot(Arc::new(self.snapshot()))
     }
 
+    /// `recovery.rs`.
+    fn restore(&mut self, durable: Vec<Record>, now_ns: u64) {
+        Partition::restore(self, durable, now_ns);
+    }
+
     /// Algorithm 1 lines 7-8: every version of `ts` here is committed and
     /// `lastCommit` raised to it. False if `ts` is not pending here.
     fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
@@ -235,11 +241,7 @@ fn found(l: Lookup) -> Option<Item> {
 
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Partition {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
-        let now_ns = ctx.monotonic_ns();
-        self.restore(durable, now_ns);
-        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
-        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
-        self.start_shipping(ctx);
+        start_partition(self, ctx, durable);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
@@ -260,14 +262,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        let now_ns = ctx.monotonic_ns();
-        match timer {
-            Timer::Gc => self.on_gc_tick(ctx, now_ns),
-            Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
-            Timer::Ship => self.on_ship_tick(ctx, now_ns),
-            Timer::ClientTick => unreachable!("a client's timer at a partition"),
-        }
-        self.after_event(ctx);
+        partition_timer(self, ctx, timer);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {

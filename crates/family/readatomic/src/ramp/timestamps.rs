@@ -12,7 +12,7 @@
 //! it is used, so issuing seldom waits.
 
 use super::messages::Ts;
-use meridian_core::Lsn;
+use meridian_core::{Env, Lsn};
 
 pub struct TsSource {
     client: u32,
@@ -50,6 +50,16 @@ impl TsSource {
         let from = clock_us.max(self.last_us);
         let short = self.reserved_us.saturating_sub(from) < self.ahead_us / 2;
         (self.recording.is_none() && short).then_some(from + self.ahead_us)
+    }
+
+    /// Appends the reservation `to_reserve` asks for at `clock_us`, if any,
+    /// as the protocol's `record` of it (every client of RAMP's timestamps:
+    /// RAMP's, LORA's, RA-NOC2's, Eiger's).
+    pub fn reserve<M, R, T>(&mut self, ctx: &mut dyn Env<M, R, T>, clock_us: u64, record: impl FnOnce(u64) -> R) {
+        if let Some(upto_us) = self.to_reserve(clock_us) {
+            let lsn = ctx.append(record(upto_us));
+            self.recording(lsn, upto_us);
+        }
     }
 
     /// The reservation `upto_us` was appended at `lsn`.

@@ -80,29 +80,18 @@
 #[cfg(test)]
 mod handler_tests;
 
-use crate::ramp::SHARED_PARAMS;
+use crate::ramp::with_shared;
 use crate::ranoc2::{self, Config};
 use meridian_core::{CounterDoc, ParamDoc};
 
-pub const PARAMS: &[ParamDoc] = &[
-    SHARED_PARAMS[0],
-    SHARED_PARAMS[1],
-    SHARED_PARAMS[2],
-    SHARED_PARAMS[3],
-    SHARED_PARAMS[4],
-    SHARED_PARAMS[5],
-    SHARED_PARAMS[6],
-    SHARED_PARAMS[7],
-    SHARED_PARAMS[8],
-    SHARED_PARAMS[9],
-    SHARED_PARAMS[10],
+pub const PARAMS: &[ParamDoc] = &with_shared::<13>(&[
     ranoc2::PARAMS[11],
     ParamDoc {
         name: "test_skip_wait",
         default: "false",
         doc: "tests only: return after the commit phase without waiting for every safe time (Algorithm 3 lines 15-16), to show the checker catching the lost read-your-writes",
     },
-];
+]);
 
 /// Every counter `ra-noc` reports: RA-NOC2's but those of the local safe
 /// view and the background commit, and the blocked writes'.

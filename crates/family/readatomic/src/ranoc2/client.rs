@@ -27,14 +27,14 @@
 use super::messages::{ClientState, Get, KeyRead, Msg, Prepare, Record, Timer};
 use super::view::View;
 use super::{Config, Variant, partition_of};
-use crate::common::client::{
-    Attempts, Phase, Resent, ResentRead, WriteTxn, by_shard, resend_reads, resend_writes, versions,
-};
+use crate::common::client::{Phase, WriteTxn, by_shard, last_ack, resend_writes, take_refused, versions};
+use crate::common::events::client_timer;
+use crate::common::reads::{DualViewClient, ViewReads};
 use crate::ramp::client::{Shape, encoded_len, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
 use meridian_core::{
-    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology, Value,
+    AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -47,28 +47,6 @@ const WAITING_MAX: usize = 65_536;
 
 /// The id of a view refresh (a GET with no keys); reads count from 1.
 const REFRESH: GetId = GetId { read: Ts(0), step: 0 };
-
-struct ReadTxn {
-    request: RequestId,
-    program: Program,
-    step: u32,
-    values: BTreeMap<Key, Option<Value>>,
-    awaiting: BTreeMap<ShardId, Get>,
-    attempts: Attempts,
-    rounds: u64,
-}
-
-impl Resent for ReadTxn {
-    fn attempts(&mut self) -> &mut Attempts {
-        &mut self.attempts
-    }
-}
-
-impl ResentRead for ReadTxn {
-    fn request(&self) -> RequestId {
-        self.request
-    }
-}
 
 /// A request not started yet: it waits for a durable timestamp
 /// reservation. `refusals` carries a write's earlier refusals.
@@ -115,8 +93,7 @@ pub struct Client {
     /// refusals (twice the round trip past the safe time refused at), at
     /// most a quarter of `reserve_ahead_ms`; never lowered.
     lead_us: u64,
-    next_read: u64,
-    reads: BTreeMap<Ts, ReadTxn>,
+    reads: ViewReads<Get>,
     writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<Waiting>,
     refreshed_ns: Option<u64>,
@@ -133,6 +110,7 @@ pub struct Client {
 impl Client {
     pub fn new(topo: Arc<Topology>, _me: NodeId, index: u32, cfg: Config) -> Client {
         let shards = topo.shards as usize;
+        let reads = ViewReads::new(Arc::clone(&topo), cfg.common);
         Client {
             topo,
             index,
@@ -140,9 +118,8 @@ impl Client {
             view: View::new(shards, cfg.lsv_max),
             above_us: 0,
             lead_us: 0,
-            next_read: 0,
             cfg,
-            reads: BTreeMap::new(),
+            reads,
             writes: BTreeMap::new(),
             waiting: VecDeque::new(),
             refreshed_ns: None,
@@ -156,19 +133,6 @@ impl Client {
     /// The client's dual view (for tests).
     pub fn view(&self) -> &View {
         &self.view
-    }
-
-    /// Lines 8, 14, 21, 23: a partition's latest safe time raises `last`,
-    /// and later timestamps go above it.
-    fn learn(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, lst: Option<Ts>) -> Option<ShardId> {
-        let shard = self.topo.replica_of(from).map(|(s, _)| s)?;
-        self.view.learn(shard, lst);
-        if let Some(lst) = lst {
-            self.above_us = self.above_us.max(lst.time_us() + 1);
-        }
-        self.record_floor(ctx);
-        self.release(ctx);
-        Some(shard)
     }
 
     /// Records the view's floor when it rose (one record at a time): the
@@ -190,10 +154,8 @@ impl Client {
     }
 
     fn reserve(&mut self, ctx: &mut ClientCtx<'_>) {
-        if let Some(upto_us) = self.clock.to_reserve(self.clock_us(ctx)) {
-            let lsn = ctx.append(Record::Reserved { upto_us });
-            self.clock.recording(lsn, upto_us);
-        }
+        let clock_us = self.clock_us(ctx);
+        self.clock.reserve(ctx, clock_us, |upto_us| Record::Reserved { upto_us });
     }
 
     fn start(&mut self, ctx: &mut ClientCtx<'_>, w: Waiting) {
@@ -245,10 +207,7 @@ impl Client {
     /// client's path. Lines 11-13: COMMIT_ALL, in the background.
     fn on_prepared(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Prepare) {
-            return;
-        }
+        let Some(w) = last_ack(&mut self.writes, shard, ts, Phase::Prepare) else { return };
         w.start_commit(ctx.monotonic_ns());
         if self.cfg.variant == Variant::Noc2 {
             let request = w.request.take().expect("answered once, after the prepare phase");
@@ -278,8 +237,7 @@ impl Client {
     /// Line 14: every partition committed; the background commit is done.
     fn on_committed(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         let Some(shard) = self.learn(ctx, from, lst) else { return };
-        let Some(w) = self.writes.get_mut(&ts) else { return };
-        if !w.acked(shard, Phase::Commit) {
+        if last_ack(&mut self.writes, shard, ts, Phase::Commit).is_none() {
             return;
         }
         let w = self.writes.remove(&ts).expect("present");
@@ -360,10 +318,7 @@ impl Client {
     /// write starts again above the safe time the refusal carried.
     fn on_refused(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, ts: Ts, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
-        if self.writes.get(&ts).is_none_or(|w| w.phase != Phase::Prepare) {
-            return;
-        }
-        let w = self.writes.remove(&ts).expect("present");
+        let Some(w) = take_refused(&mut self.writes, ts) else { return };
         for shard in w.prepares.keys() {
             ctx.send(partition_of(&self.topo, *shard), Msg::Abort { ts });
         }
@@ -387,104 +342,7 @@ impl Client {
         self.start(ctx, Waiting { request, program: w.program, refusals: w.refusals + 1 });
     }
 
-    // ---- GET_ALL ----
-
-    /// Lines 16-23: one round — every partition read gets its keys with the
-    /// global safe view `ts_c` (line 17) and each key's local safe view
-    /// `ts_p` (line 19).
-    fn get_all(&mut self, ctx: &mut ClientCtx<'_>, request: RequestId, program: Program, now_ns: u64) {
-        self.next_read += 1;
-        let id = GetId { read: Ts(self.next_read), step: 0 };
-        let mut r = ReadTxn {
-            request,
-            program,
-            step: 0,
-            values: BTreeMap::new(),
-            awaiting: BTreeMap::new(),
-            attempts: Attempts::first(now_ns),
-            rounds: 0,
-        };
-        self.send_round(ctx, id, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    /// The round's GETs, from the view as it is now.
-    fn send_round(&self, ctx: &mut ClientCtx<'_>, id: GetId, r: &mut ReadTxn, now_ns: u64) {
-        let by_shard = by_shard(&self.topo, r.program.read_set());
-        let ts_c = match self.cfg.read_beyond_gsv {
-            false => self.view.gsv(by_shard.keys().copied()),
-            // The counter-example: no view at all, the newest commits.
-            true => Some(Ts(u64::MAX)),
-        };
-        r.step = id.step;
-        r.rounds += 1;
-        r.attempts = Attempts::first(now_ns);
-        r.values.clear();
-        r.awaiting.clear();
-        for (shard, keys) in by_shard {
-            // RA-NOC, Algorithm 3 line 5: the global safe view only.
-            let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
-            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: lsv(key) }).collect();
-            for k in &keys {
-                ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
-                if k.ts_p > ts_c {
-                    ctx.count("keys_read_from_lsv", 1);
-                }
-            }
-            r.awaiting.insert(shard, Get { id, ts_c, keys });
-        }
-        assert!(!r.awaiting.is_empty(), "a read reads something");
-        resend_round(&self.topo, ctx, r);
-    }
-
-    /// Lines 21, 23: the values, and the partition's safe time into `last`.
-    fn on_got(
-        &mut self,
-        ctx: &mut ClientCtx<'_>,
-        from: NodeId,
-        id: GetId,
-        values: Vec<Option<Value>>,
-        lst: Option<Ts>,
-    ) {
-        let Some(shard) = self.learn(ctx, from, lst) else { return };
-        ctx.observe("read_response_metadata_bytes", encoded_len(&lst) as u64);
-        let Some(r) = self.reads.get_mut(&id.read).filter(|r| r.step == id.step) else { return };
-        let Some(get) = r.awaiting.remove(&shard) else { return };
-        ctx.observe("metadata_bytes_per_request", (get.metadata_bytes() + encoded_len(&lst)) as u64);
-        debug_assert_eq!(get.keys.len(), values.len(), "one value per key asked");
-        for (k, value) in get.keys.iter().zip(values) {
-            r.values.insert(k.key, value);
-        }
-        if r.awaiting.is_empty() {
-            let r = self.reads.remove(&id.read).expect("present");
-            self.finish_read(ctx, r);
-        }
-    }
-
-    fn finish_read(&mut self, ctx: &mut ClientCtx<'_>, r: ReadTxn) {
-        ctx.count("reads", 1);
-        ctx.count("read_rounds", r.rounds);
-        ctx.observe("rounds_per_read", r.rounds);
-        let results = r.program.ops.iter().map(|op| r.values.get(&op.key()).cloned().flatten()).collect();
-        ctx.complete(r.request, Outcome::Committed { results });
-    }
-
-    /// A version the read needs was collected: it reads again, from the
-    /// view the answer refreshed.
-    fn on_gone(&mut self, ctx: &mut ClientCtx<'_>, from: NodeId, id: GetId, lst: Option<Ts>) {
-        self.learn(ctx, from, lst);
-        let Some(mut r) = self.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
-        if r.rounds >= u64::from(self.cfg.common.max_attempts) {
-            ctx.count("reads_given_up", 1);
-            return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
-        }
-        ctx.count("read_restarts", 1);
-        let now_ns = ctx.monotonic_ns();
-        self.send_round(ctx, GetId { step: id.step + 1, ..id }, &mut r, now_ns);
-        self.reads.insert(id.read, r);
-    }
-
-    // ---- retries and refreshes ----
+    // ---- GET_ALL: `DualViewClient` below; retries and refreshes ----
 
     fn on_tick(&mut self, ctx: &mut ClientCtx<'_>) {
         ctx.set_timer(self.cfg.common.client_tick_ns, Timer::ClientTick);
@@ -494,11 +352,6 @@ impl Client {
         self.resend_writes(ctx, now_ns);
         self.refresh(ctx, now_ns);
         self.poll_behind(ctx);
-    }
-
-    fn resend_reads(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
-        let topo = &self.topo;
-        resend_reads(ctx, &mut self.reads, now_ns, &self.cfg.common, |ctx, _, r| resend_round(topo, ctx, r));
     }
 
     fn resend_writes(&mut self, ctx: &mut ClientCtx<'_>, now_ns: u64) {
@@ -563,10 +416,60 @@ impl Client {
     }
 }
 
-/// Sends a read's round again to the partitions that have not answered it.
-fn resend_round(topo: &Topology, ctx: &mut ClientCtx<'_>, r: &ReadTxn) {
-    for (shard, get) in &r.awaiting {
-        ctx.send(partition_of(topo, *shard), Msg::Get(get.clone()));
+/// The reads of `crate::common::reads`, from RA-NOC2's dual view (RA-NOC's
+/// global safe view alone).
+impl DualViewClient<Msg, Record> for Client {
+    type Get = Get;
+
+    type Local = Ts;
+
+    fn view_reads(&mut self) -> &mut ViewReads<Get> {
+        &mut self.reads
+    }
+
+    fn view(&mut self) -> &mut View {
+        &mut self.view
+    }
+
+    /// Lines 8, 14, 21, 23: later timestamps go above a partition's latest
+    /// safe time; the floor the view reached is recorded, and RA-NOC's
+    /// writes it passed are released.
+    fn learned(&mut self, ctx: &mut ClientCtx<'_>, _shard: ShardId, lst: Option<Ts>) {
+        if let Some(lst) = lst {
+            self.above_us = self.above_us.max(lst.time_us() + 1);
+        }
+        self.record_floor(ctx);
+        self.release(ctx);
+    }
+
+    /// Lines 16-23: one round — every partition read gets its keys with the
+    /// global safe view `ts_c` (line 17) and each key's local safe view
+    /// `ts_p` (line 19).
+    fn asks(&self, ctx: &mut ClientCtx<'_>, id: GetId, program: &Program) -> Vec<(ShardId, Get)> {
+        let by_shard = by_shard(&self.topo, program.read_set());
+        let ts_c = match self.cfg.read_beyond_gsv {
+            false => self.view.gsv(by_shard.keys().copied()),
+            // The counter-example: no view at all, the newest commits.
+            true => Some(Ts(u64::MAX)),
+        };
+        let mut asks = Vec::with_capacity(by_shard.len());
+        for (shard, keys) in by_shard {
+            // RA-NOC, Algorithm 3 line 5: the global safe view only.
+            let lsv = |key| if self.cfg.variant == Variant::Noc2 { self.view.lsv(key) } else { None };
+            let keys: Vec<KeyRead> = keys.into_iter().map(|key| KeyRead { key, ts_p: lsv(key) }).collect();
+            for k in &keys {
+                ctx.observe("read_request_metadata_bytes", encoded_len(&(ts_c, k.ts_p)) as u64);
+                if k.ts_p > ts_c {
+                    ctx.count("keys_read_from_lsv", 1);
+                }
+            }
+            asks.push((shard, Get { id, ts_c, keys }));
+        }
+        asks
+    }
+
+    fn get_message(get: Get) -> Msg {
+        Msg::Get(get)
     }
 }
 
@@ -623,10 +526,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        match timer {
-            Timer::ClientTick => self.on_tick(ctx),
-            Timer::Gc | Timer::Ctp | Timer::Ship => unreachable!("a partition's timer at a client"),
-        }
+        client_timer(timer, || self.on_tick(ctx));
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {
@@ -649,10 +549,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         let noc2 = self.cfg.variant == Variant::Noc2;
         assert!(!noc2 || self.blocked.is_empty(), "only RA-NOC's writes wait for the safe times");
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
-        for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
-            assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
-            assert!(r.rounds <= u64::from(self.cfg.common.max_attempts), "restarts within their bound");
-        }
+        self.reads.check_invariants();
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             w.check_invariants();
             let open = w.phase == Phase::Prepare || !noc2;

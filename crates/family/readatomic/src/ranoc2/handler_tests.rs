@@ -197,6 +197,14 @@ fn a_partition_that_never_prepared_a_transaction_refuses_it_when_asked() {
     assert!(matches!(got[..], [Msg::Refused { ts: Ts(10), .. }]), "the late prepare is refused: {got:?}");
 }
 
+/// A client of `d` whose timestamp reservation is durable, and a key on
+/// each of shards 0 and 1.
+fn ready_client(d: &Deployment) -> (Hand<RaNoc2>, Key, Key) {
+    let mut c = hand(d, d.topology.clients()[0]);
+    c.persist_all();
+    (c, key_on(d, 0, 0), key_on(d, 1, 0))
+}
+
 /// The ids of the GETs a client sent, with their views.
 fn gets(fx: &EffectsOf<RaNoc2>) -> Vec<(NodeId, Get)> {
     fx.sends()
@@ -210,9 +218,7 @@ fn gets(fx: &EffectsOf<RaNoc2>) -> Vec<(NodeId, Get)> {
 #[test]
 fn a_write_returns_after_one_phase_and_its_client_then_reads_it_from_its_lsv() {
     let d = deployment();
-    let mut c = hand(&d, d.topology.clients()[0]);
-    c.persist_all(); // the timestamp reservation
-    let (x, y) = (key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let (mut c, x, y) = ready_client(&d);
     let w = Program::new(vec![
         Op::Write { key: x, value: Value::int(1, 1) },
         Op::Write { key: y, value: Value::int(2, 1) },
@@ -251,9 +257,7 @@ fn a_write_returns_after_one_phase_and_its_client_then_reads_it_from_its_lsv() {
 #[test]
 fn a_refused_write_is_dropped_everywhere_and_written_again_above_the_safe_time() {
     let d = deployment();
-    let mut c = hand(&d, d.topology.clients()[0]);
-    c.persist_all();
-    let (x, y) = (key_on(&d, 0, 0), key_on(&d, 1, 0));
+    let (mut c, x, y) = ready_client(&d);
     let w = Program::new(vec![
         Op::Write { key: x, value: Value::int(1, 1) },
         Op::Write { key: y, value: Value::int(2, 1) },
@@ -352,4 +356,41 @@ fn a_transaction_of_one_partition_left_prepared_is_committed_by_it_alone() {
     assert!(fx.appends().any(|(_, _, r)| matches!(r, Record::Committed { ts: Ts(10) })), "committed alone");
     p0.persist_all();
     assert_eq!(lst(&p0), Some(Ts(10)));
+}
+
+/// Lines 21-24 (`crate::common::reads`, Eiger's reads too): a read returns
+/// once the last partition answered, each key with the value its
+/// partition gave, in the program's order; a repeated answer is passed
+/// over; a version collected under the read sends the round again at the
+/// next step, whose answers alone count.
+#[test]
+fn a_read_returns_each_partitions_values_once_the_last_answers_and_a_collection_reads_again() {
+    let d = deployment();
+    let (mut c, x, y) = ready_client(&d);
+    let (p0, p1) = (partition(&d, 0), partition(&d, 1));
+    let fx = c.request(RequestId(1), Program::new(vec![Op::Read { key: y }, Op::Read { key: x }]));
+    let first = gets(&fx);
+    assert_eq!(first.len(), 2, "one GET per partition");
+    let id = first[0].1.id;
+    let got = |id, tag: u64| Msg::Got { id, values: vec![Some(Value::int(tag, 1))], lst: None };
+    let fx = c.message(p0, got(id, 7));
+    assert_eq!(fx.completions().count(), 0, "a partition has not answered");
+    let fx = c.message(p0, got(id, 7));
+    assert_eq!(fx.completions().count(), 0, "a repeated answer is not the missing one");
+    let fx = c.message(p1, Msg::Gone { id, lst: None });
+    assert_eq!(fx.counted("read_restarts"), 1);
+    let again = gets(&fx);
+    assert_eq!(again.len(), 2, "the round again, to every partition");
+    let next = again[0].1.id;
+    assert_eq!(next.step, id.step + 1, "at the next step");
+    let fx = c.message(p1, got(id, 9));
+    assert_eq!(fx.completions().count(), 0, "an answer to the earlier step does not count");
+    c.message(p0, got(next, 3));
+    let fx = c.message(p1, got(next, 4));
+    let results = match fx.completions().next() {
+        Some((RequestId(1), Outcome::Committed { results })) => results.clone(),
+        other => panic!("the read returns: {other:?}"),
+    };
+    assert_eq!(results, vec![Some(Value::int(4, 1)), Some(Value::int(3, 1))], "y from shard 1, then x from shard 0");
+    assert_eq!(fx.counted("read_rounds"), 2);
 }

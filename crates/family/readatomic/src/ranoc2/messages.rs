@@ -6,7 +6,9 @@
 //! partition returns with every answer (NOC-NOC Algorithm 1 lines 32, 36,
 //! 38) and the two views a GET carries (lines 21, 23).
 
+pub use crate::common::Timer;
 use crate::common::Wire;
+use crate::common::reads::ViewGet;
 use crate::ramp::pending::Question;
 use crate::ramp::{GetId, Held, Ts};
 use meridian_core::{Key, ShardId, Value};
@@ -47,12 +49,16 @@ pub struct Get {
     pub keys: Vec<KeyRead>,
 }
 
-impl Get {
+impl ViewGet for Get {
+    fn keys(&self) -> impl Iterator<Item = Key> + '_ {
+        self.keys.iter().map(|k| k.key)
+    }
+
     /// The metadata it carries, postcard-encoded, as RAMP counts it (the
     /// timestamps asked by, not the keys): the global safe view once and
     /// each key's local safe view — constant per key, linear per request
     /// in the keys asked of the partition.
-    pub fn metadata_bytes(&self) -> usize {
+    fn metadata_bytes(&self) -> usize {
         crate::ramp::client::encoded_len(&self.ts_c)
             + self.keys.iter().map(|k| crate::ramp::client::encoded_len(&k.ts_p)).sum::<usize>()
     }
@@ -168,24 +174,9 @@ pub struct ClientState {
     pub local: Vec<(Key, Ts)>,
 }
 
-#[derive(Clone, Debug)]
-pub enum Timer {
-    /// Partition: drop versions superseded for `gc_window_ms`.
-    Gc,
-    /// Partition: run the cooperative termination protocol on transactions
-    /// prepared and not committed for `ctp_ms`.
-    Ctp,
-    /// Client: re-send unanswered rounds and phases, give up after
-    /// `max_attempts`, refresh a view that holds too many local versions.
-    ClientTick,
-    /// Partition: ship this tick's commits to the backups.
-    Ship,
-}
-
 impl Wire for Msg {
     type Prepare = Prepare;
     type Record = Record;
-    type Timer = Timer;
 
     fn prepare(p: Arc<Prepare>) -> Msg {
         Msg::Prepare(p)
@@ -208,19 +199,7 @@ impl Wire for Msg {
     fn aborted_record(ts: Ts) -> Record {
         Record::Aborted { ts }
     }
-
-    fn gc_timer() -> Timer {
-        Timer::Gc
-    }
-
-    fn ctp_timer() -> Timer {
-        Timer::Ctp
-    }
     fn ship(s: Ship) -> Msg {
         Msg::Ship(s)
-    }
-
-    fn ship_timer() -> Timer {
-        Timer::Ship
     }
 }

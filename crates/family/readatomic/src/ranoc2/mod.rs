@@ -119,7 +119,7 @@ pub use partition::{Answer, Partition};
 pub use view::View;
 
 use crate::common::{Built, build_role};
-use crate::ramp::{Common, SHARED_PARAMS};
+use crate::ramp::{Common, with_shared};
 use meridian_core::{CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params};
 
 /// Which of NOC-NOC's read-atomic algorithms a deployment runs: they share
@@ -149,18 +149,7 @@ pub struct Config {
     pub skip_wait: bool,
 }
 
-pub const PARAMS: &[ParamDoc] = &[
-    SHARED_PARAMS[0],
-    SHARED_PARAMS[1],
-    SHARED_PARAMS[2],
-    SHARED_PARAMS[3],
-    SHARED_PARAMS[4],
-    SHARED_PARAMS[5],
-    SHARED_PARAMS[6],
-    SHARED_PARAMS[7],
-    SHARED_PARAMS[8],
-    SHARED_PARAMS[9],
-    SHARED_PARAMS[10],
+pub const PARAMS: &[ParamDoc] = &with_shared::<14>(&[
     ParamDoc {
         name: "outcomes_remembered",
         default: "65536",
@@ -176,7 +165,7 @@ pub const PARAMS: &[ParamDoc] = &[
         default: "false",
         doc: "tests only: read the newest committed versions, beyond the global safe view, to show the checker catching fractured reads",
     },
-];
+]);
 
 /// Every counter `ra-noc2` reports.
 pub const COUNTERS: &[CounterDoc] = &[
@@ -288,13 +277,9 @@ macro_rules! noc_protocol {
             }
 
             fn build(d: &meridian_core::Deployment, node: meridian_core::NodeId) -> Result<Node, String> {
-                use $crate::common::Built;
                 let cfg = $config(&d.params, Self::NAME)?;
-                Ok(match $crate::ranoc2::build(d, node, Self::NAME, cfg)? {
-                    Built::Partition(p) => Node::Partition(Box::new(p)),
-                    Built::Backup => Node::Backup(Box::default()),
-                    Built::Client(c) => Node::Client(Box::new(c)),
-                })
+                let built = $crate::ranoc2::build(d, node, Self::NAME, cfg)?;
+                Ok(built.into_node(Node::Partition, Node::Backup, Node::Client))
             }
         }
     };

@@ -18,6 +18,7 @@ use super::Config;
 use super::messages::{Get, KeyRead, Msg, PendingTxn, Prepare, Record, Timer};
 use super::outcomes::{Known, Outcomes};
 use super::safe::SafeTime;
+use crate::common::events::{partition_timer, start_partition};
 use crate::common::partition::{Base, Core};
 use crate::ramp::versions::Lookup;
 use crate::ramp::{Held, Ts};
@@ -32,7 +33,6 @@ pub struct Partition {
     /// Line 26, `vers`, and line 28, `pending` (with the termination
     /// protocol's bookkeeping).
     pub(super) base: Base<Msg>,
-    pub(super) cfg: Config,
     /// Lines 27, 45-48: `latest` and the latest safe time.
     pub(super) safe: SafeTime,
     pub(super) outcomes: Outcomes,
@@ -56,7 +56,6 @@ impl Partition {
             base: Base::new(topo, shard, cfg.common, 1),
             safe: SafeTime::new(),
             outcomes: Outcomes::new(cfg.outcomes_remembered),
-            cfg,
         }
     }
 
@@ -246,6 +245,11 @@ impl Core for Partition {
         Record::Snapshot(Arc::new(self.snapshot()))
     }
 
+    /// `recovery.rs`.
+    fn restore(&mut self, durable: Vec<Record>, now_ns: u64) {
+        Partition::restore(self, durable, now_ns);
+    }
+
     /// Lines 34-35: `latest ← max(ts, latest)`, `pending.remove(ts)`.
     /// False if `ts` is not pending here.
     fn apply_commit(&mut self, ts: Ts, now_ns: u64) -> bool {
@@ -289,11 +293,7 @@ impl Core for Partition {
 
 impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Partition {
     fn on_start(&mut self, ctx: &mut Ctx<'_, P>, durable: Vec<Record>) {
-        let now_ns = ctx.monotonic_ns();
-        self.restore(durable, now_ns);
-        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
-        ctx.set_timer(self.cfg.common.ctp_tick_ns, Timer::Ctp);
-        self.start_shipping(ctx);
+        start_partition(self, ctx, durable);
     }
 
     fn on_message(&mut self, ctx: &mut Ctx<'_, P>, from: NodeId, msg: Msg) {
@@ -315,14 +315,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
     }
 
     fn on_timer(&mut self, ctx: &mut Ctx<'_, P>, timer: Timer) {
-        let now_ns = ctx.monotonic_ns();
-        match timer {
-            Timer::Gc => self.on_gc_tick(ctx, now_ns),
-            Timer::Ctp => self.on_ctp_tick(ctx, now_ns),
-            Timer::Ship => self.on_ship_tick(ctx, now_ns),
-            Timer::ClientTick => unreachable!("a client's timer at a partition"),
-        }
-        self.after_event(ctx);
+        partition_timer(self, ctx, timer);
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, P>, upto: Lsn) {

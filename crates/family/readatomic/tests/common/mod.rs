@@ -95,6 +95,11 @@ pub fn with_crash(node: &str, crash_s: f64, restart_s: f64) -> impl FnOnce(Strin
     }
 }
 
+/// The base run's edit that runs it for half a second.
+pub fn shortened(t: String) -> String {
+    t.replace("duration_s = 2.0", "duration_s = 0.5")
+}
+
 /// A valid run at `consistency` whose every read took one round, some of
 /// them with their session's own write beyond the global safe view.
 pub fn assert_one_round_reads(out: &RunOutput, consistency: &str) {
