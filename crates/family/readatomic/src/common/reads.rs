@@ -228,7 +228,12 @@ pub trait DualViewClient<M, R> {
     fn on_gone(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, id: GetId, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
         let reads = self.view_reads();
-        let Some(mut r) = reads.reads.remove(&id.read).filter(|r| r.step == id.step) else { return };
+        // A late answer to an earlier step is ignored, and the read left in
+        // place (removing it first dropped a read that never completed).
+        if reads.reads.get(&id.read).is_none_or(|r| r.step != id.step) {
+            return;
+        }
+        let mut r = reads.reads.remove(&id.read).expect("checked above");
         if r.rounds >= u64::from(reads.common.max_attempts) {
             ctx.count("reads_given_up", 1);
             return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });

@@ -394,3 +394,26 @@ fn a_read_returns_each_partitions_values_once_the_last_answers_and_a_collection_
     assert_eq!(results, vec![Some(Value::int(4, 1)), Some(Value::int(3, 1))], "y from shard 1, then x from shard 0");
     assert_eq!(fx.counted("read_rounds"), 2);
 }
+
+/// A `Gone` for an earlier step arriving after the read moved on leaves the
+/// read in place: it completes once the current step's answers are in.
+#[test]
+fn a_late_gone_for_an_earlier_round_leaves_the_read_to_complete() {
+    let d = deployment();
+    let (mut c, x, y) = ready_client(&d);
+    let (p0, p1) = (partition(&d, 0), partition(&d, 1));
+    let fx = c.request(RequestId(1), Program::new(vec![Op::Read { key: y }, Op::Read { key: x }]));
+    let id = gets(&fx)[0].1.id;
+    let fx = c.message(p1, Msg::Gone { id, lst: None });
+    let next = gets(&fx)[0].1.id;
+    assert_eq!(next.step, id.step + 1);
+    let fx = c.message(p0, Msg::Gone { id, lst: None });
+    assert_eq!(fx.counted("read_restarts"), 0, "a late Gone of the earlier step restarts nothing");
+    let got = |tag: u64| Msg::Got { id: next, values: vec![Some(Value::int(tag, 1))], lst: None };
+    c.message(p0, got(3));
+    let fx = c.message(p1, got(4));
+    assert!(
+        matches!(fx.completions().next(), Some((RequestId(1), Outcome::Committed { .. }))),
+        "the read completes at its current step"
+    );
+}
