@@ -155,6 +155,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     },
     CounterDoc { name: "ctp_runs", doc: "questions of the cooperative termination protocol sent by partitions" },
     CounterDoc { name: "ctp_commits", doc: "transactions a partition committed through the termination protocol" },
+    CounterDoc {
+        name: "ctp_forgotten",
+        doc: "questions about a transaction older than every commit a partition remembers, answered `Forgotten`",
+    },
     CounterDoc { name: "ctp_aborts", doc: "transactions a partition aborted through the termination protocol" },
     CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
     CounterDoc { name: "gone_answers", doc: "GETs partitions answered with `Gone` (a version asked for is not there)" },

@@ -81,6 +81,52 @@ fn a_partition_that_never_prepared_a_transaction_refuses_it_for_good_when_asked(
     assert_eq!(fx.appends().count(), 0, "and installs nothing");
 }
 
+/// A newer commit of the transaction's key here does not mean this
+/// partition held it: its prepare may still be on its way. Answering
+/// `Prepared` let the asker commit a transaction whose version here did
+/// not exist, and a RAMP-S reader that saw the other version read this
+/// key's older one (`meridian swarm --protocol ramp-s --seeds 1 --start
+/// 630136`, a fractured read).
+#[test]
+fn a_newer_commit_of_its_key_does_not_make_a_partition_hold_a_transaction_it_never_prepared() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let mut p1 = hand(&d, partition(&d, 1));
+    p1.message(client, Msg::Prepare(prepare(&d, Ts(20), 1)));
+    p1.persist_all();
+    p1.message(client, Msg::Commit { ts: Ts(20) });
+    p1.persist_all();
+    let keys = prepare(&d, Ts(10), 1).keys.clone();
+    p1.message(partition(&d, 0), Msg::CheckPrepared { ts: Ts(10), keys });
+    let fx = p1.persist_all();
+    assert!(
+        matches!(sent(&fx)[..], [Msg::PrepareState { ts: Ts(10), held: Held::Aborted }]),
+        "lastCommit past 10 is no proof that 10 was prepared here: {:?}",
+        sent(&fx)
+    );
+}
+
+/// A transaction committed here and since overwritten and collected is
+/// still held: the partition remembers what it committed.
+#[test]
+fn a_transaction_committed_here_is_held_after_its_version_is_collected() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let mut p1 = hand(&d, partition(&d, 1));
+    for ts in [Ts(10), Ts(20)] {
+        p1.message(client, Msg::Prepare(prepare(&d, ts, 1)));
+        p1.message(client, Msg::Commit { ts });
+        p1.persist_all();
+    }
+    p1.set_time_ns(10_000 * MS);
+    let fx = p1.timer(Timer::Gc);
+    assert_eq!(fx.counted("gc_versions"), 1, "the overwritten version 10 is collected");
+    let keys = prepare(&d, Ts(10), 1).keys.clone();
+    let fx = p1.message(partition(&d, 0), Msg::CheckPrepared { ts: Ts(10), keys });
+    assert_eq!(fx.appends().count(), 0, "nothing to refuse");
+    assert!(matches!(sent(&fx)[..], [Msg::PrepareState { ts: Ts(10), held: Held::Prepared }]), "{:?}", sent(&fx));
+}
+
 #[test]
 fn a_transaction_left_prepared_is_committed_once_every_participant_holds_it() {
     let d = deployment();

@@ -158,6 +158,10 @@ pub struct Snapshot {
     pub collected: Vec<(Key, Ts)>,
     pub pending: Vec<(Ts, PendingTxn)>,
     pub aborted: Vec<Ts>,
+    /// The transactions committed here that are remembered, and the newest
+    /// forgotten (`Partition::committed`).
+    pub committed: Vec<Ts>,
+    pub committed_forgotten_upto: Option<Ts>,
 }
 
 /// A durable record.
@@ -205,7 +209,7 @@ impl Wire for Msg {
     }
 
     /// RAMP's question names the transaction's keys: a participant looks
-    /// its versions up by them (`Partition::settled`).
+    /// its versions up by them (`Partition::holds`).
     fn check_prepared(q: &Question) -> Msg {
         Msg::CheckPrepared { ts: q.ts, keys: Arc::clone(&q.keys) }
     }

@@ -255,7 +255,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc {
         name: "aborted_remembered",
         default: "65536",
-        doc: "transactions a partition remembers refusing in the cooperative termination protocol",
+        doc: "transactions a partition remembers refusing, and as many it committed, for the cooperative termination protocol",
     },
     SHARED_PARAMS[10],
     ParamDoc {
@@ -292,6 +292,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     },
     CounterDoc { name: "ctp_runs", doc: "questions of the cooperative termination protocol sent by partitions" },
     CounterDoc { name: "ctp_commits", doc: "transactions a partition committed through the termination protocol" },
+    CounterDoc {
+        name: "ctp_forgotten",
+        doc: "questions about a transaction older than every commit a partition remembers, answered `Forgotten`",
+    },
     CounterDoc { name: "ctp_aborts", doc: "transactions a partition aborted through the termination protocol" },
     CounterDoc { name: "gc_versions", doc: "overwritten versions partitions collected" },
     CounterDoc {

@@ -20,7 +20,9 @@ use super::versions::Lookup;
 use super::{Config, Variant};
 use crate::common::events::{partition_timer, start_partition};
 use crate::common::partition::{Base, Core};
+use crate::ranoc2::outcomes::{Known, Outcomes};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
+use meridian_mechanisms::twopc::Decision;
 use std::sync::Arc;
 
 /// The environment a partition acts through (either variant's).
@@ -29,11 +31,16 @@ pub(super) type PartitionCtx<'a> = dyn Env<Msg, Record, Timer> + 'a;
 pub struct Partition {
     pub(super) base: Base<Msg>,
     pub(super) cfg: Config,
+    /// The newest `aborted_remembered` transactions committed here: the
+    /// termination protocol's proof that a participant held a transaction
+    /// whose versions here were since overwritten and collected.
+    pub(super) committed: Outcomes,
 }
 
 impl Partition {
     pub fn new(topo: Arc<Topology>, _me: NodeId, shard: ShardId, cfg: Config) -> Partition {
-        Partition { base: Base::new(topo, shard, cfg.common, cfg.aborted_remembered), cfg }
+        let committed = Outcomes::new(cfg.aborted_remembered);
+        Partition { base: Base::new(topo, shard, cfg.common, cfg.aborted_remembered), cfg, committed }
     }
 
     /// The versions (for tests and the end-of-run inspection).
@@ -83,16 +90,6 @@ impl Partition {
         self.mine(keys).into_iter().any(|k| self.base.versions.holds(k, ts))
     }
 
-    /// Whether `ts` may become visible as far as this partition goes: a
-    /// version of it is here, or `lastCommit` is at or past it on one of
-    /// its keys (as the paper's implementation answers: a reader whose
-    /// first round here saw `lastCommit` needs no version of `ts` here,
-    /// and one that saw an older version and asks for `ts` exactly is told
-    /// `Gone` and reads again).
-    fn settled(&self, ts: Ts, keys: &[Key]) -> bool {
-        let past = |k: &Key| self.base.versions.last_commit(*k).is_some_and(|l| l >= ts);
-        self.holds(ts, keys) || self.mine(keys).iter().any(past)
-    }
 
     // ---- handlers ----
 
@@ -104,7 +101,8 @@ impl Partition {
         if self.base.pending.is_aborted(ts) {
             return ctx.send(from, Msg::Refused { ts });
         }
-        if !self.base.pending.contains(ts) && !self.holds(ts, &p.keys) {
+        let committed_here = matches!(self.committed.lookup(ts), Known::Decided(_));
+        if !self.base.pending.contains(ts) && !self.holds(ts, &p.keys) && !committed_here {
             if self.base.pending.is_full() {
                 return ctx.count("prepares_shed", 1);
             }
@@ -164,14 +162,30 @@ impl Partition {
     /// §4.6, the question: does this participant hold `ts`? One that
     /// never prepared it refuses it for good, durably, before answering.
     fn on_check_prepared(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, ts: Ts, keys: Arc<[Key]>) {
+        // Only a transaction prepared here counts as held: pending, its
+        // versions still here, or remembered committed. A newer commit of
+        // one of its keys proves nothing — a prepare may be lost on its
+        // way here while later writers commit the key — and answering
+        // `Prepared` then let the asker commit a transaction this
+        // partition never had, which RAMP-S's second round (by timestamp
+        // set, no sibling metadata) returned fractured.
         let held = if self.base.pending.is_aborted(ts) {
             Held::Aborted
-        } else if self.base.pending.contains(ts) || self.settled(ts, &keys) {
+        } else if self.base.pending.contains(ts) || self.holds(ts, &keys) {
             Held::Prepared
         } else {
-            self.base.pending.abort(ts);
-            self.append(ctx, Record::Aborted { ts });
-            Held::Aborted
+            match self.committed.lookup(ts) {
+                Known::Decided(_) => Held::Prepared,
+                Known::Forgotten => {
+                    ctx.count("ctp_forgotten", 1);
+                    Held::Forgotten
+                }
+                Known::Unknown => {
+                    self.base.pending.abort(ts);
+                    self.append(ctx, Record::Aborted { ts });
+                    Held::Aborted
+                }
+            }
         };
         self.send_durable(ctx, from, Msg::PrepareState { ts, held });
     }
@@ -205,6 +219,7 @@ impl Core for Partition {
             let committed = self.base.versions.commit(key, ts, now_ns);
             debug_assert!(committed, "a pending transaction's versions are prepared here");
         }
+        self.committed.record(ts, Decision::Commit);
         true
     }
 

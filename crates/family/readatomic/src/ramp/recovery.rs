@@ -21,6 +21,7 @@ use super::messages::{Record, Snapshot};
 use super::partition::Partition;
 use crate::common::partition::Core;
 use meridian_core::Lsn;
+use meridian_mechanisms::twopc::Decision;
 
 /// When a checkpoint is due.
 pub struct Checkpoints {
@@ -58,6 +59,8 @@ impl Partition {
                 Record::Snapshot(s) => {
                     self.base.versions.restore(s.store.clone(), &s.collected);
                     self.base.pending.restore(s.pending.clone(), s.aborted.clone(), now_ns);
+                    let committed: Vec<_> = s.committed.iter().map(|ts| (*ts, Decision::Commit)).collect();
+                    self.committed.restore(&committed, s.committed_forgotten_upto);
                 }
                 Record::Prepared(p) => {
                     if !self.base.pending.is_aborted(p.ts) {
@@ -80,11 +83,14 @@ impl Partition {
     /// The partition's state, for a checkpoint.
     pub(super) fn snapshot(&self) -> Snapshot {
         let (pending, aborted) = self.base.pending.snapshot();
+        let (committed, committed_forgotten_upto) = self.committed.snapshot();
         Snapshot {
             store: self.base.versions.store().clone(),
             collected: self.base.versions.collected(),
             pending,
             aborted,
+            committed: committed.into_iter().map(|(ts, _)| ts).collect(),
+            committed_forgotten_upto,
         }
     }
 }
