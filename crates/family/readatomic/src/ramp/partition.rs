@@ -90,7 +90,6 @@ impl Partition {
         self.mine(keys).into_iter().any(|k| self.base.versions.holds(k, ts))
     }
 
-
     // ---- handlers ----
 
     /// Algorithm 1 lines 3-5 (PREPARE): install the versions, acknowledge
