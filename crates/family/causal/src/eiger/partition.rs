@@ -31,10 +31,10 @@ use meridian_mechanisms::mvstore::{Meta, Version, VersionMeta};
 use meridian_mechanisms::primary_backup::{Ship, Shipper};
 use meridian_readatomic::common::backup;
 use meridian_readatomic::common::events::{PartitionEvents, partition_timer, start_partition};
+use meridian_readatomic::common::outcomes::{Known, Outcomes};
 use meridian_readatomic::ramp::recovery::Checkpoints;
 use meridian_readatomic::ramp::versions::{Lookup, Versions};
 use meridian_readatomic::ramp::{Common, Ts};
-use meridian_readatomic::ranoc2::outcomes::{Known, Outcomes};
 use meridian_readatomic::ranoc2::safe::SafeTime;
 use std::sync::Arc;
 

@@ -17,6 +17,7 @@
 pub mod backup;
 pub(crate) mod client;
 pub mod events;
+pub mod outcomes;
 pub(crate) mod partition;
 pub mod reads;
 

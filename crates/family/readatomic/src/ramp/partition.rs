@@ -19,8 +19,8 @@ use super::messages::{Ask, GetId, Held, Item, Msg, PendingTxn, Prepare, Record, 
 use super::versions::Lookup;
 use super::{Config, Variant};
 use crate::common::events::{partition_timer, start_partition};
+use crate::common::outcomes::{Known, Outcomes};
 use crate::common::partition::{Base, Core};
-use crate::ranoc2::outcomes::{Known, Outcomes};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
 use meridian_mechanisms::twopc::Decision;
 use std::sync::Arc;

@@ -131,7 +131,7 @@ pub struct Snapshot {
     pub latest: Option<Ts>,
     /// The latest safe time (see `safe.rs`).
     pub safe: Option<Ts>,
-    /// Remembered outcomes and the newest forgotten one (`outcomes.rs`).
+    /// Remembered outcomes and the newest forgotten one (`common/outcomes.rs`).
     pub decided: Vec<(Ts, Decision)>,
     pub forgotten_upto: Option<Ts>,
 }

@@ -17,7 +17,7 @@
 //!
 //! Roles: `partition.rs` (a shard's primary: versions, `latest`,
 //! `pending`, PREPARE, COMMIT, GET, the cooperative termination protocol),
-//! `safe.rs` (its latest safe time), `outcomes.rs` (what it decided about
+//! `safe.rs` (its latest safe time), `common/outcomes.rs` (what it decided about
 //! transactions no longer pending), `recovery.rs` (its durable records and
 //! checkpoints), `client.rs` (PREPARE_ALL, COMMIT_ALL, GET_ALL), `view.rs`
 //! (the client's dual view), `messages.rs`. Versions, pending transactions
@@ -65,7 +65,7 @@
 //!   says `Gone` and the read is sent again from the refreshed view
 //!   (`read_restarts`).
 //! - The cooperative termination protocol asks by timestamp alone; a
-//!   partition remembers what it decided (`outcomes.rs`).
+//!   partition remembers what it decided (`common/outcomes.rs`).
 //!
 //! # Where the paper is in the code
 //!
@@ -80,7 +80,7 @@
 //! | lines 33-36 COMMIT | `partition.rs` (`on_commit`, `apply_commit`) |
 //! | lines 37-44 GET, Figure 5 (a)-(d) | `partition.rs` (`read`, `on_get`) |
 //! | lines 45-48 LST | `safe.rs` (`lst`, `SafeTime`) |
-//! | §5.2 cooperative termination protocol | `partition.rs` (`on_ctp_tick`, `on_check_prepared`, `on_prepare_state`), `outcomes.rs` |
+//! | §5.2 cooperative termination protocol | `partition.rs` (`on_ctp_tick`, `on_check_prepared`, `on_prepare_state`), `common/outcomes.rs` |
 //! | durability, restart | `recovery.rs` |
 //!
 //! # Commit path and analytical latency
@@ -107,7 +107,6 @@ mod client;
 #[cfg(test)]
 mod handler_tests;
 mod messages;
-pub mod outcomes;
 mod partition;
 mod recovery;
 pub mod safe;

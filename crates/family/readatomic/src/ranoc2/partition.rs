@@ -16,9 +16,9 @@
 
 use super::Config;
 use super::messages::{Get, KeyRead, Msg, PendingTxn, Prepare, Record, Timer};
-use super::outcomes::{Known, Outcomes};
 use super::safe::SafeTime;
 use crate::common::events::{partition_timer, start_partition};
+use crate::common::outcomes::{Known, Outcomes};
 use crate::common::partition::{Base, Core};
 use crate::ramp::versions::Lookup;
 use crate::ramp::{Held, Ts};

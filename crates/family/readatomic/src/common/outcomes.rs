@@ -11,8 +11,10 @@
 //! again. The asking partition resolves it (`Pending::answer`) rather than
 //! keep it pending, and its safe time below it, for good.
 //!
-//! Generic over what is remembered of a decision (`Decision` here;
-//! Eiger-NOC2's partitions also keep the commit timestamp).
+//! Generic over what is remembered of a decision (`Decision` for RA-NOC2;
+//! Eiger-NOC2's partitions also keep the commit timestamp). RAMP's
+//! partitions keep their commits here too (their refusals stay in
+//! `Pending`).
 
 use crate::ramp::Ts;
 use meridian_mechanisms::twopc::Decision;
