@@ -7,10 +7,11 @@
 mod replication;
 
 use meridian_core::{Key, NodeId, ShardId};
+use meridian_core::{ParamValue, Params};
 use meridian_readatomic::ramp::{NodeF, RampF};
 use meridian_readatomic::ranoc2::{Node as Noc2Node, RaNoc2};
 use meridian_sim::{NetConfig, Sim};
-use replication::{MS, assert_backups_caught_up, load, sim};
+use replication::{MS, assert_backups_caught_up, load, shipped, sim};
 
 fn ramp_primary(s: &Sim<RampF>, n: NodeId, k: Key) -> Option<u64> {
     match s.process(n) {
@@ -91,4 +92,22 @@ fn ra_noc2_backups_catch_up_too() {
         _ => panic!("not a live backup"),
     };
     assert_backups_caught_up(&s, primary, backup);
+}
+
+/// The replication's pace and bounds are the deployment's parameters:
+/// batches hold at most `ship_batch_max` versions and go every
+/// `ship_tick_ms`, and the backups catch up all the same.
+#[test]
+fn the_shipping_pace_and_batch_bound_are_parameters_and_backups_still_catch_up() {
+    let (batches, versions) = shipped::<RampF>(Params::new(), ramp_primary, ramp_backup);
+    assert!(batches > 0 && versions >= batches, "{batches} batches of {versions} versions");
+    let one = Params::new().with("ship_batch_max", ParamValue::Int(1));
+    let (one_batches, one_versions) = shipped::<RampF>(one, ramp_primary, ramp_backup);
+    assert_eq!(one_batches, one_versions, "batches of one version each");
+    let slow = Params::new().with("ship_tick_ms", ParamValue::Int(100));
+    let (slow_batches, slow_versions) = shipped::<RampF>(slow, ramp_primary, ramp_backup);
+    assert!(
+        slow_batches * 4 < batches && slow_versions > 2 * slow_batches,
+        "every 100 ms: {slow_batches} batches of {slow_versions} versions; every 5 ms: {batches} of {versions}"
+    );
 }

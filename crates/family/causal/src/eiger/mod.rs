@@ -74,7 +74,7 @@ pub struct Config {
 /// The parameters both Eiger protocols read: the shared ones (with their
 /// own `ctp_ms`, for their own termination), then `extra` (each one's
 /// test-only switch).
-const fn eiger_params(extra: ParamDoc) -> [ParamDoc; 14] {
+const fn eiger_params(extra: ParamDoc) -> [ParamDoc; 20] {
     with_shared(&[
         ParamDoc {
             name: "ctp_ms",
@@ -259,7 +259,7 @@ pub fn build(d: &Deployment, node: NodeId, name: &str, flavor: Flavor) -> Result
         Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
             Ok(Built::Partition(Box::new(Partition::new(Arc::clone(topo), *shard, cfg))))
         }
-        Role::Replica { .. } => Ok(Built::Backup(Box::default())),
+        Role::Replica { .. } => Ok(Built::Backup(Box::new(Backup::new(&cfg.common.replication)))),
         Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => {
             Err(format!("{name} tells clients apart in its transaction ids: at most {} clients", 1 << Ts::CLIENT_BITS))
         }

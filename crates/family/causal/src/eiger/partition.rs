@@ -28,8 +28,8 @@ use super::{Config, Flavor, partition_of};
 use meridian_core::{Ctx, Env, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::{Meta, Version, VersionMeta};
-use meridian_mechanisms::primary_backup::{Ship, Shipper};
-use meridian_readatomic::common::backup;
+use meridian_mechanisms::primary_backup::Ship;
+use meridian_readatomic::common::backup::Primary;
 use meridian_readatomic::common::events::{PartitionEvents, partition_timer, start_partition};
 use meridian_readatomic::common::outcomes::{Known, Outcomes};
 use meridian_readatomic::ramp::recovery::Checkpoints;
@@ -58,7 +58,7 @@ pub struct Partition {
     pub(super) checkpoints: Checkpoints,
     /// Primary-backup replication to the shard's other replicas
     /// (`meridian_readatomic::common::backup`), if it has any.
-    pub(super) ship: Option<Shipper>,
+    pub(super) primary: Primary,
 }
 
 /// How Eiger-PORT's read rule answered a key, for its counters.
@@ -110,7 +110,7 @@ impl Partition {
             outcomes: Outcomes::new(cfg.outcomes_remembered),
             out: AfterDurable::new(),
             checkpoints: Checkpoints::new(cfg.common.checkpoint_records),
-            ship: None,
+            primary: Primary::default(),
             cfg,
         }
     }
@@ -497,16 +497,11 @@ impl Partition {
 
     /// A backup's acknowledgement or answer to a probe.
     fn on_ship(&mut self, ctx: &mut PartitionCtx<'_>, from: NodeId, msg: Ship, now_ns: u64) {
-        let Some(ship) = &mut self.ship else { return };
-        let out = backup::ship_answer(ship, &self.versions, from, msg, now_ns);
-        if !out.is_empty() {
-            ctx.count("backup_resyncs", 1);
-        }
+        let out = self.primary.on_message(ctx, &self.versions, from, msg, now_ns);
         self.send_shipped(ctx, out);
     }
 
     fn send_shipped(&mut self, ctx: &mut PartitionCtx<'_>, out: Vec<(NodeId, Ship)>) {
-        backup::count_shipped(|name, n| ctx.count(name, n), &out);
         for (to, s) in out {
             self.send_durable(ctx, to, Msg::Ship(s));
         }
@@ -552,21 +547,13 @@ impl PartitionEvents<Msg, Record> for Partition {
 
     /// After a (re)start: replication to the shard's backups, if any.
     fn start_shipping(&mut self, ctx: &mut PartitionCtx<'_>) {
-        let backups = backup::backups_of(&self.topo, self.shard);
-        if backups.is_empty() {
-            return; // one replica: nothing to ship, and no draw from the random stream
-        }
-        let random = ctx.rng().next_u64();
-        self.ship = Some(backup::start_shipping(backups, &mut self.versions, ctx.clock_ns(), random));
-        ctx.set_timer(backup::SHIP_TICK_NS, Timer::Ship);
+        self.primary.start(ctx, &self.topo, self.shard, &mut self.versions, &self.cfg.common.replication);
     }
 
     /// The shipping tick: this tick's commits to the backups, once the
     /// records before them are durable.
     fn on_ship_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(backup::SHIP_TICK_NS, Timer::Ship);
-        let Some(ship) = &mut self.ship else { return };
-        let out = backup::ship_tick(ship, &mut self.versions, now_ns);
+        let out = self.primary.on_tick(ctx, &mut self.versions, &self.cfg.common.replication, now_ns);
         self.send_shipped(ctx, out);
     }
 
@@ -638,9 +625,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Part
         self.outcomes.check_invariants();
         self.safe.check_invariants(self.pending.oldest());
         self.out.check_invariants();
-        if let Some(ship) = &self.ship {
-            ship.check_invariants();
-        }
+        self.primary.check_invariants();
         assert!(self.pending.oldest().is_none_or(|p| p <= self.stamps.ceiling()), "pending stamps were issued here");
     }
 }

@@ -5,8 +5,8 @@
 //! `meridian_mechanisms::primary_backup`; this file connects it to a
 //! partition's versions and gives the backup role.
 //!
-//! The primary ships each version that becomes the newest committed one
-//! of its key, in batches every `SHIP_TICK_NS`, each sent once the commit
+//! The primary ([`Primary`]) ships each version that becomes the newest committed one
+//! of its key, in batches every `ship_tick_ms`, each sent once the commit
 //! records before it are durable (a backup never holds a version its
 //! primary could lose in a crash). A backup applies them (per key, the
 //! highest version wins), appends them durably and acknowledges. What a
@@ -15,24 +15,71 @@
 //! Nothing reads from a backup: taking over from a failed primary is not
 //! part of NOC-NOC's deployment and is not done here.
 
+use super::Timer;
 use crate::ramp::versions::Versions;
-use meridian_core::{CounterDoc, Ctx, Key, Lsn, NodeId, Process, Protocol, ShardId, Topology};
+use meridian_core::{
+    CounterDoc, Ctx, Env, Key, Lsn, NodeId, ParamDoc, ParamReader, Process, Protocol, ShardId, Topology,
+};
 use meridian_mechanisms::primary_backup::{Apply, BackupRecord, Mirror, Ship, ShipConfig, Shipper};
 use meridian_mechanisms::primary_backup::{BatchId, Item};
 
-/// How often a primary ships what it committed.
-pub const SHIP_TICK_NS: u64 = 5_000_000;
+/// The replication's knobs (documented in [`PARAMS`]): how often a primary
+/// ships, its batches' bounds, and a backup's checkpoints.
+#[derive(Copy, Clone, Debug)]
+pub struct Replication {
+    pub ship_tick_ns: u64,
+    pub ship: ShipConfig,
+    pub backup_checkpoint_records: usize,
+}
 
-/// The primary's bounds: batches of up to 1,024 versions, sent again after
-/// a second without acknowledgement (two datacenters' round trip and the
-/// backup's fsync, many times over), at most 16 again per tick, and up to
-/// 100,000 versions unacknowledged per backup before it is resynced.
-pub const SHIP: ShipConfig =
-    ShipConfig { max_batch_items: 1024, resend_ns: 1_000_000_000, max_resends: 16, max_unacked_items: 100_000 };
+impl Replication {
+    /// Reads the replication's knobs of protocol `name`.
+    pub fn read(p: &ParamReader<'_>, name: &str) -> Result<Replication, String> {
+        let count = |n: &str| p.count(n, 1..=1_000_000_000).map(|v| v as usize);
+        let positive_ns = |n: &str| -> Result<u64, String> {
+            let v = p.ms_ns(n)?;
+            if v == 0 { Err(format!("{name}: `{n}` must be positive")) } else { Ok(v) }
+        };
+        Ok(Replication {
+            ship_tick_ns: positive_ns("ship_tick_ms")?,
+            ship: ShipConfig {
+                max_batch_items: count("ship_batch_max")?,
+                resend_ns: positive_ns("ship_resend_ms")?,
+                max_resends: count("ship_resends_max")?,
+                max_unacked_items: count("ship_unacked_max")?,
+            },
+            backup_checkpoint_records: count("backup_checkpoint_records")?,
+        })
+    }
+}
 
-/// Records a backup appends between checkpoints (at least a 64th of the
-/// keys it holds).
-pub const BACKUP_CHECKPOINT_RECORDS: usize = 1_000;
+/// The replication's knobs, shared by every protocol that replicates this
+/// way. The defaults: a batch every 5 ms of up to 1,024 versions, sent
+/// again after a second without acknowledgement (two datacenters' round
+/// trip and the backup's fsync, many times over), at most 16 again per
+/// tick, up to 100,000 versions unacknowledged per backup before it is
+/// resynced, and a backup checkpoint every 1,000 records (at least a 64th
+/// of the keys it holds).
+pub const PARAMS: [ParamDoc; 6] = [
+    ParamDoc { name: "ship_tick_ms", default: "5", doc: "how often a primary ships what it committed to its backups" },
+    ParamDoc { name: "ship_batch_max", default: "1024", doc: "versions in one batch shipped to a backup" },
+    ParamDoc {
+        name: "ship_resend_ms",
+        default: "1000",
+        doc: "a batch a backup has not acknowledged this long is shipped again",
+    },
+    ParamDoc { name: "ship_resends_max", default: "16", doc: "batches shipped again to one backup per tick" },
+    ParamDoc {
+        name: "ship_unacked_max",
+        default: "100000",
+        doc: "versions a backup may leave unacknowledged before its primary resyncs it with its whole state",
+    },
+    ParamDoc {
+        name: "backup_checkpoint_records",
+        default: "1000",
+        doc: "records a backup appends between checkpoints of its durable log",
+    },
+];
 
 /// The counters of replication, for every protocol that replicates this way.
 pub const COUNTERS: [CounterDoc; 5] = [
@@ -63,58 +110,115 @@ pub fn backups_of(topo: &Topology, shard: ShardId) -> Vec<NodeId> {
     topo.replicas(shard).iter().copied().filter(|n| *n != primary).collect()
 }
 
-/// A (re)started primary's shipper to `backups` (not empty): a fresh
-/// incarnation number (acknowledgements of batches an earlier incarnation
-/// sent are not taken for this one's), every backup to be resynced, and
-/// its versions feeding it from now on (not the ones replayed at restart:
-/// the resync carries those).
-pub fn start_shipping(backups: Vec<NodeId>, versions: &mut Versions, clock_ns: u64, random: u64) -> Shipper {
-    assert!(!backups.is_empty(), "shipping needs a backup");
-    versions.ship_commits(true);
-    Shipper::new(SHIP, clock_ns ^ random, backups)
+/// A partition's side of the replication: it ships the versions it commits
+/// to its shard's backups, if it has any. Every partition (RAMP's, RA-NOC2's,
+/// Eiger's) drives it from the same events and sends what it returns once
+/// the records before it are durable.
+#[derive(Debug, Default)]
+pub struct Primary {
+    ship: Option<Shipper>,
 }
 
-/// The primary's tick: what it committed since the last one into batches,
-/// and what to send.
-pub fn ship_tick(ship: &mut Shipper, versions: &mut Versions, now_ns: u64) -> Vec<(NodeId, Ship)> {
-    for item in versions.take_committed() {
-        ship.committed(item);
+impl Primary {
+    /// After a (re)start: a fresh incarnation number (acknowledgements of
+    /// batches an earlier incarnation sent are not taken for this one's),
+    /// every backup to be resynced, and `versions` feeding it from now on
+    /// (not the ones replayed at restart: the resync carries those).
+    pub fn start<M, R>(
+        &mut self,
+        env: &mut (dyn Env<M, R, Timer> + '_),
+        topo: &Topology,
+        shard: ShardId,
+        versions: &mut Versions,
+        cfg: &Replication,
+    ) {
+        let backups = backups_of(topo, shard);
+        if backups.is_empty() {
+            return; // one replica: nothing to ship, and no draw from the random stream
+        }
+        let (random, clock_ns) = (env.rng().next_u64(), env.clock_ns());
+        versions.ship_commits(true);
+        self.ship = Some(Shipper::new(cfg.ship, clock_ns ^ random, backups));
+        env.set_timer(cfg.ship_tick_ns, Timer::Ship);
     }
-    ship.tick(now_ns)
-}
 
-/// A backup's message at its primary: what to send back (a resync when a
-/// backup behind answers a probe).
-pub fn ship_answer(
-    ship: &mut Shipper,
-    versions: &Versions,
-    from: NodeId,
-    msg: Ship,
-    now_ns: u64,
-) -> Vec<(NodeId, Ship)> {
-    ship.on_message(from, msg, now_ns, || versions.committed_state())
+    /// The shipping tick: what was committed since the last one into
+    /// batches, and what to send.
+    pub fn on_tick<M, R>(
+        &mut self,
+        env: &mut (dyn Env<M, R, Timer> + '_),
+        versions: &mut Versions,
+        cfg: &Replication,
+        now_ns: u64,
+    ) -> Vec<(NodeId, Ship)> {
+        env.set_timer(cfg.ship_tick_ns, Timer::Ship);
+        let Some(ship) = &mut self.ship else { return Vec::new() };
+        for item in versions.take_committed() {
+            ship.committed(item);
+        }
+        let out = ship.tick(now_ns);
+        count_shipped(env, &out);
+        out
+    }
+
+    /// A backup's acknowledgement or answer to a probe: what to send back
+    /// (a resync when a backup behind answers a probe).
+    pub fn on_message<M, R>(
+        &mut self,
+        env: &mut (dyn Env<M, R, Timer> + '_),
+        versions: &Versions,
+        from: NodeId,
+        msg: Ship,
+        now_ns: u64,
+    ) -> Vec<(NodeId, Ship)> {
+        let Some(ship) = &mut self.ship else { return Vec::new() };
+        let out = ship.on_message(from, msg, now_ns, || versions.committed_state());
+        if !out.is_empty() {
+            env.count("backup_resyncs", 1);
+        }
+        count_shipped(env, &out);
+        out
+    }
+
+    pub fn check_invariants(&self) {
+        if let Some(ship) = &self.ship {
+            ship.check_invariants();
+        }
+    }
 }
 
 /// Counts what a primary sends its backups.
-pub fn count_shipped(mut count: impl FnMut(&'static str, u64), out: &[(NodeId, Ship)]) {
+fn count_shipped<M, R>(env: &mut (dyn Env<M, R, Timer> + '_), out: &[(NodeId, Ship)]) {
     for (_, s) in out {
         if let Ship::Batch { items, .. } = s {
-            count("shipped_batches", 1);
-            count("shipped_versions", items.len() as u64);
+            env.count("shipped_batches", 1);
+            env.count("shipped_versions", items.len() as u64);
         }
     }
 }
 
 /// A shard's replica other than its partition: it holds each key's newest
 /// committed version its primary shipped, durably, and serves nothing.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Backup {
     mirror: Mirror,
     last_appended: Lsn,
     durable: Lsn,
+    checkpoint_records: usize,
 }
 
 impl Backup {
+    /// A backup holding nothing yet, checkpointing every
+    /// `backup_checkpoint_records` appends.
+    pub fn new(cfg: &Replication) -> Backup {
+        Backup {
+            mirror: Mirror::default(),
+            last_appended: Lsn::default(),
+            durable: Lsn::default(),
+            checkpoint_records: cfg.backup_checkpoint_records,
+        }
+    }
+
     /// The version held of `key` (tests).
     pub fn version_of(&self, key: Key) -> Option<u64> {
         self.mirror.version_of(key)
@@ -130,7 +234,7 @@ impl Backup {
         if let Apply::Append(record) = self.mirror.on_batch(items) {
             ctx.count("backup_appends", 1);
             self.last_appended = ctx.append(P::backup_record(record));
-            if let Some(state) = self.mirror.checkpoint_due(BACKUP_CHECKPOINT_RECORDS) {
+            if let Some(state) = self.mirror.checkpoint_due(self.checkpoint_records) {
                 ctx.compact(self.last_appended, P::backup_record(state));
                 ctx.count("backup_checkpoints", 1);
             }

@@ -60,36 +60,36 @@ pub fn partition_of(topology: &Topology, shard: ShardId) -> NodeId {
 /// The role a node plays in a read-atomic deployment.
 pub(crate) enum Built<P, C> {
     Partition(P),
-    /// A shard's replica that is not its partition: a backup
-    /// (`backup::Backup`).
-    Backup,
+    /// A shard's replica that is not its partition: a backup.
+    Backup(backup::Backup),
     Client(C),
 }
 
 impl<P, C> Built<P, C> {
     /// The protocol's node playing this role: `partition`, `backup` and
     /// `client` are its `roles!` enum's variants.
-    pub(crate) fn into_node<N, B: Default>(
+    pub(crate) fn into_node<N>(
         self,
         partition: impl FnOnce(Box<P>) -> N,
-        backup: impl FnOnce(Box<B>) -> N,
+        backup: impl FnOnce(Box<backup::Backup>) -> N,
         client: impl FnOnce(Box<C>) -> N,
     ) -> N {
         match self {
             Built::Partition(p) => partition(Box::new(p)),
-            Built::Backup => backup(Box::default()),
+            Built::Backup(b) => backup(Box::new(b)),
             Built::Client(c) => client(Box::new(c)),
         }
     }
 }
 
-/// The role of `node` in protocol `name`: its shard's partition, an idle
-/// backup, or a client with its index (clients are told apart in
+/// The role of `node` in protocol `name`: its shard's partition, a backup
+/// replicating with `replication`, or a client with its index (clients are told apart in
 /// timestamps, so there are at most `1 << Ts::CLIENT_BITS`).
 pub(crate) fn build_role<P, C>(
     d: &Deployment,
     node: NodeId,
     name: &str,
+    replication: &backup::Replication,
     partition: impl FnOnce(Arc<Topology>, ShardId) -> P,
     client: impl FnOnce(Arc<Topology>, u32) -> C,
 ) -> Result<Built<P, C>, String> {
@@ -98,7 +98,7 @@ pub(crate) fn build_role<P, C>(
         Role::Replica { shard, .. } if partition_of(topo, *shard) == node => {
             Ok(Built::Partition(partition(Arc::clone(topo), *shard)))
         }
-        Role::Replica { .. } => Ok(Built::Backup),
+        Role::Replica { .. } => Ok(Built::Backup(backup::Backup::new(replication))),
         Role::Client { .. } if topo.clients().len() > 1 << Ts::CLIENT_BITS => {
             Err(format!("{name} tells clients apart in its timestamps: at most {} clients", 1 << Ts::CLIENT_BITS))
         }

@@ -6,6 +6,7 @@
 //! its durable appends and its held answers; the handlers here sequence
 //! them the same way for every protocol.
 
+use super::backup::Primary;
 use super::events::PartitionEvents;
 use super::{EnvOf, Timer, Wire, partition_of};
 use crate::ramp::pending::{Pending, Verdict};
@@ -14,7 +15,7 @@ use crate::ramp::versions::Versions;
 use crate::ramp::{Common, Held, Ts};
 use meridian_core::{Lsn, NodeId, ShardId, Topology};
 use meridian_mechanisms::durable::AfterDurable;
-use meridian_mechanisms::primary_backup::{Ship, Shipper};
+use meridian_mechanisms::primary_backup::Ship;
 use std::sync::Arc;
 
 /// The state every read-atomic partition keeps: its versions (RAMP's
@@ -31,7 +32,7 @@ pub(crate) struct Base<M> {
     pub checkpoints: Checkpoints,
     /// Primary-backup replication to the shard's other replicas, if it
     /// has any (`super::backup`).
-    pub ship: Option<Shipper>,
+    pub primary: Primary,
 }
 
 impl<M> Base<M> {
@@ -45,7 +46,7 @@ impl<M> Base<M> {
             pending: Pending::new(shard, common.pending_max, aborted_remembered),
             out: AfterDurable::new(),
             checkpoints: Checkpoints::new(common.checkpoint_records),
-            ship: None,
+            primary: Primary::default(),
             common,
         }
     }
@@ -60,9 +61,7 @@ impl<M> Base<M> {
         self.versions.check_invariants();
         self.pending.check_invariants();
         self.out.check_invariants();
-        if let Some(ship) = &self.ship {
-            ship.check_invariants();
-        }
+        self.primary.check_invariants();
     }
 }
 
@@ -147,41 +146,28 @@ pub(crate) trait Core {
     }
 
     /// After a (re)start: replication to the shard's backups, if it has
-    /// any (`super::backup::start_shipping`).
+    /// any (`super::backup::Primary`).
     fn start_shipping(&mut self, ctx: &mut EnvOf<'_, Self::Msg>) {
-        let backups = super::backup::backups_of(&self.base().topo, self.base().shard);
-        if backups.is_empty() {
-            return; // one replica: nothing to ship, and no draw from the random stream
-        }
-        let (random, clock_ns) = (ctx.rng().next_u64(), ctx.clock_ns());
         let base = self.base_mut();
-        base.ship = Some(super::backup::start_shipping(backups, &mut base.versions, clock_ns, random));
-        ctx.set_timer(super::backup::SHIP_TICK_NS, Timer::Ship);
+        base.primary.start(ctx, &base.topo, base.shard, &mut base.versions, &base.common.replication);
     }
 
     /// The shipping tick: this tick's commits to the backups, once the
     /// records before them are durable.
     fn on_ship_tick(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, now_ns: u64) {
-        ctx.set_timer(super::backup::SHIP_TICK_NS, Timer::Ship);
         let base = self.base_mut();
-        let Some(ship) = &mut base.ship else { return };
-        let out = super::backup::ship_tick(ship, &mut base.versions, now_ns);
+        let out = base.primary.on_tick(ctx, &mut base.versions, &base.common.replication, now_ns);
         self.send_shipped(ctx, out);
     }
 
     /// A backup's acknowledgement or answer to a probe.
     fn on_ship(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, from: NodeId, msg: Ship, now_ns: u64) {
         let base = self.base_mut();
-        let Some(ship) = &mut base.ship else { return };
-        let out = super::backup::ship_answer(ship, &base.versions, from, msg, now_ns);
-        if !out.is_empty() {
-            ctx.count("backup_resyncs", 1);
-        }
+        let out = base.primary.on_message(ctx, &base.versions, from, msg, now_ns);
         self.send_shipped(ctx, out);
     }
 
     fn send_shipped(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, out: Vec<(NodeId, Ship)>) {
-        super::backup::count_shipped(|name, n| ctx.count(name, n), &out);
         for (to, s) in out {
             self.send_durable(ctx, to, Self::Msg::ship(s));
         }

@@ -106,7 +106,7 @@ pub struct Config {
     pub read_latest: bool,
 }
 
-pub const PARAMS: &[ParamDoc] = &with_shared::<14>(&[
+pub const PARAMS: &[ParamDoc] = &with_shared::<20>(&[
     ParamDoc {
         name: "aborted_remembered",
         default: "65536",
@@ -228,6 +228,7 @@ impl Protocol for Lora {
             d,
             node,
             Self::NAME,
+            &cfg.common.replication,
             |topo, shard| Partition::new(topo, node, shard, cfg.partition()),
             |topo, index| Client::new(topo, node, index, cfg),
         )?;

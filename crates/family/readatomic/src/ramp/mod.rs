@@ -74,6 +74,7 @@ pub use client::Client;
 pub use messages::{Ask, GetId, Held, Item, KnownState, Msg, PendingTxn, Prepare, Record, Snapshot, Timer, Ts};
 pub use partition::Partition;
 
+use crate::common::backup::{PARAMS as REPLICATION_PARAMS, Replication};
 use crate::common::{Built, build_role};
 use meridian_core::{Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, Params, Protocol, Shapes};
 
@@ -100,6 +101,8 @@ pub struct Common {
     pub ctp_ns: u64,
     pub pending_max: usize,
     pub checkpoint_records: u64,
+    /// Primary-backup replication (`crate::common::backup`).
+    pub replication: Replication,
 }
 
 impl Common {
@@ -123,6 +126,7 @@ impl Common {
             ctp_ns: positive("ctp_ms")?,
             pending_max: count("pending_max")? as usize,
             checkpoint_records: count("checkpoint_records")?,
+            replication: Replication::read(p, name)?,
         })
     }
 }
@@ -139,7 +143,7 @@ pub struct Config {
 
 /// The knobs RAMP, RA-NOC2, RA-NOC, LORA and Eiger share (their clients' retries and timestamps,
 /// their partitions' garbage collection, termination protocol and checkpoints).
-pub const SHARED_PARAMS: [ParamDoc; 11] = [
+pub const SHARED_PARAMS: [ParamDoc; 17] = [
     ParamDoc { name: "client_tick_ms", default: "20", doc: "resolution of the client's retry deadlines" },
     ParamDoc {
         name: "retry_ms",
@@ -183,6 +187,12 @@ pub const SHARED_PARAMS: [ParamDoc; 11] = [
         default: "10000",
         doc: "records a partition appends between checkpoints of its durable log",
     },
+    REPLICATION_PARAMS[0],
+    REPLICATION_PARAMS[1],
+    REPLICATION_PARAMS[2],
+    REPLICATION_PARAMS[3],
+    REPLICATION_PARAMS[4],
+    REPLICATION_PARAMS[5],
 ];
 
 /// A protocol's parameter list: `SHARED_PARAMS` in order, each replaced by
@@ -258,6 +268,12 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "transactions a partition remembers refusing, and as many it committed, for the cooperative termination protocol",
     },
     SHARED_PARAMS[10],
+    SHARED_PARAMS[11],
+    SHARED_PARAMS[12],
+    SHARED_PARAMS[13],
+    SHARED_PARAMS[14],
+    SHARED_PARAMS[15],
+    SHARED_PARAMS[16],
     ParamDoc {
         name: "test_skip_repair",
         default: "false",
@@ -364,6 +380,7 @@ fn build(d: &Deployment, node: NodeId, name: &str, variant: Variant) -> Result<B
         d,
         node,
         name,
+        &cfg.common.replication,
         |topo, shard| Partition::new(topo, node, shard, cfg),
         |topo, index| Client::new(topo, node, index, cfg),
     )
@@ -433,17 +450,17 @@ mod tests {
     #[test]
     fn a_protocols_parameters_are_the_shared_ones_in_order_its_own_in_place_or_after() {
         let names = |list: &[ParamDoc]| list.iter().map(|p| p.name).collect::<Vec<_>>();
-        let list = with_shared::<12>(&[EXTRA, OWN_CTP_MS]);
+        let list = with_shared::<18>(&[EXTRA, OWN_CTP_MS]);
         let shared = names(&SHARED_PARAMS);
-        assert_eq!(names(&list[..11]), shared, "the shared ones first, in their order");
+        assert_eq!(names(&list[..17]), shared, "the shared ones first, in their order");
         assert_eq!(list[8].default, "7", "an own parameter of a shared name replaces it in place");
-        assert_eq!(list[11].name, "extra", "the others follow");
+        assert_eq!(list[17].name, "extra", "the others follow");
     }
 
     #[test]
     #[should_panic(expected = "N counts every parameter")]
     fn a_miscounted_parameter_list_is_refused() {
-        with_shared::<11>(&[EXTRA]);
+        with_shared::<19>(&[EXTRA]);
     }
 
     #[test]
@@ -462,6 +479,10 @@ mod tests {
         assert!(Config::from_params(&p, "ramp-f", Variant::Fast).unwrap_err().contains("`retry_ms`"));
         let p = Params::new().with("one_phase_writes", ParamValue::Bool(true));
         assert!(Config::from_params(&p, "ramp-s", Variant::Small).unwrap_err().contains("`one_phase_writes`"));
+        let p = Params::new().with("ship_tick_ms", ParamValue::Int(0));
+        assert!(Config::from_params(&p, "ramp-f", Variant::Fast).unwrap_err().contains("`ship_tick_ms`"));
+        let p = Params::new().with("ship_batch_max", ParamValue::Int(0));
+        assert!(Config::from_params(&p, "ramp-f", Variant::Fast).unwrap_err().contains("`ship_batch_max`"));
         let p = Params::new().with("no_such_ms", ParamValue::Int(1));
         assert!(Config::from_params(&p, "ramp-f", Variant::Fast).unwrap_err().contains("`no_such_ms`"));
     }

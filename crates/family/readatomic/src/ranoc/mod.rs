@@ -84,8 +84,8 @@ use crate::ramp::with_shared;
 use crate::ranoc2::{self, Config};
 use meridian_core::{CounterDoc, ParamDoc};
 
-pub const PARAMS: &[ParamDoc] = &with_shared::<13>(&[
-    ranoc2::PARAMS[11],
+pub const PARAMS: &[ParamDoc] = &with_shared::<19>(&[
+    ranoc2::PARAMS[17],
     ParamDoc {
         name: "test_skip_wait",
         default: "false",
@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn ra_noc2s_local_view_knobs_are_not_ra_nocs() {
-        assert_eq!(ranoc2::PARAMS[11].name, "outcomes_remembered");
+        assert_eq!(ranoc2::PARAMS[17].name, "outcomes_remembered");
         let p = Params::new().with("lsv_max", ParamValue::Int(10));
         assert!(Config::noc_from_params(&p, "ra-noc").unwrap_err().contains("`lsv_max`"));
     }

@@ -148,7 +148,7 @@ pub struct Config {
     pub skip_wait: bool,
 }
 
-pub const PARAMS: &[ParamDoc] = &with_shared::<14>(&[
+pub const PARAMS: &[ParamDoc] = &with_shared::<20>(&[
     ParamDoc {
         name: "outcomes_remembered",
         default: "65536",
@@ -293,6 +293,7 @@ pub(crate) fn build(d: &Deployment, node: NodeId, name: &str, cfg: Config) -> Re
         d,
         node,
         name,
+        &cfg.common.replication,
         |topo, shard| Partition::new(topo, node, shard, cfg),
         |topo, index| Client::new(topo, node, index, cfg),
     )

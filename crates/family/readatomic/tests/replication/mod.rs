@@ -20,6 +20,11 @@ const KEYS: u64 = 40;
 /// the second (the paper's two datacenters, here 60 ms apart in the
 /// `tiga-gcp` preset's first two regions); clients in the first region.
 pub fn sim<P: Protocol>(seed: u64, net: NetConfig) -> Sim<P> {
+    sim_with(seed, net, Params::new())
+}
+
+/// The same with the protocol's `params`.
+pub fn sim_with<P: Protocol>(seed: u64, net: NetConfig, params: Params) -> Sim<P> {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
         regions: matrix.regions.clone(),
@@ -34,7 +39,7 @@ pub fn sim<P: Protocol>(seed: u64, net: NetConfig) -> Sim<P> {
     let latency = Arc::new(matrix.clone());
     let mut cfg = SimConfig::ideal(seed, topology.clone(), matrix);
     cfg.net = net;
-    Sim::new(cfg, Deployment { topology, params: Params::new(), epsilon_us: 100, latency }).unwrap()
+    Sim::new(cfg, Deployment { topology, params, epsilon_us: 100, latency }).unwrap()
 }
 
 /// A write-only transaction of three keys.
@@ -86,4 +91,20 @@ pub fn assert_backups_caught_up<P: Protocol>(
         }
     }
     assert!(held > KEYS as usize / 2, "most keys were written: {held}");
+}
+
+/// The replication's counters after `load` and two quiet seconds, with the
+/// backups checked caught up: (`shipped_batches`, `shipped_versions`).
+pub fn shipped<P: Protocol>(
+    params: Params,
+    primary_version: impl Fn(&Sim<P>, NodeId, Key) -> Option<u64>,
+    backup_version: impl Fn(&Sim<P>, NodeId, Key) -> Option<u64>,
+) -> (u64, u64) {
+    let mut s = sim_with::<P>(1, NetConfig::default(), params);
+    load(&mut s, 100, 0);
+    let t = s.now_ns() + 2_000 * MS;
+    s.run_until(t);
+    assert_backups_caught_up(&s, primary_version, backup_version);
+    let count = |name: &str| s.counters().get(name).copied().unwrap_or(0);
+    (count("shipped_batches"), count("shipped_versions"))
 }
