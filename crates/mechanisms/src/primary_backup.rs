@@ -12,7 +12,10 @@
 //! batches a backup made durable. Anything a backup may have missed — its
 //! primary restarted and forgot the batches in flight, or the backup fell
 //! more than `max_unacked_items` behind — is repaired by a resync: the
-//! primary sends its whole committed state again, in batches.
+//! primary sends its whole committed state again, in batches paced by the
+//! acknowledgements (at most half of `max_unacked_items` of them in
+//! flight), so a state larger than the bound is resynced once, not again
+//! at every tick, and the batches in flight stay bounded.
 //!
 //! `Shipper` is the primary's side, `Mirror` the backup's; the protocol
 //! carries [`Ship`] messages and [`BackupRecord`]s in its own enums.
@@ -90,6 +93,10 @@ struct BackupLink {
     /// Sent, not acknowledged: the batch and when it was last sent.
     unacked: BTreeMap<u64, (Arc<[Item]>, u64)>,
     unacked_items: usize,
+    /// The rest of a resync, not sent yet: the state taken when the backup
+    /// answered, in batches (at most one state's worth: a new resync
+    /// replaces it).
+    resync: VecDeque<Arc<[Item]>>,
 }
 
 impl BackupLink {
@@ -97,6 +104,14 @@ impl BackupLink {
         if let Some((items, _)) = self.unacked.remove(&seq) {
             self.unacked_items -= items.len();
         }
+    }
+
+    /// Too far behind, or forgotten: probe it and resync it from scratch.
+    fn fall_behind(&mut self) {
+        self.link = Link::Behind;
+        self.unacked.clear();
+        self.unacked_items = 0;
+        self.resync.clear();
     }
 }
 
@@ -120,7 +135,13 @@ impl Shipper {
         assert!(cfg.max_batch_items > 0 && cfg.max_unacked_items > 0, "bounds are positive");
         let backups = backups
             .into_iter()
-            .map(|node| BackupLink { node, link: Link::Behind, unacked: BTreeMap::new(), unacked_items: 0 })
+            .map(|node| BackupLink {
+                node,
+                link: Link::Behind,
+                unacked: BTreeMap::new(),
+                unacked_items: 0,
+                resync: VecDeque::new(),
+            })
             .collect();
         Shipper { cfg, epoch, next_seq: 0, open: Vec::new(), backups }
     }
@@ -158,9 +179,7 @@ impl Shipper {
         for b in &mut self.backups {
             if b.link == Link::Live && b.unacked_items > self.cfg.max_unacked_items {
                 // Too far behind to keep what it lacks: resync it later.
-                b.link = Link::Behind;
-                b.unacked.clear();
-                b.unacked_items = 0;
+                b.fall_behind();
             }
             match b.link {
                 Link::Behind => out.push((b.node, Ship::Probe)),
@@ -178,6 +197,7 @@ impl Shipper {
                         let id = BatchId { epoch: self.epoch, seq };
                         out.push((b.node, Ship::Batch { id, items: Arc::clone(&entry.0) }));
                     }
+                    self.next_seq = pace_resync(&mut out, b, &self.cfg, self.epoch, self.next_seq, now_ns);
                 }
             }
         }
@@ -197,19 +217,23 @@ impl Shipper {
         let mut out = Vec::new();
         let Some(b) = self.backups.iter_mut().find(|b| b.node == from) else { return out };
         match msg {
-            Ship::Ack { id } if id.epoch == self.epoch => b.unack(id.seq),
+            Ship::Ack { id } if id.epoch == self.epoch => {
+                b.unack(id.seq);
+                self.next_seq = pace_resync(&mut out, b, &self.cfg, self.epoch, self.next_seq, now_ns);
+            }
             Ship::Here if b.link == Link::Behind => {
                 b.link = Link::Live;
-                for chunk in state().chunks(self.cfg.max_batch_items) {
-                    let items: Arc<[Item]> = Arc::from(chunk);
-                    let id = BatchId { epoch: self.epoch, seq: self.next_seq };
-                    self.next_seq += 1;
-                    send(&mut out, b, id, &items, now_ns);
-                }
+                b.resync = state().chunks(self.cfg.max_batch_items).map(Arc::from).collect();
+                self.next_seq = pace_resync(&mut out, b, &self.cfg, self.epoch, self.next_seq, now_ns);
             }
             _ => {}
         }
         out
+    }
+
+    /// Batches of a resync of `backup` not sent yet (tests).
+    pub fn resync_pending(&self, backup: NodeId) -> usize {
+        self.backups.iter().find(|b| b.node == backup).map_or(0, |b| b.resync.len())
     }
 
     /// Versions sent to `backup` and not acknowledged (tests, reports).
@@ -222,8 +246,32 @@ impl Shipper {
             let n: usize = b.unacked.values().map(|(items, _)| items.len()).sum();
             assert_eq!(n, b.unacked_items, "unacked count of {:?}", b.node);
             assert!(b.link == Link::Live || b.unacked.is_empty(), "a backup behind holds nothing unacked");
+            assert!(b.link == Link::Live || b.resync.is_empty(), "a backup behind has no resync under way");
         }
     }
+}
+
+/// Sends the next batches of `b`'s resync while fewer than half of
+/// `max_unacked_items` are in flight (one batch at least when none is, so a
+/// bound below a batch still makes progress); the other half is left to
+/// the commits shipped meanwhile. Returns the next sequence number.
+fn pace_resync(
+    out: &mut Vec<(NodeId, Ship)>,
+    b: &mut BackupLink,
+    cfg: &ShipConfig,
+    epoch: u64,
+    mut next_seq: u64,
+    now_ns: u64,
+) -> u64 {
+    while let Some(items) = b.resync.front() {
+        if !b.unacked.is_empty() && b.unacked_items + items.len() > cfg.max_unacked_items / 2 {
+            break;
+        }
+        let items = b.resync.pop_front().expect("a front");
+        send(out, b, BatchId { epoch, seq: next_seq }, &items, now_ns);
+        next_seq += 1;
+    }
+    next_seq
 }
 
 fn send(out: &mut Vec<(NodeId, Ship)>, b: &mut BackupLink, id: BatchId, items: &Arc<[Item]>, now_ns: u64) {
@@ -503,6 +551,36 @@ mod tests {
             w.step(0.0);
         }
         assert!(w.converged(), "resynced: {:?}", w.mirror.state());
+    }
+
+    /// A state many times the unacknowledged bound is resynced once, its
+    /// batches sent as the acknowledgements come back, never more than the
+    /// bound in flight; it used to be sent whole, put the backup over the
+    /// bound at the next tick and be resynced again at every probe answer.
+    #[test]
+    fn a_resync_larger_than_the_unacked_bound_is_paced_by_acknowledgements_and_sent_once() {
+        let mut w = World::new(11);
+        for key in 0..1_000 {
+            w.commit(key, key + 1);
+        }
+        let mut resync_batches = 0;
+        for _ in 0..400 {
+            w.step(0.0);
+            let in_flight: usize = w
+                .net
+                .iter()
+                .map(|(_, m)| match m {
+                    Ship::Batch { items, .. } => items.len(),
+                    _ => 0,
+                })
+                .sum();
+            resync_batches += w.net.iter().filter(|(_, m)| matches!(m, Ship::Batch { .. })).count();
+            assert!(in_flight <= cfg().max_unacked_items, "{in_flight} versions in flight");
+        }
+        assert!(w.converged(), "resynced: {} of 1000 keys", w.mirror.keys());
+        assert_eq!(w.shipper.resync_pending(B), 0);
+        // The state once in batches of 4, a tick's commits, and nothing more.
+        assert!(resync_batches <= 1_000 / 4 + 1, "{resync_batches} batches for one resync");
     }
 
     #[test]
