@@ -11,6 +11,7 @@
 //! explains what every session saw).
 
 use crate::explain;
+use crate::fxhash::FxMap;
 use crate::graph::{Bfs, Csr, Edge, Tarjan};
 use crate::index::{Index, NONE, VersionId};
 use crate::model::AnomalyKind;
@@ -119,6 +120,12 @@ struct Requirement {
 #[derive(Default)]
 pub(crate) struct Constraints {
     open: Vec<Requirement>,
+    /// The `(before, after)` pairs in `open`: a pair required again (every
+    /// reader of one version, after the same writes of its causal past)
+    /// adds nothing to the cycles, so only its first reason is kept. Without
+    /// this a causal check held one requirement per read and session that
+    /// wrote the key — gigabytes for a few hundred thousand transactions.
+    pairs: FxMap<(VersionId, VersionId), ()>,
 }
 
 const BASE: u8 = 1;
@@ -147,7 +154,9 @@ impl Constraints {
             });
             return;
         }
-        self.open.push(Requirement { before, after, why });
+        if self.pairs.insert((before, after), ()).is_none() {
+            self.open.push(Requirement { before, after, why });
+        }
     }
 
     pub fn len(&self) -> usize {
