@@ -30,7 +30,7 @@ use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::{Meta, Version, VersionMeta};
 use meridian_mechanisms::primary_backup::Ship;
 use meridian_readatomic::common::backup::Primary;
-use meridian_readatomic::common::events::{PartitionEvents, partition_timer, start_partition};
+use meridian_readatomic::common::events::{PartitionEvents, collect_versions, partition_timer, start_partition};
 use meridian_readatomic::common::outcomes::{Known, Outcomes};
 use meridian_readatomic::ramp::recovery::Checkpoints;
 use meridian_readatomic::ramp::versions::{Lookup, Versions};
@@ -515,17 +515,17 @@ impl PartitionEvents<Msg, Record> for Partition {
         &self.cfg.common
     }
 
+    fn versions(&self) -> &Versions {
+        &self.versions
+    }
+
     /// `recovery.rs`.
     fn restore(&mut self, durable: Vec<Record>, now_ns: u64) {
         Partition::restore(self, durable, now_ns);
     }
 
     fn on_gc_tick(&mut self, ctx: &mut PartitionCtx<'_>, now_ns: u64) {
-        ctx.set_timer(self.cfg.common.gc_tick_ns, Timer::Gc);
-        let dropped = self.versions.collect(now_ns);
-        if dropped > 0 {
-            ctx.count("gc_versions", dropped);
-        }
+        collect_versions(ctx, &mut self.versions, &self.cfg.common, now_ns);
     }
 
     /// Transactions pending for `ctp_ms`: a cohort sends its vote again,

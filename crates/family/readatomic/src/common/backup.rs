@@ -105,7 +105,7 @@ pub trait Replicated: Protocol {
 }
 
 /// The replicas of `shard` other than its partition: its backups.
-pub fn backups_of(topo: &Topology, shard: ShardId) -> Vec<NodeId> {
+fn backups_of(topo: &Topology, shard: ShardId) -> Vec<NodeId> {
     let primary = super::partition_of(topo, shard);
     topo.replicas(shard).iter().copied().filter(|n| *n != primary).collect()
 }

@@ -10,6 +10,7 @@
 //! shared (the protocols' trace hashes stay as they were).
 
 use crate::ramp::Common;
+use crate::ramp::versions::Versions;
 use meridian_core::Env;
 
 /// The timers of every protocol of this family and of Eiger's.
@@ -31,6 +32,8 @@ pub enum Timer {
 pub trait PartitionEvents<M, R> {
     /// Its knobs (the ticks' periods).
     fn common(&self) -> &Common;
+    /// Its versions (what it charges the cost model per key).
+    fn versions(&self) -> &Versions;
     /// A (re)start: the state its durable records rebuild.
     fn restore(&mut self, durable: Vec<R>, now_ns: u64);
     /// After a (re)start: replication to the shard's backups, if any.
@@ -46,9 +49,22 @@ pub trait PartitionEvents<M, R> {
 pub fn start_partition<M, R>(p: &mut impl PartitionEvents<M, R>, ctx: &mut dyn Env<M, R, Timer>, durable: Vec<R>) {
     let now_ns = ctx.monotonic_ns();
     p.restore(durable, now_ns);
+    // Replaying the log installs and commits keys: the restart pays for
+    // them, not the first event after it.
+    ctx.charge_keys(p.versions().take_touched());
     ctx.set_timer(p.common().gc_tick_ns, Timer::Gc);
     ctx.set_timer(p.common().ctp_tick_ns, Timer::Ctp);
     p.start_shipping(ctx);
+}
+
+/// A partition's collection tick (every partition's `on_gc_tick`): drops
+/// the versions overwritten for `gc_window_ms`, and comes again.
+pub fn collect_versions<M, R>(ctx: &mut dyn Env<M, R, Timer>, versions: &mut Versions, common: &Common, now_ns: u64) {
+    ctx.set_timer(common.gc_tick_ns, Timer::Gc);
+    let dropped = versions.collect(now_ns);
+    if dropped > 0 {
+        ctx.count("gc_versions", dropped);
+    }
 }
 
 /// A partition's `Process::on_timer`.

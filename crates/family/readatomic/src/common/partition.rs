@@ -114,11 +114,8 @@ pub(crate) trait Core {
 
     /// Drops the versions overwritten for `gc_window_ms`.
     fn on_gc_tick(&mut self, ctx: &mut EnvOf<'_, Self::Msg>, now_ns: u64) {
-        ctx.set_timer(self.base().common.gc_tick_ns, Timer::Gc);
-        let dropped = self.base_mut().versions.collect(now_ns);
-        if dropped > 0 {
-            ctx.count("gc_versions", dropped);
-        }
+        let base = self.base_mut();
+        super::events::collect_versions(ctx, &mut base.versions, &base.common, now_ns);
     }
 
     /// §4.6: asks the other participants of every transaction pending for
@@ -191,6 +188,10 @@ pub(crate) trait Core {
 impl<C: Core> PartitionEvents<C::Msg, <C::Msg as Wire>::Record> for C {
     fn common(&self) -> &Common {
         &self.base().common
+    }
+
+    fn versions(&self) -> &Versions {
+        &self.base().versions
     }
 
     fn restore(&mut self, durable: Vec<<C::Msg as Wire>::Record>, now_ns: u64) {

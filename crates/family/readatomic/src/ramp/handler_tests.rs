@@ -223,3 +223,32 @@ fn a_late_gone_for_an_earlier_round_leaves_the_read_to_complete() {
     let fx = c.message(partition(&d, 1), Msg::Got { id: second, items: vec![yv] });
     assert_eq!(fx.completions().count(), 1, "the read completes with its second round");
 }
+
+/// A partition restarted from its log pays the cost model for the keys
+/// its replay installs and commits at the restart, not at its first event
+/// after it.
+#[test]
+fn a_restart_is_charged_for_the_keys_its_replay_touches() {
+    let d = deployment();
+    let client = d.topology.clients()[0];
+    let node = partition(&d, 0);
+    let mut p = hand(&d, node);
+    let mut log = Vec::new();
+    let fx = p.message(client, Msg::Prepare(prepare(&d, Ts(10), 0)));
+    log.extend(fx.appends().map(|(_, _, r)| r.clone()));
+    p.persist_all();
+    let fx = p.message(client, Msg::Commit { ts: Ts(10) });
+    log.extend(fx.appends().map(|(_, _, r)| r.clone()));
+    assert_eq!(log.len(), 2, "a prepare and a commit record");
+    let mut restarted = Hand::new(RampF::build(&d, node).unwrap(), Arc::clone(&d.topology), node, Now::at(0));
+    let fx = restarted.start(log);
+    let charged: u64 = fx
+        .all()
+        .iter()
+        .map(|e| match e {
+            meridian_core::Effect::ChargeKeys { keys } => *keys,
+            _ => 0,
+        })
+        .sum();
+    assert!(charged >= 2, "the replayed install and commit are charged at the restart: {charged} keys");
+}
