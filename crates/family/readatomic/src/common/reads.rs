@@ -105,7 +105,7 @@ impl<G: ViewGet> ViewRead<G> {
 
     fn check_invariants(&self, max_attempts: u32) {
         assert!(!self.awaiting.is_empty(), "a read in flight waits for a partition");
-        assert!(self.rounds <= u64::from(max_attempts), "restarts within their bound");
+        assert!(self.rounds <= u64::from(max_attempts) + 1, "restarts within their bound");
     }
 }
 
@@ -223,7 +223,7 @@ pub trait DualViewClient<M, R> {
 
     /// A version read `id` needs was collected: the read is sent again at
     /// the next step, from the view the answer refreshed, unless the
-    /// answer is not its current step's or it took `max_attempts` rounds
+    /// answer is not its current step's or it restarted `max_attempts` times
     /// (it aborts: it changed nothing).
     fn on_gone(&mut self, ctx: &mut dyn Env<M, R, Timer>, from: NodeId, id: GetId, lst: Option<Ts>) {
         self.learn(ctx, from, lst);
@@ -234,7 +234,9 @@ pub trait DualViewClient<M, R> {
             return;
         }
         let mut r = reads.reads.remove(&id.read).expect("checked above");
-        if r.rounds >= u64::from(reads.common.max_attempts) {
+        // `max_attempts` restarts, as RAMP's and LORA's reads: the first
+        // round is not one.
+        if r.rounds > u64::from(reads.common.max_attempts) {
             ctx.count("reads_given_up", 1);
             return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
         }

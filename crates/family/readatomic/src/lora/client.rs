@@ -236,9 +236,9 @@ impl Client {
     }
 
     /// The read again, at the `last` its answers raised, or given up after
-    /// `max_attempts` rounds.
+    /// `max_attempts` restarts (rounds after the first).
     fn restart(&mut self, ctx: &mut ClientCtx<'_>, read: Ts, mut r: ReadTxn) {
-        if r.rounds >= self.cfg.common.max_attempts {
+        if r.rounds > self.cfg.common.max_attempts {
             ctx.count("reads_given_up", 1);
             return ctx.complete(r.request, Outcome::Aborted { reason: AbortReason::Timeout });
         }
@@ -415,7 +415,7 @@ impl<P: Protocol<Msg = Msg, Record = Record, Timer = Timer>> Process<P> for Clie
         assert!(self.waiting.len() <= WAITING_MAX, "requests waiting for a reservation within their bound");
         for r in self.reads.values().take(meridian_core::process::CHECKED_MAX) {
             assert!(!r.awaiting.is_empty(), "a read in flight waits for a partition");
-            assert!(r.rounds <= self.cfg.common.max_attempts, "rounds within their bound");
+            assert!(r.rounds <= self.cfg.common.max_attempts + 1, "rounds within their bound");
         }
         for w in self.writes.values().take(meridian_core::process::CHECKED_MAX) {
             w.check_invariants();

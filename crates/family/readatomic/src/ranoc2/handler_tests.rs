@@ -417,3 +417,23 @@ fn a_late_gone_for_an_earlier_round_leaves_the_read_to_complete() {
         "the read completes at its current step"
     );
 }
+
+/// `max_attempts` (10 by default) counts a read's restarts, as RAMP's and
+/// LORA's do: the tenth `Gone` still sends the round again, the eleventh
+/// gives the read up.
+#[test]
+fn a_read_restarts_max_attempts_times_then_gives_up() {
+    let d = deployment();
+    let (mut c, x, _) = ready_client(&d);
+    let p0 = partition(&d, 0);
+    let fx = c.request(RequestId(1), Program::new(vec![Op::Read { key: x }]));
+    let mut id = gets(&fx)[0].1.id;
+    for restart in 1..=10 {
+        let fx = c.message(p0, Msg::Gone { id, lst: None });
+        assert_eq!(fx.counted("read_restarts"), 1, "restart {restart}");
+        id = gets(&fx)[0].1.id;
+    }
+    let fx = c.message(p0, Msg::Gone { id, lst: None });
+    assert_eq!(fx.counted("reads_given_up"), 1);
+    assert!(matches!(fx.completions().next(), Some((RequestId(1), Outcome::Aborted { .. }))));
+}
