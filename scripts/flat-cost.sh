@@ -4,11 +4,13 @@
 # with each protocol and prints simulated events per wall-clock second and
 # the process's peak memory (max RSS). KEYS_PER_SHARD=1000 shrinks the key
 # space so the data stops growing and what remains is per-transaction state.
+# BIN measures another build of `meridian` (scripts/build-pgo.sh's, say).
 #
 #   scripts/flat-cost.sh [2pl-paxos|tiga ...] [-- DURATIONS...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q
+bin=${BIN:-target/release/meridian}
+[ -n "${BIN:-}" ] || cargo build --release -q
 protocols=()
 while [ $# -gt 0 ] && [ "$1" != -- ]; do protocols+=("$1"); shift; done
 [ "${1:-}" = -- ] && shift
@@ -22,7 +24,7 @@ for p in "${protocols[@]}"; do
   for d in "${durations[@]}"; do
     sed -e "s/^duration_s = .*/duration_s = $d.0/" \
       -e "s/^keys_per_shard = .*/keys_per_shard = ${KEYS_PER_SHARD:-1000000}/" examples/tiga-gcp.toml >"$work/exp.toml"
-    /usr/bin/time -f '%M' -o "$work/rss" target/release/meridian sim --config "$work/exp.toml" \
+    /usr/bin/time -f '%M' -o "$work/rss" "$bin" sim --config "$work/exp.toml" \
       --protocol "$p" --no-check --report "$work/r.json" >/dev/null
     python3 - "$work/r.json" "$(cat "$work/rss")" "$p" "$d" <<'PY'
 import json, sys

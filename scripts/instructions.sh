@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Instructions per simulated event (docs/flat-cost.md): runs
+# examples/tiga-gcp.toml for 4 simulated seconds (0.5 s warm-up, no
+# history check) under callgrind and prints the instructions the whole
+# process executed, the events the run handled and their ratio. Unlike
+# events per second this does not depend on how fast or how busy the
+# machine is: the same binary and inputs give the same count, so two
+# builds compare exactly. KEYS_PER_SHARD (default 10^6) sets the key space;
+# BIN compares another build of `meridian` (default target/release).
+#
+#   scripts/instructions.sh [2pl-paxos|tiga ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is not installed" >&2; exit 2; }
+bin=${BIN:-target/release/meridian}
+[ -n "${BIN:-}" ] || cargo build --release -q
+protocols=("$@")
+[ ${#protocols[@]} -eq 0 ] && protocols=(2pl-paxos tiga)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+sed -e 's/^duration_s = .*/duration_s = 4.0/' -e 's/^warmup_s = .*/warmup_s = 0.5/' \
+  -e "s/^keys_per_shard = .*/keys_per_shard = ${KEYS_PER_SHARD:-1000000}/" examples/tiga-gcp.toml >"$work/exp.toml"
+printf '%-10s %16s %10s %16s %14s\n' protocol instructions events per_event trace_hash
+for p in "${protocols[@]}"; do
+  if ! valgrind --tool=callgrind --error-exitcode=0 --callgrind-out-file="$work/cg" "$bin" sim \
+    --config "$work/exp.toml" --protocol "$p" --no-check --report "$work/r.json" >/dev/null 2>"$work/err"; then
+    grep -v '^==' "$work/err" >&2
+    exit 2
+  fi
+  ir=$(sed -n 's/.*Collected : *//p' "$work/err" | tr -d ,)
+  [ -n "$ir" ] || ir=$(sed -n 's/.*refs: *//p' "$work/err" | tr -d ,)
+  python3 - "$work/r.json" "$ir" "$p" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+ir = int(sys.argv[2])
+print(f"{sys.argv[3]:<10} {ir:>16,} {r['events']:>10,} {ir / r['events']:>16,.0f} {r['trace_hash']:>14}")
+PY
+done
