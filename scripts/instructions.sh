@@ -27,8 +27,7 @@ for p in "${protocols[@]}"; do
     grep -v '^==' "$work/err" >&2
     exit 2
   fi
-  ir=$(sed -n 's/.*Collected : *//p' "$work/err" | tr -d ,)
-  [ -n "$ir" ] || ir=$(sed -n 's/.*refs: *//p' "$work/err" | tr -d ,)
+  ir=$(sed -n 's/.*I *refs: *//p' "$work/err" | tr -d ,)
   python3 - "$work/r.json" "$ir" "$p" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))

@@ -153,7 +153,7 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "keys_read_from_lsv", doc: "keys read at the client's own write, beyond its GSV" },
     CounterDoc { name: "read_restarts", doc: "reads sent again because a version they needed was collected" },
     CounterDoc { name: "read_resends", doc: "rounds sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or rounds" },
+    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or restarts" },
     CounterDoc { name: "writes", doc: "write-only transactions completed (PUT_ALL)" },
     CounterDoc {
         name: "write_phases_on_client_path",

@@ -105,6 +105,7 @@ impl<G: ViewGet> ViewRead<G> {
 
     fn check_invariants(&self, max_attempts: u32) {
         assert!(!self.awaiting.is_empty(), "a read in flight waits for a partition");
+        // `rounds` counts the first round too: `max_attempts` restarts.
         assert!(self.rounds <= u64::from(max_attempts) + 1, "restarts within their bound");
     }
 }

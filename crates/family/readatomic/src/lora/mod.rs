@@ -131,7 +131,7 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "keys_learned", doc: "entries of `last` a read's answers raised (a version and its siblings)" },
     CounterDoc { name: "read_restarts", doc: "reads sent again because a collected version made them fractured" },
     CounterDoc { name: "read_resends", doc: "rounds sent again to partitions silent for `retry_ms`" },
-    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or rounds" },
+    CounterDoc { name: "reads_given_up", doc: "reads aborted after `max_attempts` sends or restarts" },
     CounterDoc { name: "writes", doc: "write-only transactions completed (PUT_ALL)" },
     CounterDoc {
         name: "write_phases_on_client_path",
