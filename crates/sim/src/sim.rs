@@ -78,6 +78,9 @@ enum Event<P: Protocol> {
     Fault(FaultAction),
 }
 
+/// `Event::code` of `Ready`, which `Sim::on_ready` also mixes in.
+const READY_CODE: u64 = 6;
+
 impl<P: Protocol> Event<P> {
     /// The node whose CPU handles the event, if any.
     fn target(&self) -> Option<NodeId> {
@@ -95,7 +98,7 @@ impl<P: Protocol> Event<P> {
             Event::Flush { .. } => 3,
             Event::Persisted { .. } => 4,
             Event::Request { .. } => 5,
-            Event::Ready { .. } => 6,
+            Event::Ready { .. } => READY_CODE,
             Event::Wake { .. } => 7,
             Event::Fault(_) => 8,
         }
@@ -411,13 +414,20 @@ impl<P: Protocol> Sim<P> {
     pub fn run_until(&mut self, end_ns: u64) {
         self.start();
         while self.queue.peek_time().is_some_and(|t| t <= end_ns) {
-            self.step();
+            self.step_within(end_ns);
         }
         self.now_ns = self.now_ns.max(end_ns);
     }
 
     /// Handles the next event; false when the queue is empty.
     pub fn step(&mut self) -> bool {
+        self.step_within(0)
+    }
+
+    /// Handles the next event, and may go on with a node's inbox up to
+    /// `horizon_ns` where that is what the next events would be anyway
+    /// (see `on_ready`).
+    fn step_within(&mut self, horizon_ns: u64) -> bool {
         self.start();
         let Some((t, event)) = self.queue.pop() else {
             return false;
@@ -426,7 +436,7 @@ impl<P: Protocol> Sim<P> {
         self.now_ns = t;
         self.trace = mix(self.trace, t ^ (event.code() << 56));
         match event {
-            Event::Ready { node, incarnation } => self.on_ready(node, incarnation),
+            Event::Ready { node, incarnation } => self.on_ready(node, incarnation, horizon_ns),
             Event::Flush { node, incarnation } => self.on_flush(node, incarnation),
             Event::Wake { client } => {
                 if let Some(mut clients) = self.clients.take() {
@@ -463,20 +473,36 @@ impl<P: Protocol> Sim<P> {
         self.handle(node, event);
     }
 
-    fn on_ready(&mut self, node: NodeId, incarnation: u32) {
-        let rt = &mut self.nodes[node.index()];
-        if rt.incarnation != incarnation || !rt.up {
-            return;
-        }
-        rt.ready_scheduled = false;
-        let Some(event) = rt.inbox.pop_front() else {
-            return;
-        };
-        self.handle(node, event);
-        let rt = &mut self.nodes[node.index()];
-        if !rt.inbox.is_empty() && rt.up && rt.incarnation == incarnation {
+    /// The node's CPU is free: it takes the next event from its inbox. When
+    /// more wait and the `Ready` that would follow is the queue's next event
+    /// (nothing queued before its time; one queued at the same time goes
+    /// first) and within `horizon_ns`, the loop runs it in place — the same
+    /// order, time and trace as queueing and popping it, without either.
+    fn on_ready(&mut self, node: NodeId, incarnation: u32, horizon_ns: u64) {
+        loop {
+            let rt = &mut self.nodes[node.index()];
+            if rt.incarnation != incarnation || !rt.up {
+                return;
+            }
+            rt.ready_scheduled = false;
+            let Some(event) = rt.inbox.pop_front() else {
+                return;
+            };
+            self.handle(node, event);
+            let rt = &mut self.nodes[node.index()];
+            if rt.inbox.is_empty() || !rt.up || rt.incarnation != incarnation {
+                return;
+            }
+            let at = rt.busy_until_ns;
+            if at <= horizon_ns && self.queue.peek_time().is_none_or(|t| at < t) {
+                debug_assert!(at >= self.now_ns, "time went backwards");
+                self.now_ns = at;
+                self.trace = mix(self.trace, at ^ (READY_CODE << 56));
+                continue;
+            }
             rt.ready_scheduled = true;
-            self.queue.push(rt.busy_until_ns, Event::Ready { node, incarnation });
+            self.queue.push(at, Event::Ready { node, incarnation });
+            return;
         }
     }
 

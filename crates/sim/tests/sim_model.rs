@@ -337,6 +337,33 @@ fn a_busy_cpu_queues_events() {
 }
 
 #[test]
+fn draining_an_inbox_in_place_keeps_the_trace_of_queueing_each_event() {
+    // `run_until` handles a busy node's next inbox event in place when its
+    // `Ready` would be the next event anyway; `step` always queues it. Both
+    // must give the same run.
+    let run = |in_place: bool| {
+        let mut sim = setup(3, |cfg| {
+            let target = cfg.topology.replicas(ShardId(0))[0];
+            cfg.cpu_ns[target.index()] = ms(1);
+            cfg.net.jitter_mean_ns = ms(2);
+        });
+        let clients = [hong_kong_client(&sim), sim.topology().node_by_name("client-south-carolina-0").unwrap()];
+        for i in 0..40 {
+            sim.request(clients[i as usize % 2], RequestId(i), Program::default());
+        }
+        if in_place {
+            sim.run_until(ms(2_000));
+        } else {
+            while sim.step() {}
+        }
+        (sim.trace_hash(), sim.events(), sim.take_completions())
+    };
+    let (queued, in_place) = (run(false), run(true));
+    assert_eq!(queued.2.len(), 40);
+    assert_eq!(queued, in_place);
+}
+
+#[test]
 fn partitions_drop_messages_until_healed() {
     let mut sim = setup(1, |_| {});
     let c = hong_kong_client(&sim);
