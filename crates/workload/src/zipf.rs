@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
 /// Terms of ζ(n, θ) summed exactly; the rest is integrated. From here on
-/// the Euler–Maclaurin remainder after the x^−θ−5 term is below 1e-30.
+/// the Euler–Maclaurin remainder after the x^−θ−5 term is of order 1e-30.
 const EXACT_TERMS: u64 = 1 << 12;
 
 /// |1 - θ| below which θ is treated as exactly 1.
