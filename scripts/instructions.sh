@@ -7,7 +7,7 @@
 # machine is: the same binary and inputs give the same count, so two
 # builds compare exactly. KEYS_PER_SHARD (default 10^6) sets the key space;
 # BIN compares another build of `meridian` (default target/release).
-# CACHE=1 also simulates the caches (callgrind's --cache-sim, about twice as
+# CACHE=1 also simulates the caches (callgrind's --cache-sim, about three times as
 # slow) and prints first-level instruction and data cache misses per event.
 #
 #   scripts/instructions.sh [2pl-paxos|tiga ...]
