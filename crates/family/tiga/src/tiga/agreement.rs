@@ -222,9 +222,8 @@ impl Announcements {
     /// agreement (announcements may be lost).
     pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &TxnQueue) {
         let waiting: Vec<(TxnId, u64, Vec<ShardId>, bool)> = pq
-            .values()
-            .filter(|p| p.body.is_multi_shard())
-            .take(RENOTIFY_MAX)
+            .earliest(RENOTIFY_MAX, |p| p.body.is_multi_shard())
+            .into_iter()
             .map(|p| (p.body.id, p.t, p.body.shards.clone(), awaiting_agreement(&p.state)))
             .collect();
         for (id, t, shards, released) in waiting {

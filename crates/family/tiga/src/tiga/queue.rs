@@ -45,16 +45,16 @@ impl Pending {
     }
 }
 
-/// The transactions by id, with their stamps ordered beside them: a
-/// lookup by id (the agreement and release paths ask for a queued
-/// transaction several times per event) is one hash probe, not a hash probe
-/// and a search of an ordered map; only insertions and removals touch the
-/// ordered stamps.
+/// The transactions by id: a lookup by id (the agreement and release paths
+/// ask for a queued transaction several times per event) is one hash
+/// probe. Release reads only the waiting stamps in timestamp order
+/// (`ReleaseIndex`); the rest of the queue is wanted in that order only by
+/// a view change (`drain`) and a leader's periodic re-announcements
+/// (`earliest`), which sort then what they take. Keeping every stamp in an
+/// ordered set as well cost 2.4 % of a Tiga run's instructions.
 #[derive(Debug, Default)]
 pub(super) struct TxnQueue {
     by_id: FxHashMap<TxnId, Pending>,
-    /// Every queued transaction's stamp, in timestamp order.
-    order: BTreeSet<Stamp>,
     index: ReleaseIndex,
 }
 
@@ -110,24 +110,33 @@ impl TxnQueue {
         self.by_id.get(&id)
     }
 
-    /// Every queued transaction, in timestamp order.
+    /// Every queued transaction, in no particular order (the same order
+    /// for the same history of inserts and removals).
     pub fn values(&self) -> impl Iterator<Item = &Pending> {
-        self.order.iter().map(|s| &self.by_id[&s.id])
+        self.by_id.values()
+    }
+
+    /// The `max` earliest queued transactions that pass `filter`, in
+    /// timestamp order: a selection, then a sort of what it kept.
+    pub fn earliest(&self, max: usize, filter: impl Fn(&Pending) -> bool) -> Vec<&Pending> {
+        let mut some: Vec<&Pending> = self.by_id.values().filter(|p| filter(p)).collect();
+        if some.len() > max && max > 0 {
+            some.select_nth_unstable_by_key(max - 1, |p| p.stamp());
+        }
+        some.truncate(max);
+        some.sort_unstable_by_key(|p| p.stamp());
+        some
     }
 
     pub fn insert(&mut self, p: Pending) {
-        let stamp = p.stamp();
+        let id = p.body.id;
         self.index.index(&p, true);
-        let fresh = self.order.insert(stamp);
-        assert!(fresh, "{} queued twice", p.body.id);
-        let old = self.by_id.insert(p.body.id, p);
-        assert!(old.is_none(), "{} queued twice", stamp.id);
+        let old = self.by_id.insert(id, p);
+        assert!(old.is_none(), "{id} queued twice");
     }
 
     pub fn remove(&mut self, id: TxnId) -> Option<Pending> {
         let p = self.by_id.remove(&id)?;
-        let indexed = self.order.remove(&p.stamp());
-        assert!(indexed, "queued entries are ordered");
         self.index.index(&p, false);
         Some(p)
     }
@@ -178,8 +187,8 @@ impl TxnQueue {
 
     /// Empties the queue, returning its transactions in timestamp order.
     pub fn drain(&mut self) -> Vec<Pending> {
-        let mut by_id = std::mem::take(&mut self.by_id);
-        let all = self.order.iter().map(|s| by_id.remove(&s.id).expect("ordered entries are queued")).collect();
+        let mut all: Vec<Pending> = std::mem::take(&mut self.by_id).into_values().collect();
+        all.sort_unstable_by_key(|p| p.stamp());
         *self = TxnQueue::default();
         all
     }
@@ -254,7 +263,7 @@ mod tests {
         for (seq, t) in [(1, 50), (2, 10), (3, 30), (4, 10)] {
             q.insert(p(seq, t, &[], &[seq]));
         }
-        let order = |q: &TxnQueue| q.values().map(|p| p.body.id.seq).collect::<Vec<_>>();
+        let order = |q: &TxnQueue| q.earliest(usize::MAX, |_| true).iter().map(|p| p.body.id.seq).collect::<Vec<_>>();
         assert_eq!(order(&q), vec![2, 4, 3, 1], "by timestamp, then id");
         q.reposition(id(2), 40);
         assert_eq!(order(&q), vec![4, 3, 2, 1]);
@@ -265,5 +274,18 @@ mod tests {
         assert!(q.remove(id(3)).is_some() && q.get(id(3)).is_none());
         assert_eq!(q.drain().iter().map(|p| p.body.id.seq).collect::<Vec<_>>(), vec![4, 2, 1]);
         assert_eq!(q.len(), 0);
+    }
+
+    #[test]
+    fn the_earliest_few_that_pass_a_filter_come_in_timestamp_order() {
+        let mut q = TxnQueue::default();
+        for (seq, t) in [(1, 50), (2, 10), (3, 30), (4, 10), (5, 20), (6, 40)] {
+            q.insert(p(seq, t, &[], &[seq]));
+        }
+        let seqs = |v: Vec<&Pending>| v.iter().map(|p| p.body.id.seq).collect::<Vec<_>>();
+        assert_eq!(seqs(q.earliest(3, |_| true)), vec![2, 4, 5]);
+        assert_eq!(seqs(q.earliest(2, |p| p.body.id.seq % 2 == 1)), vec![5, 3], "odd ids only");
+        assert_eq!(seqs(q.earliest(10, |p| p.t >= 40)), vec![6, 1], "fewer than asked");
+        assert!(q.earliest(0, |_| true).is_empty());
     }
 }
