@@ -75,10 +75,15 @@ impl Network {
         Route { first_ns: Some(first), second_ns: second }
     }
 
+    /// The directed link from one node to another, numbered densely.
+    pub fn link(&self, from: NodeId, to: NodeId) -> usize {
+        from.index() * self.n + to.index()
+    }
+
     fn delivery(&mut self, from: NodeId, to: NodeId, depart_ns: u64, extra_ns: u64) -> u64 {
         let jitter = if from == to { 0 } else { self.rng.exponential(self.cfg.jitter_mean_ns as f64) as u64 };
         let mut at = depart_ns + self.base_delay_ns(from, to) + jitter + extra_ns;
-        let link = from.index() * self.n + to.index();
+        let link = self.link(from, to);
         if !self.cfg.reorder {
             at = at.max(self.last_delivery_ns[link]);
             self.last_delivery_ns[link] = at;

@@ -867,11 +867,14 @@ impl<P: Protocol> Apply<'_, P> {
         self.depart_ns += self.rt.cpu_cost_ns(size);
         let wire_ns = per_byte_ns(size.bytes, self.net_ns_per_byte);
         let route = self.net.route(self.node, to, self.depart_ns, extra_ns + wire_ns);
+        // A link's deliveries queue in its own lane (times on a FIFO link
+        // never go backwards; `EventQueue::push_in_lane`).
+        let lane = self.net.link(self.node, to);
         if let Some(at) = route.second_ns {
-            self.queue.push(at, Event::Deliver { to, from: self.node, msg: msg.clone(), size });
+            self.queue.push_in_lane(lane, at, Event::Deliver { to, from: self.node, msg: msg.clone(), size });
         }
         if let Some(at) = route.first_ns {
-            self.queue.push(at, Event::Deliver { to, from: self.node, msg, size });
+            self.queue.push_in_lane(lane, at, Event::Deliver { to, from: self.node, msg, size });
         }
     }
 
