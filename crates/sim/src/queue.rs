@@ -15,7 +15,7 @@
 //! lane's first event is in the heap, so the heap holds about one event
 //! per busy link and per armed timer instead of every message in flight
 //! (thousands on a WAN, where a message is in flight for 100 ms), and a
-//! pop's walk down it stays within the first-level cache. An event that
+//! pop walks a much shorter heap. An event that
 //! would arrive before its lane's last (a network that reorders) goes to
 //! the heap like any other. Either way the heap's minimum is the minimum
 //! of everything queued — each lane's first event is its least — so events
@@ -184,15 +184,11 @@ mod tests {
             };
             expected.push((at, i));
             if rng.chance(0.4) {
-                expected.sort();
-                let want = expected.remove(0);
-                assert_eq!(q.pop(), Some(want));
+                pops_the_least(&mut q, &mut expected);
                 assert_eq!(q.len(), expected.len());
             }
         }
-        expected.sort();
-        let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-        assert_eq!(rest, expected);
+        drains_in_order(&mut q, expected);
         assert!(q.is_empty());
         assert_eq!(q.len(), 0, "nothing counted in a lane or the heap");
     }
@@ -234,11 +230,21 @@ mod tests {
             q.push(t, i);
             expected.push((t, i));
             if rng.chance(0.3) {
-                expected.sort();
-                let want = expected.remove(0);
-                assert_eq!(q.pop(), Some(want));
+                pops_the_least(&mut q, &mut expected);
             }
         }
+        drains_in_order(&mut q, expected);
+    }
+
+    /// The queue's next event is the least of those expected (by time, then
+    /// by insertion, which the values here follow).
+    fn pops_the_least(q: &mut EventQueue<u64>, expected: &mut Vec<(u64, u64)>) {
+        expected.sort();
+        let want = expected.remove(0);
+        assert_eq!(q.pop(), Some(want));
+    }
+
+    fn drains_in_order(q: &mut EventQueue<u64>, mut expected: Vec<(u64, u64)>) {
         expected.sort();
         let rest: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(rest, expected);
