@@ -806,8 +806,8 @@ impl Server {
         let covered = self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
         let tentative: Vec<LogEntry> = self
             .pq
-            .values()
-            .filter(|p| matches!(p.state, PState::Executed { .. }))
+            .earliest(usize::MAX, |p| matches!(p.state, PState::Executed { .. }))
+            .into_iter()
             .map(|p| LogEntry { body: p.body.clone(), t: p.t })
             .collect();
         let snap = Snapshot {
