@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+mod allocator;
+
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: allocator::Allocator = allocator::Allocator;
 
 /// mimalloc's `mi_option_purge_delay` (its `mimalloc.h`, the v3 sources the `mimalloc`
 /// crate builds): milliseconds before freed memory goes back to the OS; -1 keeps it.

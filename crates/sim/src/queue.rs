@@ -22,6 +22,7 @@
 //! come out in exactly the order one heap of them all would give.
 
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
 
 const SLOT_BITS: u32 = 24;
@@ -30,6 +31,8 @@ const SEQ_BITS: u32 = 40;
 const LANE_BIT: u32 = 1 << (SLOT_BITS - 1);
 const MAX_SLOTS: usize = LANE_BIT as usize;
 const MAX_LANES: usize = LANE_BIT as usize;
+/// A key's source bits.
+const SOURCE_MASK: u128 = (1 << SLOT_BITS) - 1;
 
 pub struct EventQueue<E> {
     heap: BinaryHeap<Reverse<u128>>,
@@ -110,19 +113,27 @@ impl<E> EventQueue<E> {
     }
 
     pub fn pop(&mut self) -> Option<(u64, E)> {
-        let top = self.heap.pop()?.0;
-        let source = (top & ((1 << SLOT_BITS) - 1)) as u32;
+        let mut head = self.heap.peek_mut()?;
+        let top = head.0;
+        let source = (top & SOURCE_MASK) as u32;
         let event = if source & LANE_BIT != 0 {
             let lane = &mut self.lanes[(source & !LANE_BIT) as usize];
             let (key, event) = lane.pop_front().expect("a lane in the heap holds an event");
-            debug_assert_eq!(key, top & !((1 << SLOT_BITS) - 1), "a lane's first event is the one in the heap");
+            debug_assert_eq!(key, top & !SOURCE_MASK, "a lane's first event is the one in the heap");
             match lane.front() {
-                Some((next, _)) => self.heap.push(Reverse(next | (top & ((1 << SLOT_BITS) - 1)))),
-                None => self.busy_lanes -= 1,
+                // The lane's next event takes its place in the heap: one
+                // walk down from the top, where a pop and a push would walk
+                // down to the bottom and up twice.
+                Some((next, _)) => *head = Reverse(next | (top & SOURCE_MASK)),
+                None => {
+                    PeekMut::pop(head);
+                    self.busy_lanes -= 1;
+                }
             }
             self.in_lanes -= 1;
             event
         } else {
+            PeekMut::pop(head);
             let event = self.slab[source as usize].take().expect("queued slot holds an event");
             self.free.push(source);
             event
