@@ -451,6 +451,7 @@ impl<P: Protocol> Sim<P> {
     }
 
     /// An event for a node's CPU: handle it now, queue it, or drop it.
+    #[inline(always)]
     fn arrive(&mut self, event: Event<P>) {
         let node = event.target().expect("arrive() takes node events");
         let rt = &mut self.nodes[node.index()];
