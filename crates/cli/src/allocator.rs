@@ -2,9 +2,9 @@
 //! already gives the alignment a layout needs.
 //!
 //! The `mimalloc` crate sends every allocation through `mi_malloc_aligned`,
-//! whose checks cost about 45 more instructions an allocation than
-//! `mi_malloc` (70 against 25; a simulation allocates about twice per event,
-//! so 2.5 % of a run, docs/flat-cost.md). mimalloc gives every block of 16
+//! about 70 instructions a call in a simulation against about 45 through
+//! `mi_malloc`; at about two allocations per event that was 1.4 % of a
+//! run's instructions (docs/flat-cost.md). mimalloc gives every block of 16
 //! bytes or more 16-byte alignment (`MI_MAX_ALIGN_SIZE`, asserted in its
 //! `_mi_page_malloc_zero`) and smaller blocks their size's, so a layout
 //! whose alignment is at most 16 and at most its size is served by
