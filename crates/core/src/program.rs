@@ -238,7 +238,7 @@ impl Program {
             if op.writes() { writes.push(op.key()) } else { reads.push(op.key()) }
         }
         if let Some(p) = &self.procedure {
-            for part in (0..p.parts()).filter(|part| p.anchor(*part).is_some_and(|a| shard_of(a) == shard)) {
+            for part in self.parts_on(shard, &shard_of) {
                 for need in p.footprint(part).unwrap_or_default() {
                     debug_assert_eq!(shard_of(need.key), shard, "a part's footprint stays on its anchor's shard");
                     if need.write { writes.push(need.key) } else { reads.push(need.key) }
@@ -253,6 +253,28 @@ impl Program {
         (reads, writes)
     }
 
+    /// The positions in the program of its operations on `shard`, in order
+    /// (a piece's `positions`, without building the piece).
+    pub fn positions_on<'a>(
+        &'a self,
+        shard: ShardId,
+        shard_of: impl Fn(Key) -> ShardId + 'a,
+    ) -> impl Iterator<Item = usize> + 'a {
+        self.ops.iter().enumerate().filter(move |(_, op)| shard_of(op.key()) == shard).map(|(i, _)| i)
+    }
+
+    /// The procedure's parts anchored on `shard`, in order (a piece's
+    /// `parts`; none without a procedure).
+    pub fn parts_on<'a>(
+        &'a self,
+        shard: ShardId,
+        shard_of: impl Fn(Key) -> ShardId + 'a,
+    ) -> impl Iterator<Item = u32> + 'a {
+        let p = self.procedure.as_deref();
+        (0..p.map_or(0, |p| p.parts()))
+            .filter(move |part| p.and_then(|p| p.anchor(*part)).is_some_and(|a| shard_of(a) == shard))
+    }
+
     /// The piece of the program on one shard: its operations there, in
     /// program order, with their positions in the whole program, and the
     /// procedure's parts anchored there.
@@ -265,7 +287,7 @@ impl Program {
             }
         }
         if let Some(p) = &self.procedure {
-            piece.parts = (0..p.parts()).filter(|part| p.anchor(*part).is_some_and(|a| shard_of(a) == shard)).collect();
+            piece.parts = self.parts_on(shard, &shard_of).collect();
             if !piece.parts.is_empty() {
                 piece.procedure = Some(Arc::clone(p));
             }
@@ -283,12 +305,8 @@ impl Program {
         shard_of: impl Fn(Key) -> ShardId,
         read: impl FnMut(Key) -> Option<Value>,
     ) -> Execution {
-        let here = |key: Key| shard_of(key) == shard;
-        let ops = self.ops.iter().filter(|op| here(op.key()));
-        let anchored: Vec<u32> = match &self.procedure {
-            Some(p) => (0..p.parts()).filter(|part| p.anchor(*part).is_some_and(&here)).collect(),
-            None => Vec::new(),
-        };
+        let ops = self.ops.iter().filter(|op| shard_of(op.key()) == shard);
+        let anchored: Vec<u32> = self.parts_on(shard, &shard_of).collect();
         let procedure = self.procedure.as_deref().filter(|_| !anchored.is_empty()).map(|p| (p, &anchored[..]));
         execute_piece_of(ops, procedure, read)
     }
@@ -470,6 +488,8 @@ mod tests {
         let odd = p.piece(ShardId(1), shard_of);
         assert_eq!(even.positions, vec![0, 2]);
         assert_eq!(odd.positions, vec![1]);
+        assert_eq!(p.positions_on(ShardId(0), shard_of).collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(p.parts_on(ShardId(0), shard_of).count(), 0, "no procedure, no parts");
         assert_eq!(p.shards(shard_of), vec![ShardId(0), ShardId(1)]);
         assert!(p.is_read_only());
         assert!(p.write_set().is_empty());

@@ -832,6 +832,9 @@ mod tests {
         for shard in [ShardId(0), ShardId(1)] {
             let built = program.piece(shard, shard_of);
             assert!(!built.parts.is_empty(), "a part on shard {shard:?}");
+            let positions: Vec<u32> = program.positions_on(shard, shard_of).map(|i| i as u32).collect();
+            assert_eq!(positions, built.positions, "positions without the piece");
+            assert_eq!(program.parts_on(shard, shard_of).collect::<Vec<_>>(), built.parts, "parts without the piece");
             let read = |k: Key| db.0.get(&k).cloned();
             assert_eq!(program.execute_piece(shard, shard_of, read), built.execute(read));
         }

@@ -588,6 +588,12 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         self.durable.check_invariants();
     }
 
+    /// Whether events wait to be taken (a host polls after every message;
+    /// most leave none).
+    pub fn has_events(&self) -> bool {
+        !self.events.is_empty()
+    }
+
     /// Takes the events produced so far.
     pub fn drain_events(&mut self) -> Vec<PaxosEvent<V, S>> {
         std::mem::take(&mut self.events)

@@ -604,17 +604,18 @@ impl<P: Protocol> Sim<P> {
         depart_ns: u64,
         f: impl FnOnce(&mut P::Node, &mut meridian_core::Ctx<'_, P>),
     ) -> u64 {
-        let mut effects = std::mem::take(&mut self.effects);
+        // The effects list is borrowed in place (not taken and put back):
+        // every event passes here.
         let rt = &mut self.nodes[node.index()];
         let now = now_of(rt, node, self.now_ns, self.epsilon_ns);
         let mut ids = NextIds { timer: rt.next_timer, lsn: rt.disk.next_lsn().0 };
-        f(process, &mut Recorder::new(node, &self.deployment.topology, now, &mut rt.rng, &mut ids, &mut effects));
+        f(process, &mut Recorder::new(node, &self.deployment.topology, now, &mut rt.rng, &mut ids, &mut self.effects));
         rt.next_timer = ids.timer;
         if cfg!(debug_assertions) {
             // Tests and debug swarms stop at the event that broke one.
             process.check_invariants();
         }
-        if effects.read_truetime {
+        if self.effects.read_truetime {
             self.check_truetime_read(node);
         }
         let mut apply = Apply {
@@ -633,12 +634,10 @@ impl<P: Protocol> Sim<P> {
             observations: &mut self.observations,
             completions: &mut self.completions,
         };
-        for effect in effects.drain() {
+        for effect in self.effects.drain() {
             apply.effect(effect);
         }
-        let busy_until_ns = apply.depart_ns;
-        self.effects = effects;
-        busy_until_ns
+        apply.depart_ns
     }
 
     /// A role the protocol does not allow to read TrueTime read it: the run

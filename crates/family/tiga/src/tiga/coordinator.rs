@@ -319,18 +319,20 @@ impl Coordinator {
         let program = &p.body.program;
         let mut results = vec![None; program.ops.len()];
         let mut parts: BTreeMap<u32, Vec<OpResult>> = BTreeMap::new();
+        let shard_of = |k| self.topo.shard_of(k);
         for (shard, s) in &p.shards {
-            let piece = program.piece(*shard, |k| self.topo.shard_of(k));
             let leader = s.leader.as_ref().expect("committed shards have a leader reply");
-            for (pos, r) in piece.positions.iter().zip(&leader.result) {
-                results[*pos as usize] = r.clone();
+            // The piece's operations' results, then its parts' reads.
+            let mut here = leader.result.iter();
+            for (pos, r) in program.positions_on(*shard, shard_of).zip(&mut here) {
+                results[pos] = r.clone();
             }
-            let mut tail = leader.result.iter().skip(piece.positions.len()).cloned();
-            if let Some(proc) = &piece.procedure {
-                for part in &piece.parts {
+            let mut tail = here.cloned();
+            if let Some(proc) = &program.procedure {
+                for part in program.parts_on(*shard, shard_of) {
                     let mut memo = meridian_core::ReadMap::new();
-                    let run = meridian_core::procedure::run_part(proc, *part, &mut memo, |_| tail.next().flatten());
-                    parts.insert(*part, run.reads.into_iter().map(|(_, v)| v).collect());
+                    let run = meridian_core::procedure::run_part(proc, part, &mut memo, |_| tail.next().flatten());
+                    parts.insert(part, run.reads.into_iter().map(|(_, v)| v).collect());
                 }
             }
         }

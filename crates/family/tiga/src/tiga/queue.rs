@@ -160,8 +160,13 @@ impl TxnQueue {
     }
 
     /// Waiting transactions whose timestamp the clock has reached, in order.
-    pub fn expired_waiting(&self, now_ns: u64) -> Vec<TxnId> {
-        self.index.waiting.iter().take_while(|s| s.t <= now_ns).map(|s| s.id).collect()
+    pub fn expired_waiting(&self, now_ns: u64, into: &mut Vec<TxnId>) {
+        into.extend(self.index.waiting.iter().take_while(|s| s.t <= now_ns).map(|s| s.id));
+    }
+
+    /// The earliest timestamp of a waiting transaction.
+    pub fn first_waiting_t(&self) -> Option<u64> {
+        self.index.waiting.first().map(|s| s.t)
     }
 
     /// The earliest timestamp of a waiting transaction after `now_ns`.
@@ -221,12 +226,20 @@ mod tests {
         TxnId { node: NodeId(1), seq }
     }
 
+    fn expired(q: &TxnQueue, now_ns: u64) -> Vec<TxnId> {
+        let mut due = Vec::new();
+        q.expired_waiting(now_ns, &mut due);
+        due
+    }
+
     #[test]
     fn the_next_waiting_timestamp_is_the_first_past_the_clock() {
         let mut q = TxnQueue::default();
         assert_eq!(q.next_waiting_after(0), None, "nothing waits");
-        q.insert(p(1, 10, &[], &[1]));
+        assert_eq!(q.first_waiting_t(), None);
         q.insert(p(2, 20, &[], &[2]));
+        q.insert(p(1, 10, &[], &[1]));
+        assert_eq!(q.first_waiting_t(), Some(10), "the earliest, whatever the order of arrival");
         assert_eq!(q.next_waiting_after(5), Some(10), "the earliest is past the clock");
         assert_eq!(q.next_waiting_after(10), Some(20), "one held back at the clock");
         assert_eq!(q.next_waiting_after(25), None, "every one is at or before the clock");
@@ -240,10 +253,10 @@ mod tests {
         q.insert(p(1, 10, &[1], &[2]));
         q.insert(p(2, 20, &[], &[3]));
         q.insert(p(3, 30, &[], &[]));
-        assert_eq!(q.expired_waiting(20), vec![id(1), id(2)]);
+        assert_eq!(expired(&q, 20), vec![id(1), id(2)]);
         assert_eq!(q.next_waiting_after(20), Some(30));
         q.set_state(id(1), PState::Notified);
-        assert_eq!(q.expired_waiting(20), vec![id(2)], "no longer waiting");
+        assert_eq!(expired(&q, 20), vec![id(2)], "no longer waiting");
         let k = |x: u64| [Key(x)];
         assert!(q.blocked_by_agreeing(&k(2), &[]), "a read of its write");
         assert!(q.blocked_by_agreeing(&[], &k(1)), "a write of its read");
@@ -271,7 +284,7 @@ mod tests {
         assert_eq!(q.get(id(2)).map(|p| p.t), Some(40));
         q.set_state(id(3), PState::Notified);
         assert_eq!(order(&q), vec![4, 3, 2, 1], "a new state keeps the place");
-        assert_eq!(q.expired_waiting(45), vec![id(4), id(2)]);
+        assert_eq!(expired(&q, 45), vec![id(4), id(2)]);
         assert!(q.remove(id(3)).is_some() && q.get(id(3)).is_none());
         assert_eq!(q.drain().iter().map(|p| p.body.id.seq).collect::<Vec<_>>(), vec![4, 2, 1]);
         assert_eq!(q.len(), 0);

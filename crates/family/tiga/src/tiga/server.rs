@@ -319,6 +319,9 @@ pub struct Server {
     conflicts: ConflictMaps,
     /// The armed release timer.
     release_armed: Option<ReleaseTimer>,
+    /// The release pass's list of due transactions, kept between passes so
+    /// that a pass allocates none.
+    release_scratch: Vec<TxnId>,
     hashes: KeyHashes,
     /// Execution in log order, checkpoints and the at-most-once memory
     /// (checkpoint.rs).
@@ -360,6 +363,7 @@ impl Server {
             held: BTreeMap::new(),
             conflicts: ConflictMaps::default(),
             release_armed: None,
+            release_scratch: Vec::new(),
             hashes: KeyHashes::new(),
             executed: Executed::new(),
             optimistic: Optimistic::default(),
@@ -498,9 +502,22 @@ impl Server {
             return;
         }
         let now = ctx.clock_ns();
+        // Most passes (one follows every submission) find nothing due yet.
+        if self.pq.first_waiting_t().is_some_and(|t| t <= now) {
+            self.release_expired(ctx, now);
+        }
+        self.arm_release(ctx, now);
+    }
+
+    /// The release pass proper: every waiting transaction whose timestamp
+    /// the clock `now` has reached, in timestamp order, goes unless an
+    /// earlier one still waiting conflicts with it.
+    fn release_expired(&mut self, ctx: &mut Ctx<'_, Tiga>, now: u64) {
+        let mut expired = std::mem::take(&mut self.release_scratch);
+        self.pq.expired_waiting(now, &mut expired);
         let mut blocked_r: FxHashSet<Key> = FxHashSet::default();
         let mut blocked_w: FxHashSet<Key> = FxHashSet::default();
-        for id in self.pq.expired_waiting(now) {
+        for id in expired.drain(..) {
             let Some(p) = self.pq.get(id).filter(|p| p.state == PState::Waiting) else { continue };
             let conflict = p.reads.iter().any(|k| blocked_w.contains(k))
                 || p.writes.iter().any(|k| blocked_w.contains(k) || blocked_r.contains(k))
@@ -521,7 +538,7 @@ impl Server {
                 blocked_w.extend(p.writes.iter().copied());
             }
         }
-        self.arm_release(ctx, now);
+        self.release_scratch = expired;
     }
 
     /// Sets the release timer for the earliest waiting timestamp past

@@ -80,12 +80,8 @@ impl Copies {
     /// Applies what each copy learned, in its log's order.
     pub(super) fn drain(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         for log in self.logs.values_mut() {
-            loop {
+            while log.has_events() {
                 let mut events = log.events();
-                if events.is_empty() {
-                    log.recycle_events(events);
-                    break;
-                }
                 for ev in events.drain(..) {
                     match ev {
                         // The home replica acts on what its log says; a copy

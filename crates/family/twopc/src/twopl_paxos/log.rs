@@ -105,6 +105,11 @@ impl Log {
         if self.prepared.contains_key(&txn) { Some(TxnStatus::Prepared) } else { self.outcomes.lookup(txn) }
     }
 
+    /// Whether Paxos produced events since the last `events`.
+    pub(super) fn has_events(&self) -> bool {
+        self.paxos.has_events()
+    }
+
     /// The events Paxos produced since the last call; hand the list back
     /// through `recycle_events` once drained, so that no message allocates
     /// one.

@@ -409,12 +409,9 @@ impl Replica {
     /// Applies what the log committed and reacts to leadership changes;
     /// then what the copies learned.
     pub(super) fn drain(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
-        loop {
+        // Most messages leave no Paxos event: ask before swapping lists.
+        while self.log.has_events() {
             let mut events = self.log.events();
-            if events.is_empty() {
-                self.log.recycle_events(events);
-                break;
-            }
             for ev in events.drain(..) {
                 match ev {
                     PaxosEvent::Committed { slot, value } => {
