@@ -129,6 +129,18 @@ impl Outcomes {
         if self.lookup(txn) == Some(TxnStatus::Forgotten) {
             return; // retired already: it stays forgotten
         }
+        self.insert(txn, decision);
+    }
+
+    /// `record` for a transaction the caller has just looked up and found
+    /// undecided (`lookup` gave `None`): the same, without a second lookup
+    /// on a replica's path that applies every decision.
+    pub fn record_undecided(&mut self, txn: TxnId, decision: Decision) {
+        debug_assert_eq!(self.lookup(txn), None, "{txn} was looked up undecided");
+        self.insert(txn, decision);
+    }
+
+    fn insert(&mut self, txn: TxnId, decision: Decision) {
         if self.map.insert(txn, decision).is_none() {
             self.order.push_back(txn);
         }
@@ -256,6 +268,20 @@ mod tests {
         assert_eq!(o.lookup(t(1, 2)), Some(TxnStatus::Aborted));
         assert_eq!(o.lookup(t(1, 3)), None, "never seen, newer than the watermark");
         assert_eq!(o.lookup(t(2, 7)), Some(TxnStatus::Committed));
+    }
+
+    #[test]
+    fn recording_an_undecided_outcome_without_a_lookup_keeps_what_record_keeps() {
+        let (mut checked, mut unchecked) = (Outcomes::new(2), Outcomes::new(2));
+        for (i, seq) in [1, 2, 3].into_iter().enumerate() {
+            let d = if i % 2 == 0 { Decision::Commit } else { Decision::Abort };
+            checked.record(t(1, seq), d);
+            unchecked.record_undecided(t(1, seq), d);
+        }
+        for seq in 0..=4 {
+            assert_eq!(checked.lookup(t(1, seq)), unchecked.lookup(t(1, seq)), "id {seq}");
+        }
+        assert_eq!(unchecked.lookup(t(1, 1)), Some(TxnStatus::Forgotten), "the capacity forgets alike");
     }
 
     const EPOCH: u64 = 1 << crate::txnids::COUNTER_BITS;

@@ -146,7 +146,7 @@ impl Log {
                     // Aborted here, durably and alike at every copy (its
                     // coordinator, if it still waits, hears no).
                     ctx.count("prepares_voided", 1);
-                    self.outcomes.record(txn, Decision::Abort);
+                    self.outcomes.record_undecided(txn, Decision::Abort);
                     return Applied::Voided { txn, coordinator };
                 }
                 self.prepared_keys.add(&record);
@@ -193,7 +193,7 @@ impl Log {
             }
             (Decision::Abort, _) => {}
         }
-        self.outcomes.record(txn, decision);
+        self.outcomes.record_undecided(txn, decision);
         Applied::Decided { txn, decision }
     }
 
