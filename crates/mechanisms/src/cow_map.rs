@@ -79,6 +79,34 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
         old
     }
 
+    /// Sets `key` to what `f` makes of its value (`None`: absent) —
+    /// `Some` stores, `None` removes — finding it once where a `get` and an
+    /// `insert` would find it twice. Always a write: a shared chunk is
+    /// copied first.
+    pub fn update(&mut self, key: K, f: impl FnOnce(Option<&V>) -> Option<V>) {
+        use std::collections::hash_map::Entry;
+        let grew = match self.chunk_mut(&key).entry(key) {
+            Entry::Occupied(mut held) => match f(Some(held.get())) {
+                Some(v) => {
+                    held.insert(v);
+                    0
+                }
+                None => {
+                    held.remove();
+                    -1
+                }
+            },
+            Entry::Vacant(slot) => match f(None) {
+                Some(v) => {
+                    slot.insert(v);
+                    1
+                }
+                None => 0,
+            },
+        };
+        self.len = self.len.checked_add_signed(grew).expect("a map's length stays within usize");
+    }
+
     pub fn remove(&mut self, key: &K) -> Option<V> {
         if !self.contains_key(key) {
             return None;
@@ -178,6 +206,26 @@ mod tests {
         assert_eq!(m.remove(&123_456), None);
         let still = m.chunks.iter().zip(&snapshot.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
         assert_eq!(still, CHUNKS - 1, "a miss copies nothing");
+    }
+
+    #[test]
+    fn an_update_stores_replaces_or_removes_as_insert_and_remove_would() {
+        let mut m: CowMap<u64, u64> = CowMap::new();
+        for k in 0..100 {
+            m.insert(k, k);
+        }
+        let snapshot = m.clone();
+        m.update(5, |v| v.map(|v| v + 1)); // replaces
+        m.update(6, |_| None); // removes
+        m.update(500, |v| Some(v.copied().unwrap_or(0) + 9)); // stores
+        m.update(501, |_| None); // absent stays absent
+        assert_eq!((m.get(&5), m.get(&6), m.get(&500), m.get(&501)), (Some(&6), None, Some(&9), None));
+        assert_eq!(m.len(), 100, "one removed, one added");
+        assert_eq!(
+            (snapshot.get(&5), snapshot.get(&6), snapshot.len()),
+            (Some(&5), Some(&6), 100),
+            "the snapshot keeps"
+        );
     }
 
     #[test]

@@ -218,9 +218,7 @@ impl Folded {
 /// each key keeps the largest stamp that touched it.
 fn raise_stamps(map: &mut CowMap<Key, Stamp>, keys: &[Key], stamp: Stamp) {
     for k in keys {
-        if map.get(k).is_none_or(|s| *s < stamp) {
-            map.insert(*k, stamp);
-        }
+        map.update(*k, |held| Some(held.map_or(stamp, |s| (*s).max(stamp))));
     }
 }
 

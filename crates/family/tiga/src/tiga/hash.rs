@@ -89,12 +89,8 @@ impl FoldedHashes {
     pub fn toggle_declared(&mut self, e: &LogEntry, reads: &[Key], writes: &[Key]) {
         let h = entry_hash(e);
         for key in hashed_keys(reads, writes) {
-            let h = self.map.get(&key).copied().unwrap_or(0) ^ h;
-            if h == 0 {
-                self.map.remove(&key);
-            } else {
-                self.map.insert(key, h);
-            }
+            // A key whose XOR comes to 0 leaves the map.
+            self.map.update(key, |held| Some(held.copied().unwrap_or(0) ^ h).filter(|x| *x != 0));
         }
     }
 
