@@ -162,11 +162,17 @@ where
 {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<CowMap<K, V>, D::Error> {
         let entries: Vec<(K, V)> = Vec::deserialize(deserializer)?;
+        Ok(entries.into_iter().collect())
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> FromIterator<(K, V)> for CowMap<K, V> {
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(entries: I) -> Self {
         let mut map = CowMap::new();
         for (k, v) in entries {
             map.insert(k, v);
         }
-        Ok(map)
+        map
     }
 }
 
@@ -176,10 +182,7 @@ mod tests {
 
     #[test]
     fn a_clone_is_a_snapshot_that_later_writes_do_not_touch() {
-        let mut m: CowMap<u64, u64> = CowMap::new();
-        for k in 0..10_000 {
-            m.insert(k, k);
-        }
+        let mut m: CowMap<u64, u64> = (0..10_000).map(|k| (k, k)).collect();
         let snapshot = m.clone();
         m.insert(5, 500);
         m.remove(&6);
@@ -194,10 +197,7 @@ mod tests {
 
     #[test]
     fn a_write_after_a_clone_copies_one_chunk_only() {
-        let mut m: CowMap<u64, u64> = CowMap::new();
-        for k in 0..10_000 {
-            m.insert(k, k);
-        }
+        let mut m: CowMap<u64, u64> = (0..10_000).map(|k| (k, k)).collect();
         let snapshot = m.clone();
         m.insert(1, 2);
         let shared = m.chunks.iter().zip(&snapshot.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
@@ -210,10 +210,7 @@ mod tests {
 
     #[test]
     fn an_update_stores_replaces_or_removes_as_insert_and_remove_would() {
-        let mut m: CowMap<u64, u64> = CowMap::new();
-        for k in 0..100 {
-            m.insert(k, k);
-        }
+        let mut m: CowMap<u64, u64> = (0..100).map(|k| (k, k)).collect();
         let snapshot = m.clone();
         m.update(5, |v| v.map(|v| v + 1)); // replaces
         m.update(6, |_| None); // removes
