@@ -166,7 +166,7 @@ impl Outcomes {
     /// termination tick, and each pass visits every outcome in flight.
     pub fn retire_all(&mut self, watermarks: &[(NodeId, u64)]) {
         // Each watermark's retired ids: its epoch's, from the first below it.
-        let retiring: Vec<(NodeId, std::ops::Range<u64>)> = watermarks
+        let mut retiring: Vec<(NodeId, std::ops::Range<u64>)> = watermarks
             .iter()
             .filter_map(|&(node, below)| {
                 let first = below & !((1u64 << crate::txnids::COUNTER_BITS) - 1);
@@ -176,7 +176,21 @@ impl Outcomes {
         if retiring.is_empty() {
             return;
         }
-        let retired = |t: &TxnId| retiring.iter().any(|(node, ids)| t.node == *node && ids.contains(&t.seq));
+        // Indexed by coordinator: the pass below asks once per outcome in
+        // flight, and a scan of every coordinator's watermark for each
+        // grew with the coordinators. `first[n]` is where node n's
+        // watermarks start in `retiring` once sorted by node (usually one
+        // each; a log entry may repeat a coordinator).
+        retiring.sort_unstable_by_key(|(node, _)| *node);
+        let slots = retiring.last().map_or(0, |(node, _)| node.index() + 1);
+        let mut first = vec![usize::MAX; slots];
+        for (i, (node, _)) in retiring.iter().enumerate().rev() {
+            first[node.index()] = i;
+        }
+        let retired = |t: &TxnId| {
+            let Some(&i) = first.get(t.node.index()).filter(|i| **i != usize::MAX) else { return false };
+            retiring[i..].iter().take_while(|(node, _)| *node == t.node).any(|(_, ids)| ids.contains(&t.seq))
+        };
         let map = &mut self.map;
         self.order.retain(|t| {
             let gone = retired(t);
@@ -331,6 +345,41 @@ mod tests {
             }
         }
         assert_eq!(all.lookup(t(2, 2 * EPOCH + 14)), Some(TxnStatus::Forgotten));
+    }
+
+    #[test]
+    fn watermarks_out_of_node_order_or_repeating_a_coordinator_retire_as_each_alone_would() {
+        let mut each = Outcomes::new(1_000);
+        for node in [0, 2, 5, 9] {
+            for epoch in 1..=2 {
+                for seq in 1..=12 {
+                    each.record(t(node, epoch * EPOCH + seq), Decision::Commit);
+                }
+            }
+        }
+        let mut all = each.clone();
+        // Node 5 twice (two epochs of its ids in one entry), node 2 absent,
+        // node 0 (the table's first slot) last.
+        let watermarks =
+            [(NodeId(9), 2 * EPOCH + 4), (NodeId(5), EPOCH + 7), (NodeId(5), 2 * EPOCH + 10), (NodeId(0), EPOCH + 3)];
+        for (node, below) in watermarks {
+            each.retire(node, below);
+        }
+        all.retire_all(&watermarks);
+        assert_eq!(all.order, each.order);
+        assert_eq!(all.forgotten_upto, each.forgotten_upto);
+        for node in [0, 2, 5, 9] {
+            for seq in (EPOCH..EPOCH + 14).chain(2 * EPOCH..2 * EPOCH + 14) {
+                assert_eq!(all.lookup(t(node, seq)), each.lookup(t(node, seq)), "node {node} seq {seq}");
+            }
+        }
+        assert_eq!(all.lookup(t(5, EPOCH + 6)), Some(TxnStatus::Forgotten), "node 5's first watermark counted");
+        assert_eq!(all.lookup(t(5, 2 * EPOCH + 9)), Some(TxnStatus::Forgotten), "and its second");
+        assert_eq!(
+            all.lookup(t(2, 2 * EPOCH + 1)),
+            Some(TxnStatus::Committed),
+            "a node with no watermark keeps its own"
+        );
     }
 
     #[test]
