@@ -89,9 +89,12 @@ pub struct Client {
     waiting: VecDeque<(RequestId, Program)>,
 }
 
-/// The postcard-encoded size of `x`.
+/// The postcard-encoded size of `x`, counted without encoding it into a
+/// buffer: reads and replies measure their metadata this way on every
+/// message, and growing a buffer to learn its length cost more than the
+/// rest of the client's work on a read.
 pub fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
-    postcard::to_allocvec(x).map_or(0, |v| v.len())
+    postcard::serialize_with_flavor(x, postcard::ser_flavors::Size::default()).unwrap_or(0)
 }
 
 /// The metadata a GET carries: the timestamps it asks by (keys are the

@@ -252,3 +252,17 @@ fn a_restart_is_charged_for_the_keys_its_replay_touches() {
         .sum();
     assert!(charged >= 2, "the replayed install and commit are charged at the restart: {charged} keys");
 }
+
+#[test]
+fn metadata_is_measured_as_its_encoding_is_long() {
+    use super::client::{encoded_len, item_metadata_bytes};
+    let d = deployment();
+    let many: Vec<meridian_core::Key> = (0..300u32).map(|i| key_on(&d, i % 2, i as usize)).collect();
+    for siblings in [Vec::new(), vec![key_on(&d, 0, 0)], many] {
+        let item =
+            Item { key: key_on(&d, 0, 0), ts: Some(Ts(u64::MAX - 3)), value: None, siblings: Arc::from(siblings) };
+        let encoded = postcard::to_allocvec(&(item.ts, &*item.siblings)).expect("encodes");
+        assert_eq!(item_metadata_bytes(&item), encoded.len());
+        assert_eq!(encoded_len(&item), postcard::to_allocvec(&item).expect("encodes").len());
+    }
+}
