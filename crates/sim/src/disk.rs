@@ -81,9 +81,7 @@ impl<R: Clone> Disk<R> {
             match entry {
                 Pending::Append(lsn, stream, r) => self.durable.push_back((lsn, stream, r)),
                 Pending::Compact { stream, upto, snapshot } => {
-                    // One pass per compaction, which comes once per many
-                    // records.
-                    self.durable.retain(|(l, s, _)| *s != stream || *l > upto);
+                    drop_compacted(&mut self.durable, stream, upto);
                     self.snapshots.insert(stream, snapshot);
                 }
             }
@@ -109,6 +107,22 @@ impl<R: Clone> Disk<R> {
 
     pub fn durable_len(&self) -> usize {
         self.durable.len()
+    }
+}
+
+/// Drops `stream`'s durable records up to `upto`. Records are in LSN
+/// order, so only those before the first past `upto` can go; when they are
+/// a prefix (a node with one stream, or the others' records all later) they
+/// leave from the front, without the pass over every record `retain` makes,
+/// which moves each one kept — a whole checkpoint interval's records per
+/// compaction.
+fn drop_compacted<R>(durable: &mut VecDeque<(Lsn, Stream, R)>, stream: Stream, upto: Lsn) {
+    // Dropped in one piece: one at a time, each would be moved out first.
+    let prefix = durable.iter().take_while(|(l, s, _)| *s == stream && *l <= upto).count();
+    durable.drain(..prefix);
+    let candidates = durable.partition_point(|(l, _, _)| *l <= upto);
+    if durable.range(..candidates).any(|(_, s, _)| *s == stream) {
+        durable.retain(|(l, s, _)| *s != stream || *l > upto);
     }
 }
 
@@ -157,6 +171,23 @@ mod tests {
         assert_eq!(d.recover(), vec!["snap", "c"]);
         d.crash();
         assert_eq!(d.append(MAIN, "d").0, Lsn(4));
+    }
+
+    #[test]
+    fn compaction_drops_exactly_the_stream_records_up_to_its_lsn() {
+        // Against the plain filter, on interleavings that make the dropped
+        // records a prefix, a prefix and a tail of other streams, or scattered.
+        let cases: [&[u16]; 5] = [&[0, 0, 0, 0], &[0, 0, 1, 1], &[1, 0, 0, 1, 0], &[0, 1, 0, 1, 0, 0], &[1, 1, 1]];
+        for streams in cases {
+            for upto in 0..=streams.len() as u64 + 1 {
+                let log: VecDeque<(Lsn, Stream, u64)> =
+                    streams.iter().enumerate().map(|(i, s)| (Lsn(i as u64 + 1), Stream(*s), i as u64)).collect();
+                let mut fast = log.clone();
+                drop_compacted(&mut fast, MAIN, Lsn(upto));
+                let kept: Vec<_> = log.into_iter().filter(|(l, s, _)| *s != MAIN || l.0 > upto).collect();
+                assert_eq!(fast.into_iter().collect::<Vec<_>>(), kept, "streams {streams:?} compacted up to {upto}");
+            }
+        }
     }
 
     #[test]
