@@ -254,10 +254,16 @@ impl<V> SlotLog<V> {
     /// Stores a slot; false (and nothing stored) outside the window.
     fn insert(&mut self, slot: u64, value: Slot<V>) -> bool {
         let Some(i) = self.index(slot) else { return false };
-        if self.slots.len() <= i {
-            self.slots.resize_with(i + 1, || None);
+        match i.cmp(&self.slots.len()) {
+            // The common case, the next slot: one push, not a `None`
+            // written and then overwritten.
+            std::cmp::Ordering::Equal => self.slots.push_back(Some(value)),
+            std::cmp::Ordering::Greater => {
+                self.slots.resize_with(i, || None);
+                self.slots.push_back(Some(value));
+            }
+            std::cmp::Ordering::Less => self.slots[i] = Some(value),
         }
-        self.slots[i] = Some(value);
         true
     }
 
@@ -1329,6 +1335,24 @@ mod handler_tests {
         assert_eq!(acks.last_slot(), None);
         acks.insert(100, votes(1));
         assert_eq!((acks.base, acks.last_slot()), (100, Some(100)), "an empty window starts at its next slot");
+    }
+
+    #[test]
+    fn the_log_holds_each_slot_where_it_was_stored_in_order_with_gaps_or_rewritten() {
+        let slot = |round| Slot { ballot: Ballot { round, rank: 0 }, value: Some(Arc::new(round)), chosen: false };
+        let round_at = |log: &SlotLog<u64>, s: u64| log.get(&s).map(|x| x.ballot.round);
+        let mut log = SlotLog::new();
+        assert!(log.insert(1, slot(1)) && log.insert(2, slot(2)), "slots in order");
+        assert!(log.insert(5, slot(5)), "past a gap");
+        assert!(log.insert(3, slot(3)), "into the gap");
+        assert!(log.insert(2, slot(20)), "rewritten");
+        let held: Vec<_> = (0..7).map(|s| round_at(&log, s)).collect();
+        assert_eq!(held, [None, Some(1), Some(20), Some(3), None, Some(5), None]);
+        log.truncate_before(3);
+        assert!(!log.insert(2, slot(2)), "below the window");
+        assert!(!log.insert(3 + LOG_WINDOW, slot(9)), "past the window");
+        assert!(log.insert(6, slot(6)));
+        assert_eq!(log.range(0, 10).map(|(s, x)| (s, x.ballot.round)).collect::<Vec<_>>(), [(3, 3), (5, 5), (6, 6)]);
     }
 
     #[test]
