@@ -5,14 +5,16 @@
 //! estimates, logical, hybrid and TrueTime clocks, version vectors,
 //! timestamp-ordering and optimistic validation, numbered batch streams,
 //! the deterministic scheduler and read exchange of Calvin and SLOG,
-//! strongly connected components, and the interactive coordinator's
-//! rounds and retries.
+//! strongly connected components, the interactive coordinator's rounds
+//! and retries, and a value's encoded size (the metadata the cost model
+//! measures).
 
 pub mod batch_stream;
 pub mod client_floors;
 pub mod clocks;
 pub mod cow_map;
 pub mod durable;
+pub mod encoding;
 pub mod graph;
 pub mod interactive;
 pub mod locks;

@@ -34,9 +34,10 @@ use super::{Config, Flavor, partition_of};
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
+use meridian_mechanisms::encoding::encoded_len;
 use meridian_readatomic::common::events::client_timer;
 use meridian_readatomic::common::reads::{DualViewClient, ViewReads};
-use meridian_readatomic::ramp::client::{Shape, encoded_len, shape};
+use meridian_readatomic::ramp::client::{Shape, shape};
 use meridian_readatomic::ramp::timestamps::TsSource;
 use meridian_readatomic::ramp::{GetId, Ts};
 use meridian_readatomic::ranoc2::View;

@@ -68,7 +68,7 @@ impl ViewGet for Get {
     /// The metadata it carries, postcard-encoded, as RAMP counts it (not
     /// the keys): the GSV once and each key's own write, if any.
     fn metadata_bytes(&self) -> usize {
-        use meridian_readatomic::ramp::client::encoded_len;
+        use meridian_mechanisms::encoding::encoded_len;
         encoded_len(&self.gsv) + self.keys.iter().map(|k| encoded_len(&k.own)).sum::<usize>()
     }
 }

@@ -12,10 +12,10 @@
 
 use super::client::{Attempts, Resent, ResentRead, resend_reads};
 use super::{Timer, partition_of};
-use crate::ramp::client::encoded_len;
 use crate::ramp::{Common, GetId, Ts};
 use crate::ranoc2::view::{Local, View};
 use meridian_core::{AbortReason, Env, Key, NodeId, Outcome, Program, RequestId, ShardId, Topology, Value};
+use meridian_mechanisms::encoding::encoded_len;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

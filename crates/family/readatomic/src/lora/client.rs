@@ -37,14 +37,14 @@ use crate::common::client::{
 use crate::common::events::client_timer;
 use crate::common::partition_of;
 use crate::ramp::client::{
-    Handlers, Shape, WAITING_MAX, admit, ask_metadata_bytes, encoded_len, item_metadata_bytes, on_message, prepares,
-    reserve,
+    Handlers, Shape, WAITING_MAX, admit, ask_metadata_bytes, item_metadata_bytes, on_message, prepares, reserve,
 };
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{Ask, GetId, Item, KnownState, Msg, Prepare, Record, Timer, Ts};
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
+use meridian_mechanisms::encoding::encoded_len;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 

@@ -33,7 +33,7 @@ use crate::common::events::client_timer;
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Op, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
-use serde::Serialize;
+use meridian_mechanisms::encoding::encoded_len;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
@@ -87,14 +87,6 @@ pub struct Client {
     reads: BTreeMap<Ts, ReadTxn>,
     writes: BTreeMap<Ts, WriteTxn<Prepare>>,
     waiting: VecDeque<(RequestId, Program)>,
-}
-
-/// The postcard-encoded size of `x`, counted without encoding it into a
-/// buffer: reads and replies measure their metadata this way on every
-/// message, and growing a buffer to learn its length cost more than the
-/// rest of the client's work on a read.
-pub fn encoded_len<T: Serialize + ?Sized>(x: &T) -> usize {
-    postcard::serialize_with_flavor(x, postcard::ser_flavors::Size::default()).unwrap_or(0)
 }
 
 /// The metadata a GET carries: the timestamps it asks by (keys are the

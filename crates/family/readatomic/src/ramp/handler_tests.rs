@@ -255,7 +255,8 @@ fn a_restart_is_charged_for_the_keys_its_replay_touches() {
 
 #[test]
 fn metadata_is_measured_as_its_encoding_is_long() {
-    use super::client::{encoded_len, item_metadata_bytes};
+    use super::client::item_metadata_bytes;
+    use meridian_mechanisms::encoding::encoded_len;
     let d = deployment();
     let many: Vec<meridian_core::Key> = (0..300u32).map(|i| key_on(&d, i % 2, i as usize)).collect();
     for siblings in [Vec::new(), vec![key_on(&d, 0, 0)], many] {

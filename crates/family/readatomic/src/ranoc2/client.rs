@@ -30,12 +30,13 @@ use super::{Config, Variant, partition_of};
 use crate::common::client::{Phase, WriteTxn, by_shard, last_ack, resend_writes, take_refused, versions};
 use crate::common::events::client_timer;
 use crate::common::reads::{DualViewClient, ViewReads};
-use crate::ramp::client::{Shape, encoded_len, shape};
+use crate::ramp::client::{Shape, shape};
 use crate::ramp::timestamps::TsSource;
 use crate::ramp::{GetId, Ts};
 use meridian_core::{
     AbortReason, Ctx, Env, Key, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, ShardId, Topology,
 };
+use meridian_mechanisms::encoding::encoded_len;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 

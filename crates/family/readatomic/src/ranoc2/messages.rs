@@ -12,6 +12,7 @@ use crate::common::reads::ViewGet;
 use crate::ramp::pending::Question;
 use crate::ramp::{GetId, Held, Ts};
 use meridian_core::{Key, ShardId, Value};
+use meridian_mechanisms::encoding::encoded_len;
 use meridian_mechanisms::mvstore::{Meta, MvStore};
 use meridian_mechanisms::primary_backup::{BackupRecord, Ship};
 use meridian_mechanisms::twopc::Decision;
@@ -59,8 +60,7 @@ impl ViewGet for Get {
     /// each key's local safe view — constant per key, linear per request
     /// in the keys asked of the partition.
     fn metadata_bytes(&self) -> usize {
-        crate::ramp::client::encoded_len(&self.ts_c)
-            + self.keys.iter().map(|k| crate::ramp::client::encoded_len(&k.ts_p)).sum::<usize>()
+        encoded_len(&self.ts_c) + self.keys.iter().map(|k| encoded_len(&k.ts_p)).sum::<usize>()
     }
 }
 
