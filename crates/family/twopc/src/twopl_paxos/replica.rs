@@ -91,8 +91,9 @@ pub struct Replica {
     /// Transactions this leader aborted or wounded before they prepared: a
     /// late duplicate of their execute request is ignored.
     pub(super) refused: RecentSet<TxnId>,
-    /// Coordinators to acknowledge once a decision is applied.
-    pub(super) awaiting_decision: BTreeMap<TxnId, NodeId>,
+    /// Coordinators to acknowledge once a decision is applied (looked up,
+    /// never iterated: a hash map's order cannot show).
+    pub(super) awaiting_decision: FxHashMap<TxnId, NodeId>,
     /// In-doubt transactions: the answers gathered so far, by participant.
     pub(super) in_doubt: BTreeMap<TxnId, BTreeMap<Participant, TxnStatus>>,
     /// Queries to answer once an abort we proposed for them is applied.
@@ -115,7 +116,7 @@ impl Replica {
             locks: LockTable::new(),
             active: FxHashMap::default(),
             refused: RecentSet::new(cfg_refused_kept()),
-            awaiting_decision: BTreeMap::new(),
+            awaiting_decision: FxHashMap::default(),
             in_doubt: BTreeMap::new(),
             pending_answers: BTreeMap::new(),
             watermarks: BTreeMap::new(),
