@@ -254,15 +254,13 @@ impl<V> SlotLog<V> {
     /// Stores a slot; false (and nothing stored) outside the window.
     fn insert(&mut self, slot: u64, value: Slot<V>) -> bool {
         let Some(i) = self.index(slot) else { return false };
-        match i.cmp(&self.slots.len()) {
-            // The common case, the next slot: one push, not a `None`
-            // written and then overwritten.
-            std::cmp::Ordering::Equal => self.slots.push_back(Some(value)),
-            std::cmp::Ordering::Greater => {
-                self.slots.resize_with(i, || None);
-                self.slots.push_back(Some(value));
-            }
-            std::cmp::Ordering::Less => self.slots[i] = Some(value),
+        if i < self.slots.len() {
+            self.slots[i] = Some(value);
+        } else {
+            // The next slot (the common case) or one past a gap: pushed,
+            // not written as `None` and then overwritten.
+            self.slots.resize_with(i, || None);
+            self.slots.push_back(Some(value));
         }
         true
     }

@@ -117,6 +117,7 @@ impl<R: Clone> Disk<R> {
 /// which moves each one kept — a whole checkpoint interval's records per
 /// compaction.
 fn drop_compacted<R>(durable: &mut VecDeque<(Lsn, Stream, R)>, stream: Stream, upto: Lsn) {
+    debug_assert!(durable.iter().zip(durable.iter().skip(1)).all(|(a, b)| a.0 < b.0), "durable records in LSN order");
     // Dropped in one piece: one at a time, each would be moved out first.
     let prefix = durable.iter().take_while(|(l, s, _)| *s == stream && *l <= upto).count();
     durable.drain(..prefix);
