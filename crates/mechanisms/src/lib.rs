@@ -6,8 +6,8 @@
 //! timestamp-ordering and optimistic validation, numbered batch streams,
 //! the deterministic scheduler and read exchange of Calvin and SLOG,
 //! strongly connected components, the interactive coordinator's rounds
-//! and retries, and a value's encoded size (the metadata the cost model
-//! measures).
+//! and retries, a value's encoded size (the metadata the cost model
+//! measures), and an ordered map for a handful of entries.
 
 pub mod batch_stream;
 pub mod client_floors;
@@ -26,6 +26,7 @@ pub mod primary_backup;
 pub mod quorum;
 pub mod recent;
 pub mod scheduler;
+pub mod small_map;
 pub mod twopc;
 pub mod txnids;
 pub mod version_vector;

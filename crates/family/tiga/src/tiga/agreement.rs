@@ -34,6 +34,7 @@ use super::checkpoint::Folded;
 use super::messages::{Msg, TsNotify};
 use super::server::{Core, PState, Pending, Status, TxnQueue};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
+use meridian_mechanisms::small_map::SmallMap;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
@@ -63,7 +64,7 @@ struct Unknown {
 /// forgets it all.
 #[derive(Default)]
 pub(super) struct Announcements {
-    notes: FxHashMap<TxnId, BTreeMap<ShardId, Note>>,
+    notes: FxHashMap<TxnId, SmallMap<ShardId, Note>>,
     unknown: BTreeMap<TxnId, Unknown>,
 }
 
@@ -76,7 +77,11 @@ impl Announcements {
     /// `shard`'s announcement: a later timestamp replaces the one held; at
     /// the same timestamp a release counts once announced.
     fn record(&mut self, id: TxnId, shard: ShardId, t: u64, released: bool) {
-        let note = self.notes.entry(id).or_default().entry(shard).or_insert(Note { t, released });
+        let notes = self.notes.entry(id).or_default();
+        let Some(note) = notes.get_mut(&shard) else {
+            notes.insert(shard, Note { t, released });
+            return;
+        };
         if t > note.t {
             *note = Note { t, released };
         } else if t == note.t {

@@ -22,6 +22,7 @@ use meridian_core::process::CHECKED_MAX;
 use meridian_core::{Ctx, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology, TxnId};
 use meridian_mechanisms::owd::Delays;
 use meridian_mechanisms::quorum;
+use meridian_mechanisms::small_map::SmallMap;
 use meridian_mechanisms::txnids::EpochGate;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -60,9 +61,9 @@ impl FollowerReply {
 struct ShardReplies {
     leader: Option<LeaderReply>,
     /// Followers' fast replies, per replica.
-    fast: BTreeMap<u32, FollowerReply>,
+    fast: SmallMap<u32, FollowerReply>,
     /// Followers that synced it: replica → timestamp in their log.
-    synced: BTreeMap<u32, u64>,
+    synced: SmallMap<u32, u64>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -88,7 +89,8 @@ impl ShardReplies {
 struct Pend {
     request: RequestId,
     body: Arc<TxnBody>,
-    shards: BTreeMap<ShardId, ShardReplies>,
+    /// Per shard, in shard order (the body's).
+    shards: SmallMap<ShardId, ShardReplies>,
     submitted_tick: u64,
     attempts: u32,
     /// Its client was told the outcome is unknown; it is still resubmitted
