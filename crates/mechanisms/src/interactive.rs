@@ -12,6 +12,7 @@
 //! writes from here. Sans-IO: nothing here sends, reads a clock or keeps a
 //! timer; the protocol turns rounds into its own messages.
 
+use crate::small_map::SmallMap;
 use meridian_core::{Deployment, Execution, Key, NodeId, Op, Program, RegionId, ShardId, Step, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -139,10 +140,16 @@ impl<P: Copy + Ord> Execute<P> {
 pub fn writes_by_participant<P: Ord>(
     exec: &Execution,
     participant_of: impl Fn(Key) -> P,
-) -> BTreeMap<P, Vec<(Key, Value)>> {
-    let mut by: BTreeMap<P, Vec<(Key, Value)>> = BTreeMap::new();
+) -> SmallMap<P, Vec<(Key, Value)>> {
+    let mut by: SmallMap<P, Vec<(Key, Value)>> = SmallMap::new();
     for (key, value) in &exec.writes {
-        by.entry(participant_of(*key)).or_default().push((*key, value.clone()));
+        let part = participant_of(*key);
+        match by.get_mut(&part) {
+            Some(writes) => writes.push((*key, value.clone())),
+            None => {
+                by.insert(part, vec![(*key, value.clone())]);
+            }
+        }
     }
     by
 }
@@ -316,7 +323,8 @@ mod tests {
         let writes = vec![(Key(2), Value::int(1, 1)), (Key(3), Value::int(1, 2)), (Key(4), Value::int(1, 3))];
         let exec = Execution { writes, results: vec![] };
         let by = writes_by_participant(&exec, |k| ShardId((k.0 % 2) as u32));
-        assert_eq!(by[&ShardId(0)], vec![(Key(2), Value::int(1, 1)), (Key(4), Value::int(1, 3))]);
-        assert_eq!(by[&ShardId(1)], vec![(Key(3), Value::int(1, 2))]);
+        assert_eq!(by.get(&ShardId(0)), Some(&vec![(Key(2), Value::int(1, 1)), (Key(4), Value::int(1, 3))]));
+        assert_eq!(by.get(&ShardId(1)), Some(&vec![(Key(3), Value::int(1, 2))]));
+        assert_eq!(by.len(), 2);
     }
 }

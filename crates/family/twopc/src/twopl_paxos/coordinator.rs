@@ -32,6 +32,7 @@ use meridian_mechanisms::interactive::{
     Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys, writes_by_participant,
 };
 use meridian_mechanisms::locks::LockMode;
+use meridian_mechanisms::small_map::SmallMap;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
 use meridian_mechanisms::txnids::EpochGate;
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,7 +61,7 @@ struct Attempt {
     /// Every participant that locked something for this attempt, sorted
     /// (a few: a vector costs less than a B-tree here, and iterates alike).
     participants: Vec<Participant>,
-    writes: BTreeMap<Participant, Vec<(Key, Value)>>,
+    writes: SmallMap<Participant, Vec<(Key, Value)>>,
     tally: Option<Tally<Participant>>,
     /// Participants yet to acknowledge the decision, sorted.
     unacked: Vec<Participant>,
@@ -140,7 +141,7 @@ impl Coordinator {
             phase: Phase::Executing,
             exec: Execute::start([]),
             participants: Vec::new(),
-            writes: BTreeMap::new(),
+            writes: SmallMap::new(),
             tally: None,
             unacked: Vec::new(),
             deadline_tick,

@@ -34,6 +34,7 @@ use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
 use meridian_mechanisms::recent::RecentSet;
 use meridian_mechanisms::scheduler::digest;
+use meridian_mechanisms::small_map::SmallMap;
 use meridian_mechanisms::twopc::{Decision, TxnStatus};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
@@ -70,7 +71,7 @@ pub(super) struct Active {
     /// When the current round asked for its locks (this leader's clock).
     pub asked_ns: u64,
     /// The version of every key it read, when it read it.
-    pub read_versions: BTreeMap<Key, Option<u64>>,
+    pub read_versions: SmallMap<Key, Option<u64>>,
 }
 
 pub struct Replica {
@@ -202,7 +203,7 @@ impl Replica {
                 stage: Stage::Locking { next: 0 },
                 age_ticks: 0,
                 asked_ns: ctx.clock_ns(),
-                read_versions: BTreeMap::new(),
+                read_versions: SmallMap::new(),
             };
             self.active.insert(txn, active);
             return self.acquire(ctx, vec![txn]);
@@ -311,7 +312,9 @@ impl Replica {
         let a = self.active.get_mut(&txn).expect("reads are sent for active transactions");
         let store = self.log.store();
         for k in &a.reads {
-            a.read_versions.entry(*k).or_insert_with(|| store.latest_version(*k));
+            if !a.read_versions.contains_key(k) {
+                a.read_versions.insert(*k, store.latest_version(*k));
+            }
         }
         let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, store.latest(*k).cloned())).collect();
         ctx.send(a.coordinator, Msg::Executed(Executed { txn, part: self.part, round: a.round, reads }));
@@ -521,7 +524,7 @@ impl Replica {
                 stage: Stage::Prepared,
                 age_ticks: 0,
                 asked_ns: 0,
-                read_versions: BTreeMap::new(),
+                read_versions: SmallMap::new(),
             };
             self.active.insert(r.txn, active);
         }
