@@ -9,7 +9,7 @@
 //! the same estimates.
 
 use meridian_core::NodeId;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Samples kept per peer.
 const OWD_SAMPLES: usize = 16;
@@ -52,10 +52,11 @@ impl Owd {
     }
 }
 
-/// Delay estimates to a set of peers.
+/// Delay estimates to a set of peers, by node index: node ids are dense,
+/// and an estimate is asked for on every submission (a slot, not a search).
 #[derive(Clone, Debug, Default)]
 pub struct Delays {
-    peers: BTreeMap<NodeId, Owd>,
+    peers: Vec<Option<Owd>>,
 }
 
 impl Delays {
@@ -68,16 +69,21 @@ impl Delays {
     }
 
     pub fn add(&mut self, peer: NodeId, ns: u64) {
-        self.peers.entry(peer).or_default().add(ns);
+        let i = peer.index();
+        if i >= self.peers.len() {
+            self.peers.resize_with(i + 1, || None);
+        }
+        self.peers[i].get_or_insert_with(Owd::default).add(ns);
     }
 
     pub fn estimate(&self, peer: NodeId, percentile: f64) -> Option<u64> {
-        self.peers.get(&peer).and_then(|o| o.estimate(percentile))
+        self.peers.get(peer.index())?.as_ref()?.estimate(percentile)
     }
 
     /// Every peer's estimate, in peer order.
     pub fn estimates(&self, percentile: f64) -> Vec<(NodeId, u64)> {
-        self.peers.iter().filter_map(|(n, o)| o.estimate(percentile).map(|e| (*n, e))).collect()
+        let sampled = self.peers.iter().enumerate().filter_map(|(i, o)| Some((i, o.as_ref()?)));
+        sampled.filter_map(|(i, o)| o.estimate(percentile).map(|e| (NodeId(i as u32), e))).collect()
     }
 }
 
@@ -102,6 +108,11 @@ mod tests {
         d.sample(NodeId(3), 100, 90);
         assert_eq!(d.estimate(NodeId(3), 50.0), None, "a receiver clock behind the sender's gives no sample");
         assert_eq!(d.estimates(50.0), vec![(NodeId(1), 7)]);
+        d.add(NodeId(9), 90);
+        d.add(NodeId(0), 5);
+        assert_eq!(d.estimates(50.0), vec![(NodeId(0), 5), (NodeId(1), 7), (NodeId(9), 90)], "in peer order");
+        assert_eq!(d.estimate(NodeId(4), 50.0), None, "a peer between sampled ones has no estimate");
+        assert_eq!(d.estimate(NodeId(10), 50.0), None, "nor one past them");
     }
 
     #[test]

@@ -7,7 +7,10 @@
 //! the maps than on what they hold. Here the entries share one allocation
 //! (none while the map is empty), lookups bisect a few keys, and iteration
 //! is in key order, as a B-tree map's, so a protocol that iterates one
-//! sends the same messages in the same order.
+//! sends the same messages in the same order. An insertion moves the
+//! entries after it: for maps of a few entries up to a few hundred (the
+//! keys one transaction reads at a shard), not for tables that grow with a
+//! run.
 
 /// A map kept as a vector of `(key, value)` sorted by key, each key once.
 #[derive(Clone, Debug, PartialEq, Eq)]
