@@ -143,13 +143,7 @@ pub fn writes_by_participant<P: Ord>(
 ) -> SmallMap<P, Vec<(Key, Value)>> {
     let mut by: SmallMap<P, Vec<(Key, Value)>> = SmallMap::new();
     for (key, value) in &exec.writes {
-        let part = participant_of(*key);
-        match by.get_mut(&part) {
-            Some(writes) => writes.push((*key, value.clone())),
-            None => {
-                by.insert(part, vec![(*key, value.clone())]);
-            }
-        }
+        by.get_or_insert_with(participant_of(*key), Vec::new).push((*key, value.clone()));
     }
     by
 }

@@ -52,6 +52,19 @@ impl<K: Ord, V> SmallMap<K, V> {
         self.find(key).ok().map(|i| &mut self.entries[i].1)
     }
 
+    /// `key`'s value, inserted from `make` first if absent (a B-tree map's
+    /// `entry(key).or_insert_with(make)`).
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+        let i = match self.find(&key) {
+            Ok(i) => i,
+            Err(i) => {
+                self.entries.insert(i, (key, make()));
+                i
+            }
+        };
+        &mut self.entries[i].1
+    }
+
     pub fn contains_key(&self, key: &K) -> bool {
         self.find(key).is_ok()
     }
@@ -125,13 +138,17 @@ mod tests {
         let mut tree = BTreeMap::new();
         for step in 0..5_000u64 {
             let key = next(&mut state) % 9;
-            match next(&mut state) % 4 {
+            match next(&mut state) % 5 {
                 0 => assert_eq!(small.remove(&key), tree.remove(&key), "remove {key} at step {step}"),
                 1 => {
                     if let (Some(a), Some(b)) = (small.get_mut(&key), tree.get_mut(&key)) {
                         *a += 1;
                         *b += 1;
                     }
+                }
+                2 => {
+                    *small.get_or_insert_with(key, || step) += 1;
+                    *tree.entry(key).or_insert_with(|| step) += 1;
                 }
                 _ => assert_eq!(small.insert(key, step), tree.insert(key, step), "insert {key} at step {step}"),
             }

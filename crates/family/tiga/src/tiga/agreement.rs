@@ -77,11 +77,7 @@ impl Announcements {
     /// `shard`'s announcement: a later timestamp replaces the one held; at
     /// the same timestamp a release counts once announced.
     fn record(&mut self, id: TxnId, shard: ShardId, t: u64, released: bool) {
-        let notes = self.notes.entry(id).or_default();
-        let Some(note) = notes.get_mut(&shard) else {
-            notes.insert(shard, Note { t, released });
-            return;
-        };
+        let note = self.notes.entry(id).or_default().get_or_insert_with(shard, || Note { t, released });
         if t > note.t {
             *note = Note { t, released };
         } else if t == note.t {

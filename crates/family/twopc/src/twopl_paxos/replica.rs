@@ -312,9 +312,7 @@ impl Replica {
         let a = self.active.get_mut(&txn).expect("reads are sent for active transactions");
         let store = self.log.store();
         for k in &a.reads {
-            if !a.read_versions.contains_key(k) {
-                a.read_versions.insert(*k, store.latest_version(*k));
-            }
+            a.read_versions.get_or_insert_with(*k, || store.latest_version(*k));
         }
         let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, store.latest(*k).cloned())).collect();
         ctx.send(a.coordinator, Msg::Executed(Executed { txn, part: self.part, round: a.round, reads }));
