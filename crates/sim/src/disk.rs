@@ -1,28 +1,39 @@
 //! A node's simulated durable log with group commit and named streams.
 //!
-//! Appends wait in `pending` until a flush covering them completes (one flush
-//! in flight at a time; appends made meanwhile go in the next). Only flushed
-//! records survive a crash. LSNs are one sequence over every stream; a
-//! compaction replaces one stream's durable records up to an LSN by that
-//! stream's snapshot once flushed, leaving the other streams' records alone.
+//! Appends wait until a flush covering them completes (one flush in flight
+//! at a time; appends made meanwhile go in the next). Only flushed records
+//! survive a crash. LSNs are one sequence over every stream; a compaction
+//! replaces one stream's durable records up to an LSN by that stream's
+//! snapshot once flushed, leaving the other streams' records alone.
+//!
+//! Records stay where they were appended: one deque in LSN order holds the
+//! durable ones and, behind them, those awaiting a flush, so a flush that
+//! completes moves no record, it only raises the durable LSN. A node
+//! appends on most events, and moving each record from a pending list to
+//! the durable one cost the simulator more than the append itself.
 
 use meridian_core::{Lsn, Stream};
 use std::collections::{BTreeMap, VecDeque};
 
-enum Pending<R> {
-    Append(Lsn, Stream, R),
-    Compact { stream: Stream, upto: Lsn, snapshot: R },
+/// A compaction queued but not yet flushed.
+struct Compaction<R> {
+    stream: Stream,
+    upto: Lsn,
+    snapshot: R,
 }
 
 pub struct Disk<R> {
     snapshots: BTreeMap<Stream, R>,
-    durable: VecDeque<(Lsn, Stream, R)>,
-    pending: Vec<Pending<R>>,
+    /// Every record appended and not compacted away, in LSN order: those
+    /// up to `durable_upto` are durable, the rest wait for a flush.
+    log: VecDeque<(Lsn, Stream, R)>,
+    /// Compactions waiting for a flush, in the order queued.
+    compactions: Vec<Compaction<R>>,
     next_lsn: u64,
     /// LSN the in-flight flush will cover, if one is in flight.
     flushing_upto: Option<Lsn>,
-    /// How many pending entries the in-flight flush covers.
-    flushing_len: usize,
+    /// How many queued compactions the in-flight flush covers.
+    flushing_compactions: usize,
     /// Highest LSN ever made durable: LSNs continue after it on restart.
     durable_upto: u64,
 }
@@ -31,11 +42,11 @@ impl<R: Clone> Disk<R> {
     pub fn new() -> Disk<R> {
         Disk {
             snapshots: BTreeMap::new(),
-            durable: VecDeque::new(),
-            pending: Vec::new(),
+            log: VecDeque::new(),
+            compactions: Vec::new(),
             next_lsn: 1,
             flushing_upto: None,
-            flushing_len: 0,
+            flushing_compactions: 0,
             durable_upto: 0,
         }
     }
@@ -50,7 +61,7 @@ impl<R: Clone> Disk<R> {
     pub fn append(&mut self, stream: Stream, record: R) -> (Lsn, bool) {
         let lsn = Lsn(self.next_lsn);
         self.next_lsn += 1;
-        self.pending.push(Pending::Append(lsn, stream, record));
+        self.log.push_back((lsn, stream, record));
         (lsn, self.flushing_upto.is_none())
     }
 
@@ -58,18 +69,25 @@ impl<R: Clone> Disk<R> {
     /// started.
     pub fn compact(&mut self, stream: Stream, upto: Lsn, snapshot: R) -> bool {
         assert!(upto.0 < self.next_lsn, "compaction past the last appended record");
-        self.pending.push(Pending::Compact { stream, upto, snapshot });
+        self.compactions.push(Compaction { stream, upto, snapshot });
         self.flushing_upto.is_none()
+    }
+
+    /// Whether anything waits for a flush that the in-flight one (if any)
+    /// does not cover: appends past `covered`, or compactions past the
+    /// first `covered_compactions`.
+    fn pending_past(&self, covered: u64, covered_compactions: usize) -> bool {
+        self.next_lsn - 1 > covered || self.compactions.len() > covered_compactions
     }
 
     /// Starts a flush of everything pending; false if there is nothing to do
     /// or one is already in flight.
     pub fn start_flush(&mut self) -> bool {
-        if self.flushing_upto.is_some() || self.pending.is_empty() {
+        if self.flushing_upto.is_some() || !self.pending_past(self.durable_upto, 0) {
             return false;
         }
         self.flushing_upto = Some(Lsn(self.next_lsn - 1));
-        self.flushing_len = self.pending.len();
+        self.flushing_compactions = self.compactions.len();
         true
     }
 
@@ -77,41 +95,41 @@ impl<R: Clone> Disk<R> {
     /// now durable, and whether more is pending (another flush is due).
     pub fn complete_flush(&mut self) -> (Lsn, bool) {
         let upto = self.flushing_upto.take().expect("a flush was in flight");
-        for entry in self.pending.drain(..self.flushing_len) {
-            match entry {
-                Pending::Append(lsn, stream, r) => self.durable.push_back((lsn, stream, r)),
-                Pending::Compact { stream, upto, snapshot } => {
-                    drop_compacted(&mut self.durable, stream, upto);
-                    self.snapshots.insert(stream, snapshot);
-                }
-            }
-        }
-        self.flushing_len = 0;
         self.durable_upto = upto.0;
-        (upto, !self.pending.is_empty())
+        // A compaction drops only records appended before it was queued
+        // (its LSN bound is below the next LSN then), all of them covered
+        // by this flush or an earlier one: applying the flush's appends
+        // first and its compactions after them, in order, keeps what
+        // applying them interleaved would.
+        for c in self.compactions.drain(..self.flushing_compactions) {
+            drop_compacted(&mut self.log, c.stream, c.upto);
+            self.snapshots.insert(c.stream, c.snapshot);
+        }
+        self.flushing_compactions = 0;
+        (upto, self.pending_past(upto.0, 0))
     }
 
     /// A crash: everything not flushed is gone (including an in-flight flush).
     pub fn crash(&mut self) {
-        self.pending.clear();
+        let durable = self.log.partition_point(|(l, _, _)| l.0 <= self.durable_upto);
+        self.log.truncate(durable);
+        self.compactions.clear();
         self.flushing_upto = None;
-        self.flushing_len = 0;
+        self.flushing_compactions = 0;
         self.next_lsn = self.durable_upto + 1;
     }
 
     /// The durable records a restarted node recovers: every stream's
     /// snapshot (in stream order), then the records in LSN order.
     pub fn recover(&self) -> Vec<R> {
-        self.snapshots.values().cloned().chain(self.durable.iter().map(|(_, _, r)| r.clone())).collect()
-    }
-
-    pub fn durable_len(&self) -> usize {
-        self.durable.len()
+        let durable = self.log.iter().take_while(|(l, _, _)| l.0 <= self.durable_upto);
+        self.snapshots.values().cloned().chain(durable.map(|(_, _, r)| r.clone())).collect()
     }
 }
 
-/// Drops `stream`'s durable records up to `upto`. Records are in LSN
-/// order, so only those before the first past `upto` can go; when they are
+/// Drops `stream`'s records up to `upto` (durable by then: records past
+/// the durable LSN are later than any compaction flushed). Records are in
+/// LSN order, so only those before the first past `upto` can go; when they are
 /// a prefix (a node with one stream, or the others' records all later) they
 /// leave from the front, without the pass over every record `retain` makes,
 /// which moves each one kept — a whole checkpoint interval's records per
@@ -172,6 +190,26 @@ mod tests {
         assert_eq!(d.recover(), vec!["snap", "c"]);
         d.crash();
         assert_eq!(d.append(MAIN, "d").0, Lsn(4));
+    }
+
+    #[test]
+    fn a_compaction_queued_during_a_flush_waits_for_the_next_one() {
+        let mut d = Disk::new();
+        d.append(MAIN, "a");
+        d.append(MAIN, "b");
+        assert!(d.start_flush());
+        assert!(!d.compact(MAIN, Lsn(1), "snap"), "a flush is in flight");
+        d.append(MAIN, "c");
+        let (upto, more) = d.complete_flush();
+        assert_eq!((upto, more), (Lsn(2), true));
+        assert_eq!(d.recover(), vec!["a", "b"], "the compaction and c wait");
+        d.crash();
+        assert_eq!(d.recover(), vec!["a", "b"], "neither was flushed");
+        assert_eq!(d.append(MAIN, "c2").0, Lsn(3));
+        d.compact(MAIN, Lsn(2), "snap2");
+        assert!(d.start_flush());
+        assert_eq!(d.complete_flush(), (Lsn(3), false));
+        assert_eq!(d.recover(), vec!["snap2", "c2"]);
     }
 
     #[test]
