@@ -110,6 +110,20 @@ impl<'a, K: Ord, V> IntoIterator for &'a SmallMap<K, V> {
 
 /// Collects as a B-tree map would: sorted by key, a repeated key keeping
 /// its last value.
+/// Written as a map in key order, as a B-tree map is.
+impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for SmallMap<K, V> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.entries.iter().map(|(k, v)| (k, v)))
+    }
+}
+
+impl<'de, K: Ord + serde::Deserialize<'de>, V: serde::Deserialize<'de>> serde::Deserialize<'de> for SmallMap<K, V> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let map = std::collections::BTreeMap::<K, V>::deserialize(deserializer)?;
+        Ok(SmallMap { entries: map.into_iter().collect() })
+    }
+}
+
 impl<K: Ord, V> FromIterator<(K, V)> for SmallMap<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut map = SmallMap::new();
@@ -173,5 +187,14 @@ mod tests {
         }
         assert!(small.values().all(|v| *v == "x"));
         assert!(SmallMap::<u32, u32>::new().is_empty());
+    }
+
+    #[test]
+    fn it_encodes_as_a_btree_map_does_and_decodes_back() {
+        let small: SmallMap<u64, u32> = [(9, 1), (2, 7), (5, 3)].into_iter().collect();
+        let tree: BTreeMap<u64, u32> = [(9, 1), (2, 7), (5, 3)].into_iter().collect();
+        let bytes = postcard::to_allocvec(&small).unwrap();
+        assert_eq!(bytes, postcard::to_allocvec(&tree).unwrap());
+        assert_eq!(postcard::from_bytes::<SmallMap<u64, u32>>(&bytes).unwrap(), small);
     }
 }

@@ -13,10 +13,10 @@
 //! watermark: a question about a forgotten transaction is answered
 //! "forgotten", never guessed.
 
-use crate::cow_map::CowMap;
+use crate::small_map::SmallMap;
 use meridian_core::{NodeId, ShardId, TxnId};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 /// What a participant knows of a transaction.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,16 +102,65 @@ pub fn termination_decision(answers: impl IntoIterator<Item = Option<TxnStatus>>
 /// table proportional to the transactions in flight. The capacity is the
 /// backstop for coordinators that never say (they crashed, or stopped
 /// deciding): the oldest entries go first.
+///
+/// Outcomes are kept per coordinator in sequence order: a watermark
+/// retires a range of one coordinator's entries in one piece, where a
+/// table of every outcome keyed by id needed a pass over all of them, and
+/// a replica applies every coordinator's watermark on each termination
+/// tick.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Outcomes {
-    map: CowMap<TxnId, Decision>,
-    /// Insertion order for the capacity; may hold retired ids (skipped),
-    /// at most as many again as `map` (see `compact_order`).
-    order: VecDeque<TxnId>,
-    /// Per coordinator and epoch: every id at or below is decided (or was
-    /// never started), remembered or not.
-    forgotten_upto: BTreeMap<(NodeId, u64), u64>,
+    /// By coordinator node index.
+    by_node: Vec<Remembered>,
+    /// Outcomes remembered, over every coordinator.
+    len: usize,
     capacity: usize,
+    /// The next insertion's place in insertion order (the capacity evicts
+    /// by it).
+    next_stamp: u64,
+}
+
+/// One coordinator's remembered outcomes.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Remembered {
+    /// `(seq, decision, stamp)` sorted by sequence number; the stamp is the
+    /// entry's place in insertion order.
+    decided: VecDeque<(u64, Decision, u64)>,
+    /// Per epoch: every id at or below is decided (or was never started),
+    /// remembered or not.
+    forgotten_upto: SmallMap<u64, u64>,
+}
+
+impl Remembered {
+    /// Where `seq` is, or would go, in `decided`. The ids asked about are
+    /// mostly among the newest (a prepare or decision being applied), so
+    /// the search gallops back from the end before it bisects: a few
+    /// comparisons where a bisection of the whole table takes a dozen.
+    fn find(&self, seq: u64) -> Result<usize, usize> {
+        let d = &self.decided;
+        // Every entry from `hi` on is past `seq`; every one before `lo` below it.
+        let (mut lo, mut hi, mut step) = (0, d.len(), 1);
+        while hi > 0 {
+            let probe = hi.saturating_sub(step);
+            match d[probe].0.cmp(&seq) {
+                std::cmp::Ordering::Equal => return Ok(probe),
+                std::cmp::Ordering::Less => {
+                    lo = probe + 1;
+                    break;
+                }
+                std::cmp::Ordering::Greater => (hi, step) = (probe, step * 2),
+            }
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            match d[mid].0.cmp(&seq) {
+                std::cmp::Ordering::Equal => return Ok(mid),
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        }
+        Err(lo)
+    }
 }
 
 /// Epoch of a sequence number (see `crate::txnids`).
@@ -119,10 +168,14 @@ fn epoch(seq: u64) -> u64 {
     crate::txnids::epoch_of(seq)
 }
 
+/// Coordinator node indexes the table accepts: ids are dense, and one
+/// slot per coordinator is kept.
+const MAX_COORDINATORS: usize = 1 << 20;
+
 impl Outcomes {
     pub fn new(capacity: usize) -> Outcomes {
         assert!(capacity > 0);
-        Outcomes { map: CowMap::new(), order: VecDeque::new(), forgotten_upto: BTreeMap::new(), capacity }
+        Outcomes { by_node: Vec::new(), len: 0, capacity, next_stamp: 0 }
     }
 
     pub fn record(&mut self, txn: TxnId, decision: Decision) {
@@ -140,17 +193,44 @@ impl Outcomes {
         self.insert(txn, decision);
     }
 
-    fn insert(&mut self, txn: TxnId, decision: Decision) {
-        if self.map.insert(txn, decision).is_none() {
-            self.order.push_back(txn);
+    fn remembered_mut(&mut self, node: NodeId) -> &mut Remembered {
+        let i = node.index();
+        assert!(i < MAX_COORDINATORS, "coordinator {node} past the {MAX_COORDINATORS} the table holds");
+        if self.by_node.len() <= i {
+            self.by_node.resize_with(i + 1, Remembered::default);
         }
-        while self.map.len() > self.capacity {
-            let old = self.order.pop_front().expect("every remembered id is in the order");
-            if self.map.remove(&old).is_some() {
-                self.forget_upto(old.node, old.seq);
+        &mut self.by_node[i]
+    }
+
+    fn insert(&mut self, txn: TxnId, decision: Decision) {
+        let stamp = self.next_stamp;
+        let r = self.remembered_mut(txn.node);
+        match r.find(txn.seq) {
+            Ok(i) => r.decided[i].1 = decision,
+            Err(i) => {
+                r.decided.insert(i, (txn.seq, decision, stamp));
+                self.len += 1;
+                self.next_stamp += 1;
             }
         }
-        self.compact_order();
+        while self.len > self.capacity {
+            self.evict_oldest();
+        }
+    }
+
+    /// Forgets the oldest remembered outcome: of the coordinators' lowest
+    /// ids, the one recorded first (each coordinator's outcomes leave in
+    /// sequence order, so its forgotten watermark never passes one still
+    /// remembered).
+    fn evict_oldest(&mut self) {
+        let node = (0..self.by_node.len())
+            .filter_map(|n| self.by_node[n].decided.front().map(|e| (e.2, n)))
+            .min()
+            .map(|(_, n)| n)
+            .expect("a table over its capacity remembers something");
+        let (seq, _, _) = self.by_node[node].decided.pop_front().expect("chosen for its first entry");
+        self.len -= 1;
+        self.forget_upto(NodeId(node as u32), seq);
     }
 
     /// Coordinator `node` settled every transaction of its epoch below
@@ -160,90 +240,59 @@ impl Outcomes {
         self.retire_all(&[(node, below)]);
     }
 
-    /// `retire` for several coordinators' watermarks, in one pass over the
-    /// remembered outcomes rather than one per coordinator: a replica
-    /// applies every coordinator's watermark from one log entry per
-    /// termination tick, and each pass visits every outcome in flight.
+    /// `retire` for several coordinators' watermarks (a replica applies
+    /// every coordinator's from one log entry per termination tick). Each
+    /// retires one range of its coordinator's ids: their epoch's, from the
+    /// first below the watermark.
     pub fn retire_all(&mut self, watermarks: &[(NodeId, u64)]) {
-        // Each watermark's retired ids: its epoch's, from the first below it.
-        let mut retiring: Vec<(NodeId, std::ops::Range<u64>)> = watermarks
-            .iter()
-            .filter_map(|&(node, below)| {
-                let first = below & !((1u64 << crate::txnids::COUNTER_BITS) - 1);
-                (below > first + 1).then_some((node, first..below))
-            })
-            .collect();
-        if retiring.is_empty() {
-            return;
-        }
-        // Indexed by coordinator: the pass below asks once per outcome in
-        // flight, and a scan of every coordinator's watermark for each
-        // grew with the coordinators. `first[n]` is where node n's
-        // watermarks start in `retiring` once sorted by node (usually one
-        // each; a log entry may repeat a coordinator).
-        retiring.sort_unstable_by_key(|(node, _)| *node);
-        let slots = retiring.last().map_or(0, |(node, _)| node.index() + 1);
-        let mut first = vec![usize::MAX; slots];
-        for (i, (node, _)) in retiring.iter().enumerate().rev() {
-            first[node.index()] = i;
-        }
-        let retired = |t: &TxnId| {
-            let Some(&i) = first.get(t.node.index()).filter(|i| **i != usize::MAX) else { return false };
-            retiring[i..].iter().take_while(|(node, _)| *node == t.node).any(|(_, ids)| ids.contains(&t.seq))
-        };
-        let map = &mut self.map;
-        self.order.retain(|t| {
-            let gone = retired(t);
-            if gone {
-                map.remove(t);
+        for &(node, below) in watermarks {
+            let first = below & !((1u64 << crate::txnids::COUNTER_BITS) - 1);
+            if below <= first + 1 {
+                continue; // the epoch's start: nothing below it
             }
-            !gone
-        });
-        for (node, ids) in &retiring {
-            self.forget_upto(*node, ids.end - 1);
+            let r = self.remembered_mut(node);
+            let from = r.find(first).unwrap_or_else(|i| i);
+            let to = r.find(below).unwrap_or_else(|i| i);
+            r.decided.drain(from..to);
+            self.len -= to - from;
+            self.forget_upto(node, below - 1);
         }
-        self.compact_order();
     }
 
     fn forget_upto(&mut self, node: NodeId, seq: u64) {
-        let w = self.forgotten_upto.entry((node, epoch(seq))).or_default();
+        let w = self.remembered_mut(node).forgotten_upto.get_or_insert_with(epoch(seq), || 0);
         *w = (*w).max(seq);
-    }
-
-    /// Drops retired ids from the order once they are as many as the live.
-    fn compact_order(&mut self) {
-        if self.order.len() > 2 * self.map.len() + 64 {
-            let map = &self.map;
-            self.order.retain(|t| map.get(t).is_some());
-        }
-        debug_assert!(self.order.len() <= 2 * self.map.len() + 65);
     }
 
     /// `Some(Committed | Aborted | Forgotten)`, or `None` when this
     /// participant never decided the transaction.
     pub fn lookup(&self, txn: TxnId) -> Option<TxnStatus> {
-        match self.map.get(&txn) {
-            Some(Decision::Commit) => Some(TxnStatus::Committed),
-            Some(Decision::Abort) => Some(TxnStatus::Aborted),
-            None if self.forgotten_upto.get(&(txn.node, epoch(txn.seq))).is_some_and(|w| txn.seq <= *w) => {
-                Some(TxnStatus::Forgotten)
+        let r = self.by_node.get(txn.node.index())?;
+        match r.find(txn.seq) {
+            Ok(i) => Some(match r.decided[i].1 {
+                Decision::Commit => TxnStatus::Committed,
+                Decision::Abort => TxnStatus::Aborted,
+            }),
+            Err(_) => {
+                r.forgotten_upto.get(&epoch(txn.seq)).is_some_and(|w| txn.seq <= *w).then_some(TxnStatus::Forgotten)
             }
-            None => None,
         }
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        debug_assert_eq!(self.len, self.by_node.iter().map(|r| r.decided.len()).sum::<usize>());
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len() == 0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     fn t(node: u32, seq: u64) -> TxnId {
         TxnId { node: NodeId(node), seq }
@@ -337,8 +386,7 @@ mod tests {
         }
         all.retire_all(&watermarks);
         assert_eq!(all.len(), each.len());
-        assert_eq!(all.order, each.order);
-        assert_eq!(all.forgotten_upto, each.forgotten_upto);
+        assert_eq!(all.by_node, each.by_node);
         for node in 1..=3 {
             for seq in (EPOCH..EPOCH + 3).chain(2 * EPOCH..2 * EPOCH + 22) {
                 assert_eq!(all.lookup(t(node, seq)), each.lookup(t(node, seq)), "node {node} seq {seq}");
@@ -366,8 +414,7 @@ mod tests {
             each.retire(node, below);
         }
         all.retire_all(&watermarks);
-        assert_eq!(all.order, each.order);
-        assert_eq!(all.forgotten_upto, each.forgotten_upto);
+        assert_eq!(all.by_node, each.by_node);
         for node in [0, 2, 5, 9] {
             for seq in (EPOCH..EPOCH + 14).chain(2 * EPOCH..2 * EPOCH + 14) {
                 assert_eq!(all.lookup(t(node, seq)), each.lookup(t(node, seq)), "node {node} seq {seq}");
@@ -391,7 +438,105 @@ mod tests {
                 o.retire(NodeId(1), EPOCH + seq - 50);
             }
             assert!(o.len() <= 150, "{} remembered at {seq}", o.len());
-            assert!(o.order.len() <= 2 * o.len() + 65);
+        }
+    }
+
+    /// The table as plainly as it can be said: every outcome keyed by id
+    /// with its insertion stamp, and the forgotten watermarks.
+    #[derive(Default)]
+    struct Model {
+        decided: BTreeMap<TxnId, (Decision, u64)>,
+        forgotten: BTreeMap<(NodeId, u64), u64>,
+        stamp: u64,
+    }
+
+    impl Model {
+        fn lookup(&self, txn: TxnId) -> Option<TxnStatus> {
+            match self.decided.get(&txn) {
+                Some((Decision::Commit, _)) => Some(TxnStatus::Committed),
+                Some((Decision::Abort, _)) => Some(TxnStatus::Aborted),
+                None => self
+                    .forgotten
+                    .get(&(txn.node, epoch(txn.seq)))
+                    .is_some_and(|w| txn.seq <= *w)
+                    .then_some(TxnStatus::Forgotten),
+            }
+        }
+
+        fn forget(&mut self, node: NodeId, seq: u64) {
+            let w = self.forgotten.entry((node, epoch(seq))).or_default();
+            *w = (*w).max(seq);
+        }
+
+        fn record(&mut self, txn: TxnId, d: Decision, capacity: usize) {
+            if self.lookup(txn) == Some(TxnStatus::Forgotten) {
+                return;
+            }
+            match self.decided.get_mut(&txn) {
+                Some(e) => e.0 = d,
+                None => {
+                    self.decided.insert(txn, (d, self.stamp));
+                    self.stamp += 1;
+                }
+            }
+            while self.decided.len() > capacity {
+                // Each coordinator's lowest id; of those, the first recorded.
+                let mut lowest: BTreeMap<NodeId, (TxnId, u64)> = BTreeMap::new();
+                for (t, (_, stamp)) in &self.decided {
+                    lowest.entry(t.node).or_insert((*t, *stamp));
+                }
+                let (t, _) = lowest.values().min_by_key(|(_, stamp)| *stamp).copied().unwrap();
+                self.decided.remove(&t);
+                self.forget(t.node, t.seq);
+            }
+        }
+
+        fn retire(&mut self, node: NodeId, below: u64) {
+            let first = below & !(EPOCH - 1);
+            if below <= first + 1 {
+                return;
+            }
+            self.decided.retain(|t, _| t.node != node || !(first..below).contains(&t.seq));
+            self.forget(node, below - 1);
+        }
+    }
+
+    #[test]
+    fn it_answers_as_a_plain_table_of_every_outcome_does() {
+        // Ids decided out of order, repeated decisions, watermarks of
+        // several epochs and a capacity small enough to evict often.
+        let mut state = 11u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let capacity = 12;
+        let (mut table, mut model) = (Outcomes::new(capacity), Model::default());
+        for step in 0..20_000 {
+            let node = (next() % 4) as u32;
+            let seq = (1 + next() % 2) * EPOCH + 1 + next() % 40;
+            let txn = t(node, seq);
+            match next() % 6 {
+                0 => {
+                    table.retire(NodeId(node), seq);
+                    model.retire(NodeId(node), seq);
+                }
+                1 if table.lookup(txn).is_none() => {
+                    table.record_undecided(txn, Decision::Abort);
+                    model.record(txn, Decision::Abort, capacity);
+                }
+                n => {
+                    let d = if n % 2 == 0 { Decision::Commit } else { Decision::Abort };
+                    table.record(txn, d);
+                    model.record(txn, d, capacity);
+                }
+            }
+            assert_eq!(table.len(), model.decided.len(), "step {step}");
+            for probe in [txn, t(node, seq + 1), t(node, seq.saturating_sub(1)), t((node + 1) % 4, seq)] {
+                assert_eq!(table.lookup(probe), model.lookup(probe), "{probe} at step {step}");
+            }
         }
     }
 }
