@@ -73,17 +73,17 @@ impl<R: Clone> Disk<R> {
         self.flushing_upto.is_none()
     }
 
-    /// Whether anything waits for a flush that the in-flight one (if any)
-    /// does not cover: appends past `covered`, or compactions past the
-    /// first `covered_compactions`.
-    fn pending_past(&self, covered: u64, covered_compactions: usize) -> bool {
-        self.next_lsn - 1 > covered || self.compactions.len() > covered_compactions
+    /// Whether anything waits for a flush besides what is durable up to
+    /// `covered`: appends past it, or compactions (none in flight when
+    /// asked).
+    fn pending_past(&self, covered: u64) -> bool {
+        self.next_lsn - 1 > covered || !self.compactions.is_empty()
     }
 
     /// Starts a flush of everything pending; false if there is nothing to do
     /// or one is already in flight.
     pub fn start_flush(&mut self) -> bool {
-        if self.flushing_upto.is_some() || !self.pending_past(self.durable_upto, 0) {
+        if self.flushing_upto.is_some() || !self.pending_past(self.durable_upto) {
             return false;
         }
         self.flushing_upto = Some(Lsn(self.next_lsn - 1));
@@ -106,7 +106,7 @@ impl<R: Clone> Disk<R> {
             self.snapshots.insert(c.stream, c.snapshot);
         }
         self.flushing_compactions = 0;
-        (upto, self.pending_past(upto.0, 0))
+        (upto, self.pending_past(upto.0))
     }
 
     /// A crash: everything not flushed is gone (including an in-flight flush).
