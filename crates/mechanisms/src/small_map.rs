@@ -108,8 +108,6 @@ impl<'a, K: Ord, V> IntoIterator for &'a SmallMap<K, V> {
     }
 }
 
-/// Collects as a B-tree map would: sorted by key, a repeated key keeping
-/// its last value.
 /// Written as a map in key order, as a B-tree map is.
 impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for SmallMap<K, V> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -124,6 +122,8 @@ impl<'de, K: Ord + serde::Deserialize<'de>, V: serde::Deserialize<'de>> serde::D
     }
 }
 
+/// Collects as a B-tree map would: sorted by key, a repeated key keeping
+/// its last value.
 impl<K: Ord, V> FromIterator<(K, V)> for SmallMap<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(iter: I) -> Self {
         let mut map = SmallMap::new();
