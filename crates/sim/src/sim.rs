@@ -18,8 +18,8 @@ use crate::net::Network;
 use crate::queue::EventQueue;
 use hdrhistogram::Histogram;
 use meridian_core::{
-    ClientIo, Clients, Deployment, Effect, Effects, EffectsOf, Lsn, NextIds, NodeId, Now, Outcome, Process, Program,
-    Protocol, Recorder, RequestId, Rng, TimerId, Topology, TrueTime,
+    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Now, Outcome, Process, Program, Protocol, RequestId, Rng, Stream,
+    TimerId, Topology, TrueTime,
 };
 use rustc_hash::FxHashSet;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -167,9 +167,6 @@ pub struct Sim<P: Protocol> {
     /// TrueTime it may not): the run fails.
     violations: Vec<String>,
     completions: Vec<(NodeId, RequestId, Outcome)>,
-    /// The effects buffer every handler records into (kept for its
-    /// allocation).
-    effects: EffectsOf<P>,
     unclaimed: Vec<Completion>,
     events: u64,
     trace: u64,
@@ -276,7 +273,6 @@ impl<P: Protocol> Sim<P> {
             observations: BTreeMap::new(),
             violations: Vec::new(),
             completions: Vec::new(),
-            effects: Effects::new(),
             unclaimed: Vec::new(),
             events: 0,
             trace: cfg.seed,
@@ -593,8 +589,8 @@ impl<P: Protocol> Sim<P> {
         self.flush_completions();
     }
 
-    /// Runs one handler of `node` at the current time through a
-    /// [`Recorder`], then carries out its effects; returns when the node's
+    /// Runs one handler of `node` at the current time, carrying out each
+    /// effect as the handler makes it ([`SimEnv`]); returns when the node's
     /// CPU work for it ends (`depart_ns` plus what the handler charged and
     /// sent).
     fn run_handler(
@@ -604,27 +600,18 @@ impl<P: Protocol> Sim<P> {
         depart_ns: u64,
         f: impl FnOnce(&mut P::Node, &mut meridian_core::Ctx<'_, P>),
     ) -> u64 {
-        // The effects list is borrowed in place (not taken and put back):
-        // every event passes here.
         let rt = &mut self.nodes[node.index()];
         let now = now_of(rt, node, self.now_ns, self.epsilon_ns);
-        let mut ids = NextIds { timer: rt.next_timer, lsn: rt.disk.next_lsn().0 };
-        f(process, &mut Recorder::new(node, &self.deployment.topology, now, &mut rt.rng, &mut ids, &mut self.effects));
-        rt.next_timer = ids.timer;
-        if cfg!(debug_assertions) {
-            // Tests and debug swarms stop at the event that broke one.
-            process.check_invariants();
-        }
-        if self.effects.read_truetime {
-            self.check_truetime_read(node);
-        }
-        let mut apply = Apply {
+        let mut env = SimEnv {
+            topology: &self.deployment.topology,
+            now,
+            read_truetime: false,
             now_ns: self.now_ns,
             depart_ns,
             node,
             sized: self.sized,
             net_ns_per_byte: self.net_ns_per_byte,
-            rt: &mut self.nodes[node.index()],
+            rt,
             queue: &mut self.queue,
             net: &mut self.net,
             interceptor: &mut self.interceptor,
@@ -634,10 +621,16 @@ impl<P: Protocol> Sim<P> {
             observations: &mut self.observations,
             completions: &mut self.completions,
         };
-        for effect in self.effects.drain() {
-            apply.effect(effect);
+        f(process, &mut env);
+        let (depart_ns, read_truetime) = (env.depart_ns, env.read_truetime);
+        if cfg!(debug_assertions) {
+            // Tests and debug swarms stop at the event that broke one.
+            process.check_invariants();
         }
-        apply.depart_ns
+        if read_truetime {
+            self.check_truetime_read(node);
+        }
+        depart_ns
     }
 
     /// A role the protocol does not allow to read TrueTime read it: the run
@@ -790,9 +783,17 @@ fn now_of<P: Protocol>(rt: &NodeRt<P>, node: NodeId, now_ns: u64, epsilon_ns: u6
     }
 }
 
-/// Carries out one handler's effects on the virtual network, disk and
-/// timers, in the order the handler made them.
-struct Apply<'a, P: Protocol> {
+/// The `Env` of one handler in the simulator: the event's clock readings and
+/// the node's random stream, identifiers, CPU and disk. Each effect is
+/// carried out on the virtual network, disk and timers as the handler makes
+/// it, in call order — what a list of effects applied after the handler
+/// would do (the real runtime's [`meridian_core::Recorder`]), without the
+/// list: every event passes here.
+struct SimEnv<'a, P: Protocol> {
+    topology: &'a Topology,
+    /// The event's clock readings (one per event).
+    now: Now,
+    read_truetime: bool,
     now_ns: u64,
     /// When the handler's CPU work so far ends: what it sends leaves then.
     depart_ns: u64,
@@ -810,46 +811,26 @@ struct Apply<'a, P: Protocol> {
     completions: &'a mut Vec<(NodeId, RequestId, Outcome)>,
 }
 
-impl<P: Protocol> Apply<'_, P> {
-    fn effect(&mut self, effect: Effect<P::Msg, P::Record, P::Timer>) {
-        match effect {
-            Effect::Send { to, msg } => self.send(to, msg),
-            Effect::ChargeCpu { ns } => self.depart_ns = self.depart_ns.saturating_add(ns),
-            Effect::ChargeKeys { keys } => {
-                self.depart_ns = self.depart_ns.saturating_add(keys.saturating_mul(self.rt.cpu_ns_per_key));
-            }
-            Effect::SetTimer { id, after_ns, timer } => self.set_timer(id, after_ns, timer),
-            Effect::CancelTimer { id } => {
-                self.rt.timers.remove(&id.0);
-            }
-            Effect::Append { stream, lsn, record } => {
-                // The flush starts when the handler returns, so that every
-                // append of one event shares one fsync.
-                let (at, _) = self.rt.disk.append(stream, record);
-                debug_assert_eq!(at, lsn, "the recorder and the disk number appends alike");
-            }
-            Effect::Compact { stream, upto, snapshot } => {
-                self.rt.disk.compact(stream, upto, snapshot);
-            }
-            Effect::Count { counter, delta } => self.count(counter, delta),
-            Effect::Observe { name, value } => {
-                let h = self
-                    .observations
-                    .entry(name)
-                    .or_insert_with(|| Histogram::new_with_bounds(1, u64::MAX / 2, 3).expect("valid histogram bounds"));
-                h.saturating_record(value);
-            }
-            Effect::Complete { request, outcome } => self.completions.push((self.node, request, outcome)),
-        }
+impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
+    fn me(&self) -> NodeId {
+        self.node
     }
 
-    /// Adds to a report counter; the first use of one the protocol does
-    /// not document (`Protocol::counters`) fails the run.
-    fn count(&mut self, counter: &'static str, delta: u64) {
-        let fresh = self.counters.add(counter, delta);
-        if fresh && !self.documented_counters.contains(counter) && self.violations.len() < VIOLATIONS_MAX {
-            self.violations.push(format!("counter `{counter}` is not among {}'s documented counters", P::NAME));
-        }
+    fn topology(&self) -> &Topology {
+        self.topology
+    }
+
+    fn clock_ns(&self) -> u64 {
+        self.now.clock_ns
+    }
+
+    fn monotonic_ns(&self) -> u64 {
+        self.now.monotonic_ns
+    }
+
+    fn truetime(&mut self) -> TrueTime {
+        self.read_truetime = true;
+        self.now.truetime
     }
 
     fn send(&mut self, to: NodeId, msg: P::Msg) {
@@ -878,11 +859,62 @@ impl<P: Protocol> Apply<'_, P> {
         }
     }
 
-    fn set_timer(&mut self, id: TimerId, after_ns: u64, timer: P::Timer) {
-        self.rt.timers.insert(id.0);
+    fn set_timer(&mut self, after_ns: u64, timer: P::Timer) -> TimerId {
+        let id = self.rt.next_timer;
+        self.rt.next_timer += 1;
+        self.rt.timers.insert(id);
         let true_after = self.rt.clock.true_duration_ns(after_ns);
-        let ev = Event::Timer { node: self.node, incarnation: self.rt.incarnation, id: id.0, tag: timer };
+        let ev = Event::Timer { node: self.node, incarnation: self.rt.incarnation, id, tag: timer };
         self.queue.push(self.now_ns + true_after, ev);
+        TimerId(id)
+    }
+
+    fn cancel_timer(&mut self, id: TimerId) {
+        self.rt.timers.remove(&id.0);
+    }
+
+    fn append_to(&mut self, stream: Stream, record: P::Record) -> Lsn {
+        // The flush starts when the handler returns, so that every append
+        // of one event shares one fsync.
+        self.rt.disk.append(stream, record).0
+    }
+
+    fn compact_stream(&mut self, stream: Stream, upto: Lsn, snapshot: P::Record) {
+        assert!(upto < self.rt.disk.next_lsn(), "compaction past the last appended record");
+        self.rt.disk.compact(stream, upto, snapshot);
+    }
+
+    fn charge_cpu(&mut self, ns: u64) {
+        self.depart_ns = self.depart_ns.saturating_add(ns);
+    }
+
+    fn charge_keys(&mut self, keys: u64) {
+        self.depart_ns = self.depart_ns.saturating_add(keys.saturating_mul(self.rt.cpu_ns_per_key));
+    }
+
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rt.rng
+    }
+
+    /// Adds to a report counter; the first use of one the protocol does
+    /// not document (`Protocol::counters`) fails the run.
+    fn count(&mut self, counter: &'static str, delta: u64) {
+        let fresh = self.counters.add(counter, delta);
+        if fresh && !self.documented_counters.contains(counter) && self.violations.len() < VIOLATIONS_MAX {
+            self.violations.push(format!("counter `{counter}` is not among {}'s documented counters", P::NAME));
+        }
+    }
+
+    fn observe(&mut self, name: &'static str, value: u64) {
+        let h = self
+            .observations
+            .entry(name)
+            .or_insert_with(|| Histogram::new_with_bounds(1, u64::MAX / 2, 3).expect("valid histogram bounds"));
+        h.saturating_record(value);
+    }
+
+    fn complete(&mut self, request: RequestId, outcome: Outcome) {
+        self.completions.push((self.node, request, outcome));
     }
 }
 
