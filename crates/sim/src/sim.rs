@@ -18,7 +18,7 @@ use crate::net::Network;
 use crate::queue::EventQueue;
 use hdrhistogram::Histogram;
 use meridian_core::{
-    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Now, Outcome, Process, Program, Protocol, RequestId, Rng, Stream,
+    ClientIo, Clients, Deployment, Env, Lsn, NodeId, Outcome, Process, Program, Protocol, RequestId, Rng, Stream,
     TimerId, Topology, TrueTime,
 };
 use rustc_hash::FxHashSet;
@@ -601,10 +601,12 @@ impl<P: Protocol> Sim<P> {
         f: impl FnOnce(&mut P::Node, &mut meridian_core::Ctx<'_, P>),
     ) -> u64 {
         let rt = &mut self.nodes[node.index()];
-        let now = now_of(rt, node, self.now_ns, self.epsilon_ns);
+        let (clock_ns, monotonic_ns) = clocks_of(rt, self.now_ns);
         let mut env = SimEnv {
             topology: &self.deployment.topology,
-            now,
+            clock_ns,
+            monotonic_ns,
+            epsilon_ns: self.epsilon_ns,
             read_truetime: false,
             now_ns: self.now_ns,
             depart_ns,
@@ -765,22 +767,24 @@ fn wall_clock<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> u64 {
     wall.max(0) as u64
 }
 
-/// The clock readings of `node` at true time `now_ns`: its wall clock
-/// (offset, drift, jumps), its monotonic clock (drift only) and a TrueTime
-/// interval that errs by up to ε either way and always holds the true time.
-fn now_of<P: Protocol>(rt: &NodeRt<P>, node: NodeId, now_ns: u64, epsilon_ns: u64) -> Now {
+/// The clock readings of a node at true time `now_ns`: its wall clock
+/// (offset, drift, jumps) and its monotonic clock (drift only).
+fn clocks_of<P: Protocol>(rt: &NodeRt<P>, now_ns: u64) -> (u64, u64) {
     let drift = rt.clock.drift_ns(now_ns);
     let monotonic_ns = (now_ns as i64 + drift).max(0) as u64;
-    // A deterministic draw per event: a hash of the time and the node.
+    (wall_clock(rt, now_ns), monotonic_ns)
+}
+
+/// The TrueTime interval of `node` at true time `now_ns`: it errs by up to
+/// ε either way and always holds the true time. A deterministic draw per
+/// event (a hash of the time and the node), made only when a handler reads
+/// it: most never do, and the draw divides.
+fn truetime_of(node: NodeId, now_ns: u64, epsilon_ns: u64) -> TrueTime {
     let truth = EPOCH_NS + now_ns;
     let e = epsilon_ns;
     let err = if e == 0 { 0 } else { (mix(now_ns, u64::from(node.0)) % (2 * e + 1)) as i64 - e as i64 };
     let est = (truth as i64 + err) as u64;
-    Now {
-        clock_ns: wall_clock(rt, now_ns),
-        monotonic_ns,
-        truetime: TrueTime { earliest_ns: est - e, latest_ns: est + e },
-    }
+    TrueTime { earliest_ns: est - e, latest_ns: est + e }
 }
 
 /// The `Env` of one handler in the simulator: the event's clock readings and
@@ -791,8 +795,10 @@ fn now_of<P: Protocol>(rt: &NodeRt<P>, node: NodeId, now_ns: u64, epsilon_ns: u6
 /// list: every event passes here.
 struct SimEnv<'a, P: Protocol> {
     topology: &'a Topology,
-    /// The event's clock readings (one per event).
-    now: Now,
+    /// The event's clock readings (one per event; TrueTime's when read).
+    clock_ns: u64,
+    monotonic_ns: u64,
+    epsilon_ns: u64,
     read_truetime: bool,
     now_ns: u64,
     /// When the handler's CPU work so far ends: what it sends leaves then.
@@ -821,16 +827,16 @@ impl<P: Protocol> Env<P::Msg, P::Record, P::Timer> for SimEnv<'_, P> {
     }
 
     fn clock_ns(&self) -> u64 {
-        self.now.clock_ns
+        self.clock_ns
     }
 
     fn monotonic_ns(&self) -> u64 {
-        self.now.monotonic_ns
+        self.monotonic_ns
     }
 
     fn truetime(&mut self) -> TrueTime {
         self.read_truetime = true;
-        self.now.truetime
+        truetime_of(self.node, self.now_ns, self.epsilon_ns)
     }
 
     fn send(&mut self, to: NodeId, msg: P::Msg) {
