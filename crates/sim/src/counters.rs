@@ -8,17 +8,27 @@
 //! need not merge equal literals): each address maps to its name's one
 //! slot, so totals are per name exactly as a map by name keeps them.
 //!
+//! A protocol counts a few names from a few places over and over, so a small
+//! direct-mapped cache of recent addresses sits in front of the hash map:
+//! an add that hits it costs a compare and an add.
+//!
 //! Never iterated in hash order: the totals leave only through
 //! [`Counters::by_name`], sorted by name.
 
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
+/// Entries in the cache of recent addresses (a power of two).
+const RECENT: usize = 32;
+
 #[derive(Default)]
 pub struct Counters {
     /// The slot of each name, by the address and length of a string that
     /// spelled it.
     by_address: FxHashMap<(usize, usize), usize>,
+    /// Recently added addresses and lengths with their slots, each at the
+    /// place its address picks; `None` where none has been.
+    recent: [Option<((usize, usize), usize)>; RECENT],
     /// The slot of each name counted so far.
     slots: BTreeMap<&'static str, usize>,
     totals: Vec<u64>,
@@ -29,8 +39,16 @@ impl Counters {
     /// with 0); true when the name was never counted before.
     pub fn add(&mut self, name: &'static str, delta: u64) -> bool {
         let address = (name.as_ptr() as usize, name.len());
-        if let Some(slot) = self.by_address.get(&address) {
-            self.totals[*slot] += delta;
+        let place = (address.0 ^ (address.0 >> 7) ^ address.1) & (RECENT - 1);
+        if let Some((held, slot)) = self.recent[place]
+            && held == address
+        {
+            self.totals[slot] += delta;
+            return false;
+        }
+        if let Some(&slot) = self.by_address.get(&address) {
+            self.recent[place] = Some((address, slot));
+            self.totals[slot] += delta;
             return false;
         }
         let fresh = !self.slots.contains_key(name);
@@ -40,6 +58,7 @@ impl Counters {
             self.totals.push(0);
         }
         self.by_address.insert(address, slot);
+        self.recent[place] = Some((address, slot));
         self.totals[slot] += delta;
         fresh
     }
@@ -69,6 +88,26 @@ mod tests {
         assert!(c.add(short, 0), "a prefix at the same address is another name");
         assert!(!c.add(a, 1));
         let want: BTreeMap<&str, u64> = [("fast_path", 6), ("slow_path", 0), ("slow_path_taken", 1)].into();
+        assert_eq!(c.by_name(), want);
+    }
+
+    #[test]
+    fn totals_stay_per_name_when_the_cache_of_recent_addresses_collides() {
+        // More names than the cache has places, from two addresses each,
+        // added in a random order: every total is what a map by name sums.
+        let names: Vec<String> = (0..3 * RECENT).map(|i| format!("counter_{i}")).collect();
+        let spellings: Vec<&'static str> =
+            names.iter().flat_map(|n| [n.clone(), n.clone()]).map(|s| &*Box::leak(s.into_boxed_str())).collect();
+        let mut c = Counters::default();
+        let mut want: BTreeMap<&str, u64> = BTreeMap::new();
+        let mut rng = meridian_core::Rng::new(5);
+        for _ in 0..20_000 {
+            let name = spellings[rng.below(spellings.len() as u64) as usize];
+            let delta = rng.below(4);
+            let fresh = !want.contains_key(name);
+            assert_eq!(c.add(name, delta), fresh, "{name} counted before: {}", !fresh);
+            *want.entry(name).or_default() += delta;
+        }
         assert_eq!(c.by_name(), want);
     }
 }
