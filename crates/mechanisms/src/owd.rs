@@ -9,7 +9,6 @@
 //! the same estimates.
 
 use meridian_core::NodeId;
-use std::collections::VecDeque;
 
 /// Samples kept per peer.
 const OWD_SAMPLES: usize = 16;
@@ -19,31 +18,47 @@ const OWD_SAMPLES: usize = 16;
 /// The samples are also kept sorted, so that an estimate — asked for far
 /// more often than a sample arrives (Tiga's coordinator asks for every
 /// replica of every shard a transaction touches) — is one index, with no
-/// copy or sort per question.
+/// copy or sort per question. Both live in fixed arrays: a full window's new
+/// sample replaces its oldest with one shift of the sorted copy.
 #[derive(Clone, Debug, Default)]
 pub struct Owd {
-    /// In arrival order: the oldest ages out first.
-    samples: VecDeque<u64>,
-    /// The same samples in ascending order.
-    sorted: Vec<u64>,
+    /// In arrival order, a ring: `next` is where the next sample goes (the
+    /// oldest's place once the window is full).
+    samples: [u64; OWD_SAMPLES],
+    next: usize,
+    len: usize,
+    /// The same samples in ascending order (the first `len`).
+    sorted: [u64; OWD_SAMPLES],
 }
 
 impl Owd {
     pub fn add(&mut self, ns: u64) {
-        if self.samples.len() == OWD_SAMPLES {
-            let oldest = self.samples.pop_front().expect("a full window");
-            let at = self.sorted.binary_search(&oldest).expect("every sample is in the sorted copy");
-            self.sorted.remove(at);
+        let len = self.len;
+        let into = self.sorted[..len].partition_point(|s| *s < ns);
+        if len == OWD_SAMPLES {
+            let oldest = self.samples[self.next];
+            let out = self.sorted.binary_search(&oldest).expect("every sample is in the sorted copy");
+            if oldest < ns {
+                // The oldest lies below the new sample's place: what is between
+                // moves down into the gap it leaves.
+                self.sorted.copy_within(out + 1..into, out);
+                self.sorted[into - 1] = ns;
+            } else {
+                self.sorted.copy_within(into..out, into + 1);
+                self.sorted[into] = ns;
+            }
+        } else {
+            self.sorted.copy_within(into..len, into + 1);
+            self.sorted[into] = ns;
+            self.len += 1;
         }
-        self.samples.push_back(ns);
-        let at = self.sorted.partition_point(|s| *s < ns);
-        self.sorted.insert(at, ns);
-        debug_assert_eq!(self.samples.len(), self.sorted.len());
+        self.samples[self.next] = ns;
+        self.next = (self.next + 1) % OWD_SAMPLES;
+        debug_assert!(self.sorted[..self.len].is_sorted());
     }
 
-    /// The samples' `percentile` (0-100), once there is one.
     pub fn estimate(&self, percentile: f64) -> Option<u64> {
-        let s = &self.sorted;
+        let s = &self.sorted[..self.len];
         if s.is_empty() {
             return None;
         }
@@ -90,6 +105,7 @@ impl Delays {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::VecDeque;
 
     #[test]
     fn the_estimate_is_a_percentile_of_the_recent_samples() {
@@ -130,7 +146,7 @@ mod tests {
             window.push_back(ns);
             let mut sorted: Vec<u64> = window.iter().copied().collect();
             sorted.sort_unstable();
-            assert_eq!(owd.sorted, sorted);
+            assert_eq!(&owd.sorted[..owd.len], &sorted[..]);
             for p in [0.0, 37.5, 50.0, 99.0, 100.0] {
                 let i = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
                 assert_eq!(owd.estimate(p), Some(sorted[i]));
