@@ -6,10 +6,11 @@
 //! that every `Env` call appends to in call order (messages, timers set and
 //! cancelled, appends, compactions, CPU charges, counters, observations,
 //! completions). When the handler returns, the driver carries the list out:
-//! the simulator schedules it on its virtual network and disk, the real
-//! runtime on sockets and the write-ahead log, and a test compares it with
-//! what the paper says the transition does ([`Hand`] drives one role by
-//! hand).
+//! the real runtime on sockets and the write-ahead log, and a test compares
+//! it with what the paper says the transition does ([`Hand`] drives one
+//! role by hand). The simulator has its own `Env`, which carries each effect
+//! out on its virtual network and disk at the call, in the order this list
+//! keeps.
 //!
 //! Order matters and is kept: a CPU charge delays only the messages recorded
 //! after it, and the simulator's event sequence (its trace hash) follows
@@ -106,8 +107,8 @@ pub enum Effect<M, R, T> {
 #[derive(Clone, Debug)]
 pub struct Effects<M, R, T> {
     list: Vec<Effect<M, R, T>>,
-    /// Whether the handler read TrueTime (the simulator holds roles the
-    /// protocol does not allow to it).
+    /// Whether the handler read TrueTime (a driver may hold roles the
+    /// protocol does not allow it to).
     pub read_truetime: bool,
 }
 

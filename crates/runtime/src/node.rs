@@ -2,11 +2,12 @@
 //!
 //! The loop owns the process and hands it, one at a time, messages from
 //! peers, client requests, due timers and persistence acknowledgements,
-//! through core's `Recorder` (the simulator's too): the clock is read once
-//! per event, and what the handler does is recorded as `Effects` and
-//! carried out when it returns: appends go to the write-ahead log as one submission (group
-//! commit; `on_persisted` follows the fsync), messages go to the transport
-//! (self-sends straight back to the loop), outcomes to whoever asked.
+//! through core's `Recorder`: the clock is read once per event, and what
+//! the handler does is recorded as `Effects` and carried out when it
+//! returns (the simulator carries each out at the call instead): appends go
+//! to the write-ahead log as one submission (group commit; `on_persisted`
+//! follows the fsync), messages go to the transport (self-sends straight
+//! back to the loop), outcomes to whoever asked.
 //!
 //! Local clock = system clock + the node's injected offset; TrueTime is the
 //! system clock ± ε; timers run on the monotonic clock. This module must
