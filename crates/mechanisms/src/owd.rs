@@ -57,6 +57,7 @@ impl Owd {
         debug_assert!(self.sorted[..self.len].is_sorted());
     }
 
+    /// The samples' `percentile` (0-100), once there is one.
     pub fn estimate(&self, percentile: f64) -> Option<u64> {
         let s = &self.sorted[..self.len];
         if s.is_empty() {
