@@ -1049,6 +1049,22 @@ fn schedules_that_once_panicked_a_2pl_paxos_leader_run_clean() {
     }
 }
 
+/// A schedule that once lost a committed 2pl-paxos write. Seed 4330616: a
+/// leader cut off by a partition proposed a prepare whose appends were
+/// computed from lists it had read; the next leader committed another
+/// append to those lists; the first regained the lead, its phase 1 adopted
+/// the old proposal, and the stale lists overwrote the committed append
+/// (a G-single cycle and a real-time violation). A prepare record now
+/// carries the version of every key it read, written ones included, and
+/// every replica voids it where those have changed.
+#[test]
+fn a_schedule_that_once_lost_a_committed_2pl_paxos_write_runs_clean() {
+    let s = Scratch::new("swarm-4330616");
+    let run = s.run(&["swarm", "--protocol", "2pl-paxos", "--seeds", "1", "--start", "4330616"]);
+    assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
+    assert!(swarm_summary(&run).contains("0 failed"), "{}", run.stdout);
+}
+
 /// Schedules that once broke SLOG (docs/slog.md): a passive participant of
 /// a multi-home transaction released its locks early (seeds 1012, 1079:
 /// real-time violations); a transaction relying on a remaster stood before

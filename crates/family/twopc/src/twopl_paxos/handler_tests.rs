@@ -164,7 +164,7 @@ fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participant
     let writes: Vec<(u64, i64)> = keys.iter().map(|k| (*k, 5)).collect();
     let lsn = next_lsn(hand);
     let fx = hand.message(from, prepare(t, participants.clone(), &writes));
-    assert_effects(&fx, &[logged(lsn, slot, prepare_cmd(t, from, participants, &[], &writes))]);
+    assert_effects(&fx, &[logged(lsn, slot, prepare_cmd(t, from, participants, keys, &writes))]);
     assert_effects(&hand.persist_all(), &[vote(from, t, true)]);
 }
 
@@ -211,8 +211,9 @@ fn a_younger_transaction_waits_for_an_older_prepared_holder_and_reads_its_write(
 
 #[test]
 fn a_prepare_is_voted_only_after_its_log_entry_is_durable() {
-    // Keys it locked and does not write are the reads the record carries
-    // (with the version read), so a new leader re-takes those locks too.
+    // Keys it locked and does not write are reads the record carries (with
+    // the version read), so a new leader re-takes those locks too; so are
+    // keys it read and writes, so that a stale record is voided.
     let topo = topology(1);
     let mut hand = leader(&topo);
     let c = client(&topo);
@@ -225,7 +226,7 @@ fn a_prepare_is_voted_only_after_its_log_entry_is_durable() {
     assert_effects(&fx, &[no_wait(), executed(c, t, vec![(2, None), (4, None)])]);
     let lsn = next_lsn(&hand);
     let fx = hand.message(c, prepare(t, vec![Participant(0)], &[(2, 5)]));
-    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, vec![Participant(0)], &[4], &[(2, 5)]))]);
+    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, vec![Participant(0)], &[2, 4], &[(2, 5)]))]);
     assert_effects(&hand.persist_all(), &[vote(c, t, true)]);
 }
 
@@ -337,6 +338,32 @@ fn shard_of_three(topo: &Arc<Topology>) -> (Leader, Leader, Leader) {
     (leader(topo), replica(topo, 1), replica(topo, 2))
 }
 
+/// A prepare record a deposed leader proposed can be chosen after the next
+/// leader's transactions committed over what it read (its slot adopted by
+/// a later phase 1) — for a key it read and writes too, an append computed
+/// from the list it read. Every replica voids such a record where the log
+/// places it: the writes it carries never install, and neither does a
+/// commit of it.
+#[test]
+fn a_prepare_chosen_after_a_commit_overwrote_a_key_it_read_and_writes_is_void_at_every_replica() {
+    let topo = topology(3);
+    let members = topo.replicas(ShardId(0)).to_vec();
+    let mut f = replica(&topo, 1);
+    let c = client(&topo);
+    let (winner, stale) = (txn(1), txn(2));
+    // Both read key 2 at its initial version and write it.
+    let chosen = vec![
+        (1, Some(Arc::new(prepare_cmd(winner, c, vec![Participant(0)], &[2], &[(2, 5)])))),
+        (2, Some(Arc::new(Cmd::Commit(winner)))),
+        (3, Some(Arc::new(prepare_cmd(stale, c, vec![Participant(0)], &[2], &[(2, 6)])))),
+        (4, Some(Arc::new(Cmd::Commit(stale)))),
+    ];
+    f.message(members[0], Msg::Paxos(PaxosMsg { group: 0, body: PaxosBody::Chosen { entries: chosen } }));
+    f.persist_all();
+    assert_eq!(f.node.store().latest(Key(2)), Some(&int(5)), "the stale record's write never installs");
+    assert_eq!(f.node.prepared_count(), 0, "nothing stays prepared");
+}
+
 #[test]
 fn a_prepare_is_voted_only_once_a_majority_of_its_shard_accepted_it() {
     let topo = topology(3);
@@ -346,7 +373,7 @@ fn a_prepare_is_voted_only_once_a_majority_of_its_shard_accepted_it() {
     let t = txn(1);
     l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
     // The leader's vote goes to disk while the followers are asked.
-    let cmd = prepare_cmd(t, c, vec![Participant(0)], &[], &[(2, 5)]);
+    let cmd = prepare_cmd(t, c, vec![Participant(0)], &[2], &[(2, 5)]);
     let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(cmd.clone())), commit_upto: 0 };
     let lsn = next_lsn(&l);
     let fx = l.message(c, prepare(t, vec![Participant(0)], &[(2, 5)]));

@@ -163,8 +163,9 @@ impl Log {
     }
 
     /// Whether a prepare record may still take effect where the log places
-    /// it: what it read is still current, and no prepared, undecided
-    /// transaction conflicts with it. A leader only proposes such records,
+    /// it: what it read is still current (keys it writes included: an
+    /// append's value was computed from the list it read), and no prepared,
+    /// undecided transaction conflicts with it. A leader only proposes such records,
     /// but one proposed by a leader that was already deposed can still be
     /// chosen later (its slot adopted by the next leader's phase 1), its
     /// locks taken from a table nobody else honoured. Every replica decides

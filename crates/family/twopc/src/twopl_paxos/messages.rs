@@ -25,10 +25,10 @@ pub struct PrepareRecord {
     pub txn: TxnId,
     pub coordinator: NodeId,
     pub participants: Vec<Participant>,
-    /// Keys it read and does not write, each with the version it read (the
-    /// log slot that wrote it; `None`: the initial state). Every replica
-    /// applies the record only if these are still current (see
-    /// `Replica::prepare_holds`).
+    /// Keys it read, each with the version it read (the log slot that wrote
+    /// it; `None`: the initial state): those it locked and does not write,
+    /// and those it read and writes. Every replica applies the record only
+    /// if these are still current (see `Log::prepare_holds`).
     pub reads: Vec<(Key, Option<u64>)>,
     /// Values to install on commit; their keys are held exclusively.
     pub writes: Vec<(Key, Value)>,

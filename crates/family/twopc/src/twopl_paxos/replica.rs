@@ -352,10 +352,19 @@ impl Replica {
             }
             a.locks.push((*key, LockMode::Exclusive));
         }
-        // Every locked key it does not write is one it read: a new leader
-        // re-takes those locks too.
-        let mut read_keys: Vec<Key> =
-            a.locks.iter().map(|(k, _)| *k).filter(|k| !writes.iter().any(|(w, _)| w == k)).collect();
+        // Every locked key it does not write is one it read (a new leader
+        // re-takes those locks too), and so is every written key it read —
+        // an append, an increment: each goes with the version it read, so
+        // that a record chosen only after this leader was deposed (its slot
+        // adopted by a later leader's phase 1) is voided rather than
+        // install values computed from reads another leader's transactions
+        // have since overwritten (`Log::prepare_holds`).
+        let mut read_keys: Vec<Key> = a
+            .locks
+            .iter()
+            .map(|(k, _)| *k)
+            .filter(|k| !writes.iter().any(|(w, _)| w == k) || a.read_versions.get(k).is_some())
+            .collect();
         read_keys.sort_unstable();
         read_keys.dedup();
         let store = self.log.store();
