@@ -165,11 +165,11 @@ impl Log {
     /// Whether a prepare record may still take effect where the log places
     /// it: what it read is still current (keys it writes included: an
     /// append's value was computed from the list it read), and no prepared,
-    /// undecided transaction conflicts with it. A leader only proposes such records,
-    /// but one proposed by a leader that was already deposed can still be
-    /// chosen later (its slot adopted by the next leader's phase 1), its
-    /// locks taken from a table nobody else honoured. Every replica decides
-    /// this alike from the log.
+    /// undecided transaction conflicts with it. A leader only proposes such
+    /// records, but one proposed by a leader that was already deposed can
+    /// still be chosen later (its slot adopted by the next leader's phase
+    /// 1), its locks taken from a table nobody else honoured. Every replica
+    /// decides this alike from the log.
     fn prepare_holds(&self, r: &PrepareRecord) -> bool {
         let current = r.reads.iter().all(|(k, version)| self.store.latest_version(*k) == *version);
         current && !self.prepared_keys.conflicts(r)

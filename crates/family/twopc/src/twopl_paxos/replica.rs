@@ -363,7 +363,7 @@ impl Replica {
             .locks
             .iter()
             .map(|(k, _)| *k)
-            .filter(|k| !writes.iter().any(|(w, _)| w == k) || a.read_versions.get(k).is_some())
+            .filter(|k| !writes.iter().any(|(w, _)| w == k) || a.read_versions.contains_key(k))
             .collect();
         read_keys.sort_unstable();
         read_keys.dedup();
