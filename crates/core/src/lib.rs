@@ -31,7 +31,9 @@ pub use process::{
     Consistency, CopyState, Ctx, Deployment, Env, Mapped, Message, ProcedureSupport, Process, Protocol, Settled,
     Shapes, TimerTag,
 };
-pub use program::{AbortReason, Data, Execution, Named, Op, OpResult, Outcome, Piece, Program, ReadMode, Value};
+pub use program::{
+    AbortReason, Data, Execution, KeyList, Named, Op, OpResult, Outcome, Piece, Program, ReadMode, Value,
+};
 pub use rng::Rng;
 pub use time::{NS_PER_MS, NS_PER_S, NS_PER_US, TrueTime, ms_to_ns, ns_to_ms, us_to_ns};
 pub use topology::{ClusterSpec, KeyLayout, LeaderPlacement, NodeInfo, Placement, Role, ServiceSpec, Topology};

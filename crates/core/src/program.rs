@@ -18,6 +18,11 @@ use crate::procedure::{self, Procedure};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// The keys of one transaction at one shard ([`Program::declared_keys`]):
+/// a few, held inline — replicas derive them for every transaction they
+/// queue and every log entry they checkpoint.
+pub type KeyList = smallvec::SmallVec<[Key; 4]>;
+
 /// The payload of a stored value.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
 pub enum Data {
@@ -231,9 +236,9 @@ impl Program {
     /// The keys the program declares on `shard` (operations' keys, and the
     /// footprints of procedure parts anchored there), as (reads, writes),
     /// each sorted and distinct; a key both read and written is a write.
-    pub fn declared_keys(&self, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) -> (Vec<Key>, Vec<Key>) {
-        let mut reads = Vec::new();
-        let mut writes = Vec::new();
+    pub fn declared_keys(&self, shard: ShardId, shard_of: impl Fn(Key) -> ShardId) -> (KeyList, KeyList) {
+        let mut reads = KeyList::new();
+        let mut writes = KeyList::new();
         for op in self.ops.iter().filter(|op| shard_of(op.key()) == shard) {
             if op.writes() { writes.push(op.key()) } else { reads.push(op.key()) }
         }

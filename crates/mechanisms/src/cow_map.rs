@@ -45,6 +45,18 @@ fn chunk_of<K: Hash>(key: &K) -> usize {
     (x >> 56) as usize & (CHUNKS - 1)
 }
 
+/// Entries a host should let accumulate between checkpoints of a state of
+/// `state_entries` entries: `every`, or one per `state_per_entry` entries of
+/// the state if that is more (0: `every` alone). A checkpoint costs in
+/// proportion to the state, not to what it covers — writes after it copy
+/// nearly every chunk of a map it shares, and a durable snapshot holds it
+/// all — so spacing checkpoints by the state's size keeps that cost per
+/// entry flat as the state grows; the log kept between them grows with the
+/// state, not with the run.
+pub fn checkpoint_interval(every: u64, state_entries: usize, state_per_entry: u64) -> u64 {
+    every.max((state_entries as u64).checked_div(state_per_entry).unwrap_or(0))
+}
+
 impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
     pub fn new() -> CowMap<K, V> {
         CowMap { chunks: (0..CHUNKS).map(|_| Arc::new(FxHashMap::default())).collect(), len: 0 }
@@ -179,6 +191,14 @@ impl<K: Hash + Eq + Clone, V: Clone> FromIterator<(K, V)> for CowMap<K, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checkpoints_are_spaced_by_the_state_once_it_outgrows_the_fixed_interval() {
+        assert_eq!(checkpoint_interval(100, 50, 1), 100, "a small state: the fixed interval");
+        assert_eq!(checkpoint_interval(100, 1_000, 1), 1_000, "one entry per state entry");
+        assert_eq!(checkpoint_interval(100, 1_000, 4), 250, "one per four");
+        assert_eq!(checkpoint_interval(100, 1_000, 0), 100, "0: the fixed interval alone");
+    }
 
     #[test]
     fn a_clone_is_a_snapshot_that_later_writes_do_not_touch() {

@@ -1076,7 +1076,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// many slots and the cost per slot stays flat as the state grows.
     pub fn should_compact(&self, state_entries: usize) -> bool {
         let last = self.snapshot.as_ref().map_or(0, |(upto, _)| *upto);
-        let every = self.cfg.compact_every.max(state_entries as u64);
+        let every = crate::cow_map::checkpoint_interval(self.cfg.compact_every, state_entries, 1);
         self.cfg.compact_every > 0 && self.delivered_upto >= last + every
     }
 

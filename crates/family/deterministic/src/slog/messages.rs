@@ -1,7 +1,7 @@
 //! The messages, durable records and timers of `slog`.
 
 use meridian_core::procedure::Recon;
-use meridian_core::{Key, NodeId, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
+use meridian_core::{Key, KeyList, NodeId, Outcome, Program, RegionId, RequestId, ShardId, Topology, TxnId, Value};
 use meridian_mechanisms::batch_stream::Batch;
 use meridian_mechanisms::client_floors::ClientFloors;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
@@ -122,7 +122,7 @@ impl Txn {
 
     /// The keys it reads and writes on `shard`: its declared keys, and its
     /// reconnaissance's.
-    pub fn keys_on(&self, shard: ShardId, topology: &Topology) -> (Vec<Key>, Vec<Key>) {
+    pub fn keys_on(&self, shard: ShardId, topology: &Topology) -> (KeyList, KeyList) {
         let shard_of = |k| topology.shard_of(k);
         let (mut reads, mut writes) = self.program.declared_keys(shard, shard_of);
         for n in self.recon.iter().flat_map(|r| &r.keys).filter(|n| shard_of(n.key) == shard) {

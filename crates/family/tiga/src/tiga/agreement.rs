@@ -160,11 +160,10 @@ impl Announcements {
         released: bool,
     ) {
         let p = pq.get(id).expect("announcing a queued transaction");
-        let (shards, t) = (p.body.shards.clone(), p.t);
         if released {
-            self.released_here(id, core.shard(), t);
+            self.released_here(id, core.shard(), p.t);
         }
-        notify_other_leaders(core, ctx, id, t, shards, released);
+        notify_other_leaders(core, ctx, id, p.t, &p.body.shards, released);
         ctx.count("timestamp_notifications", 1);
     }
 
@@ -222,13 +221,8 @@ impl Announcements {
     /// Re-announces the timestamps of transactions still awaiting
     /// agreement (announcements may be lost).
     pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &TxnQueue) {
-        let waiting: Vec<(TxnId, u64, Vec<ShardId>, bool)> = pq
-            .earliest(RENOTIFY_MAX, |p| p.body.is_multi_shard())
-            .into_iter()
-            .map(|p| (p.body.id, p.t, p.body.shards.clone(), awaiting_agreement(&p.state)))
-            .collect();
-        for (id, t, shards, released) in waiting {
-            notify_other_leaders(core, ctx, id, t, shards, released);
+        for p in pq.earliest(RENOTIFY_MAX, |p| p.body.is_multi_shard()) {
+            notify_other_leaders(core, ctx, p.body.id, p.t, &p.body.shards, awaiting_agreement(&p.state));
         }
     }
 
@@ -252,8 +246,8 @@ pub(super) fn on_fetch_txn(ctx: &mut Ctx<'_, Tiga>, from: NodeId, id: TxnId, pq:
 
 /// §3.6: tells the leaders of a transaction's other shards the timestamp
 /// this leader holds for it (and whether it has released it).
-fn notify_other_leaders(core: &Core, ctx: &mut Ctx<'_, Tiga>, id: TxnId, t: u64, shards: Vec<ShardId>, released: bool) {
-    for shard in shards.into_iter().filter(|s| *s != core.shard()) {
+fn notify_other_leaders(core: &Core, ctx: &mut Ctx<'_, Tiga>, id: TxnId, t: u64, shards: &[ShardId], released: bool) {
+    for shard in shards.iter().copied().filter(|s| *s != core.shard()) {
         let to = core.leader_node(ctx, shard);
         let note = TsNotify { id, shard: core.shard(), g_view: core.view().g_view, t, released, echo: false };
         ctx.send(to, Msg::TsNotify(note));

@@ -35,9 +35,9 @@
 //! Nothing here reads a clock other than the server's own, or touches a file:
 //! snapshots go through `Env::compact`.
 
-use super::Tiga;
 use super::log::TigaLog;
 use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Settled, SettledList, Stamp};
+use super::{Config, Tiga};
 use meridian_core::{Ctx, Key, NodeId, OpResult, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::mvstore::MvStore;
@@ -328,10 +328,13 @@ impl Executed {
         }
     }
 
-    /// Whether `every` executed entries have accumulated past the log's
-    /// `base` (the last checkpoint).
-    pub(super) fn checkpoint_due(&self, base: u64, every: u64) -> bool {
-        self.applied - base >= every
+    /// Whether enough executed entries have accumulated past the log's
+    /// `base` (the last checkpoint) for the next ([`Config::checkpoint_every`]).
+    pub(super) fn checkpoint_due(&self, base: u64, cfg: &Config) -> bool {
+        let since = self.applied - base;
+        // Asked after every event: the store's size only once the fixed
+        // count is reached.
+        since >= cfg.checkpoint_entries && since >= cfg.checkpoint_every(self.state.keys())
     }
 
     /// A new checkpoint of everything executed: `folded` are the log's
@@ -408,6 +411,32 @@ mod tests {
 
     fn done(seq: u64, t: u64) -> Arc<Done> {
         Arc::new(Done { id: id(seq), body: None, t, hash: 42, result: Some(Vec::new()), folded_ns: 0 })
+    }
+
+    #[test]
+    fn a_checkpoint_waits_for_one_entry_per_k_keys_once_the_store_outgrows_checkpoint_entries() {
+        use meridian_core::{ParamValue, Params, Value};
+        let params = Params::new()
+            .with("checkpoint_entries", ParamValue::Int(10))
+            .with("checkpoint_keys_per_entry", ParamValue::Int(4));
+        let cfg = Config::from_params(&params).expect("valid");
+        let mut ex = Executed::new();
+        let fill = |ex: &mut Executed, keys: std::ops::Range<u64>| {
+            for k in keys {
+                ex.state.put(Key(k), 1, Value::int(k, 0));
+            }
+        };
+        fill(&mut ex, 0..20);
+        ex.applied = 10;
+        assert!(ex.checkpoint_due(0, &cfg), "20 keys ask for 5 entries: the 10 of checkpoint_entries rule");
+        fill(&mut ex, 20..100);
+        assert!(!ex.checkpoint_due(0, &cfg), "100 keys ask for 25 entries");
+        ex.applied = 25;
+        assert!(ex.checkpoint_due(0, &cfg));
+        assert!(!ex.checkpoint_due(1, &cfg), "24 past the last checkpoint");
+        let off = Config::from_params(&params.with("checkpoint_keys_per_entry", ParamValue::Int(0))).expect("valid");
+        ex.applied = 10;
+        assert!(ex.checkpoint_due(0, &off), "0: checkpoint_entries alone");
     }
 
     #[test]

@@ -121,6 +121,8 @@ pub struct Coordinator {
     /// was durable.
     ids: EpochGate<(RequestId, Program)>,
     view: View,
+    /// `view`'s leader of each shard (`View::leaders`), asked per reply.
+    leaders: Vec<u32>,
     owd: Delays,
     pending: BTreeMap<TxnId, Pend>,
     ticks: u64,
@@ -133,11 +135,13 @@ pub struct Coordinator {
 
 impl Coordinator {
     pub fn new(me: NodeId, topo: Arc<Topology>, view: View, cfg: Config) -> Coordinator {
+        let leaders = view.leaders(topo.replicas_per_shard);
         Coordinator {
             me,
             cfg,
             topo,
             ids: EpochGate::new(me),
+            leaders,
             view,
             owd: Delays::default(),
             pending: BTreeMap::new(),
@@ -200,7 +204,7 @@ impl Coordinator {
         let mut worst = 0u64;
         for shard in shards {
             let replicas = self.topo.replicas(*shard);
-            let leader = self.view.leader_index(*shard, n) as usize;
+            let leader = self.leaders[shard.index()] as usize;
             let est = |node: NodeId| self.owd_estimate_ns(node).unwrap_or(default);
             let mut others: Vec<u64> =
                 replicas.iter().enumerate().filter(|(r, _)| *r != leader).map(|(_, node)| est(*node)).collect();
@@ -250,7 +254,7 @@ impl Coordinator {
     fn on_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, m: FastReply) {
         let FastReply { id, shard, t, hash, result, .. } = m;
         let Some(r) = self.replica_index(shard, from) else { return };
-        let leader = self.view.leader_index(shard, self.topo.replicas_per_shard);
+        let leader = self.leaders[shard.index()];
         let Some(s) = self.pending.get_mut(&id).and_then(|p| p.shards.get_mut(&shard)) else { return };
         if r == leader {
             // A re-execution at a larger (agreed) timestamp supersedes.
@@ -349,7 +353,6 @@ impl Coordinator {
     /// is not expected, so the slow path is asked for at once.
     fn inquire(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let now = ctx.clock_ns();
-        let n = self.topo.replicas_per_shard;
         let (super_q, f) = self.quorums();
         let mut asks: BTreeMap<ShardId, Vec<TxnId>> = BTreeMap::new();
         for (id, p) in &self.pending {
@@ -369,7 +372,7 @@ impl Coordinator {
             }
         }
         for (shard, ids) in asks {
-            let leader = self.view.leader_index(shard, n) as usize;
+            let leader = self.leaders[shard.index()] as usize;
             for (r, node) in self.topo.replicas(shard).to_vec().into_iter().enumerate() {
                 if r != leader {
                     ctx.send(node, Msg::SyncInquiry { shard, ids: ids.clone() });
@@ -433,6 +436,7 @@ impl Coordinator {
 
     /// A new view: replies of the old one no longer count; resubmit.
     fn adopt_view(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
+        self.leaders = view.leaders(self.topo.replicas_per_shard);
         self.view = view;
         let ids: Vec<TxnId> = self.pending.keys().copied().collect();
         for id in ids {
@@ -469,7 +473,7 @@ impl Process<Tiga> for Coordinator {
             let all_committed = p.shards.values().all(|s| s.committed(super_q, f).is_some());
             assert!(!(agreed && all_committed), "{id:?} committed at every shard but still pending");
             for (shard, s) in &p.shards {
-                let leader = self.view.leader_index(*shard, n);
+                let leader = self.leaders[shard.index()];
                 assert!(!s.fast.contains_key(&leader), "{id:?}: a follower reply from {shard:?}'s leader");
                 assert!(s.fast.keys().chain(s.synced.keys()).all(|r| *r < n), "{id:?}: a reply from no replica");
             }

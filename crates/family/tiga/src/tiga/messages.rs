@@ -75,6 +75,12 @@ impl View {
     pub fn leader_index(&self, shard: ShardId, replicas: u32) -> u32 {
         (self.g_vec[shard.index()] % u64::from(replicas)) as u32
     }
+
+    /// Every shard's leader, by shard index: for a node that asks for
+    /// leaders on every message (each `leader_index` divides).
+    pub fn leaders(&self, replicas: u32) -> Vec<u32> {
+        (0..self.g_vec.len()).map(|s| self.leader_index(ShardId(s as u32), replicas)).collect()
+    }
 }
 
 /// A server's checkpoint (§4, "Checkpoints to accelerate recovery"): the

@@ -69,6 +69,7 @@ use meridian_core::{
     Consistency, CounterDoc, Deployment, NodeId, ParamDoc, ParamReader, ParamValue, Params, Protocol, Role, Rounding,
     ShardId, Topology,
 };
+use meridian_mechanisms::cow_map::checkpoint_interval;
 use std::sync::Arc;
 
 pub struct Tiga;
@@ -112,6 +113,9 @@ pub struct Config {
     pub vm_tick_ns: u64,
     /// Executed entries past the last checkpoint that trigger the next.
     pub checkpoint_entries: u64,
+    /// Keys in the store per entry the next checkpoint waits for at least
+    /// (0: none): see [`Config::checkpoint_every`].
+    pub checkpoint_keys_per_entry: u64,
     /// How long a settled transaction's timestamp is remembered
     /// (`checkpoint.rs`).
     pub settled_retention_ns: u64,
@@ -196,6 +200,11 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "executed log entries past the last checkpoint after which a server folds them into a new one (§4)",
     },
     ParamDoc {
+        name: "checkpoint_keys_per_entry",
+        default: "4",
+        doc: "a checkpoint also waits for one executed entry per this many keys in the store (0: never): a fold copies about every chunk of the maps it writes, so this bounds that cost per entry",
+    },
+    ParamDoc {
         name: "fetch_after_ms",
         default: "500",
         doc: "a leader fetches a transaction other leaders announced but it never received",
@@ -235,6 +244,17 @@ pub const COUNTERS: &[CounterDoc] = &[
 ];
 
 impl Config {
+    /// Executed entries past the last checkpoint that trigger the next, for
+    /// a store of `keys` keys: `checkpoint_entries`, or one entry per
+    /// `checkpoint_keys_per_entry` keys if that is more
+    /// (`cow_map::checkpoint_interval`). A fold copies about every chunk of
+    /// the store, key hashes and conflict stamps it shares with the previous
+    /// checkpoint, so folding at least keys / k entries at a time keeps that
+    /// copy at about k keys' worth per entry as the store grows.
+    pub fn checkpoint_every(&self, keys: usize) -> u64 {
+        checkpoint_interval(self.checkpoint_entries, keys, self.checkpoint_keys_per_entry)
+    }
+
     pub fn from_params(params: &Params) -> Result<Config, String> {
         let p = ParamReader::new(params, Tiga::NAME, PARAMS)?;
         let ms = |name: &str| p.ms_ns(name);
@@ -250,6 +270,7 @@ impl Config {
         };
         let max_attempts = p.count("max_attempts", 1..=1_000_000)?;
         let checkpoint_entries = p.count("checkpoint_entries", 1..=1 << 30)?;
+        let checkpoint_keys_per_entry = p.count("checkpoint_keys_per_entry", 0..=1 << 30)?;
         let server_tick_ns = ms("server_tick_ms")?;
         let coordinator_tick_ns = ms("coordinator_tick_ms")?;
         // Ticks enough to cover the duration: nothing is given up early.
@@ -276,6 +297,7 @@ impl Config {
             leader_timeout_ns: ms("leader_timeout_ms")?,
             vm_tick_ns: 50_000_000,
             checkpoint_entries,
+            checkpoint_keys_per_entry,
             // Its coordinator resubmits no more (its watermark passed it):
             // this is the margin for announcements still in flight between
             // leaders.

@@ -10,7 +10,7 @@
 //! it blocks need no order.
 
 use super::messages::{Stamp, TxnBody};
-use meridian_core::{Key, OpResult, TxnId};
+use meridian_core::{Key, KeyList, OpResult, TxnId};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,8 +33,8 @@ pub(super) struct Pending {
     pub body: Arc<TxnBody>,
     pub t: u64,
     pub state: PState,
-    pub reads: Vec<Key>,
-    pub writes: Vec<Key>,
+    pub reads: KeyList,
+    pub writes: KeyList,
     /// One-way delay the submission took, reported back for §3.1.
     pub owd_ns: Option<u64>,
 }

@@ -48,7 +48,7 @@ use super::sync::{self, SYNC_BATCH_MAX, SyncState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
-use meridian_core::{Ctx, Key, Lsn, NodeId, OpResult, Program, ShardId, Topology, TxnId};
+use meridian_core::{Ctx, Key, KeyList, Lsn, NodeId, OpResult, Program, ShardId, Topology, TxnId};
 use meridian_mechanisms::durable::AfterDurable;
 use meridian_mechanisms::mvstore::MvStore;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -175,6 +175,10 @@ pub(super) struct Core {
     cfg: Config,
     status: Status,
     view: View,
+    /// The view's leader of each shard (a replica index), derived from
+    /// `view` whenever it changes: asked several times per event, and each
+    /// derivation divides.
+    leaders: Vec<u32>,
     last_normal_view: u64,
     /// Led in its last normal view.
     led: bool,
@@ -239,11 +243,17 @@ impl Core {
     }
 
     pub fn is_leader(&self) -> bool {
-        self.view.leader_index(self.shard, self.n) == self.replica
+        self.leaders[self.shard.index()] == self.replica
     }
 
     pub fn leader_node(&self, _ctx: &Ctx<'_, Tiga>, shard: ShardId) -> NodeId {
-        self.topo.replicas(shard)[self.view.leader_index(shard, self.n) as usize]
+        self.topo.replicas(shard)[self.leaders[shard.index()] as usize]
+    }
+
+    /// Moves to `view`, and derives its leaders.
+    fn set_view(&mut self, view: View) {
+        self.leaders = view.leaders(self.n);
+        self.view = view;
     }
 
     pub fn vm_members(&self) -> Vec<NodeId> {
@@ -254,7 +264,7 @@ impl Core {
     /// operations' keys and its procedure parts' footprints, which cover
     /// every key those parts may reach through reads (§3.2 detects
     /// conflicts on them).
-    pub fn keys_of(&self, body: &TxnBody) -> (Vec<Key>, Vec<Key>) {
+    pub fn keys_of(&self, body: &TxnBody) -> (KeyList, KeyList) {
         let topo = &self.topo;
         body.program.declared_keys(self.shard, |k| topo.shard_of(k))
     }
@@ -343,6 +353,7 @@ impl Server {
     pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
         let n = topo.replicas_per_shard;
         let view_leader = view.leader_index(shard, n);
+        let leaders = view.leaders(n);
         let core = Core {
             topo,
             shard,
@@ -352,6 +363,7 @@ impl Server {
             status: Status::Normal,
             last_normal_view: view.g_view,
             view,
+            leaders,
             led: view_leader == replica,
             log: ShardLog::new(),
             outbox: AfterDurable::new(),
@@ -658,8 +670,7 @@ impl Server {
     /// returns the fast-reply hash for it. `reads` and `writes` are the
     /// entry's declared keys here (`Core::keys_of`).
     fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
-        self.hashes.toggle_declared(&entry, reads, writes);
-        let hash = self.hashes.digest_declared(reads, writes);
+        let hash = self.hashes.toggle_digest(&entry, reads, writes);
         let pos = self.core.log.push(entry.clone());
         self.core.persist(ctx, Record::Log { pos, entries: vec![entry] });
         hash
@@ -796,8 +807,12 @@ impl Server {
     /// enough has accumulated.
     fn execute_committed(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let upto = self.core.log.commit_point().min(self.core.log.sync_point()).min(self.core.log.len());
-        self.executed.execute_upto(ctx, &self.core.log, upto, self.core.view.g_view, self.core.shard, &self.core.topo);
-        if self.executed.checkpoint_due(self.core.log.base(), self.core.cfg.checkpoint_entries) {
+        // Runs after every event; most find nothing newly committed.
+        if self.executed.applied() < upto {
+            let (g_view, shard) = (self.core.view.g_view, self.core.shard);
+            self.executed.execute_upto(ctx, &self.core.log, upto, g_view, shard, &self.core.topo);
+        }
+        if self.executed.checkpoint_due(self.core.log.base(), &self.core.cfg) {
             self.take_checkpoint(ctx);
         }
     }
@@ -845,7 +860,7 @@ impl Server {
     /// (its log and points the caller restores with the records).
     fn restore_snapshot(&mut self, snap: &Snapshot) {
         self.executed.install(Arc::clone(&snap.checkpoint));
-        self.core.view = snap.view.clone();
+        self.core.set_view(snap.view.clone());
         self.core.last_normal_view = snap.last_normal_view;
         self.core.led = snap.led;
     }
@@ -943,7 +958,7 @@ impl Server {
             self.flush_queue_into_log(ctx);
         }
         self.core.status = Status::ViewChange;
-        self.core.view = view;
+        self.core.set_view(view);
         self.rebuild.restart();
         self.persist_view(ctx);
         recovery::send_view_change(&mut self.core, ctx);
@@ -1419,7 +1434,7 @@ impl Process<Tiga> for Server {
                 }
                 Record::SyncPoint(p) => synced = p,
                 Record::View { view, last_normal_view, led } => {
-                    self.core.view = view;
+                    self.core.set_view(view);
                     self.core.last_normal_view = last_normal_view;
                     self.core.led = led;
                     tentative.clear();
