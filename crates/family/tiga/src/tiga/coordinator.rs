@@ -458,6 +458,7 @@ impl Process<Tiga> for Coordinator {
     fn check_invariants(&self) {
         self.ids.check_invariants();
         let n = self.topo.replicas_per_shard;
+        assert_eq!(self.leaders, self.view.leaders(n), "leaders of another view");
         let (super_q, f) = self.quorums();
         for (id, p) in self.pending.iter().take(CHECKED_MAX) {
             assert_eq!(p.body.id, *id, "a pending transaction under another's id");

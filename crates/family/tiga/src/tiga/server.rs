@@ -1354,6 +1354,7 @@ impl Process<Tiga> for Server {
         assert!(applied <= self.core.log.commit_point(), "applied past the commit-point");
         assert!(self.core.log.commit_point() <= self.core.log.sync_point(), "committed past the sync-point");
         assert!(self.core.log.sync_point() <= self.core.log.len(), "the sync-point past the log's end");
+        assert_eq!(self.core.leaders, self.core.view.leaders(self.core.n), "leaders of another view");
         for p in self.pq.values().take(CHECKED_MAX) {
             assert!(self.core.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
