@@ -126,8 +126,8 @@ impl KeyHashes {
         self.toggle_digest(e, reads, writes);
     }
 
-    /// `toggle_declared`, returning `digest_declared` of the same keys
-    /// after it: an append's fast-reply hash, with one look-up per key.
+    /// `toggle_declared`, returning `digest` of the same keys after it: an
+    /// append's fast-reply hash, with one look-up per key.
     pub fn toggle_digest(&mut self, e: &LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
         let h = entry_hash(e);
         let mut digest = 0;
@@ -150,14 +150,7 @@ impl KeyHashes {
         seen.iter().fold(0u128, |acc, k| acc ^ key_digest(*k, self.map.get(k).copied().unwrap_or(0)))
     }
 
-    /// `digest` of a transaction's declared keys at the shard
-    /// (`Core::keys_of`): they are distinct already, and XOR does not care
-    /// for their order.
-    pub fn digest_declared(&self, reads: &[Key], writes: &[Key]) -> u128 {
-        self.digest_toggled(reads, writes, 0)
-    }
-
-    /// `digest_declared` as if `e`, which declares `reads` and `writes`,
+    /// `digest` of the keys `e` declares (`reads` and `writes`) as if `e`
     /// were toggled in first and out again after: the hash of a leader's
     /// optimistic execution (§3.3), as if appended at its timestamp,
     /// without changing the map twice.
@@ -166,7 +159,8 @@ impl KeyHashes {
     }
 
     /// Every declared key's hash XOR `h` (an absent key's is 0, as a
-    /// toggle that empties a key removes it), digested.
+    /// toggle that empties a key removes it), digested: the declared keys
+    /// are distinct already, and XOR does not care for their order.
     fn digest_toggled(&self, reads: &[Key], writes: &[Key], h: u128) -> u128 {
         hashed_keys(reads, writes).fold(0u128, |acc, k| acc ^ key_digest(k, self.map.get(&k).copied().unwrap_or(0) ^ h))
     }
@@ -277,7 +271,7 @@ mod tests {
         let mut x = KeyHashes::new();
         x.toggle(&entry(1, 10, &[1, 3]), ShardId(0), shard_of);
         let before = x.digest(keys);
-        assert_eq!(x.digest_declared(&reads, &writes), before);
+        assert_eq!(x.digest_toggled(&reads, &writes, 0), before);
         let mut y = x.clone();
         y.toggle(&e, ShardId(0), shard_of);
         assert_eq!(x.digest_with(&e, &reads, &writes), y.digest(keys), "as if toggled in");

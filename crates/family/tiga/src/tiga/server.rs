@@ -352,8 +352,8 @@ pub struct Server {
 impl Server {
     pub fn new(topo: Arc<Topology>, shard: ShardId, replica: u32, view: View, cfg: Config) -> Server {
         let n = topo.replicas_per_shard;
-        let view_leader = view.leader_index(shard, n);
         let leaders = view.leaders(n);
+        let led = leaders[shard.index()] == replica;
         let core = Core {
             topo,
             shard,
@@ -364,7 +364,7 @@ impl Server {
             last_normal_view: view.g_view,
             view,
             leaders,
-            led: view_leader == replica,
+            led,
             log: ShardLog::new(),
             outbox: AfterDurable::new(),
             durable_len: 0,
