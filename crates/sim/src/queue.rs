@@ -116,6 +116,14 @@ impl<E> EventQueue<E> {
     // sometimes keeps it apart, and the event loop pays a call per event.
     #[inline(always)]
     pub fn pop(&mut self) -> Option<(u64, E)> {
+        let (top, event) = self.take_head()?;
+        self.prefetch_head();
+        Some(((top >> 64) as u64, event))
+    }
+
+    /// Removes the least event: its key and the event.
+    #[inline(always)]
+    fn take_head(&mut self) -> Option<(u128, E)> {
         let mut head = self.heap.peek_mut()?;
         let top = head.0;
         let source = (top & SOURCE_MASK) as u32;
@@ -141,7 +149,29 @@ impl<E> EventQueue<E> {
             self.free.push(source);
             event
         };
-        Some(((top >> 64) as u64, event))
+        Some((top, event))
+    }
+
+    /// Asks the CPU for the next event while the caller handles this one. A
+    /// message waits in its lane for its whole flight — thousands of events
+    /// on a WAN — so reading it is a miss to memory that otherwise stalls
+    /// the next pop; fetched now, it is in cache by then. A hint only: it
+    /// changes nothing but timing.
+    #[inline(always)]
+    fn prefetch_head(&self) {
+        let Some(next) = self.heap.peek() else {
+            return;
+        };
+        let source = (next.0 & SOURCE_MASK) as u32;
+        let (at, len) = if source & LANE_BIT != 0 {
+            let lane = &self.lanes[(source & !LANE_BIT) as usize];
+            (lane.front().map(|e| e as *const (u128, E) as *const u8), size_of::<(u128, E)>())
+        } else {
+            (self.slab.get(source as usize).map(|e| e as *const Option<E> as *const u8), size_of::<Option<E>>())
+        };
+        if let Some(at) = at {
+            prefetch(at, len);
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -151,6 +181,25 @@ impl<E> EventQueue<E> {
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
+}
+
+/// Prefetches the cache lines of `len` bytes at `at` (at most four).
+#[inline(always)]
+fn prefetch(at: *const u8, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in 0..len.div_ceil(64).min(4) {
+        // `wrapping_add` stays within or just past the object, and a
+        // prefetch of any address is harmless: it never faults.
+        // SAFETY: SSE, the only feature the intrinsic needs, is part of
+        // every x86-64 target.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                at.wrapping_add(line * 64) as *const i8
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (at, len);
 }
 
 impl<E> Default for EventQueue<E> {
