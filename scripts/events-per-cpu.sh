@@ -7,15 +7,19 @@
 # moves from one minute to the next, only builds alternated in one sitting
 # compare; the runs must also agree on the trace hash (same events), or the
 # script stops. PROTOCOL (default tiga), DURATION (simulated seconds, default
-# 30; a tenth of it, at most 5, warms up), KEYS_PER_SHARD (default 10^6) and ROUNDS (default 3) set the run.
+# 30; a tenth of it, at most 5, warms up), KEYS_PER_SHARD (default 10^6) and
+# ROUNDS (default 3) set the run.
 #
 #   scripts/events-per-cpu.sh BIN [BIN ...]
 set -euo pipefail
-cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: scripts/events-per-cpu.sh BIN [BIN ...]" >&2; exit 2; }
+bins=()
 for b in "$@"; do
-  [ -x "$b" ] || { echo "events-per-cpu.sh: $b is not an executable" >&2; exit 2; }
+  [ -f "$b" ] && [ -x "$b" ] || { echo "events-per-cpu.sh: $b is not an executable" >&2; exit 2; }
+  bins+=("$(realpath "$b")")
 done
+set -- "${bins[@]}"
+cd "$(dirname "$0")/.."
 rounds=${ROUNDS:-3}
 protocol=${PROTOCOL:-tiga}
 work=$(mktemp -d)
