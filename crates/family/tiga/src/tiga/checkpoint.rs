@@ -35,30 +35,16 @@
 //! Nothing here reads a clock other than the server's own, or touches a file:
 //! snapshots go through `Env::compact`.
 
-use super::log::TigaLog;
+use super::log::{Replied, ShardLog};
 use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Settled, SettledList, Stamp};
 use super::{Config, Tiga};
-use meridian_core::{Ctx, Key, NodeId, OpResult, ShardId, Topology, TxnId};
+use meridian_core::{Ctx, Key, NodeId, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::txnids::epoch_of;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// The last fast reply of a logged transaction, for resubmissions.
-#[derive(Clone, Debug)]
-pub(super) struct Replied {
-    pub t: u64,
-    /// The hash its fast reply carried; `None` if this server sent none
-    /// (an entry it learned from the log or a new leader's replay).
-    pub hash: Option<u128>,
-    /// The results: a leader's from its execution in this view (in log
-    /// order, so final), or else from execution up to the commit-point.
-    pub result: Option<Vec<OpResult>>,
-    /// The view whose leader executed it, if a leader did.
-    pub led_view: Option<u64>,
-}
 
 /// Most folded transactions remembered, whatever their age.
 const DONE_MAX: usize = 1 << 20;
@@ -235,8 +221,6 @@ pub(super) struct Executed {
     state: MvStore,
     /// The latest checkpoint: `state` as of the log's base, and more.
     checkpoint: Arc<Checkpoint>,
-    /// The last fast reply (and results) of each transaction in the log.
-    replied: FxHashMap<TxnId, Replied>,
     /// Folded transactions remembered for at-most-once answers, and each
     /// coordinator's low watermark (Submit and Probe carry it).
     folded: Folded,
@@ -248,7 +232,6 @@ impl Executed {
             applied: 0,
             state: MvStore::new(),
             checkpoint: Arc::new(Checkpoint::default()),
-            replied: FxHashMap::default(),
             folded: Folded::default(),
         }
     }
@@ -278,44 +261,24 @@ impl Executed {
         self.folded.note_watermark(coordinator, low_watermark);
     }
 
-    /// The last reply this server knows for a logged transaction.
-    pub(super) fn replied(&self, id: TxnId) -> Option<&Replied> {
-        self.replied.get(&id)
-    }
-
-    /// This server replied for `id` (or, as a new leader, executed it).
-    pub(super) fn note_reply(&mut self, id: TxnId, replied: Replied) {
-        self.replied.insert(id, replied);
-    }
-
-    /// The log was replaced: replies of transactions no longer in it go.
-    pub(super) fn keep_replies_in(&mut self, log: &TigaLog) {
-        self.replied.retain(|id, _| log.position(*id).is_some());
-    }
-
-    pub(super) fn replied_len(&self) -> usize {
-        self.replied.len()
-    }
-
     /// Executes `log` in order from [`Executed::applied`] up to `upto` (at
-    /// most the commit-point) into the state, in view `g_view`.
+    /// most the commit-point) into the state, in view `g_view`, noting each
+    /// entry's results beside it in the log.
     pub(super) fn execute_upto(
         &mut self,
         ctx: &mut Ctx<'_, Tiga>,
-        log: &TigaLog,
+        log: &mut ShardLog,
         upto: u64,
         g_view: u64,
         shard: ShardId,
         topo: &Topology,
     ) {
         while self.applied < upto {
-            let e = log.get(self.applied).expect("committed entries are held");
+            let (e, r) = log.entry_and_reply(self.applied, |e| Replied::none(e.t)).expect("committed entries are held");
             let exec = e.body.program.execute_piece(shard, |k| topo.shard_of(k), |k| self.state.latest(k).cloned());
             for (key, value) in exec.writes {
                 self.state.put(key, self.applied + 1, value);
             }
-            let r =
-                self.replied.entry(e.body.id).or_insert(Replied { t: e.t, hash: None, result: None, led_view: None });
             // What this view's leader executed sits at the same place in the
             // log: the results must agree. Older ones (an earlier view's
             // optimistic execution, perhaps elsewhere in its order) give way.
@@ -344,7 +307,7 @@ impl Executed {
     pub(super) fn fold(
         &mut self,
         now_ns: u64,
-        folded: &[LogEntry],
+        folded: Vec<(LogEntry, Option<Replied>)>,
         shard: ShardId,
         topo: &Topology,
         retention_ns: u64,
@@ -355,13 +318,12 @@ impl Executed {
         let mut hashes = prev.hashes.clone();
         let (mut rmap, mut wmap) = (prev.rmap.clone(), prev.wmap.clone());
         let mut dones = Vec::with_capacity(folded.len());
-        for e in folded {
+        for (e, reply) in folded {
             let (reads, writes) = e.body.program.declared_keys(shard, |k| topo.shard_of(k));
-            hashes.toggle_declared(e, &reads, &writes);
+            hashes.toggle_declared(&e, &reads, &writes);
             raise_stamps(&mut rmap, &reads, e.stamp());
             raise_stamps(&mut wmap, &writes, e.stamp());
-            let r =
-                self.replied.remove(&e.body.id).unwrap_or(Replied { t: e.t, hash: None, result: None, led_view: None });
+            let r = reply.unwrap_or(Replied::none(e.t));
             let body = e.body.is_multi_shard().then(|| e.body.clone());
             dones.push(Arc::new(Done {
                 id: e.body.id,

@@ -4,15 +4,47 @@
 //! the leader's log says otherwise (§3.7). Positions below `base` are folded
 //! into the server's checkpoint (§4): committed, executed, and the same at
 //! every server in every later view, so only the suffix is kept.
+//!
+//! Beside each entry the log keeps this server's last reply for it
+//! ([`Replied`]), which moves with the entry: execution up to the
+//! commit-point finds it by position, in order, where a map by transaction
+//! would miss the caches once per entry, and a fold hands it to the
+//! checkpoint's memory with the entry.
 
 use super::messages::LogEntry;
-use meridian_core::TxnId;
+use meridian_core::{OpResult, TxnId};
 use rustc_hash::FxHashMap;
+
+/// The last fast reply of a logged transaction, for resubmissions.
+#[derive(Clone, Debug)]
+pub(super) struct Replied {
+    pub t: u64,
+    /// The hash its fast reply carried; `None` if this server sent none
+    /// (an entry it learned from the log or a new leader's replay).
+    pub hash: Option<u128>,
+    /// The results: a leader's from its execution in this view (in log
+    /// order, so final), or else from execution up to the commit-point.
+    pub result: Option<Vec<OpResult>>,
+    /// The view whose leader executed it, if a leader did.
+    pub led_view: Option<u64>,
+}
+
+impl Replied {
+    /// An entry at `t` this server sent no reply for.
+    pub fn none(t: u64) -> Replied {
+        Replied { t, hash: None, result: None, led_view: None }
+    }
+}
 
 #[derive(Clone, Debug, Default)]
 pub struct TigaLog {
     base: u64,
     entries: Vec<LogEntry>,
+    /// This server's last reply for each entry (`entries[i]`'s is
+    /// `replies[i]`), if any.
+    replies: Vec<Option<Replied>>,
+    /// Entries with a reply.
+    replied: usize,
     pos: FxHashMap<TxnId, u64>,
 }
 
@@ -24,7 +56,14 @@ impl TigaLog {
     /// A log whose positions below `base` are folded, holding `entries`
     /// from `base` on.
     pub fn from_base(base: u64, entries: Vec<LogEntry>) -> TigaLog {
-        let mut log = TigaLog { base, entries: Vec::with_capacity(entries.len()), pos: FxHashMap::default() };
+        let n = entries.len();
+        let mut log = TigaLog {
+            base,
+            entries: Vec::with_capacity(n),
+            replies: Vec::with_capacity(n),
+            replied: 0,
+            pos: FxHashMap::default(),
+        };
         for e in entries {
             log.push(e);
         }
@@ -68,7 +107,58 @@ impl TigaLog {
         let p = self.len();
         self.pos.insert(e.body.id, p);
         self.entries.push(e);
+        self.replies.push(None);
         p
+    }
+
+    /// This server's last reply for a logged transaction.
+    pub(super) fn reply(&self, id: TxnId) -> Option<&Replied> {
+        let i = self.position(id)? - self.base;
+        self.replies[i as usize].as_ref()
+    }
+
+    /// Notes this server's reply for a logged transaction.
+    pub(super) fn set_reply(&mut self, id: TxnId, replied: Replied) {
+        let p = self.position(id).unwrap_or_else(|| panic!("a reply for {id}, which is not logged"));
+        let slot = &mut self.replies[(p - self.base) as usize];
+        self.replied += usize::from(slot.is_none());
+        *slot = Some(replied);
+    }
+
+    /// The entry at `pos` and its reply, `none` noted first if it has none.
+    pub(super) fn entry_and_reply(
+        &mut self,
+        pos: u64,
+        none: impl FnOnce(&LogEntry) -> Replied,
+    ) -> Option<(&LogEntry, &mut Replied)> {
+        let i = pos.checked_sub(self.base)? as usize;
+        let (e, slot) = (self.entries.get(i)?, &mut self.replies[i]);
+        if slot.is_none() {
+            self.replied += 1;
+        }
+        Some((e, slot.get_or_insert_with(|| none(e))))
+    }
+
+    /// Entries with a reply noted.
+    pub(super) fn replies_held(&self) -> usize {
+        self.replied
+    }
+
+    /// Takes the replies `old` holds for transactions this log holds: a
+    /// log that replaces another keeps what was replied for the entries it
+    /// keeps, wherever they now stand.
+    fn adopt_replies(&mut self, old: &mut TigaLog) {
+        for (e, r) in self.entries.iter().zip(&mut self.replies) {
+            if let Some(p) = old.position(e.body.id) {
+                *r = old.replies[(p - old.base) as usize].take();
+            }
+        }
+        self.replied = self.replies.iter().filter(|r| r.is_some()).count();
+    }
+
+    fn check_replies(&self) {
+        debug_assert_eq!(self.entries.len(), self.replies.len(), "a reply slot per entry");
+        debug_assert!(self.replied <= self.replies.len(), "more replies than entries");
     }
 
     /// Held entries from `from` on (from the base if `from` is folded).
@@ -104,6 +194,8 @@ impl TigaLog {
         assert_eq!(self.entries[j].body.id, e.body.id, "moving an entry as another transaction");
         let old = std::mem::replace(&mut self.entries[j], e);
         self.entries[i..=j].rotate_right(1);
+        // The same transaction: its reply moves with it.
+        self.replies[i..=j].rotate_right(1);
         for (k, moved) in self.entries[i..=j].iter().enumerate() {
             self.pos.insert(moved.body.id, to + k as u64);
         }
@@ -115,6 +207,7 @@ impl TigaLog {
         assert!(pos >= self.base, "inserting at folded position {pos}");
         assert!(!self.pos.contains_key(&e.body.id), "{} logged twice", e.body.id);
         self.entries.insert((pos - self.base) as usize, e);
+        self.replies.insert((pos - self.base) as usize, None);
         self.reindex_from(pos);
     }
 
@@ -130,24 +223,32 @@ impl TigaLog {
         assert!(from >= self.base, "replacing at {from}, below the base {}", self.base);
         assert!(from <= self.len(), "replacing at {from}, past the end {}", self.len());
         let old: Vec<LogEntry> = self.entries.drain((from - self.base) as usize..).collect();
+        let dropped = self.replies.drain(self.entries.len()..).filter(|r| r.is_some()).count();
+        self.replied -= dropped;
         for e in &old {
             self.pos.remove(&e.body.id);
         }
         for e in new {
             self.push(e);
         }
+        self.check_replies();
         old
     }
 
-    /// Folds every position below `upto`: returns those entries, in order.
-    pub fn fold_to(&mut self, upto: u64) -> Vec<LogEntry> {
+    /// Folds every position below `upto`: returns those entries, in order,
+    /// with their replies.
+    pub(super) fn fold_to(&mut self, upto: u64) -> Vec<(LogEntry, Option<Replied>)> {
         assert!(upto >= self.base, "folding to {upto}, below the base {}", self.base);
         assert!(upto <= self.len(), "folding to {upto}, past the end {}", self.len());
-        let folded: Vec<LogEntry> = self.entries.drain(..(upto - self.base) as usize).collect();
-        for e in &folded {
+        let n = (upto - self.base) as usize;
+        let folded: Vec<(LogEntry, Option<Replied>)> = self.entries.drain(..n).zip(self.replies.drain(..n)).collect();
+        for (e, r) in &folded {
             self.pos.remove(&e.body.id);
+            self.replied -= usize::from(r.is_some());
         }
         self.base = upto;
+        self.check_replies();
+        debug_assert_eq!(self.replied, self.replies.iter().filter(|r| r.is_some()).count(), "replies counted");
         folded
     }
 }
@@ -193,13 +294,30 @@ impl ShardLog {
         assert!(self.log.base() <= self.commit_point, "the commit-point {} below the base", self.commit_point);
         assert!(self.commit_point <= self.sync_point, "committed past the sync-point");
         assert!(self.sync_point <= self.log.len(), "the sync-point past the log's end");
+        self.log.check_replies();
     }
 
     /// Replaces the whole log and both points (a restart, a checkpoint
-    /// adopted, a new view's log installed).
-    pub fn reset(&mut self, log: TigaLog, sync_point: u64, commit_point: u64) {
+    /// adopted, a new view's log installed). Replies go with the entries the
+    /// new log keeps; the others' are forgotten.
+    pub fn reset(&mut self, mut log: TigaLog, sync_point: u64, commit_point: u64) {
+        log.adopt_replies(&mut self.log);
         *self = ShardLog { log, sync_point, commit_point };
         self.check();
+    }
+
+    /// Notes this server's reply for a logged transaction.
+    pub(super) fn set_reply(&mut self, id: TxnId, replied: Replied) {
+        self.log.set_reply(id, replied);
+    }
+
+    /// The entry at `pos` and its reply, `none` noted first if it has none.
+    pub(super) fn entry_and_reply(
+        &mut self,
+        pos: u64,
+        none: impl FnOnce(&LogEntry) -> Replied,
+    ) -> Option<(&LogEntry, &mut Replied)> {
+        self.log.entry_and_reply(pos, none)
     }
 
     /// Appends past the sync-point; returns the position.
@@ -235,8 +353,8 @@ impl ShardLog {
     }
 
     /// Folds every position below `upto` (at most the commit-point): returns
-    /// those entries, in order.
-    pub fn fold_to(&mut self, upto: u64) -> Vec<LogEntry> {
+    /// those entries, in order, with their replies.
+    pub(super) fn fold_to(&mut self, upto: u64) -> Vec<(LogEntry, Option<Replied>)> {
         assert!(upto <= self.commit_point, "folding past the commit-point");
         let folded = self.log.fold_to(upto);
         self.check();
@@ -285,7 +403,7 @@ mod tests {
             log.push(e(s, 10 * s));
         }
         let folded = log.fold_to(2);
-        assert_eq!(folded.iter().map(|x| x.body.id.seq).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(folded.iter().map(|(x, _)| x.body.id.seq).collect::<Vec<_>>(), vec![1, 2]);
         assert_eq!((log.base(), log.len()), (2, 4));
         assert_eq!(log.position(id(1)), None, "folded entries are not indexed");
         assert_eq!(log.position(id(3)), Some(2));
@@ -305,6 +423,45 @@ mod tests {
         assert_eq!(log.push(e(5, 50)), 5);
         let rebuilt = TigaLog::from_base(2, log.all().to_vec());
         assert_eq!(rebuilt.position(id(5)), Some(5));
+    }
+
+    fn reply(t: u64) -> Replied {
+        Replied { t, hash: Some(u128::from(t)), result: None, led_view: None }
+    }
+
+    /// A reply belongs to its transaction, wherever the log moves it: a
+    /// resubmission is answered with the hash this server replied with.
+    #[test]
+    fn a_reply_moves_with_its_entry_and_leaves_with_it() {
+        let mut log = TigaLog::new();
+        for s in 1..=4 {
+            log.push(e(s, 10 * s));
+        }
+        log.set_reply(id(2), reply(20));
+        log.set_reply(id(4), reply(40));
+        assert_eq!(log.replies_held(), 2);
+        log.move_back(3, 1, e(4, 41));
+        log.insert_at(1, e(9, 5));
+        assert_eq!(log.reply(id(4)).map(|r| r.t), Some(40), "moved back with its entry");
+        assert_eq!(log.reply(id(2)).map(|r| r.t), Some(20), "shifted up with its entry");
+        assert!(log.reply(id(9)).is_none() && log.reply(id(1)).is_none());
+        let (first, r) = log.entry_and_reply(0, |e| reply(e.t + 1)).expect("held");
+        assert_eq!((first.body.id, r.t), (id(1), 11), "a missing reply is noted first");
+        assert_eq!(log.replies_held(), 3);
+        // Positions: 1, 9, 4, 2, 3.
+        let folded = log.fold_to(3);
+        let ids: Vec<(u64, Option<u64>)> =
+            folded.iter().map(|(e, r)| (e.body.id.seq, r.as_ref().map(|r| r.t))).collect();
+        assert_eq!(ids, vec![(1, Some(11)), (9, None), (4, Some(40))], "folded with their replies");
+        assert_eq!(log.replies_held(), 1);
+        let mut shard = ShardLog::new();
+        shard.reset(log.clone(), 5, 3);
+        let kept = TigaLog::from_base(3, vec![e(3, 30), e(2, 20), e(7, 70)]);
+        shard.reset(kept, 3, 3);
+        assert_eq!(shard.reply(id(2)).map(|r| r.t), Some(20), "a new log keeps the replies of the entries it keeps");
+        assert_eq!(shard.replies_held(), 1);
+        log.replace_suffix(3, vec![e(8, 80)]);
+        assert_eq!((log.replies_held(), log.reply(id(2)).is_none()), (0, true), "replaced entries take theirs along");
     }
 
     #[test]

@@ -34,10 +34,10 @@
 //! told others.
 
 use super::agreement::{self, Announced};
-use super::checkpoint::{Executed, Replied};
+use super::checkpoint::Executed;
 use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
-use super::log::{ShardLog, TigaLog};
+use super::log::{Replied, ShardLog, TigaLog};
 use super::messages::{
     Checkpoint, FastReply, LogEntry, LogSync, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer,
     TsNotify, TsVerify, TxnBody, View, ViewChange,
@@ -578,7 +578,7 @@ impl Server {
         self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
+        self.core.log.set_reply(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
@@ -661,7 +661,7 @@ impl Server {
             self.send_fast_reply(ctx, &p.body, p.t, hash, Some(result.clone()), p.owd_ns);
         }
         let led_view = Some(self.core.view.g_view);
-        self.executed.note_reply(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
+        self.core.log.set_reply(id, Replied { t: p.t, hash: Some(hash), result: Some(result), led_view });
         self.core.log.sync_to(self.core.log.len());
         self.core.log_length_once_durable(ctx);
     }
@@ -703,7 +703,7 @@ impl Server {
         let (t, hash, result, coordinator) = if let Some(d) = self.executed.folded().get(id) {
             (d.t, d.hash, d.result.clone().filter(|_| leader), id.node)
         } else {
-            let (Some(r), Some(e)) = (self.executed.replied(id), self.core.log.entry_of(id)) else { return };
+            let (Some(r), Some(e)) = (self.core.log.reply(id), self.core.log.entry_of(id)) else { return };
             (r.t, r.hash.unwrap_or(NO_HASH), r.result.clone().filter(|_| leader), e.body.coordinator)
         };
         if leader && result.is_none() {
@@ -738,7 +738,7 @@ impl Server {
         for e in self.core.log.suffix(self.executed.applied()).to_vec() {
             let results = self.optimistic.execute_logged(&e.body.program, self.core.shard, &topo);
             let led_view = Some(self.core.view.g_view);
-            self.executed.note_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
+            self.core.log.set_reply(e.body.id, Replied { t: e.t, hash: None, result: Some(results), led_view });
         }
     }
 
@@ -810,7 +810,7 @@ impl Server {
         // Runs after every event; most find nothing newly committed.
         if self.executed.applied() < upto {
             let (g_view, shard) = (self.core.view.g_view, self.core.shard);
-            self.executed.execute_upto(ctx, &self.core.log, upto, g_view, shard, &self.core.topo);
+            self.executed.execute_upto(ctx, &mut self.core.log, upto, g_view, shard, &self.core.topo);
         }
         if self.executed.checkpoint_due(self.core.log.base(), &self.core.cfg) {
             self.take_checkpoint(ctx);
@@ -823,7 +823,7 @@ impl Server {
         let upto = self.executed.applied();
         let folded = self.core.log.fold_to(upto);
         let now = ctx.clock_ns();
-        self.executed.fold(now, &folded, self.core.shard, &self.core.topo, self.core.cfg.settled_retention_ns);
+        self.executed.fold(now, folded, self.core.shard, &self.core.topo, self.core.cfg.settled_retention_ns);
         ctx.count("checkpoints", 1);
         self.persist_snapshot(ctx);
     }
@@ -890,7 +890,6 @@ impl Server {
             .map(|(_, e)| e.clone())
             .collect();
         self.core.log.reset(TigaLog::from_base(cp.upto, keep), cp.upto, committed);
-        self.executed.keep_replies_in(&self.core.log);
         self.rebuild_derived();
         ctx.count("checkpoints_installed", 1);
         self.persist_snapshot(ctx);
@@ -1121,7 +1120,6 @@ impl Server {
         assert!(self.executed.applied() <= log.len(), "executed past the new log");
         let (len, committed) = (log.len(), self.core.log.commit_point());
         self.core.log.reset(log, len, committed);
-        self.executed.keep_replies_in(&self.core.log);
         self.rebuild_derived();
         self.core.status = Status::Normal;
         self.core.last_normal_view = self.core.view.g_view;
@@ -1383,7 +1381,7 @@ impl Process<Tiga> for Server {
         out("conflict_keys", self.conflicts.len());
         out("log_entries", self.core.log.held());
         out("key_hashes", self.hashes.len());
-        out("replied", self.executed.replied_len());
+        out("replied", self.core.log.replies_held());
         out("done", self.executed.folded().len());
         out("watermarks", self.executed.folded().watermarks_len());
         out("undo", self.optimistic.executions());
