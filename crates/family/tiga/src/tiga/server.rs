@@ -578,7 +578,7 @@ impl Server {
         self.conflicts.released(Stamp { t: p.t, id }, &p.reads, &p.writes);
         let entry = LogEntry { body: p.body.clone(), t: p.t };
         let hash = self.append(ctx, entry, &p.reads, &p.writes);
-        self.core.log.set_reply(id, Replied { t: p.t, hash: Some(hash), result: None, led_view: None });
+        self.core.log.set_reply(id, Replied { hash: Some(hash), ..Replied::none(p.t) });
         self.send_fast_reply(ctx, &p.body, p.t, hash, None, p.owd_ns);
     }
 
