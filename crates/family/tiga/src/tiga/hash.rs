@@ -18,8 +18,12 @@
 //! execution read that New-Order's stock updates.
 //!
 //! The paper uses SHA-1; the choice is orthogonal to the protocol. Here a
-//! 128-bit hash is built from two independent 64-bit mixers: collisions are
-//! not adversarial in a simulator and are negligible at 128 bits.
+//! reply carries a 128-bit hash built from two independent 64-bit mixers,
+//! and each key keeps the XOR of its entries' 64-bit hashes ([`KeyHash`]):
+//! a server holds one per key it ever saw, twice (live and in its
+//! checkpoint), so their width is most of those maps' memory. Collisions
+//! are not adversarial in a simulator; two different sets of entries on a
+//! key agree in 64 bits with probability 2^-64 per comparison.
 
 use super::messages::LogEntry;
 use meridian_core::{Key, ShardId};
@@ -40,9 +44,12 @@ fn h128(a: u64, b: u64, c: u64, d: u64) -> u128 {
     (u128::from(hi) << 64) | u128::from(lo)
 }
 
+/// A key's XOR of the hashes of the entries that declare it.
+pub type KeyHash = u64;
+
 /// The hash of one log entry: its transaction id and timestamp.
-pub fn entry_hash(e: &LogEntry) -> u128 {
-    h128(u64::from(e.body.id.node.0), e.body.id.seq, e.t, 0x7469_6761)
+pub fn entry_hash(e: &LogEntry) -> KeyHash {
+    h128(u64::from(e.body.id.node.0), e.body.id.seq, e.t, 0x7469_6761) as u64
 }
 
 /// The keys an entry is hashed on: every key it declares at a shard, once,
@@ -64,8 +71,8 @@ fn hashed_keys<'a>(reads: &'a [Key], writes: &'a [Key]) -> impl Iterator<Item = 
 }
 
 /// What a fast reply's hash takes from one key whose entries' XOR is `kh`.
-fn key_digest(k: Key, kh: u128) -> u128 {
-    h128(k.0, kh as u64, (kh >> 64) as u64, 0x006b_6579)
+fn key_digest(k: Key, kh: KeyHash) -> u128 {
+    h128(k.0, kh, 0, 0x006b_6579)
 }
 
 /// The per-key hashes of the entries a checkpoint folded. A checkpoint
@@ -74,7 +81,7 @@ fn key_digest(k: Key, kh: u128) -> u128 {
 /// the entries it folds, not to every key the shard ever saw.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct FoldedHashes {
-    map: CowMap<Key, u128>,
+    map: CowMap<Key, KeyHash>,
 }
 
 impl FoldedHashes {
@@ -106,7 +113,7 @@ impl FoldedHashes {
 /// Per-key XORs of the writing entries of a server's log.
 #[derive(Clone, Debug, Default)]
 pub struct KeyHashes {
-    map: FxHashMap<Key, u128>,
+    map: FxHashMap<Key, KeyHash>,
 }
 
 impl KeyHashes {
@@ -165,7 +172,7 @@ impl KeyHashes {
     /// Every declared key's hash XOR `h` (an absent key's is 0, as a
     /// toggle that empties a key removes it), digested: the declared keys
     /// are distinct already, and XOR does not care for their order.
-    fn digest_toggled(&self, reads: &[Key], writes: &[Key], h: u128) -> u128 {
+    fn digest_toggled(&self, reads: &[Key], writes: &[Key], h: KeyHash) -> u128 {
         hashed_keys(reads, writes).fold(0u128, |acc, k| acc ^ key_digest(k, self.map.get(&k).copied().unwrap_or(0) ^ h))
     }
 
