@@ -393,7 +393,9 @@ pub struct Execution {
 }
 
 fn execute_ops<'a>(ops: impl Iterator<Item = &'a Op> + Clone, mut read: impl FnMut(Key) -> Option<Value>) -> Execution {
-    let mut exec = Execution { results: Vec::with_capacity(ops.clone().count()), writes: Vec::new() };
+    // At most one write per operation: sized once, never grown.
+    let n = ops.clone().count();
+    let mut exec = Execution { results: Vec::with_capacity(n), writes: Vec::with_capacity(n) };
     for op in ops {
         let key = op.key();
         let before = match exec.writes.iter().find(|(k, _)| *k == key) {

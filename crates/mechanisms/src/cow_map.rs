@@ -76,11 +76,27 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
     }
 
     pub fn get_mut(&mut self, key: &K) -> Option<&mut V> {
-        // Look before copying: a miss must not copy a shared chunk.
-        if !self.contains_key(key) {
+        let chunk = &mut self.chunks[chunk_of(key)];
+        // Look before copying: a miss must not copy a shared chunk. A chunk
+        // this map alone holds is looked in once.
+        if Arc::get_mut(chunk).is_none() && !chunk.contains_key(key) {
             return None;
         }
-        self.chunk_mut(key).get_mut(key)
+        Arc::make_mut(chunk).get_mut(key)
+    }
+
+    /// The value of `key`, inserting `make()` first if it is absent, and
+    /// whether it was: one look-up where a `get_mut` and an `insert` take
+    /// two or three. Always a write: a shared chunk is copied first.
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> (&mut V, bool) {
+        use std::collections::hash_map::Entry;
+        match Arc::make_mut(&mut self.chunks[chunk_of(&key)]).entry(key) {
+            Entry::Occupied(held) => (held.into_mut(), false),
+            Entry::Vacant(slot) => {
+                self.len += 1;
+                (slot.insert(make()), true)
+            }
+        }
     }
 
     pub fn insert(&mut self, key: K, value: V) -> Option<V> {
@@ -120,12 +136,12 @@ impl<K: Hash + Eq + Clone, V: Clone> CowMap<K, V> {
     }
 
     pub fn remove(&mut self, key: &K) -> Option<V> {
-        if !self.contains_key(key) {
+        let chunk = &mut self.chunks[chunk_of(key)];
+        if Arc::get_mut(chunk).is_none() && !chunk.contains_key(key) {
             return None;
         }
-        let old = self.chunk_mut(key).remove(key);
-        debug_assert!(old.is_some(), "present above");
-        self.len -= 1;
+        let old = Arc::make_mut(chunk).remove(key);
+        self.len -= usize::from(old.is_some());
         old
     }
 
@@ -243,6 +259,34 @@ mod tests {
             (Some(&5), Some(&6), 100),
             "the snapshot keeps"
         );
+    }
+
+    #[test]
+    fn get_or_insert_with_inserts_once_and_copies_only_the_chunk_it_writes() {
+        let mut m: CowMap<u64, u64> = (0..100).map(|k| (k, k)).collect();
+        let snapshot = m.clone();
+        let (v, inserted) = m.get_or_insert_with(5, || 0);
+        assert_eq!((*v, inserted), (5, false), "present: its value, nothing made");
+        *v = 50;
+        let (v, inserted) = m.get_or_insert_with(500, || 7);
+        assert_eq!((*v, inserted), (7, true));
+        assert_eq!((m.get(&5), m.get(&500), m.len()), (Some(&50), Some(&7), 101));
+        assert_eq!((snapshot.get(&5), snapshot.get(&500), snapshot.len()), (Some(&5), None, 100), "the snapshot keeps");
+        let shared = m.chunks.iter().zip(&snapshot.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count();
+        assert!(shared >= CHUNKS - 2, "only the written chunks were copied");
+    }
+
+    #[test]
+    fn get_mut_and_remove_on_an_unshared_chunk_find_and_miss_alike() {
+        let mut m: CowMap<u64, u64> = (0..100).map(|k| (k, k)).collect();
+        assert_eq!(m.get_mut(&1000), None);
+        assert_eq!(m.remove(&1000), None);
+        *m.get_mut(&3).expect("present") = 30;
+        assert_eq!((m.remove(&3), m.remove(&3), m.len()), (Some(30), None, 99));
+        let snapshot = m.clone();
+        assert_eq!(m.get_mut(&1000), None, "a miss on a shared chunk");
+        assert_eq!(m.remove(&1000), None);
+        assert_eq!(m.chunks.iter().zip(&snapshot.chunks).filter(|(a, b)| Arc::ptr_eq(a, b)).count(), CHUNKS);
     }
 
     #[test]

@@ -200,11 +200,13 @@ impl<M: VersionMeta> MvStore<M> {
     /// Installs a version with its metadata (replacing one with the same
     /// number).
     pub fn install_with(&mut self, key: Key, version: u64, value: Value, meta: M) {
-        let Some(entry) = self.map.get_mut(&key) else {
-            self.map.insert(key, Versions::One(Version { version, value, meta }));
+        let mut new = Some(Version { version, value, meta });
+        let (entry, inserted) = self.map.get_or_insert_with(key, || Versions::One(new.take().expect("made once")));
+        if inserted {
             self.versions += 1;
             return;
-        };
+        }
+        let Version { version, value, meta } = new.expect("not inserted");
         let vs = entry.to_vec_mut();
         let i = vs.partition_point(|v| v.version < version);
         if i < vs.len() && vs[i].version == version {

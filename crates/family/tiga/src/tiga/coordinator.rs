@@ -362,13 +362,16 @@ impl Coordinator {
             let overdue = now >= p.fast_due_ns || self.cfg.simple_quorum_timestamps;
             for (shard, s) in &p.shards {
                 let Some(l) = &s.leader else { continue };
+                // Most pending transactions are neither overdue nor
+                // disagreed with: the quorum count is left for the rest.
+                let disagrees = || s.fast.values().any(|r| !r.matches(l));
+                if !(overdue || disagrees()) {
+                    continue;
+                }
                 if s.committed(super_q, f).is_some() {
                     continue; // this shard is done; others are awaited
                 }
-                let disagrees = s.fast.values().any(|r| !r.matches(l));
-                if overdue || disagrees {
-                    asks.entry(*shard).or_default().push(*id);
-                }
+                asks.entry(*shard).or_default().push(*id);
             }
         }
         for (shard, ids) in asks {

@@ -14,6 +14,7 @@
 use super::messages::LogEntry;
 use meridian_core::{OpResult, TxnId};
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 
 /// The last fast reply of a logged transaction, for resubmissions.
 #[derive(Clone, Debug)]
@@ -103,9 +104,11 @@ impl TigaLog {
     }
 
     pub fn push(&mut self, e: LogEntry) -> u64 {
-        assert!(!self.pos.contains_key(&e.body.id), "{} logged twice", e.body.id);
         let p = self.len();
-        self.pos.insert(e.body.id, p);
+        match self.pos.entry(e.body.id) {
+            Entry::Occupied(_) => panic!("{} logged twice", e.body.id),
+            Entry::Vacant(slot) => slot.insert(p),
+        };
         self.entries.push(e);
         self.replies.push(None);
         p
