@@ -40,8 +40,7 @@ echo "build-pgo: 2/3 training runs" >&2
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for keys in 1000 1000000; do
-  sed -e 's/^duration_s = .*/duration_s = 4.0/' -e 's/^warmup_s = .*/warmup_s = 0.5/' \
-    -e "s/^keys_per_shard = .*/keys_per_shard = $keys/" examples/tiga-gcp.toml >"$work/gcp-$keys.toml"
+  scripts/tiga-gcp-at.sh 4.0 "$keys" 0.5 >"$work/gcp-$keys.toml"
 done
 # A training run that fails stops the build and shows what it said.
 train() {

@@ -25,9 +25,7 @@ protocol=${PROTOCOL:-tiga}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 duration=${DURATION:-30}
-warmup=$(awk -v d="$duration" 'BEGIN { w = d / 10; if (w > 5) w = 5; print w }')
-sed -e "s/^duration_s = .*/duration_s = $duration.0/" -e "s/^warmup_s = .*/warmup_s = $warmup/" \
-  -e "s/^keys_per_shard = .*/keys_per_shard = ${KEYS_PER_SHARD:-1000000}/" examples/tiga-gcp.toml >"$work/exp.toml"
+scripts/tiga-gcp-at.sh "$duration.0" "${KEYS_PER_SHARD:-1000000}" >"$work/exp.toml"
 for ((r = 0; r < rounds; r++)); do
   i=0
   for b in "$@"; do

@@ -22,8 +22,7 @@ trap 'rm -rf "$work"' EXIT
 printf '%-10s %6s %12s %10s %14s %10s\n' protocol sim_s events wall_s events_per_s peak_MB
 for p in "${protocols[@]}"; do
   for d in "${durations[@]}"; do
-    sed -e "s/^duration_s = .*/duration_s = $d.0/" \
-      -e "s/^keys_per_shard = .*/keys_per_shard = ${KEYS_PER_SHARD:-1000000}/" examples/tiga-gcp.toml >"$work/exp.toml"
+    scripts/tiga-gcp-at.sh "$d.0" "${KEYS_PER_SHARD:-1000000}" >"$work/exp.toml"
     /usr/bin/time -f '%M' -o "$work/rss" "$bin" sim --config "$work/exp.toml" \
       --protocol "$p" --no-check --report "$work/r.json" >/dev/null
     python3 - "$work/r.json" "$(cat "$work/rss")" "$p" "$d" <<'PY'

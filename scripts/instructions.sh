@@ -20,8 +20,7 @@ protocols=("$@")
 [ ${#protocols[@]} -eq 0 ] && protocols=(2pl-paxos tiga)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-sed -e 's/^duration_s = .*/duration_s = 4.0/' -e 's/^warmup_s = .*/warmup_s = 0.5/' \
-  -e "s/^keys_per_shard = .*/keys_per_shard = ${KEYS_PER_SHARD:-1000000}/" examples/tiga-gcp.toml >"$work/exp.toml"
+scripts/tiga-gcp-at.sh 4.0 "${KEYS_PER_SHARD:-1000000}" 0.5 >"$work/exp.toml"
 cache=(--cache-sim=no)
 [ "${CACHE:-0}" = 1 ] && cache=(--cache-sim=yes)
 printf '%-10s %16s %10s %16s %14s' protocol instructions events per_event trace_hash

@@ -110,7 +110,8 @@ impl FoldedHashes {
     }
 }
 
-/// Per-key XORs of the writing entries of a server's log.
+/// Per-key XORs of the hashes of the entries of a server's log that
+/// declare the key (read or written).
 #[derive(Clone, Debug, Default)]
 pub struct KeyHashes {
     map: FxHashMap<Key, KeyHash>,
