@@ -4,28 +4,73 @@
 //! released transaction at a larger stamp cannot keep its timestamp: a
 //! leader re-stamps it past the bound, a follower holds it for the
 //! leader's order.
+//!
+//! The paper keeps a stamp for every key of the store. These maps keep the
+//! stamps within `window_ns` of the newest and fold the older ones into a
+//! floor per map, which stands for every key's: an arrival stamped above
+//! the floor — every arrival but one later than the window — meets exactly
+//! the paper's bound, and one below it is treated as conflicting (re-stamped
+//! at a leader, held at a follower), which admits a subset of what the
+//! paper admits and so keeps every property admission gives. The maps'
+//! memory is then the keys written within the window, not every key the
+//! run has touched. Only admission reads these maps; a view change's
+//! recovery reads the checkpoint's exact per-key stamps (`recovery.rs`).
 
 use super::messages::{Checkpoint, Stamp};
 use meridian_core::Key;
 use rustc_hash::FxHashMap;
 
-#[derive(Clone, Debug, Default)]
+/// Keys the maps hold before they are first pruned: small maps never are.
+const PRUNE_MIN: usize = 4096;
+
+#[derive(Clone, Debug)]
 pub(super) struct ConflictMaps {
     rmap: FxHashMap<Key, Stamp>,
     wmap: FxHashMap<Key, Stamp>,
+    /// The largest stamp pruned from rMap and from wMap: at least every
+    /// pruned key's.
+    r_floor: Option<Stamp>,
+    w_floor: Option<Stamp>,
+    /// Stamps older than this behind the newest are pruned (0: never).
+    window_ns: u64,
+    /// Keys held at which the next pruning runs: twice what the last one
+    /// left, so each costs about the releases since.
+    prune_at: usize,
 }
 
 impl ConflictMaps {
+    pub(super) fn new(window_ns: u64) -> Self {
+        ConflictMaps {
+            rmap: FxHashMap::default(),
+            wmap: FxHashMap::default(),
+            r_floor: None,
+            w_floor: None,
+            window_ns,
+            prune_at: PRUNE_MIN,
+        }
+    }
+
     /// The maps as a checkpoint left them (entries it folded included).
-    pub(super) fn from_checkpoint(cp: &Checkpoint) -> Self {
+    pub(super) fn from_checkpoint(cp: &Checkpoint, window_ns: u64) -> Self {
         let copy = |m: &meridian_mechanisms::cow_map::CowMap<Key, Stamp>| m.iter().map(|(k, s)| (*k, *s)).collect();
-        ConflictMaps { rmap: copy(&cp.rmap), wmap: copy(&cp.wmap) }
+        let mut maps = ConflictMaps { rmap: copy(&cp.rmap), wmap: copy(&cp.wmap), ..ConflictMaps::new(window_ns) };
+        maps.prune_if_due();
+        maps
     }
 
     /// The largest stamp of a released transaction that a transaction
     /// reading `reads` and writing `writes` conflicts with: a write after
-    /// any access, or a read after a write.
+    /// any access, or a read after a write — the floors standing for the
+    /// pruned keys.
     pub(super) fn bound(&self, reads: &[Key], writes: &[Key]) -> Option<Stamp> {
+        let w_floor = self.w_floor.filter(|_| !(reads.is_empty() && writes.is_empty()));
+        let r_floor = self.r_floor.filter(|_| !writes.is_empty());
+        self.key_bound(reads, writes).max(w_floor).max(r_floor)
+    }
+
+    /// [`ConflictMaps::bound`] over the keys' own stamps alone: whether a
+    /// floor decided a bound.
+    pub(super) fn key_bound(&self, reads: &[Key], writes: &[Key]) -> Option<Stamp> {
         let w = reads.iter().chain(writes).filter_map(|k| self.wmap.get(k));
         let r = writes.iter().filter_map(|k| self.rmap.get(k));
         w.chain(r).copied().max()
@@ -39,6 +84,20 @@ impl ConflictMaps {
                 *e = (*e).max(stamp);
             }
         }
+        self.prune_if_due();
+    }
+
+    fn prune_if_due(&mut self) {
+        if self.window_ns == 0 || self.len() <= self.prune_at {
+            return;
+        }
+        let newest = self.rmap.values().chain(self.wmap.values()).map(|s| s.t).max().unwrap_or(0);
+        let oldest_kept = newest.saturating_sub(self.window_ns);
+        for (map, floor) in [(&mut self.rmap, &mut self.r_floor), (&mut self.wmap, &mut self.w_floor)] {
+            *floor = (*floor).max(map.values().filter(|s| s.t < oldest_kept).max().copied());
+            map.retain(|_, s| s.t >= oldest_kept);
+        }
+        self.prune_at = (2 * self.len()).max(PRUNE_MIN);
     }
 
     /// Keys in either map.
@@ -58,7 +117,7 @@ mod tests {
 
     #[test]
     fn reads_conflict_with_writes_and_writes_with_everything() {
-        let mut m = ConflictMaps::default();
+        let mut m = ConflictMaps::new(0);
         m.released(stamp(10), &[Key(1)], &[Key(2)]);
         assert_eq!(m.bound(&[Key(1)], &[]), None, "two reads do not conflict");
         assert_eq!(m.bound(&[], &[Key(1)]), Some(stamp(10)), "a write after a read");
@@ -66,5 +125,40 @@ mod tests {
         m.released(stamp(5), &[], &[Key(2)]);
         assert_eq!(m.bound(&[Key(2)], &[]), Some(stamp(10)), "the largest stamp stays");
         assert_eq!(m.len(), 2);
+    }
+
+    /// The paper's maps, one stamp per key ever released, beside pruned
+    /// ones: within the window every bound is the same, below it a pruned
+    /// map's is at least the paper's, and the keys held stay bounded.
+    #[test]
+    fn pruned_maps_bound_as_the_papers_within_the_window_and_never_below_it() {
+        let window = 1_000;
+        let (mut paper, mut pruned) = (ConflictMaps::new(0), ConflictMaps::new(window));
+        for t in 1..=40_000u64 {
+            // Key t, and a key read and written again every 97 releases.
+            let (reads, writes) = ([Key(1_000_000 + t % 97)], [Key(t)]);
+            paper.released(stamp(t), &reads, &writes);
+            pruned.released(stamp(t), &reads, &writes);
+        }
+        assert_eq!(paper.len(), 40_097);
+        assert!(pruned.len() <= 2 * PRUNE_MIN, "pruned to the window: {} keys", pruned.len());
+        // An arrival's fate: kept at its stamp, or re-stamped (held).
+        let conflicts = |m: &ConflictMaps, t: u64, reads: &[Key], writes: &[Key]| {
+            m.bound(reads, writes).is_some_and(|b| b >= stamp(t))
+        };
+        for t in [39_200, 39_500, 39_990, 40_001, 45_000] {
+            for (reads, writes) in [(vec![Key(t % 97 + 1_000_000)], vec![Key(t)]), (vec![], vec![Key(t - 150)])] {
+                let (p, q) = (conflicts(&paper, t, &reads, &writes), conflicts(&pruned, t, &reads, &writes));
+                assert_eq!(q, p, "stamp {t}: {reads:?} {writes:?}");
+            }
+        }
+        for old in [1, 500, 30_000] {
+            let (reads, writes) = ([Key(old + 7)], [Key(old)]);
+            let (p, q) = (paper.bound(&reads, &writes), pruned.bound(&reads, &writes));
+            assert!(q >= p, "below the window a pruned bound is never lower: {q:?} < {p:?}");
+            assert!(q.is_some_and(|q| q >= stamp(old)), "an arrival stamped {old} is re-stamped or held");
+        }
+        assert_eq!(pruned.bound(&[], &[]), None, "a transaction with no keys conflicts with nothing");
+        assert!(pruned.bound(&[Key(5)], &[]) > pruned.key_bound(&[Key(5)], &[]), "the floor decided this one");
     }
 }

@@ -119,6 +119,9 @@ pub struct Config {
     /// How long a settled transaction's timestamp is remembered
     /// (`checkpoint.rs`).
     pub settled_retention_ns: u64,
+    /// Conflict stamps further than this behind the newest are folded into
+    /// a floor (`conflict.rs`; 0: every key keeps its stamp).
+    pub conflict_window_ns: u64,
 }
 
 pub const PARAMS: &[ParamDoc] = &[
@@ -205,6 +208,11 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "a checkpoint also waits for one executed entry per this many keys in the store (0: never): a fold copies about every chunk of the maps it writes, so this bounds that cost per entry",
     },
     ParamDoc {
+        name: "conflict_window_ms",
+        default: "3000",
+        doc: "rMap and wMap keep each key's stamp while it is within this of the newest and fold older ones into one floor that stands for every key (0: keep every key's, as §3.2 does); an arrival stamped below the floor is re-stamped (leader) or held (follower), counted in conflict_floor_updates",
+    },
+    ParamDoc {
         name: "fetch_after_ms",
         default: "500",
         doc: "a leader fetches a transaction other leaders announced but it never received",
@@ -219,6 +227,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "fast_replies_follower", doc: "fast replies sent by followers" },
     CounterDoc { name: "rollbacks", doc: "optimistic executions revoked when agreement moved a timestamp (§3.5)" },
     CounterDoc { name: "timestamp_updates", doc: "late arrivals re-stamped and timestamps moved by agreement" },
+    CounterDoc {
+        name: "conflict_floor_updates",
+        doc: "arrivals re-stamped or held only because their stamp fell below the conflict maps' floor (conflict_window_ms)",
+    },
     CounterDoc { name: "timestamp_notifications", doc: "timestamps a leader announced to the other shards' leaders" },
     CounterDoc { name: "transactions_fetched", doc: "bodies a leader fetched after another shard announced them" },
     CounterDoc { name: "slow_syncs", doc: "log entries a follower took in from the leader's log sync" },
@@ -302,6 +314,7 @@ impl Config {
             // this is the margin for announcements still in flight between
             // leaders.
             settled_retention_ns: 10_000_000_000,
+            conflict_window_ns: meridian_core::time::ms_to_ns(p.f64_in("conflict_window_ms", 0.0..=86_400_000.0)?),
         })
     }
 }

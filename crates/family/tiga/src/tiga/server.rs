@@ -373,7 +373,7 @@ impl Server {
             core,
             pq: TxnQueue::default(),
             held: BTreeMap::new(),
-            conflicts: ConflictMaps::default(),
+            conflicts: ConflictMaps::new(cfg.conflict_window_ns),
             release_armed: None,
             release_scratch: Vec::new(),
             hashes: KeyHashes::new(),
@@ -468,6 +468,9 @@ impl Server {
         let bound = self.conflicts.bound(&reads, &writes);
         let mut t = t;
         if bound.is_some_and(|b| b >= stamp) {
+            if self.conflicts.key_bound(&reads, &writes).is_none_or(|b| b < stamp) {
+                ctx.count("conflict_floor_updates", 1);
+            }
             if !self.core.is_leader() {
                 self.held.insert(body.id, body);
                 return;
@@ -900,7 +903,7 @@ impl Server {
     fn rebuild_derived(&mut self) {
         let cp = Arc::clone(self.executed.checkpoint());
         self.hashes = KeyHashes::from_folded(&cp.hashes);
-        self.conflicts = super::conflict::ConflictMaps::from_checkpoint(&cp);
+        self.conflicts = ConflictMaps::from_checkpoint(&cp, self.core.cfg.conflict_window_ns);
         let topo = Arc::clone(&self.core.topo);
         for e in self.core.log.all().to_vec() {
             self.hashes.toggle(&e, self.core.shard, |k| topo.shard_of(k));

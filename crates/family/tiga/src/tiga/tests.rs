@@ -420,6 +420,43 @@ fn a_late_arrival_conflicting_with_a_released_transaction_is_restamped_behind_it
 }
 
 #[test]
+fn conflict_maps_pruned_to_their_window_restamp_only_arrivals_below_the_floor() {
+    // §3.2's maps keep a stamp per key; Meridian's keep those within
+    // `conflict_window_ms` of the newest and a floor for the rest. An
+    // arrival above the floor on a key never written keeps its timestamp,
+    // as the paper's maps would let it; one below the floor is re-stamped.
+    let (topo, _) = deployment();
+    let params = Params::new().with("conflict_window_ms", meridian_core::ParamValue::Float(1.0));
+    let cfg = Config::from_params(&params).expect("valid");
+    let client = client_of(&topo);
+    let t0 = 2_000_000;
+    let mut leader = server_hand(&topo, &cfg, 0, t0 - 100_000);
+    let n = 6_000u64;
+    for i in 0..n {
+        leader.message(client, submit(client, i + 1, 1_000 + i, t0 + i * 1_000));
+    }
+    let newest = t0 + (n - 1) * 1_000;
+    leader.set_time_ns(newest + 1_000);
+    leader.timer(Timer::Release);
+    leader.persist_all();
+    let mut keys = None;
+    meridian_core::Process::state_sizes(&leader.node, &mut |name, v| {
+        if name == "conflict_keys" {
+            keys = Some(v);
+        }
+    });
+    let keys = keys.expect("reported");
+    assert!(keys < 5_000, "the maps were pruned to about the window: {keys} keys for {n} released");
+
+    // 0.5 ms behind the newest: within the window, a key never written.
+    let fx = leader.message(client, submit(client, n + 1, 99_999, newest - 500_000));
+    assert_eq!((fx.counted("timestamp_updates"), fx.counted("conflict_floor_updates")), (0, 0), "kept");
+    // 4 ms behind: below the floor, although its key was never written.
+    let fx = leader.message(client, submit(client, n + 2, 99_998, t0 + 1_000));
+    assert_eq!((fx.counted("timestamp_updates"), fx.counted("conflict_floor_updates")), (1, 1), "re-stamped");
+}
+
+#[test]
 fn a_follower_holds_a_late_conflicting_arrival_for_the_leaders_order() {
     // Only leaders change timestamps: a follower keeps the late one aside
     // (no fast reply) until the leader's log sync places it.
