@@ -35,6 +35,8 @@ pub(super) struct ConflictMaps {
     w_floor: Option<Stamp>,
     /// Stamps older than this behind the newest are pruned (0: never).
     window_ns: u64,
+    /// The newest stamp's time in either map.
+    newest_t: u64,
     /// Keys held at which the next pruning runs: twice what the last one
     /// left, so each costs about the releases since.
     prune_at: usize,
@@ -48,6 +50,7 @@ impl ConflictMaps {
             r_floor: None,
             w_floor: None,
             window_ns,
+            newest_t: 0,
             prune_at: PRUNE_MIN,
         }
     }
@@ -56,6 +59,7 @@ impl ConflictMaps {
     pub(super) fn from_checkpoint(cp: &Checkpoint, window_ns: u64) -> Self {
         let copy = |m: &meridian_mechanisms::cow_map::CowMap<Key, Stamp>| m.iter().map(|(k, s)| (*k, *s)).collect();
         let mut maps = ConflictMaps { rmap: copy(&cp.rmap), wmap: copy(&cp.wmap), ..ConflictMaps::new(window_ns) };
+        maps.newest_t = maps.rmap.values().chain(maps.wmap.values()).map(|s| s.t).max().unwrap_or(0);
         maps.prune_if_due();
         maps
     }
@@ -86,6 +90,7 @@ impl ConflictMaps {
                 *e = (*e).max(stamp);
             }
         }
+        self.newest_t = self.newest_t.max(stamp.t);
         self.prune_if_due();
     }
 
@@ -93,11 +98,15 @@ impl ConflictMaps {
         if self.window_ns == 0 || self.len() <= self.prune_at {
             return;
         }
-        let newest = self.rmap.values().chain(self.wmap.values()).map(|s| s.t).max().unwrap_or(0);
-        let oldest_kept = newest.saturating_sub(self.window_ns);
+        let oldest_kept = self.newest_t.saturating_sub(self.window_ns);
         for (map, floor) in [(&mut self.rmap, &mut self.r_floor), (&mut self.wmap, &mut self.w_floor)] {
-            *floor = (*floor).max(map.values().filter(|s| s.t < oldest_kept).max().copied());
-            map.retain(|_, s| s.t >= oldest_kept);
+            map.retain(|_, s| {
+                let keep = s.t >= oldest_kept;
+                if !keep {
+                    *floor = (*floor).max(Some(*s));
+                }
+                keep
+            });
         }
         self.prune_at = (2 * self.len()).max(PRUNE_MIN);
     }
