@@ -218,14 +218,10 @@ impl Announcements {
         all
     }
 
-    /// Re-announces the timestamps of transactions still queued `resend_ns`
-    /// after the clock passed them (announcements may be lost). One whose
-    /// timestamp is still ahead, or only just passed, waits for its release
-    /// or for agreement in flight: its announcements went out at arrival and
-    /// at release, and repeating them would only add messages.
+    /// Re-announces the timestamps of transactions still awaiting
+    /// agreement (announcements may be lost).
     pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &TxnQueue) {
-        let overdue_t = ctx.clock_ns().saturating_sub(core.cfg().resend_ns);
-        for p in pq.earliest(RENOTIFY_MAX, |p| p.body.is_multi_shard() && p.t <= overdue_t) {
+        for p in pq.earliest(RENOTIFY_MAX, |p| p.body.is_multi_shard()) {
             notify_other_leaders(core, ctx, p.body.id, p.t, &p.body.shards, awaiting_agreement(&p.state));
         }
     }

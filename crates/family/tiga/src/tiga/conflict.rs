@@ -138,6 +138,24 @@ mod tests {
         assert_eq!(m.len(), 2);
     }
 
+    #[test]
+    fn a_pruned_read_stamp_still_bounds_a_later_write_but_not_a_later_read() {
+        // One old write, then reads of many keys (key 1 among the first),
+        // enough to prune all but the window's.
+        let mut m = ConflictMaps::new(100);
+        m.released(stamp(5), &[], &[Key(0)]);
+        m.released(stamp(20), &[Key(1)], &[]);
+        for t in 1_000..1_000 + 2 * PRUNE_MIN as u64 {
+            m.released(stamp(t), &[Key(t)], &[]);
+        }
+        assert_eq!(m.key_bound(&[Key(1)], &[Key(1)]), None, "key 1's read stamp was pruned");
+        // An arrival stamped 30 on key 1: the paper's maps hold key 1's read
+        // at 20, so a write there conflicts and a read does not.
+        let conflicts = |reads: &[Key], writes: &[Key]| m.bound(reads, writes).is_some_and(|b| b >= stamp(30));
+        assert!(conflicts(&[], &[Key(1)]), "a write after the pruned read conflicts (the read floor)");
+        assert!(!conflicts(&[Key(1)], &[]), "a read meets only the write floor, 5");
+    }
+
     /// The paper's maps, one stamp per key ever released, beside pruned
     /// ones: within the window every bound is the same, below it a pruned
     /// map's is at least the paper's, and the keys held stay bounded.
