@@ -8,9 +8,9 @@
 # compare. Each build's runs must agree on the trace hash (the simulator is
 # deterministic), or the script stops; builds whose protocol behaves
 # differently run different events, and then the median CPU seconds of the
-# same simulated run compare as well. PROTOCOL (default tiga), DURATION (simulated seconds, default
-# 30; a tenth of it, at most 5, warms up), KEYS_PER_SHARD (default 10^6) and
-# ROUNDS (default 3) set the run.
+# same simulated run compare as well. PROTOCOL (default tiga), DURATION
+# (simulated seconds, default 30; a tenth of it, at most 5, warms up),
+# KEYS_PER_SHARD (default 10^6) and ROUNDS (default 3) set the run.
 #
 #   scripts/events-per-cpu.sh BIN [BIN ...]
 set -euo pipefail
