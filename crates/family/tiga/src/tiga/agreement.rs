@@ -155,7 +155,7 @@ impl Announcements {
         &mut self,
         core: &Core,
         ctx: &mut Ctx<'_, Tiga>,
-        pq: &TxnQueue,
+        pq: &mut TxnQueue,
         id: TxnId,
         released: bool,
     ) {
@@ -164,6 +164,7 @@ impl Announcements {
             self.released_here(id, core.shard(), p.t);
         }
         notify_other_leaders(core, ctx, id, p.t, &p.body.shards, released);
+        pq.announced(id, ctx.monotonic_ns());
         ctx.count("timestamp_notifications", 1);
     }
 
@@ -219,10 +220,22 @@ impl Announcements {
     }
 
     /// Re-announces the timestamps of transactions still awaiting
-    /// agreement (announcements may be lost).
-    pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &TxnQueue) {
-        for p in pq.earliest(RENOTIFY_MAX, |p| p.body.is_multi_shard()) {
-            notify_other_leaders(core, ctx, p.body.id, p.t, &p.body.shards, awaiting_agreement(&p.state));
+    /// agreement (announcements may be lost): each one this leader last
+    /// announced `resend_ns` ago or more, by its monotonic clock. One
+    /// announced since waits for that announcement to be answered; a
+    /// transaction queued less than `resend_ns` (most, fault-free) is
+    /// announced only on arrival and on release.
+    pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &mut TxnQueue) {
+        let now_ns = ctx.monotonic_ns();
+        let resend_ns = core.cfg().resend_ns;
+        let due = |p: &Pending| {
+            p.body.is_multi_shard() && p.announced_ns.is_none_or(|at| now_ns.saturating_sub(at) >= resend_ns)
+        };
+        let ids: Vec<TxnId> = pq.earliest(RENOTIFY_MAX, due).iter().map(|p| p.body.id).collect();
+        for id in ids {
+            let p = pq.get(id).expect("selected from the queue");
+            notify_other_leaders(core, ctx, id, p.t, &p.body.shards, awaiting_agreement(&p.state));
+            pq.announced(id, now_ns);
         }
     }
 

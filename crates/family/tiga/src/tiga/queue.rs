@@ -37,6 +37,9 @@ pub(super) struct Pending {
     pub writes: KeyList,
     /// One-way delay the submission took, reported back for §3.1.
     pub owd_ns: Option<u64>,
+    /// When (this server's monotonic clock) its leader last announced it
+    /// to the other participant leaders; `None`: not yet.
+    pub announced_ns: Option<u64>,
 }
 
 impl Pending {
@@ -129,6 +132,13 @@ impl TxnQueue {
         some
     }
 
+    /// Notes that this leader announced `id` at `at_ns` (monotonic).
+    pub fn announced(&mut self, id: TxnId, at_ns: u64) {
+        if let Some(p) = self.by_id.get_mut(&id) {
+            p.announced_ns = Some(at_ns);
+        }
+    }
+
     pub fn insert(&mut self, p: Pending) {
         let id = p.body.id;
         self.index.index(&p, true);
@@ -219,6 +229,7 @@ mod tests {
             reads: reads.iter().map(|k| Key(*k)).collect(),
             writes: writes.iter().map(|k| Key(*k)).collect(),
             owd_ns: None,
+            announced_ns: None,
         }
     }
 

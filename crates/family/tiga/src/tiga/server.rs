@@ -482,14 +482,14 @@ impl Server {
         }
         let multi = body.is_multi_shard();
         let id = body.id;
-        let pending = Pending { body, t, state: PState::Waiting, reads, writes, owd_ns };
+        let pending = Pending { body, t, state: PState::Waiting, reads, writes, owd_ns, announced_ns: None };
         self.enqueue(pending);
         if multi && self.core.is_leader() {
             // Announced on arrival, not on release: a leader learns every
             // participant's timestamp before its queue blocks on it, so two
             // shards can never each wait for the other's announcement of a
             // transaction the other queues behind its own.
-            self.announcements.notify_leaders(&self.core, ctx, &self.pq, id, false);
+            self.announcements.notify_leaders(&self.core, ctx, &mut self.pq, id, false);
         }
     }
 
@@ -615,7 +615,7 @@ impl Server {
                 self.pq.set_state(id, PState::Notified);
             }
         }
-        self.announcements.notify_leaders(&self.core, ctx, &self.pq, id, true);
+        self.announcements.notify_leaders(&self.core, ctx, &mut self.pq, id, true);
         self.check_agreement(ctx, id);
     }
 
@@ -778,7 +778,7 @@ impl Server {
     fn on_resend(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         match self.core.status {
             Status::Normal if self.core.is_leader() => {
-                self.announcements.renotify(&self.core, ctx, &self.pq);
+                self.announcements.renotify(&self.core, ctx, &mut self.pq);
                 self.resend_start_view(ctx);
             }
             Status::Normal => {}

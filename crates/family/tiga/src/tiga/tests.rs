@@ -260,6 +260,30 @@ fn a_leader_announces_its_timestamp_on_arrival_and_again_on_release() {
 }
 
 #[test]
+fn a_leader_repeats_an_announcement_only_resend_ns_after_it_last_sent_it_by_its_monotonic_clock() {
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let (mut leader, other) = shard0_leader(&topo, &cfg);
+    let t = 5_000_000_000; // far ahead: the transaction stays queued
+    let fx = leader.message(client, two_shard_submit(client, 1, t));
+    assert_eq!(notes_sent(&fx, other), [(t, false)], "a proposal on arrival");
+    leader.advance_ns(cfg.resend_ns / 2);
+    let fx = leader.timer(Timer::Resend);
+    assert_eq!(notes_sent(&fx, other), [], "announced less than resend_ns ago: not repeated");
+    leader.advance_ns(cfg.resend_ns / 2);
+    let fx = leader.timer(Timer::Resend);
+    assert_eq!(notes_sent(&fx, other), [(t, false)], "repeated once resend_ns has passed");
+    let fx = leader.timer(Timer::Resend);
+    assert_eq!(notes_sent(&fx, other), [], "and not again until resend_ns passes once more");
+    // The wall clock jumps back; the monotonic clock still moves on, and
+    // the repeat is not held up by the jump.
+    leader.advance_ns(cfg.resend_ns);
+    leader.now.clock_ns -= cfg.resend_ns * 3 / 2;
+    let fx = leader.timer(Timer::Resend);
+    assert_eq!(notes_sent(&fx, other), [(t, false)], "repeated by elapsed monotonic time, whatever the wall clock did");
+}
+
+#[test]
 fn equal_timestamps_released_by_every_leader_commit_at_that_timestamp() {
     // Case 1: every participant released T at the same timestamp.
     let (topo, cfg) = two_shards();
