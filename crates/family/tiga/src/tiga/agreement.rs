@@ -221,15 +221,17 @@ impl Announcements {
 
     /// Re-announces the timestamps of transactions still awaiting
     /// agreement (announcements may be lost): each one this leader last
-    /// announced `resend_ns` ago or more, by its monotonic clock. One
-    /// announced since waits for that announcement to be answered; a
+    /// announced `resend_ns` ago or more, by its monotonic clock. A
     /// transaction queued less than `resend_ns` (most, fault-free) is
     /// announced only on arrival and on release.
     pub(super) fn renotify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>, pq: &mut TxnQueue) {
         let now_ns = ctx.monotonic_ns();
-        let resend_ns = core.cfg().resend_ns;
+        // A drifting node's timer and monotonic clock both round down, so
+        // the pass after a repeat can read a nanosecond short of
+        // `resend_ns`: 1 % slack keeps repeats one pass apart.
+        let due_after_ns = core.cfg().resend_ns - core.cfg().resend_ns / 100;
         let due = |p: &Pending| {
-            p.body.is_multi_shard() && p.announced_ns.is_none_or(|at| now_ns.saturating_sub(at) >= resend_ns)
+            p.body.is_multi_shard() && p.announced_ns.is_none_or(|at| now_ns.saturating_sub(at) >= due_after_ns)
         };
         let ids: Vec<TxnId> = pq.earliest(RENOTIFY_MAX, due).iter().map(|p| p.body.id).collect();
         for id in ids {
