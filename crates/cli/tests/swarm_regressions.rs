@@ -3,13 +3,20 @@
 //! caught, and must stay clean.
 
 use meridian_cli::swarm::{SwarmOptions, base_experiment, run_swarm};
+use std::path::PathBuf;
 
 fn clean(protocol: &str, seed: u64) {
+    clean_with(protocol, seed, None, 500);
+}
+
+/// `seed` of `protocol`'s swarm on `config` (the default one if `None`)
+/// ends valid, with more than `min_committed` transactions committed.
+fn clean_with(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed: u64) {
     let opts = SwarmOptions {
         protocol: protocol.to_string(),
         seeds: 1,
         start: seed,
-        config: None,
+        config,
         threads: 1,
         history_dir: None,
         event_log_dir: None,
@@ -18,7 +25,43 @@ fn clean(protocol: &str, seed: u64) {
     let results = run_swarm(&base, &opts, &|_| {});
     assert_eq!(results.len(), 1);
     assert_eq!(results[0].failure, None, "{protocol} seed {seed}");
-    assert!(results[0].committed > 500, "{protocol} seed {seed}: {} committed", results[0].committed);
+    assert!(results[0].committed > min_committed, "{protocol} seed {seed}: {} committed", results[0].committed);
+}
+
+/// `examples/list-append.toml` on four keys per shard, written to a file of
+/// the test's own: a hot swarm, where most transactions conflict.
+fn hot_list_append(name: &str) -> PathBuf {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/list-append.toml");
+    let text = std::fs::read_to_string(example).expect("the example");
+    let hot: Vec<String> = text
+        .lines()
+        .map(|l| if l.starts_with("keys_per_shard") { "keys_per_shard = 4".to_string() } else { l.to_string() })
+        .collect();
+    assert!(hot.iter().any(|l| l == "keys_per_shard = 4"), "the example sets keys_per_shard");
+    let dir = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, hot.join("\n")).expect("written");
+    path
+}
+
+/// `tiga`: a leader restarted during a view change counted the queue it
+/// had moved into its log as synced; the next view change kept that queue
+/// in part (a), at timestamps the other shard had raised and committed
+/// meanwhile, and dropped an entry the other shard had executed
+/// ("executed past the new log").
+#[test]
+fn tiga_seed_4661761_a_leader_restarted_in_a_view_change_does_not_count_its_queue_as_synced() {
+    clean("tiga", 4_661_761);
+}
+
+/// `tiga`: a follower that voted for a transaction on the fast path,
+/// crashed and rejoined took its leader's log in place of its own and lost
+/// the vote; the next view change found one holder of a committed
+/// transaction where two were needed, and one shard lost its write.
+#[test]
+fn tiga_seed_4671029_a_rejoining_follower_keeps_its_fast_path_votes() {
+    clean_with("tiga", 4_671_029, Some(hot_list_append("tiga-4671029")), 200);
 }
 
 /// `ra-noc2`: a client crashed and restarted lost its local safe view and

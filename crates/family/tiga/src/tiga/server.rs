@@ -180,7 +180,8 @@ pub(super) struct Core {
     /// derivation divides.
     leaders: Vec<u32>,
     last_normal_view: u64,
-    /// Led in its last normal view.
+    /// Led in its last normal view, and no unreleased entry has joined its
+    /// log since (`record_own_sync_point`): its log is synced to its end.
     led: bool,
     /// The log with its sync-point and commit-point, changed only through
     /// `ShardLog`'s methods, which keep them in order.
@@ -957,6 +958,7 @@ impl Server {
 
     fn enter_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, view: View) {
         if self.core.status == Status::Normal {
+            self.record_own_sync_point(ctx);
             self.flush_queue_into_log(ctx);
         }
         self.core.status = Status::ViewChange;
@@ -966,19 +968,45 @@ impl Server {
         recovery::send_view_change(&mut self.core, ctx);
     }
 
+    /// A leader records no sync-point with each append: restarted, its log
+    /// counts as synced to its end (`on_start`). Once entries join it
+    /// unreleased, past the sync-point — its queue at a view change, its
+    /// optimistic executions at a restart — that stops: the sync-point is
+    /// recorded and the log no longer counts as the leader's own.
+    /// Otherwise a leader restarted after that would report those entries
+    /// as synced, and the next view change would keep them in part (a) —
+    /// as if committed — at timestamps the other shards may have replaced
+    /// meanwhile (one raised it, step ④ (1)), or above entries of theirs.
+    fn record_own_sync_point(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        if self.core.led {
+            debug_assert_eq!(self.core.log.sync_point(), self.core.log.len(), "a leader's log is synced to its end");
+            self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));
+            self.core.led = false;
+            self.persist_view(ctx);
+        }
+    }
+
+    /// Appends entries this server holds unreleased (votes it gave) past
+    /// the sync-point, durably.
+    fn append_unsynced(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>) {
+        assert!(!self.core.led, "a leader's log is synced to its end: record its sync-point first");
+        if entries.is_empty() {
+            return;
+        }
+        let pos = self.core.log.len();
+        for e in &entries {
+            self.core.log.push(e.clone());
+        }
+        self.core.persist(ctx, Record::Log { pos, entries });
+    }
+
     /// Algorithm 5 lines 7-9: the queue's transactions join the log in
     /// timestamp order; optimistic executions are dropped with the store,
     /// which the new log rebuilds.
     fn flush_queue_into_log(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let pending: Vec<LogEntry> = self.pq.drain().into_iter().map(|p| LogEntry { body: p.body, t: p.t }).collect();
         self.forget_view_work();
-        if !pending.is_empty() {
-            let pos = self.core.log.len();
-            for e in &pending {
-                self.core.log.push(e.clone());
-            }
-            self.core.persist(ctx, Record::Log { pos, entries: pending });
-        }
+        self.append_unsynced(ctx, pending);
     }
 
     /// What a view's leader and followers hold only for that view: the
@@ -1055,7 +1083,7 @@ impl Server {
     /// leader's; it executes it and hands it to the followers.
     fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, finished: Finished) {
         let Some(entries) = finished else { return };
-        self.install_log(ctx, entries, true);
+        self.install_log(ctx, entries, Vec::new(), true);
         ctx.count("view_change_completions", 1);
         let followers: Vec<NodeId> =
             self.core.topo.replicas(self.core.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
@@ -1097,6 +1125,7 @@ impl Server {
         if self.core.status == Status::Normal {
             return sync::report_sync(&mut self.core, ctx, Vec::new()); // a re-send: acknowledge
         }
+        let rejoining_own_view = self.core.status == Status::Recovering && self.core.last_normal_view == g_view;
         if let Some(cp) = checkpoint.filter(|cp| cp.upto > self.core.log.base() && cp.upto == base) {
             self.adopt_checkpoint(ctx, cp);
         }
@@ -1110,25 +1139,49 @@ impl Server {
             // leader (which then sends its checkpoint).
             return recovery::send_view_change(&mut self.core, ctx);
         };
-        self.install_log(ctx, entries, false);
+        let votes = if rejoining_own_view { self.own_votes_beyond(&entries) } else { Vec::new() };
+        self.install_log(ctx, entries, votes, false);
         sync::report_sync(&mut self.core, ctx, Vec::new());
     }
 
+    /// A follower rejoining the view it restarted in (Algorithm 6) keeps
+    /// the votes it gave in that view: the entries past its sync-point
+    /// that its leader's log lacks (and that no checkpoint folded). The
+    /// paper's rejoin replaces the whole log, for servers that forget
+    /// everything in a crash (Appendix B leaves the messages they sent
+    /// before it, "stray messages", to crash vectors). Here every vote was
+    /// durable before it left, and a coordinator may have counted it in a
+    /// fast quorum: dropped, the next view change could find fewer than
+    /// `⌈f/2⌉ + 1` holders of a committed transaction and lose it.
+    fn own_votes_beyond(&self, leader_log: &[LogEntry]) -> Vec<LogEntry> {
+        let in_leader_log: FxHashSet<TxnId> = leader_log.iter().map(|e| e.body.id).collect();
+        let log = &self.core.log;
+        log.suffix(log.sync_point())
+            .iter()
+            .filter(|e| !in_leader_log.contains(&e.body.id) && !self.executed.folded().contains(e.body.id))
+            .cloned()
+            .collect()
+    }
+
     /// Replaces the log (from this server's base) and everything derived
-    /// from it; the server is normal in the current view afterwards, and
-    /// its durable log is one snapshot of it.
-    fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, leading: bool) {
+    /// from it with the view's log, synced, followed by this follower's
+    /// `votes` past its sync-point; the server is normal in the current
+    /// view afterwards, and its durable log is one snapshot of it.
+    fn install_log(&mut self, ctx: &mut Ctx<'_, Tiga>, entries: Vec<LogEntry>, votes: Vec<LogEntry>, leading: bool) {
+        assert!(!leading || votes.is_empty(), "a leader's log is its own");
         self.forget_view_work();
-        let log = TigaLog::from_base(self.core.log.base(), entries);
+        let mut log = TigaLog::from_base(self.core.log.base(), entries);
         assert!(self.executed.applied() <= log.len(), "executed past the new log");
-        let (len, committed) = (log.len(), self.core.log.commit_point());
-        self.core.log.reset(log, len, committed);
+        let (synced, committed) = (log.len(), self.core.log.commit_point());
+        for v in votes {
+            log.push(v);
+        }
+        self.core.log.reset(log, synced, committed);
         self.rebuild_derived();
         self.core.status = Status::Normal;
         self.core.last_normal_view = self.core.view.g_view;
         self.core.led = leading;
-        let len = self.core.log.len();
-        self.sync.restart_at(len);
+        self.sync.restart_at(synced);
         self.core.forget_durable_len();
         self.persist_snapshot(ctx);
         if leading {
@@ -1447,21 +1500,22 @@ impl Process<Tiga> for Server {
                 Record::Vm(_) | Record::Epoch(_) => {}
             }
         }
-        // A leader's log is its own.
+        // A leader's log is its own, until unreleased entries join it
+        // (`record_own_sync_point`).
         let synced = if self.core.led { log.len() } else { synced.clamp(log.base(), log.len()) };
         // Nothing is committed past the sync-point; a commit-point recorded
         // beyond it is learned again from the leader.
         self.core.log.reset(log, synced, committed.min(synced));
         self.rebuild_derived();
+        self.record_own_sync_point(ctx);
         // Its votes for them count in the next view change, as if its queue
         // had been moved into the log (Algorithm 5 lines 7-9), past the
-        // sync-point.
+        // sync-point; logged, since the next view it records forgets
+        // `Tentative` records.
         let mut votes: Vec<LogEntry> =
             tentative.into_values().filter(|e| self.core.log.position(e.body.id).is_none()).collect();
         votes.sort_by_key(|e| e.stamp());
-        for e in votes {
-            self.core.log.push(e);
-        }
+        self.append_unsynced(ctx, votes);
         self.core.status = Status::Recovering;
         for vm in self.core.vm_members() {
             ctx.send(vm, Msg::GetView);

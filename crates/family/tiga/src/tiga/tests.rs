@@ -867,6 +867,124 @@ fn a_restarted_server_stays_recovering_until_its_leader_gives_it_the_log() {
     assert_effects(&server.persist_all(), &[send(replicas[0], report)]);
 }
 
+/// What a server's effects left on its disk, compactions applied: the
+/// records a restart gives it back.
+#[derive(Default)]
+struct Disk(Vec<(meridian_core::Lsn, super::messages::Record)>);
+
+impl Disk {
+    fn keep(&mut self, fx: EffectsOf<Tiga>) -> EffectsOf<Tiga> {
+        for e in fx.all() {
+            match e {
+                meridian_core::Effect::Append { lsn, record, .. } => self.0.push((*lsn, record.clone())),
+                meridian_core::Effect::Compact { upto, snapshot, .. } => {
+                    self.0.retain(|(lsn, _)| lsn > upto);
+                    self.0.insert(0, (*upto, snapshot.clone()));
+                }
+                _ => {}
+            }
+        }
+        fx
+    }
+
+    fn records(&self) -> Vec<super::messages::Record> {
+        self.0.iter().map(|(_, r)| r.clone()).collect()
+    }
+}
+
+/// `replica` of shard 0 started again from `disk`, in view 1; what it
+/// records at start goes to `disk` too.
+fn restarted(topo: &Arc<Topology>, cfg: &Config, replica: u32, clock_ns: u64, disk: &mut Disk) -> ServerHand {
+    let mut server = server_hand(topo, cfg, replica, clock_ns);
+    disk.keep(server.start(disk.records()));
+    assert_eq!(server.node.status(), super::server::Status::Recovering);
+    server
+}
+
+#[test]
+fn a_leader_restarted_during_a_view_change_counts_its_queue_past_its_sync_point() {
+    // Algorithm 5 lines 7-9: the queue joins the log unreleased. A leader's
+    // log is synced to its end only until then; restarted, it must not
+    // report its queue as synced, or the next view change keeps it in part
+    // (a) as if committed, at timestamps other shards may have replaced.
+    let (topo, cfg) = deployment_with_vm();
+    let client = client_of(&topo);
+    let mut disk = Disk::default();
+    let mut leader = server_hand(&topo, &cfg, 0, 1_000_000);
+    let t = 2_000_000;
+    disk.keep(leader.message(client, submit(client, 1, 7, t)));
+    leader.set_time_ns(t);
+    disk.keep(leader.timer(Timer::Release));
+    disk.keep(leader.message(client, submit(client, 2, 8, 5_000_000)));
+    disk.keep(leader.persist_all());
+    assert_eq!((leader.node.log().len(), leader.node.sync_point()), (1, 1), "released: its own log");
+    disk.keep(leader.message(NodeId(0), Msg::CurrentView(next_view(&topo, &cfg))));
+    disk.keep(leader.persist_all());
+    assert_eq!((leader.node.log().len(), leader.node.sync_point()), (2, 1), "the queue joined past the sync-point");
+    for restart in 1..=2 {
+        let mut back = restarted(&topo, &cfg, 0, 3_000_000, &mut disk);
+        disk.keep(back.persist_all());
+        assert_eq!(back.node.log().len(), 2, "restart {restart}: its durable log is back, queue included");
+        assert_eq!(back.node.sync_point(), 1, "restart {restart}: synced only as far as it had released");
+    }
+}
+
+#[test]
+fn a_leader_restarted_twice_counts_its_optimistic_executions_past_its_sync_point_both_times() {
+    // Detective mode: an optimistic execution's reply is a vote, recorded
+    // as `Tentative`. The first restart puts it in the log past the
+    // sync-point; a second restart must not count it as synced.
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let mut disk = Disk::default();
+    let (mut leader, _) = shard0_leader(&topo, &cfg);
+    let t = 2_000_000;
+    disk.keep(leader.message(client, submit(client, 1, 4, t)));
+    disk.keep(leader.message(client, two_shard_submit(client, 2, t + 1_000)));
+    leader.set_time_ns(t + 1_000);
+    disk.keep(leader.timer(Timer::Release));
+    let fx = disk.keep(leader.persist_all());
+    assert_eq!(fast_reply_at(&fx, 2), Some(t + 1_000), "executed optimistically and answered");
+    assert_eq!((leader.node.log().len(), leader.node.sync_point()), (1, 1), "only the one-shard entry is logged");
+    for restart in 1..=2 {
+        let mut back = restarted(&topo, &cfg, 0, 3_000_000, &mut disk);
+        disk.keep(back.persist_all());
+        assert_eq!(back.node.log().len(), 2, "restart {restart}: its vote is in the log");
+        assert_eq!(back.node.sync_point(), 1, "restart {restart}: and past the sync-point");
+    }
+}
+
+#[test]
+fn a_follower_rejoining_its_view_keeps_the_votes_its_leader_has_not_synced() {
+    // Algorithm 6 replaces a rejoining server's log with its leader's. A
+    // follower's fast reply is a vote a coordinator may count in a super
+    // quorum; it was durable before the crash and must still be in its log
+    // for the next view change, past the sync-point, after the leader's
+    // entries.
+    let (topo, cfg) = deployment_with_vm();
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut disk = Disk::default();
+    let mut follower = server_hand(&topo, &cfg, 2, 1_000_000);
+    let t = 2_000_000;
+    disk.keep(follower.message(client, submit(client, 1, 7, t)));
+    follower.set_time_ns(t);
+    disk.keep(follower.timer(Timer::Release));
+    let fx = disk.keep(follower.persist_all());
+    assert_eq!(fast_reply_t(&fx, 1), Some(t), "it voted for T at t");
+    assert_eq!((follower.node.log().len(), follower.node.sync_point()), (1, 0));
+    let mut back = restarted(&topo, &cfg, 2, 3_000_000, &mut disk);
+    back.message(topo.service("viewmgr")[0], Msg::CurrentView(initial_view(&topo, &cfg)));
+    let leaders = vec![entry(client, 3, 9, 1_500_000)];
+    let start = StartView { g_view: 1, l_view: 0, base: 0, log: Arc::new(leaders.clone()), checkpoint: None };
+    back.message(replicas[0], Msg::StartView(start));
+    assert_eq!(back.node.status(), super::server::Status::Normal, "rejoined");
+    let voted = entry(client, 1, 7, t);
+    assert_eq!(back.node.log().all(), [leaders[0].clone(), voted].as_slice(), "its vote follows the leader's log");
+    let report = Msg::SyncReport(SyncReport { g_view: 1, l_view: 0, sync_point: 1, missing: Vec::new() });
+    assert_effects(&back.persist_all(), &[send(replicas[0], report)]);
+}
+
 // ---- checkpoints (§4) ----
 
 #[test]
