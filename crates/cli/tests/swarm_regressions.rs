@@ -89,14 +89,3 @@ fn ra_noc2_seed_120030_a_read_below_a_collected_version_is_told_gone() {
 fn ra_noc_seed_140142_a_transaction_of_one_partition_is_finished_by_it() {
     clean("ra-noc", 140_142);
 }
-
-/// `tiga`: a follower of shard 0 had released a two-shard transaction T
-/// that shard 0's old leader had agreed on and that shard 1 had executed,
-/// when a partition cut both old leaders off; shard 0's view change lacked
-/// T (one holder of two needed) and placed it after a conflicting entry it
-/// had recovered, past a successor shard 1 had committed after reading T.
-/// With more than ⌊f/2⌋ of a shard's logs holding T, T keeps its timestamp.
-#[test]
-fn tiga_seed_4666065_a_transaction_a_follower_voted_for_keeps_its_timestamp() {
-    clean("tiga", 4_666_065);
-}
