@@ -89,3 +89,14 @@ fn ra_noc2_seed_120030_a_read_below_a_collected_version_is_told_gone() {
 fn ra_noc_seed_140142_a_transaction_of_one_partition_is_finished_by_it() {
     clean("ra-noc", 140_142);
 }
+
+/// `tiga`: not a bug of the code as it stands, but of a rule tried and
+/// backed out — keeping at its timestamp a transaction a shard lacked when
+/// one of its followers held it. Shard 0's new log of one view change was
+/// lost with its leader while shard 1 executed the transaction; the next
+/// change rebuilt shard 0 from older logs and doomed it ("executed past
+/// the new log"). Step ④ (1)'s raise must keep this seed clean.
+#[test]
+fn tiga_seed_4665731_a_view_change_lost_at_one_shard_dooms_nothing_the_other_executed() {
+    clean("tiga", 4_665_731);
+}

@@ -411,7 +411,8 @@ pub enum Record {
     },
     SyncPoint(u64),
     /// A leader's optimistic execution it replied to (detective mode):
-    /// its vote, kept until a view change moves it into the log.
+    /// its vote, kept until a view change or a restart moves it into the
+    /// log (a later view's record forgets it).
     Tentative(LogEntry),
     /// A compaction's snapshot of the whole server (replaces every record
     /// before it).

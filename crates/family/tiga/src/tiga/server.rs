@@ -180,8 +180,9 @@ pub(super) struct Core {
     /// derivation divides.
     leaders: Vec<u32>,
     last_normal_view: u64,
-    /// Led in its last normal view, and no unreleased entry has joined its
-    /// log since (`record_own_sync_point`): its log is synced to its end.
+    /// Led in its last normal view, and has neither restarted nor let an
+    /// unreleased entry join its log since (`record_own_sync_point`): its
+    /// log is synced to its end.
     led: bool,
     /// The log with its sync-point and commit-point, changed only through
     /// `ShardLog`'s methods, which keep them in order.
@@ -1146,7 +1147,8 @@ impl Server {
 
     /// A follower rejoining the view it restarted in (Algorithm 6) keeps
     /// the votes it gave in that view: the entries past its sync-point
-    /// that its leader's log lacks (and that no checkpoint folded). The
+    /// that its leader's log lacks (and that no checkpoint folded, even
+    /// one that has forgotten them since). The
     /// paper's rejoin replaces the whole log, for servers that forget
     /// everything in a crash (Appendix B leaves the messages they sent
     /// before it, "stray messages", to crash vectors). Here every vote was
@@ -1158,7 +1160,8 @@ impl Server {
         let log = &self.core.log;
         log.suffix(log.sync_point())
             .iter()
-            .filter(|e| !in_leader_log.contains(&e.body.id) && !self.executed.folded().contains(e.body.id))
+            .filter(|e| !in_leader_log.contains(&e.body.id))
+            .filter(|e| !self.executed.folded().contains(e.body.id) && !self.executed.folded().stale(e.body.id))
             .cloned()
             .collect()
     }
@@ -1489,10 +1492,16 @@ impl Process<Tiga> for Server {
                 }
                 Record::SyncPoint(p) => synced = p,
                 Record::View { view, last_normal_view, led } => {
+                    // A newer view's change moved the votes into the log
+                    // before this record; one of the same view only
+                    // clears `led` (`record_own_sync_point`), and the log
+                    // record holding the votes may not have reached the disk.
+                    if view.g_view != self.core.view.g_view {
+                        tentative.clear();
+                    }
                     self.core.set_view(view);
                     self.core.last_normal_view = last_normal_view;
                     self.core.led = led;
-                    tentative.clear();
                 }
                 Record::Tentative(e) => {
                     tentative.insert(e.body.id, e);

@@ -947,10 +947,20 @@ fn a_leader_restarted_twice_counts_its_optimistic_executions_past_its_sync_point
     assert_eq!(fast_reply_at(&fx, 2), Some(t + 1_000), "executed optimistically and answered");
     assert_eq!((leader.node.log().len(), leader.node.sync_point()), (1, 1), "only the one-shard entry is logged");
     for restart in 1..=2 {
+        let before = disk.0.len();
         let mut back = restarted(&topo, &cfg, 0, 3_000_000, &mut disk);
         disk.keep(back.persist_all());
         assert_eq!(back.node.log().len(), 2, "restart {restart}: its vote is in the log");
         assert_eq!(back.node.sync_point(), 1, "restart {restart}: and past the sync-point");
+        if restart == 1 {
+            // A write-ahead log keeps a prefix of what one handler appended:
+            // torn before the record logging the vote, it is still counted.
+            let mut torn = Disk(disk.0[..disk.0.len() - 1].to_vec());
+            assert!(disk.0.len() > before, "the restart recorded something");
+            assert!(matches!(disk.0.last(), Some((_, super::messages::Record::Log { .. }))), "the vote, last");
+            let back = restarted(&topo, &cfg, 0, 3_000_000, &mut torn);
+            assert_eq!((back.node.log().len(), back.node.sync_point()), (2, 1), "a torn restart keeps the vote");
+        }
     }
 }
 
