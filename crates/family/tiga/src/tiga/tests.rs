@@ -901,6 +901,20 @@ fn restarted(topo: &Arc<Topology>, cfg: &Config, replica: u32, clock_ns: u64, di
     server
 }
 
+/// When [`released_first`] releases transaction 1.
+const FIRST_T: u64 = 2_000_000;
+
+/// `replica` of shard 0 in view 1 after it admitted transaction 1 (key 7)
+/// and released it at [`FIRST_T`], what it appended kept on `disk`.
+fn released_first(topo: &Arc<Topology>, cfg: &Config, replica: u32, disk: &mut Disk) -> ServerHand {
+    let client = client_of(topo);
+    let mut server = server_hand(topo, cfg, replica, 1_000_000);
+    disk.keep(server.message(client, submit(client, 1, 7, FIRST_T)));
+    server.set_time_ns(FIRST_T);
+    disk.keep(server.timer(Timer::Release));
+    server
+}
+
 #[test]
 fn a_leader_restarted_during_a_view_change_counts_its_queue_past_its_sync_point() {
     // Algorithm 5 lines 7-9: the queue joins the log unreleased. A leader's
@@ -910,11 +924,7 @@ fn a_leader_restarted_during_a_view_change_counts_its_queue_past_its_sync_point(
     let (topo, cfg) = deployment_with_vm();
     let client = client_of(&topo);
     let mut disk = Disk::default();
-    let mut leader = server_hand(&topo, &cfg, 0, 1_000_000);
-    let t = 2_000_000;
-    disk.keep(leader.message(client, submit(client, 1, 7, t)));
-    leader.set_time_ns(t);
-    disk.keep(leader.timer(Timer::Release));
+    let mut leader = released_first(&topo, &cfg, 0, &mut disk);
     disk.keep(leader.message(client, submit(client, 2, 8, 5_000_000)));
     disk.keep(leader.persist_all());
     assert_eq!((leader.node.log().len(), leader.node.sync_point()), (1, 1), "released: its own log");
@@ -975,11 +985,8 @@ fn a_follower_rejoining_its_view_keeps_the_votes_its_leader_has_not_synced() {
     let client = client_of(&topo);
     let replicas = topo.replicas(ShardId(0)).to_vec();
     let mut disk = Disk::default();
-    let mut follower = server_hand(&topo, &cfg, 2, 1_000_000);
-    let t = 2_000_000;
-    disk.keep(follower.message(client, submit(client, 1, 7, t)));
-    follower.set_time_ns(t);
-    disk.keep(follower.timer(Timer::Release));
+    let mut follower = released_first(&topo, &cfg, 2, &mut disk);
+    let t = FIRST_T;
     let fx = disk.keep(follower.persist_all());
     assert_eq!(fast_reply_t(&fx, 1), Some(t), "it voted for T at t");
     assert_eq!((follower.node.log().len(), follower.node.sync_point()), (1, 0));
