@@ -38,9 +38,7 @@ fn hot_list_append(name: &str) -> PathBuf {
         .map(|l| if l.starts_with("keys_per_shard") { "keys_per_shard = 4".to_string() } else { l.to_string() })
         .collect();
     assert!(hot.iter().any(|l| l == "keys_per_shard = 4"), "the example sets keys_per_shard");
-    let dir = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("a temporary directory");
-    let path = dir.join(format!("{name}.toml"));
+    let path = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}-{name}.toml", std::process::id()));
     std::fs::write(&path, hot.join("\n")).expect("written");
     path
 }
@@ -61,7 +59,9 @@ fn tiga_seed_4661761_a_leader_restarted_in_a_view_change_does_not_count_its_queu
 /// transaction where two were needed, and one shard lost its write.
 #[test]
 fn tiga_seed_4671029_a_rejoining_follower_keeps_its_fast_path_votes() {
-    clean_with("tiga", 4_671_029, Some(hot_list_append("tiga-4671029")), 200);
+    let config = hot_list_append("tiga-4671029");
+    clean_with("tiga", 4_671_029, Some(config.clone()), 200);
+    std::fs::remove_file(&config).expect("the test's own file");
 }
 
 /// `ra-noc2`: a client crashed and restarted lost its local safe view and
