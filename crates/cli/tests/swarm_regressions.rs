@@ -100,3 +100,13 @@ fn ra_noc_seed_140142_a_transaction_of_one_partition_is_finished_by_it() {
 fn tiga_seed_4665731_a_view_change_lost_at_one_shard_dooms_nothing_the_other_executed() {
     clean("tiga", 4_665_731);
 }
+
+/// Shard 0 finished a view change and executed its new log while shard 1's
+/// new log was lost with its new leader; the next change rebuilt shard 1
+/// from older logs and doomed 38 transactions, 25 of which shard 0 had
+/// executed (793 list elements twice). A new leader now waits for every
+/// participant's log to be durable before it executes (round 3).
+#[test]
+fn tiga_seed_4668748_no_shard_executes_a_view_changes_log_before_every_participant_holds_its_own() {
+    clean("tiga", 4_668_748);
+}

@@ -553,7 +553,8 @@ pub struct ViewChange {
 
 /// New leader → other shards' new leaders (Algorithm 5 lines 64-78):
 /// round 1 carries the multi-shard entries of its rebuilt log that
-/// involve the receiver's shard, round 2 the ones it proved uncommitted.
+/// involve the receiver's shard, round 2 the ones it proved uncommitted;
+/// round 3 (empty) says its installed log is durable at `f + 1` servers.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TsVerify {
     pub g_view: u64,

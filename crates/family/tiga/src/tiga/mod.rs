@@ -243,6 +243,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "views_preventive", doc: "of those, in preventive mode (§3.8)" },
     CounterDoc { name: "views_detective", doc: "of those, in detective mode" },
     CounterDoc { name: "view_change_completions", doc: "view changes a new leader completed (Algorithm 5)" },
+    CounterDoc {
+        name: "view_confirmations",
+        doc: "view changes a new leader confirmed: every participant's new log durable at f + 1 servers (round 3)",
+    },
     CounterDoc { name: "verify_messages", doc: "timestamp verification messages of view changes" },
     CounterDoc { name: "recovery_raised", doc: "timestamps raised while rebuilding a view's log" },
     CounterDoc { name: "recovery_dropped", doc: "transactions dropped from a rebuilt log (not committed anywhere)" },

@@ -13,7 +13,7 @@
 //! (missing ones are added, timestamps are the maximum), executes the log
 //! and hands it to its followers (`StartView`).
 //!
-//! Cross-shard verification (step ④) takes two rounds. Round 1: each new
+//! Cross-shard verification (step ④) takes three rounds. Round 1: each new
 //! leader sends the others its recovered multi-shard entries (and those it
 //! folded recently), marking part (a)'s as pinned: they may have committed,
 //! and then at their agreed timestamp, which every participant leader had
@@ -26,6 +26,16 @@
 //! log of a view older than the one that dropped it elsewhere. Nothing
 //! committed ever moves or disappears; a dropped transaction is resubmitted
 //! by its coordinator.
+//!
+//! Round 3 (beyond the paper): each new leader installs its log and hands
+//! it to its followers, and tells the others once `f + 1` servers of its
+//! shard hold it durably. Until every participant told it so, it holds its
+//! commit-point and serves no transaction (`Core::confirming`): otherwise
+//! a shard could execute the agreed log while another's was lost with its
+//! new leader, and the next view change — rebuilding that shard from its
+//! older logs — could drop what the first had executed. Once every shard's
+//! log is durable at `f + 1` servers, every later view change starts each
+//! shard from it, and the agreed logs stay agreed.
 //!
 //! A restarted server keeps its durable log but not its queue. Every vote
 //! it gave was durable before it left — a follower's fast replies and
@@ -112,8 +122,12 @@ pub(super) struct Rebuild {
     /// Transactions this leader lacked and placed later in round 1, with
     /// the timestamp that puts them after what it recovered.
     raised: BTreeMap<TxnId, u64>,
-    /// The verification round this leader is in (1 or 2), once it started.
+    /// The verification round this leader is in (1, 2 or 3), once it
+    /// started.
     round: Option<u8>,
+    /// Round 3: the length of the installed log that must be durable at
+    /// `f + 1` servers of this shard before this leader tells the others.
+    confirm_len: Option<u64>,
     /// Verification messages received: (round, shard) → their content.
     inbox: BTreeMap<(u8, ShardId), Arc<VerifyInfo>>,
     /// What this leader sent in each round, per shard, for re-sends.
@@ -377,6 +391,40 @@ impl Rebuild {
         self.try_finish_round(core, ctx, executed)
     }
 
+    // ---- Round 3 (beyond the paper): every participant's log durable ----
+
+    /// The installed log, `len` entries long, awaits confirmation.
+    pub(super) fn await_confirmation(&mut self, len: u64) {
+        assert_eq!(self.round, Some(2), "round 3 follows round 2");
+        self.round = Some(3);
+        self.confirm_len = Some(len);
+    }
+
+    /// A confirming leader whose shard holds `durable_point` entries
+    /// durably at `f + 1` servers: tells the other shards' leaders once the
+    /// installed log is among them; returns whether every other shard told
+    /// this one the same (the view is confirmed).
+    pub(super) fn confirm(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>, durable_point: u64) -> bool {
+        let len = self.confirm_len.expect("awaiting confirmation");
+        let others = other_shards(core);
+        let told = others.iter().all(|s| self.sent.contains_key(&(3, *s)));
+        if !told && durable_point >= len {
+            for ss in &others {
+                self.sent.insert((3, *ss), Arc::new(VerifyInfo::default()));
+            }
+            self.resend_verify(core, ctx);
+        }
+        durable_point >= len && others.iter().all(|s| self.inbox.contains_key(&(3, *s)))
+    }
+
+    /// Every `resend_ns` while confirming: round 3's message again, once
+    /// sent (the others may have lost it).
+    pub(super) fn resend_confirmation(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>) {
+        if self.round == Some(3) {
+            self.resend_verify(core, ctx);
+        }
+    }
+
     fn resend_verify(&self, core: &Core, ctx: &mut Ctx<'_, Tiga>) {
         let Some(round) = self.round else { return };
         for ss in other_shards(core) {
@@ -409,20 +457,23 @@ impl Rebuild {
         if g_view != core.view().g_view || !core.is_leader() || from != core.leader_node(ctx, shard) {
             return None;
         }
-        if !(1..=2).contains(&round) {
+        if !(1..=3).contains(&round) {
             return None;
         }
-        if core.status() == Status::Normal || self.round.is_some_and(|r| round < r) {
+        let serving = core.status() == Status::Normal && !core.confirming();
+        if serving || self.round.is_some_and(|r| round < r) {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
             if let Some(mine) = self.sent.get(&(round, shard)).cloned().filter(|_| !echo) {
                 ctx.count("verify_messages", 1);
                 ctx.send(from, Msg::TsVerify(TsVerify { g_view, round, shard: core.shard(), info: mine, echo: true }));
             }
-            if core.status() == Status::Normal {
-                return None;
-            }
         }
+        if serving || (core.status() == Status::Normal && round < 3) {
+            return None;
+        }
+        // A confirming leader takes round 3's (the server checks it after
+        // the event); one still in the change keeps any round's for later.
         self.inbox.insert((round, shard), info);
         if core.status() == Status::ViewChange {
             return self.try_finish_round(core, ctx, executed);

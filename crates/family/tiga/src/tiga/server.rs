@@ -192,6 +192,10 @@ pub(super) struct Core {
     /// The length of this server's log known durable (a leader counts
     /// towards the commit-point only with it).
     durable_len: u64,
+    /// A new leader whose view's log is not yet known durable at every
+    /// participant shard (recovery.rs, round 3): it holds its
+    /// commit-point and serves no transaction until then.
+    confirming: bool,
 }
 
 impl Core {
@@ -218,6 +222,17 @@ impl Core {
 
     pub fn status(&self) -> Status {
         self.status
+    }
+
+    /// Normal and, at a new leader, past its view's confirmation: it
+    /// admits, releases and answers transactions.
+    pub fn serving(&self) -> bool {
+        self.status == Status::Normal && !self.confirming
+    }
+
+    /// A new leader waiting for its view's confirmation (round 3).
+    pub fn confirming(&self) -> bool {
+        self.confirming
     }
 
     pub fn view(&self) -> &View {
@@ -370,6 +385,7 @@ impl Server {
             log: ShardLog::new(),
             outbox: AfterDurable::new(),
             durable_len: 0,
+            confirming: false,
         };
         Server {
             core,
@@ -438,8 +454,8 @@ impl Server {
             return;
         }
         self.executed.note_watermark(from, low_watermark);
-        if self.core.status != Status::Normal || self.executed.folded().stale(body.id) {
-            return; // a stale copy: its coordinator is done with it
+        if !self.core.serving() || self.executed.folded().stale(body.id) {
+            return; // not serving yet, or a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
@@ -515,7 +531,7 @@ impl Server {
     /// released and awaiting agreement block their conflicting successors
     /// through the queue's key counts.
     fn release(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        if self.core.status != Status::Normal {
+        if !self.core.serving() {
             return;
         }
         let now = ctx.clock_ns();
@@ -728,6 +744,9 @@ impl Server {
         }
         if self.core.is_leader() {
             self.sync.sync_followers(&mut self.core, ctx, self.executed.checkpoint(), false);
+            if self.core.confirming {
+                self.confirm_view(ctx);
+            }
         }
         self.execute_committed(ctx);
     }
@@ -782,6 +801,9 @@ impl Server {
             Status::Normal if self.core.is_leader() => {
                 self.announcements.renotify(&self.core, ctx, &mut self.pq);
                 self.resend_start_view(ctx);
+                if self.core.confirming {
+                    self.rebuild.resend_confirmation(&self.core, ctx);
+                }
             }
             Status::Normal => {}
             Status::ViewChange => self.resend_view_change(ctx),
@@ -963,6 +985,7 @@ impl Server {
             self.flush_queue_into_log(ctx);
         }
         self.core.status = Status::ViewChange;
+        self.core.confirming = false;
         self.core.set_view(view);
         self.rebuild.restart();
         self.persist_view(ctx);
@@ -1085,11 +1108,25 @@ impl Server {
     fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, finished: Finished) {
         let Some(entries) = finished else { return };
         self.install_log(ctx, entries, Vec::new(), true);
+        self.core.confirming = true;
+        self.rebuild.await_confirmation(self.core.log.len());
         ctx.count("view_change_completions", 1);
         let followers: Vec<NodeId> =
             self.core.topo.replicas(self.core.shard).iter().copied().filter(|n| *n != ctx.me()).collect();
         for node in followers {
             self.send_start_view(ctx, node);
+        }
+    }
+
+    /// Round 3 (recovery.rs): once `f + 1` servers hold the installed log
+    /// durably, the other shards hear it; once they all said the same,
+    /// this leader's commit-point may rise and it serves transactions.
+    fn confirm_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
+        let durable_point = self.sync.durable_point(&self.core);
+        if self.rebuild.confirm(&self.core, ctx, durable_point) {
+            self.core.confirming = false;
+            ctx.count("view_confirmations", 1);
+            self.sync.advance_commit_point(&mut self.core);
         }
     }
 
@@ -1175,6 +1212,7 @@ impl Server {
         self.forget_view_work();
         let mut log = TigaLog::from_base(self.core.log.base(), entries);
         assert!(self.executed.applied() <= log.len(), "executed past the new log");
+        self.assert_executed_in_place(&log);
         let (synced, committed) = (log.len(), self.core.log.commit_point());
         for v in votes {
             log.push(v);
@@ -1192,6 +1230,20 @@ impl Server {
             self.core.log_length_once_durable(ctx);
         } else {
             self.optimistic.drop_store();
+        }
+    }
+
+    /// Committed entries never move (the view change's promise): every
+    /// entry this server executed keeps its position in the installed log.
+    fn assert_executed_in_place(&self, installed: &TigaLog) {
+        let (base, applied) = (self.core.log.base(), self.executed.applied());
+        let old = self.core.log.range(base, applied).iter().map(|e| e.body.id);
+        let new = installed.range(base, applied).iter().map(|e| e.body.id);
+        if let Some((pos, (was, now))) = old.zip(new).enumerate().find(|(_, (a, b))| a != b) {
+            panic!(
+                "the installed log moves executed entry {was:?} at position {}: {now:?} is there now",
+                base + pos as u64
+            );
         }
     }
 
@@ -1258,7 +1310,7 @@ impl Server {
     fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
         let known = self.core.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
-        if !body.shards.contains(&self.core.shard) || known || self.core.status != Status::Normal {
+        if !body.shards.contains(&self.core.shard) || known || !self.core.serving() {
             return;
         }
         if !self.core.is_leader() && from != self.core.leader_node(ctx, self.core.shard) {
@@ -1426,6 +1478,11 @@ impl Process<Tiga> for Server {
         if self.core.status == Status::Normal && self.core.is_leader() {
             // Only followers hold late arrivals for their leader's order.
             assert!(self.held.is_empty(), "a leader holds transactions for another's order");
+        }
+        if self.core.confirming {
+            // A new leader serves nothing before its view is confirmed.
+            assert!(self.core.status == Status::Normal && self.core.is_leader(), "confirming outside a new view");
+            assert_eq!(self.pq.len(), 0, "a confirming leader admitted a transaction");
         }
         self.core.outbox.check_invariants();
     }

@@ -192,8 +192,15 @@ impl SyncState {
         m: SyncReport,
         pq: &TxnQueue,
     ) {
-        let SyncReport { l_view, sync_point, missing, .. } = m;
-        if !core.is_leader() || core.status() != Status::Normal || l_view != core.view().l_view(core.shard()) {
+        let SyncReport { g_view, l_view, sync_point, missing } = m;
+        // A report of another global view is of another log, even where
+        // this shard's leader did not change: a new leader counts only
+        // reports of its view's log towards its confirmation (round 3).
+        if !core.is_leader()
+            || core.status() != Status::Normal
+            || g_view != core.view().g_view
+            || l_view != core.view().l_view(core.shard())
+        {
             return;
         }
         let Some(r) = follower_index(ctx, core, from) else { return };
@@ -211,12 +218,19 @@ impl SyncState {
         self.advance_commit_point(core);
     }
 
-    /// Leader: the commit-point is the largest position that `f + 1`
-    /// servers (the leader's durable log included) have synced.
-    pub(super) fn advance_commit_point(&self, core: &mut Core) {
+    /// Leader: the largest position that `f + 1` servers (the leader's
+    /// durable log included) have synced.
+    pub(super) fn durable_point(&self, core: &Core) -> u64 {
         let synced = self.progress.synced_descending(core.replica() as usize, core.durable_len());
-        let point = synced[core.f()].min(core.log().len());
-        core.commit_to(point);
+        synced[core.f()].min(core.log().len())
+    }
+
+    /// Leader: the commit-point rises to the durable point — not while a
+    /// new leader waits for its view's confirmation (recovery.rs, round 3).
+    pub(super) fn advance_commit_point(&self, core: &mut Core) {
+        if !core.confirming() {
+            core.commit_to(self.durable_point(core));
+        }
     }
 
     /// Leader, every tick: re-send to followers that made no progress, and

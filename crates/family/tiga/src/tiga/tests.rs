@@ -1069,12 +1069,15 @@ fn verifies(fx: &EffectsOf<Tiga>) -> Vec<(NodeId, Msg)> {
     fx.sends().filter(|(_, m)| matches!(m, Msg::TsVerify(_))).map(|(to, m)| (to, m.clone())).collect()
 }
 
-#[test]
-fn a_transaction_one_new_leader_recovered_joins_the_other_shards_log_at_its_pinned_timestamp() {
-    // Step ④ (1): shard 0's new leader recovered T in part (a) (synced, so
-    // perhaps committed at t); shard 1's lost it. After the two rounds of
-    // verification both new logs hold T at t, and each leader starts its
-    // view once its log is durable.
+fn verify(round: u8, shard: u32, info: Arc<super::messages::VerifyInfo>) -> Msg {
+    Msg::TsVerify(super::messages::TsVerify { g_view: 2, round, shard: ShardId(shard), info, echo: false })
+}
+
+/// Two new leaders of view 2 through step ④'s first two rounds: shard 0's
+/// recovered T in part (a) (synced, so perhaps committed at t); shard 1's
+/// lost it. Both new logs hold T at t, and each leader hands its log to its
+/// followers once durable. Returns the topology, both leaders and T's entry.
+fn new_leaders_past_round_2() -> (Arc<Topology>, ServerHand, ServerHand, super::messages::LogEntry) {
     let (topo, cfg) = two_shards();
     let client = client_of(&topo);
     let mut view = initial_view(&topo, &cfg);
@@ -1103,9 +1106,6 @@ fn a_transaction_one_new_leader_recovered_joins_the_other_shards_log_at_its_pinn
     let info = |entries: Vec<super::messages::VerifyEntry>| {
         Arc::new(super::messages::VerifyInfo { entries, doomed: Vec::new(), raised: Vec::new() })
     };
-    let verify = |round: u8, shard: u32, info: Arc<super::messages::VerifyInfo>| {
-        Msg::TsVerify(super::messages::TsVerify { g_view: 2, round, shard: ShardId(shard), info, echo: false })
-    };
     let pinned = super::messages::VerifyEntry { body: body.clone(), t, pinned: true };
     assert_eq!(format!("{round1_from_0:?}"), format!("{:?}", [(l1, verify(1, 0, info(vec![pinned])))]));
     assert_eq!(format!("{round1_from_1:?}"), format!("{:?}", [(l0, verify(1, 1, info(Vec::new())))]));
@@ -1131,6 +1131,48 @@ fn a_transaction_one_new_leader_recovered_joins_the_other_shards_log_at_its_pinn
             .collect();
         assert_eq!(started, followers, "the new log goes to both followers once durable");
     }
+    (topo, s0, s1, t_entry)
+}
+
+#[test]
+fn a_transaction_one_new_leader_recovered_joins_the_other_shards_log_at_its_pinned_timestamp() {
+    // Step ④ (1) and (2): the helper checks both new logs hold T at t.
+    let (_, s0, s1, t_entry) = new_leaders_past_round_2();
+    assert_eq!(s0.node.log().all(), s1.node.log().all());
+    assert_eq!(s0.node.log().all(), std::slice::from_ref(&t_entry));
+}
+
+#[test]
+fn a_new_leader_executes_its_recovered_log_only_once_every_participant_holds_its_own_durably() {
+    // Round 3: had shard 0 executed T while shard 1's new log was lost with
+    // its new leader, the next view change could rebuild shard 1 without T
+    // and drop what shard 0 executed. So a new leader holds its
+    // commit-point, and serves no transaction, until its own log is
+    // durable at f + 1 servers and every other shard said the same.
+    let (topo, mut s0, mut s1, _) = new_leaders_past_round_2();
+    let (l0, l1) = (s0.me(), s1.me());
+    let ack = |g_view| Msg::SyncReport(SyncReport { g_view, l_view: 1, sync_point: 1, missing: Vec::new() });
+    let round3 = |shard| verify(3, shard, Arc::new(super::messages::VerifyInfo::default()));
+    let follower0 = topo.replicas(ShardId(0))[0];
+    // A report of the old view's log does not count; the new view's does.
+    assert!(verifies(&s0.message(follower0, ack(1))).is_empty(), "an old view's report");
+    let told = verifies(&s0.message(follower0, ack(2)));
+    assert_eq!(format!("{told:?}"), format!("{:?}", [(l1, round3(0))]), "durable at f + 1: shard 1 hears it");
+    assert_eq!((s0.node.commit_point(), s0.node.applied()), (0, 0), "held until shard 1's log is durable too");
+    let client = client_of(&topo);
+    let fx = s0.message(client, submit_in_view(client, 9, 7, 3_000_000, 2));
+    assert!(!fast_replied(&fx, 9) && s0.node.queued() == 0, "a confirming leader serves nothing");
+    // Shard 1's round 3 arrives before its own log is durable: it keeps it
+    // and tells shard 0 only once its follower acknowledged.
+    assert!(verifies(&s1.message(l0, round3(0))).is_empty());
+    assert_eq!(s1.node.commit_point(), 0);
+    let fx = s1.message(topo.replicas(ShardId(1))[2], ack(2));
+    assert_eq!((fx.counted("view_confirmations"), s1.node.commit_point(), s1.node.applied()), (1, 1, 1));
+    let fx = s0.message(l1, verifies(&fx)[0].1.clone());
+    assert_eq!((fx.counted("view_confirmations"), s0.node.commit_point(), s0.node.applied()), (1, 1, 1));
+    s0.set_time_ns(3_000_000);
+    let fx = s0.message(client, submit_in_view(client, 9, 7, 3_000_000, 2));
+    assert!(fast_replied(&s0.persist_all(), 9) || fast_replied(&fx, 9), "serving once confirmed");
 }
 
 #[test]
