@@ -90,12 +90,12 @@ fn ra_noc_seed_140142_a_transaction_of_one_partition_is_finished_by_it() {
     clean("ra-noc", 140_142);
 }
 
-/// `tiga`: not a bug of the code as it stands, but of a rule tried and
-/// backed out — keeping at its timestamp a transaction a shard lacked when
-/// one of its followers held it. Shard 0's new log of one view change was
-/// lost with its leader while shard 1 executed the transaction; the next
-/// change rebuilt shard 0 from older logs and doomed it ("executed past
-/// the new log"). Step ④ (1)'s raise must keep this seed clean.
+/// `tiga`: under step ④ (1)'s rule for a transaction a follower voted for
+/// (below), shard 0's new log of one view change was lost with its leader
+/// while shard 1 executed the transaction; the next change rebuilt shard 0
+/// from older logs and doomed it ("executed past the new log"). Round 3
+/// keeps a shard from executing before every participant's log is
+/// durable.
 #[test]
 fn tiga_seed_4665731_a_view_change_lost_at_one_shard_dooms_nothing_the_other_executed() {
     clean("tiga", 4_665_731);
@@ -109,4 +109,15 @@ fn tiga_seed_4665731_a_view_change_lost_at_one_shard_dooms_nothing_the_other_exe
 #[test]
 fn tiga_seed_4668748_no_shard_executes_a_view_changes_log_before_every_participant_holds_its_own() {
     clean("tiga", 4_668_748);
+}
+
+/// `tiga`: a follower of shard 0 had released a two-shard transaction T
+/// that shard 0's old leader had agreed on and that shard 1 had executed,
+/// when a partition cut both old leaders off; shard 0's view change lacked
+/// T (one holder of two needed) and placed it after a conflicting entry it
+/// had recovered, past a successor shard 1 had committed after reading T.
+/// With more than ⌊f/2⌋ of a shard's logs holding T, T keeps its timestamp.
+#[test]
+fn tiga_seed_4666065_a_transaction_a_follower_voted_for_keeps_its_timestamp() {
+    clean("tiga", 4_666_065);
 }

@@ -535,6 +535,8 @@ impl Rebuild {
             }
         }
         let (a_reads, a_writes) = stamp_bounds(core, executed, &log, &self.part_a);
+        let lacking = best.iter().filter(|(id, (_, pin))| !own.contains(id) && pin.is_none());
+        let voters = self.voters_at_or_below(lacking.map(|(id, (t_max, _))| (*id, *t_max)).collect());
         for (id, (t_max, pinned_t)) in best {
             let i = index[&id];
             let own_pin = self.part_a.contains(&id).then_some(log[i].t);
@@ -568,8 +570,21 @@ impl Rebuild {
             // logs cannot tell the two apart; placing it after this shard's
             // conflicting entries is right in the second case and in the
             // first unless another shard committed a successor of it in
-            // between (docs/tiga.md, "Recovery beyond the paper").
-            if !own.contains(&id) && pinned_t.is_none() {
+            // between (docs/tiga.md, "Beyond the pseudocode").
+            //
+            //
+            // Unless more than ⌊f/2⌋ logs of this shard's latest normal view
+            // hold it at or below that timestamp (followers released it
+            // there). Then no conflicting entry above it that this shard
+            // recovered outside part (a) can have committed without it: that
+            // entry's fast path needed `f + ⌈f/2⌉ + 1` replies whose hash
+            // left it out, and a follower holding it released it first, so
+            // its hash covers it — at most ⌊f/2⌋ such followers, fewer than
+            // counted. (Committed on the slow path, the entry would be in
+            // part (a), and this transaction doomed above.) So it keeps its
+            // timestamp, which is right in both cases.
+            let voted = voters.get(&id).copied().unwrap_or(0);
+            if !own.contains(&id) && pinned_t.is_none() && voted <= core.f() / 2 {
                 if let Some(bound) = conflict_bound_in(core, &log[i], &own_reads, &own_writes) {
                     let t = bound.t + 1;
                     log[i].t = t;
@@ -579,6 +594,24 @@ impl Rebuild {
             }
         }
         self.log = Some(log);
+    }
+
+    /// For each `(id, t)`, how many contributions of the latest normal view
+    /// hold `id` at a timestamp at or below `t`.
+    fn voters_at_or_below(&self, wanted: FxHashMap<TxnId, u64>) -> FxHashMap<TxnId, usize> {
+        let mut voters: FxHashMap<TxnId, usize> = FxHashMap::default();
+        let Some(lnv) = self.quorum.values().map(|c| c.last_normal_view).max() else { return voters };
+        if wanted.is_empty() {
+            return voters;
+        }
+        for c in self.quorum.values().filter(|c| c.last_normal_view == lnv) {
+            for e in c.log.iter() {
+                if wanted.get(&e.body.id).is_some_and(|t| e.t <= *t) {
+                    *voters.entry(e.body.id).or_default() += 1;
+                }
+            }
+        }
+        voters
     }
 
     /// Round 2: every participant drops what any of them doomed.

@@ -1175,6 +1175,84 @@ fn a_new_leader_executes_its_recovered_log_only_once_every_participant_holds_its
     assert!(fast_replied(&s0.persist_all(), 9) || fast_replied(&fx, 9), "serving once confirmed");
 }
 
+/// Step ④ (1) at shard 0 for a transaction T shard 1 recovered unpinned
+/// at `t` and shard 0 lacks, while shard 0 recovered a conflicting
+/// single-shard S above `t` outside part (a). Replica 2 of shard 0 released
+/// T before S if `voter`. Returns the round-2 raises shard 0's new leader
+/// sends and T's timestamp in its finished log.
+fn lacking_transaction_at_shard_0(voter: bool) -> (Vec<(TxnId, u64)>, Option<u64>) {
+    let (topo, cfg) = two_shards();
+    let client = client_of(&topo);
+    let mut view = initial_view(&topo, &cfg);
+    view.g_view = 2;
+    view.g_vec = vec![1, 1];
+    let t = 2_000_000;
+    let Msg::Submit(Submit { body: txn, .. }) = two_shard_submit(client, 1, t) else { unreachable!() };
+    let key = txn.program.ops.iter().map(|op| op.key()).find(|k| topo.shard_of(*k) == ShardId(0)).expect("a key");
+    let s_body = Arc::new(TxnBody {
+        id: TxnId { node: client, seq: 2 },
+        coordinator: client,
+        program: Program::new(vec![Op::Append { key, element: 2 }]),
+        shards: vec![ShardId(0)],
+    });
+    let t_s = t + 10_000;
+    let s = super::messages::LogEntry { body: s_body.clone(), t: t_s };
+    // Shard 0's new leader released S as a follower of view 1.
+    let me = topo.replicas(ShardId(0))[1];
+    let server = Server::new(topo.clone(), ShardId(0), 1, initial_view(&topo, &cfg), cfg);
+    let mut leader = Hand::new(server, topo.clone(), me, Now::at(1_000_000));
+    let submit_s = Submit { body: s_body, g_view: 1, t: t_s, send_clock_ns: t_s - 50, low_watermark: 0 };
+    leader.message(client, Msg::Submit(submit_s));
+    leader.set_time_ns(t_s);
+    leader.timer(Timer::Release);
+    leader.persist_all();
+    assert_eq!(leader.node.log().all(), std::slice::from_ref(&s), "S released, unsynced");
+    leader.message(NodeId(0), Msg::CurrentView(view.clone()));
+    let own: Vec<Msg> = leader.persist_all().sends().filter(|(to, _)| *to == me).map(|(_, m)| m.clone()).collect();
+    leader.message(me, own[0].clone());
+    let t_entry = super::messages::LogEntry { body: txn.clone(), t };
+    let replica2_log = if voter { vec![t_entry, s] } else { vec![s] };
+    let contribution = ViewChange {
+        g_view: 2,
+        l_view: 1,
+        last_normal_view: 1,
+        sync_point: 0,
+        commit_point: 0,
+        base: 0,
+        log: Arc::new(replica2_log),
+    };
+    leader.message(topo.replicas(ShardId(0))[2], Msg::ViewChange(contribution));
+    let l1 = topo.replicas(ShardId(1))[1];
+    let verify = |round: u8, entries: Vec<super::messages::VerifyEntry>| {
+        let info = Arc::new(super::messages::VerifyInfo { entries, doomed: Vec::new(), raised: Vec::new() });
+        Msg::TsVerify(super::messages::TsVerify { g_view: 2, round, shard: ShardId(1), info, echo: false })
+    };
+    let unpinned = super::messages::VerifyEntry { body: txn.clone(), t, pinned: false };
+    let round2 = verifies(&leader.message(l1, verify(1, vec![unpinned])));
+    let raised = match round2.as_slice() {
+        [(to, Msg::TsVerify(v))] if *to == l1 && v.round == 2 => v.info.raised.clone(),
+        other => panic!("one round-2 message to shard 1's leader: {other:?}"),
+    };
+    leader.message(l1, verify(2, Vec::new()));
+    assert_eq!(leader.node.status(), super::server::Status::Normal, "the view change is done");
+    (raised, leader.node.log().all().iter().find(|e| e.body.id == txn.id).map(|e| e.t))
+}
+
+#[test]
+fn a_transaction_a_shard_lacks_keeps_its_timestamp_when_more_than_half_f_of_its_logs_hold_it() {
+    // Step ④ (1): S cannot have fast-committed without T, since a follower
+    // that released T first could not match the leader's hash; so T keeps
+    // its timestamp (had shard 0's old leader agreed on it, shard 1 may
+    // have committed successors that read T). With no such follower, S may
+    // have committed without T, and T goes after it.
+    let t = 2_000_000;
+    let (raised, at) = lacking_transaction_at_shard_0(true);
+    assert_eq!((raised, at), (Vec::new(), Some(t)), "a follower held T: it keeps t");
+    let (raised, at) = lacking_transaction_at_shard_0(false);
+    assert_eq!(raised.iter().map(|(_, t)| *t).collect::<Vec<_>>(), [t + 10_001], "raised just above S");
+    assert_eq!(at, Some(t + 10_001));
+}
+
 #[test]
 fn a_deposed_leader_keeps_no_leader_state_once_it_follows_the_new_view() {
     // A view change drops the optimistic store, executions and
