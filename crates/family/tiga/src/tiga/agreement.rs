@@ -32,7 +32,7 @@
 use super::Tiga;
 use super::checkpoint::Folded;
 use super::messages::{Msg, TsNotify};
-use super::server::{Core, PState, Pending, TxnQueue};
+use super::server::{Core, PState, Pending, Status, TxnQueue};
 use meridian_core::{Ctx, NodeId, ShardId, TxnId};
 use meridian_mechanisms::small_map::SmallMap;
 use rustc_hash::FxHashMap;
@@ -179,8 +179,10 @@ impl Announcements {
         folded: &Folded,
     ) -> Announced {
         let TsNotify { id, shard, g_view, t, released, echo, .. } = m;
-        if g_view != core.view().g_view || !core.serving() || !core.is_leader() {
-            return Announced::Nothing; // another view, or not confirmed yet (its sender repeats it)
+        // A confirming leader records announcements too: it releases
+        // nothing before its view is confirmed, so they only wait.
+        if g_view != core.view().g_view || core.status() != Status::Normal || !core.is_leader() {
+            return Announced::Nothing; // another view
         }
         if from != core.leader_node(ctx, shard) {
             return Announced::Nothing; // not from that shard's leader

@@ -358,7 +358,8 @@ pub enum Msg {
     ViewChange(ViewChange),
     /// New leader → other shards' new leaders (Algorithm 5 lines 64-78):
     /// round 1 carries the multi-shard entries of its rebuilt log that
-    /// involve the receiver's shard, round 2 the ones it proved uncommitted.
+    /// involve the receiver's shard, round 2 the ones it proved uncommitted,
+    /// round 3 that its installed log is durable at `f + 1` servers.
     TsVerify(TsVerify),
     /// New leader → followers: the recovered log.
     /// Also the answer to a late or restarted server (Algorithm 6's state

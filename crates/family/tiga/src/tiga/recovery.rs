@@ -30,7 +30,8 @@
 //! Round 3 (beyond the paper): each new leader installs its log and hands
 //! it to its followers, and tells the others once `f + 1` servers of its
 //! shard hold it durably. Until every participant told it so, it holds its
-//! commit-point and serves no transaction (`Core::confirming`): otherwise
+//! commit-point and releases and answers nothing (`Core::confirming`; it
+//! admits submissions, released once it is confirmed): otherwise
 //! a shard could execute the agreed log while another's was lost with its
 //! new leader, and the next view change — rebuilding that shard from its
 //! older logs — could drop what the first had executed. Once every shard's
@@ -356,7 +357,7 @@ impl Rebuild {
     /// its recovered entries involving that shard (round 1), or the ones it
     /// proved uncommitted (round 2).
     fn verify_round(&mut self, core: &Core, ctx: &mut Ctx<'_, Tiga>, executed: &Executed, round: u8) -> Finished {
-        assert!(round == 1 || round == 2, "verification has two rounds");
+        assert!(round == 1 || round == 2, "rounds 1 and 2 carry entries; round 3 is `confirm`");
         self.round = Some(round);
         let log = self.log.as_ref().expect("rebuilt");
         for ss in other_shards(core) {
@@ -571,7 +572,6 @@ impl Rebuild {
             // conflicting entries is right in the second case and in the
             // first unless another shard committed a successor of it in
             // between (docs/tiga.md, "Beyond the pseudocode").
-            //
             //
             // Unless more than ⌊f/2⌋ logs of this shard's latest normal view
             // hold it at or below that timestamp (followers released it

@@ -193,8 +193,8 @@ pub(super) struct Core {
     /// towards the commit-point only with it).
     durable_len: u64,
     /// A new leader whose view's log is not yet known durable at every
-    /// participant shard (recovery.rs, round 3): it holds its
-    /// commit-point and serves no transaction until then.
+    /// participant shard (recovery.rs, round 3): until then it holds its
+    /// commit-point, and releases and answers nothing (it admits).
     confirming: bool,
 }
 
@@ -225,7 +225,7 @@ impl Core {
     }
 
     /// Normal and, at a new leader, past its view's confirmation: it
-    /// admits, releases and answers transactions.
+    /// releases and answers transactions.
     pub fn serving(&self) -> bool {
         self.status == Status::Normal && !self.confirming
     }
@@ -335,6 +335,10 @@ impl Core {
     }
 }
 
+/// Most resubmissions a confirming leader keeps to answer once its view is
+/// confirmed: about what a view change's coordinators have in flight.
+const DEFERRED_ANSWERS_MAX: usize = 65_536;
+
 pub struct Server {
     core: Core,
     // §3.2-3.3
@@ -349,6 +353,10 @@ pub struct Server {
     /// The release pass's list of due transactions, kept between passes so
     /// that a pass allocates none.
     release_scratch: Vec<TxnId>,
+    /// A confirming leader: resubmissions of its log's transactions, with
+    /// their one-way delays, answered once the view is confirmed (at most
+    /// `DEFERRED_ANSWERS_MAX`; their coordinators retry the rest).
+    deferred_answers: Vec<(TxnId, Option<u64>)>,
     hashes: KeyHashes,
     /// Execution in log order, checkpoints and the at-most-once memory
     /// (checkpoint.rs).
@@ -394,6 +402,7 @@ impl Server {
             conflicts: ConflictMaps::new(cfg.conflict_window_ns),
             release_armed: None,
             release_scratch: Vec::new(),
+            deferred_answers: Vec::new(),
             hashes: KeyHashes::new(),
             executed: Executed::new(),
             optimistic: Optimistic::default(),
@@ -454,14 +463,21 @@ impl Server {
             return;
         }
         self.executed.note_watermark(from, low_watermark);
-        if !self.core.serving() || self.executed.folded().stale(body.id) {
-            return; // not serving yet, or a stale copy: its coordinator is done with it
+        if self.core.status != Status::Normal || self.executed.folded().stale(body.id) {
+            return; // a stale copy: its coordinator is done with it
         }
         let owd_ns = ctx.clock_ns().checked_sub(send_clock_ns);
         let id = body.id;
         if self.core.log.position(id).is_some() || self.executed.folded().contains(id) {
-            // At most once (Appendix B): answer a resubmission from the log.
-            return self.resend_fast_reply(ctx, id, owd_ns);
+            // At most once (Appendix B): answer a resubmission from the log
+            // — not before the view is confirmed, whose log's results may
+            // rest on transactions another shard's loss would still doom.
+            if self.core.serving() {
+                self.resend_fast_reply(ctx, id, owd_ns);
+            } else if self.deferred_answers.len() < DEFERRED_ANSWERS_MAX {
+                self.deferred_answers.push((id, owd_ns));
+            }
+            return;
         }
         if self.pq.contains(id) || self.held.contains_key(&id) || g_view != self.core.view.g_view {
             // Admitted already, or a copy from another view. Within one
@@ -1043,6 +1059,7 @@ impl Server {
         self.sync.forget_fetched();
         self.announcements.clear();
         self.optimistic.forget_executions();
+        self.deferred_answers.clear();
     }
 
     fn persist_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
@@ -1120,13 +1137,18 @@ impl Server {
 
     /// Round 3 (recovery.rs): once `f + 1` servers hold the installed log
     /// durably, the other shards hear it; once they all said the same,
-    /// this leader's commit-point may rise and it serves transactions.
+    /// this leader's commit-point may rise and it releases what it admitted
+    /// meanwhile (submissions dropped until then would wait `retry_ms`).
     fn confirm_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let durable_point = self.sync.durable_point(&self.core);
         if self.rebuild.confirm(&self.core, ctx, durable_point) {
             self.core.confirming = false;
             ctx.count("view_confirmations", 1);
             self.sync.advance_commit_point(&mut self.core);
+            for (id, owd_ns) in std::mem::take(&mut self.deferred_answers) {
+                self.resend_fast_reply(ctx, id, owd_ns);
+            }
+            self.release(ctx); // what it admitted meanwhile
         }
     }
 
@@ -1310,7 +1332,7 @@ impl Server {
     fn on_txn_found(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, body: Arc<TxnBody>, t: u64) {
         let id = body.id;
         let known = self.core.log.position(id).is_some() || self.executed.folded().contains(id) || self.pq.contains(id);
-        if !body.shards.contains(&self.core.shard) || known || !self.core.serving() {
+        if !body.shards.contains(&self.core.shard) || known || self.core.status != Status::Normal {
             return;
         }
         if !self.core.is_leader() && from != self.core.leader_node(ctx, self.core.shard) {
@@ -1480,9 +1502,12 @@ impl Process<Tiga> for Server {
             assert!(self.held.is_empty(), "a leader holds transactions for another's order");
         }
         if self.core.confirming {
-            // A new leader serves nothing before its view is confirmed.
+            // A new leader releases nothing before its view is confirmed.
             assert!(self.core.status == Status::Normal && self.core.is_leader(), "confirming outside a new view");
-            assert_eq!(self.pq.len(), 0, "a confirming leader admitted a transaction");
+            assert!(
+                self.pq.values().take(CHECKED_MAX).all(|p| p.state == PState::Waiting),
+                "a confirming leader released one"
+            );
         }
         self.core.outbox.check_invariants();
     }
@@ -1503,6 +1528,7 @@ impl Process<Tiga> for Server {
         out("undo", self.optimistic.executions());
         out("notes", self.announcements.len());
         out("outbox", self.core.outbox.len());
+        out("deferred_answers", self.deferred_answers.len());
     }
 
     fn on_persisted(&mut self, ctx: &mut Ctx<'_, Tiga>, upto: Lsn) {
