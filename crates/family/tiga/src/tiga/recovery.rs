@@ -10,8 +10,9 @@
 //! view, up to that sync-point; (b) later entries with a larger timestamp
 //! that `⌈f/2⌉ + 1` of the logs hold at the same timestamp — then agrees
 //! with the other shards' new leaders on the recovered multi-shard entries
-//! (missing ones are added, timestamps are the maximum), executes the log
-//! and hands it to its followers (`StartView`).
+//! (missing ones are added, timestamps are the maximum), hands the log to
+//! its followers (`StartView`) and, once every participant's is durable,
+//! executes it.
 //!
 //! Cross-shard verification (step ④) takes three rounds. Round 1: each new
 //! leader sends the others its recovered multi-shard entries (and those it
@@ -36,7 +37,11 @@
 //! new leader, and the next view change — rebuilding that shard from its
 //! older logs — could drop what the first had executed. Once every shard's
 //! log is durable at `f + 1` servers, every later view change starts each
-//! shard from it, and the agreed logs stay agreed.
+//! shard from it, and the agreed logs stay agreed. So round 1 may still
+//! doom a transaction pinned by a shard whose part (a) comes from a newer
+//! view than the dooming shard's: that newer view's log never reached
+//! `f + 1` servers of the dooming shard, so it was never confirmed and no
+//! shard executed anything of it.
 //!
 //! A restarted server keeps its durable log but not its queue. Every vote
 //! it gave was durable before it left — a follower's fast replies and
@@ -554,7 +559,8 @@ impl Rebuild {
             // conflicting entry synced here above its timestamp would have
             // seen it (its leader released it there first, and every view
             // change since carried it over). A pin can come from a log of an
-            // older view than the one that dropped it here.
+            // older view than the one that dropped it here, or of a newer one
+            // that was never confirmed (round 3, module docs).
             if below_part_a(core, &log[i], &a_reads, &a_writes) {
                 self.doomed.insert(id);
                 ctx.count("recovery_dropped", 1);

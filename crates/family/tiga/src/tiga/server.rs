@@ -66,8 +66,11 @@ pub enum Status {
 pub(super) enum OnDurable {
     /// A message that may leave only then (a vote, a fast reply).
     Send(NodeId, Msg),
-    /// The log is this long durably: it counts towards the commit-point.
-    LogLength(u64),
+    /// The log of global view `g_view` is `len` long durably: it counts
+    /// towards the commit-point while the server is in that view (a leader
+    /// that keeps leading after a view change must not count its old log's
+    /// length for the new log).
+    LogLength { g_view: u64, len: u64 },
 }
 
 /// A leader's optimistic execution (§3.3, §3.5): the committed state plus
@@ -297,8 +300,8 @@ impl Core {
     /// The log's current length counts towards the commit-point once
     /// everything appended so far is durable.
     pub fn log_length_once_durable(&mut self, ctx: &mut Ctx<'_, Tiga>) {
-        let len = self.log.len();
-        if let Some(now) = self.outbox.after_last(OnDurable::LogLength(len)) {
+        let (g_view, len) = (self.view.g_view, self.log.len());
+        if let Some(now) = self.outbox.after_last(OnDurable::LogLength { g_view, len }) {
             self.on_durable(ctx, now);
         }
     }
@@ -316,7 +319,10 @@ impl Core {
     fn on_durable(&mut self, ctx: &mut Ctx<'_, Tiga>, action: OnDurable) {
         match action {
             OnDurable::Send(to, msg) => ctx.send(to, msg),
-            OnDurable::LogLength(len) => self.durable_len = self.durable_len.max(len),
+            OnDurable::LogLength { g_view, len } if g_view == self.view.g_view => {
+                self.durable_len = self.durable_len.max(len)
+            }
+            OnDurable::LogLength { .. } => {}
         }
     }
 
@@ -356,7 +362,7 @@ pub struct Server {
     /// A confirming leader: resubmissions of its log's transactions, with
     /// their one-way delays, answered once the view is confirmed (at most
     /// `DEFERRED_ANSWERS_MAX`; their coordinators retry the rest).
-    deferred_answers: Vec<(TxnId, Option<u64>)>,
+    deferred_answers: BTreeMap<TxnId, Option<u64>>,
     hashes: KeyHashes,
     /// Execution in log order, checkpoints and the at-most-once memory
     /// (checkpoint.rs).
@@ -402,7 +408,7 @@ impl Server {
             conflicts: ConflictMaps::new(cfg.conflict_window_ns),
             release_armed: None,
             release_scratch: Vec::new(),
-            deferred_answers: Vec::new(),
+            deferred_answers: BTreeMap::new(),
             hashes: KeyHashes::new(),
             executed: Executed::new(),
             optimistic: Optimistic::default(),
@@ -474,8 +480,8 @@ impl Server {
             // rest on transactions another shard's loss would still doom.
             if self.core.serving() {
                 self.resend_fast_reply(ctx, id, owd_ns);
-            } else if self.deferred_answers.len() < DEFERRED_ANSWERS_MAX {
-                self.deferred_answers.push((id, owd_ns));
+            } else if self.deferred_answers.len() < DEFERRED_ANSWERS_MAX || self.deferred_answers.contains_key(&id) {
+                self.deferred_answers.insert(id, owd_ns);
             }
             return;
         }
@@ -1121,7 +1127,8 @@ impl Server {
     }
 
     /// Step ⑤: the rebuilt log, if the change is done, becomes this
-    /// leader's; it executes it and hands it to the followers.
+    /// leader's; it hands it to the followers, and executes it once the
+    /// view is confirmed (round 3, `confirm_view`).
     fn finish_view_change(&mut self, ctx: &mut Ctx<'_, Tiga>, finished: Finished) {
         let Some(entries) = finished else { return };
         self.install_log(ctx, entries, Vec::new(), true);
@@ -1137,8 +1144,8 @@ impl Server {
 
     /// Round 3 (recovery.rs): once `f + 1` servers hold the installed log
     /// durably, the other shards hear it; once they all said the same,
-    /// this leader's commit-point may rise and it releases what it admitted
-    /// meanwhile (submissions dropped until then would wait `retry_ms`).
+    /// this leader's commit-point may rise; it answers the resubmissions it
+    /// kept and releases what it admitted meanwhile.
     fn confirm_view(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let durable_point = self.sync.durable_point(&self.core);
         if self.rebuild.confirm(&self.core, ctx, durable_point) {

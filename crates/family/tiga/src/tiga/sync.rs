@@ -192,15 +192,11 @@ impl SyncState {
         m: SyncReport,
         pq: &TxnQueue,
     ) {
-        let SyncReport { g_view, l_view, sync_point, missing } = m;
-        // A report of another global view is of another log, even where
-        // this shard's leader did not change: a new leader counts only
-        // reports of its view's log towards its confirmation (round 3).
-        if !core.is_leader()
-            || core.status() != Status::Normal
-            || g_view != core.view().g_view
-            || l_view != core.view().l_view(core.shard())
-        {
+        // The server dispatches only reports of its global view: a report
+        // of another is of another log, even where this shard's leader did
+        // not change (and a new leader's confirmation counts on that).
+        let SyncReport { l_view, sync_point, missing, .. } = m;
+        if !core.is_leader() || core.status() != Status::Normal || l_view != core.view().l_view(core.shard()) {
             return;
         }
         let Some(r) = follower_index(ctx, core, from) else { return };

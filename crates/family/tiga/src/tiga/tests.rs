@@ -1073,6 +1073,16 @@ fn verify(round: u8, shard: u32, info: Arc<super::messages::VerifyInfo>) -> Msg 
     Msg::TsVerify(super::messages::TsVerify { g_view: 2, round, shard: ShardId(shard), info, echo: false })
 }
 
+/// Round 3 of view 2 from `shard`'s new leader: its log is durable.
+fn round3(shard: u32) -> Msg {
+    verify(3, shard, Arc::new(super::messages::VerifyInfo::default()))
+}
+
+/// A follower's report of its sync-point.
+fn sync_ack(g_view: u64, l_view: u64, sync_point: u64) -> Msg {
+    Msg::SyncReport(SyncReport { g_view, l_view, sync_point, missing: Vec::new() })
+}
+
 /// Two new leaders of view 2 through step ④'s first two rounds: shard 0's
 /// recovered T in part (a) (synced, so perhaps committed at t); shard 1's
 /// lost it. Both new logs hold T at t, and each leader hands its log to its
@@ -1151,8 +1161,7 @@ fn a_new_leader_executes_its_recovered_log_only_once_every_participant_holds_its
     // durable at f + 1 servers and every other shard said the same.
     let (topo, mut s0, mut s1, _) = new_leaders_past_round_2();
     let (l0, l1) = (s0.me(), s1.me());
-    let ack = |g_view| Msg::SyncReport(SyncReport { g_view, l_view: 1, sync_point: 1, missing: Vec::new() });
-    let round3 = |shard| verify(3, shard, Arc::new(super::messages::VerifyInfo::default()));
+    let ack = |g_view| sync_ack(g_view, 1, 1);
     let follower0 = topo.replicas(ShardId(0))[0];
     // A report of the old view's log does not count; the new view's does.
     assert!(verifies(&s0.message(follower0, ack(1))).is_empty(), "an old view's report");
@@ -1280,4 +1289,76 @@ fn a_deposed_leader_keeps_no_leader_state_once_it_follows_the_new_view() {
     assert_eq!(old.node.status(), super::server::Status::Normal);
     assert!(!old.node.is_leader());
     assert_eq!(old.node.log().all(), log.as_slice());
+}
+
+#[test]
+fn a_lost_round_3_is_echoed_by_the_leader_that_confirmed_and_a_newer_view_ends_confirmation() {
+    let (topo, mut s0, mut s1, _) = new_leaders_past_round_2();
+    let (l0, l1) = (s0.me(), s1.me());
+    let told = verifies(&s0.message(topo.replicas(ShardId(0))[0], sync_ack(2, 1, 1)));
+    assert_eq!(told.len(), 1, "shard 0's round 3, lost on the way");
+    let fx = s1.message(topo.replicas(ShardId(1))[2], sync_ack(2, 1, 1));
+    assert_eq!(fx.counted("view_confirmations"), 0, "shard 1 still waits for shard 0's");
+    let fx = s0.message(l1, verifies(&fx)[0].1.clone());
+    assert_eq!(fx.counted("view_confirmations"), 1);
+    // Shard 1 repeats its round 3 every resend_ns; the confirmed leader
+    // answers with its own, marked an echo (never answered in turn).
+    let resent = verifies(&s1.timer(Timer::Resend));
+    assert_eq!(format!("{resent:?}"), format!("{:?}", [(l0, round3(1))]));
+    let echo = verifies(&s0.message(l1, resent[0].1.clone()));
+    assert!(matches!(&echo[..], [(to, Msg::TsVerify(m))] if *to == l1 && m.round == 3 && m.echo));
+    let fx = s1.message(l0, echo[0].1.clone());
+    assert_eq!((fx.counted("view_confirmations"), s1.node.commit_point()), (1, 1));
+    assert!(verifies(&s1.message(l0, echo[0].1.clone())).is_empty(), "an echo is not answered");
+    // A newer view while confirming: the change starts over (the invariants
+    // `Hand` checks after every step hold no confirming server outside a
+    // new view), and nothing of view 2's log is committed.
+    let (_, mut s0, _, _) = new_leaders_past_round_2();
+    let mut view3 = s0.node.view().clone();
+    view3.g_view = 3;
+    s0.message(NodeId(0), Msg::CurrentView(view3));
+    assert_eq!((s0.node.status(), s0.node.commit_point()), (super::server::Status::ViewChange, 0));
+}
+
+#[test]
+fn a_leader_kept_across_a_view_change_counts_only_its_new_log_durable_towards_confirming_it() {
+    // The old view's log, two entries long, becomes durable after the new
+    // view's one-entry log is installed: that must not count for the new
+    // log, or round 3 would go out with the new log at f servers only.
+    let (topo, cfg) = deployment();
+    let client = client_of(&topo);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let mut leader = server_hand(&topo, &cfg, 0, 1_000_000);
+    let x = entry(client, 1, 7, 2_000_000);
+    leader.message(client, submit(client, 1, 7, 2_000_000));
+    leader.set_time_ns(2_000_000);
+    leader.timer(Timer::Release);
+    leader.persist_all();
+    leader.message(client, submit(client, 2, 8, 2_000_001));
+    leader.set_time_ns(2_000_001);
+    leader.timer(Timer::Release);
+    let old_log_lsn = leader.last_lsn();
+    assert_eq!(leader.node.log().len(), 2, "the second entry not yet durable");
+    let mut view2 = initial_view(&topo, &cfg);
+    view2.g_view = 2;
+    leader.message(NodeId(0), Msg::CurrentView(view2));
+    let contribution = Msg::ViewChange(ViewChange {
+        g_view: 2,
+        l_view: leader.node.view().l_view(ShardId(0)),
+        last_normal_view: 1,
+        sync_point: 1,
+        commit_point: 0,
+        base: 0,
+        log: Arc::new(vec![x.clone()]),
+    });
+    leader.message(replicas[1], contribution.clone());
+    leader.message(replicas[2], contribution);
+    assert!(leader.node.is_leader());
+    assert_eq!(leader.node.log().all(), std::slice::from_ref(&x), "the new view's log, from the followers");
+    leader.step(|n, ctx| meridian_core::process::Process::on_persisted(n, ctx, old_log_lsn));
+    let l_view = leader.node.view().l_view(ShardId(0));
+    let fx = leader.message(replicas[1], sync_ack(2, l_view, 1));
+    assert_eq!((fx.counted("view_confirmations"), leader.node.commit_point()), (0, 0), "one durable copy only");
+    let fx = leader.persist_all();
+    assert_eq!((fx.counted("view_confirmations"), leader.node.commit_point()), (1, 1), "two, with its own");
 }
