@@ -466,7 +466,7 @@ impl Rebuild {
         if !(1..=3).contains(&round) {
             return None;
         }
-        let serving = core.status() == Status::Normal && !core.confirming();
+        let serving = core.serving();
         if serving || self.round.is_some_and(|r| round < r) {
             // This leader is past that round; the sender still waits for
             // its message of it (which may have been lost).
