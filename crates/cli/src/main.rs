@@ -110,6 +110,10 @@ enum Command {
         /// Log every simulated event of each seed into this directory (slow).
         #[arg(long)]
         event_log_dir: Option<PathBuf>,
+        /// Also cut single links between servers (a leader that reaches
+        /// everyone but some of its followers), from the seed's own stream.
+        #[arg(long)]
+        link_cuts: bool,
     },
     /// Every finished protocol side by side on a simulated three-region cluster.
     Demo,
@@ -235,9 +239,9 @@ fn main() -> ExitCode {
             sim(&config, protocol.as_deref(), seed, report.as_deref(), history.as_deref(), no_check, event_log)
         }
         Command::Check { model, file, report } => check(&model, &file, report.as_deref()),
-        Command::Swarm { protocol, seeds, start, config, threads, history_dir, event_log_dir } => {
+        Command::Swarm { protocol, seeds, start, config, threads, history_dir, event_log_dir, link_cuts } => {
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            run_swarm(SwarmOptions { protocol, seeds, start, config, threads, history_dir, event_log_dir })
+            run_swarm(SwarmOptions { protocol, seeds, start, config, threads, history_dir, event_log_dir, link_cuts })
         }
         Command::Demo => run_demo(),
         Command::Experiment { file, out, jobs, points, point, merge } => {

@@ -39,6 +39,9 @@ pub struct SwarmOptions {
     pub history_dir: Option<PathBuf>,
     /// Log every simulated event of each seed to `DIR/seed-N.events` (slow).
     pub event_log_dir: Option<PathBuf>,
+    /// Also cut single links (`link_cuts`), which partitions of node sets
+    /// cannot: a node that reaches some peers and not others.
+    pub link_cuts: bool,
 }
 
 /// The verdict on one seed.
@@ -116,6 +119,9 @@ pub fn reproduce_command(opts: &SwarmOptions, seed: u64) -> String {
     if let Some(c) = &opts.config {
         cmd.push_str(&format!(" --config {}", c.display()));
     }
+    if opts.link_cuts {
+        cmd.push_str(" --link-cuts");
+    }
     cmd
 }
 
@@ -133,7 +139,13 @@ fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
     let plan_rng = Mutex::new(rng);
     let fault_count = Mutex::new(0usize);
     let plan = |t: &Topology| {
-        let faults = fault_profile(t, &mut plan_rng.lock().expect("single use"), fault_window_s);
+        let mut faults = fault_profile(t, &mut plan_rng.lock().expect("single use"), fault_window_s);
+        if opts.link_cuts {
+            // Their own stream: the seed's other faults stay what they are
+            // without the flag.
+            faults.extend(link_cuts(t, &mut Rng::derive(seed, LINK_CUTS_STREAM), fault_window_s));
+            faults.sort_by_key(|f| f.at_ns);
+        }
         *fault_count.lock().expect("single use") = faults.len();
         faults
     };
@@ -190,6 +202,63 @@ fn randomize_world(exp: &mut Experiment, rng: &mut Rng, seed: u64) {
     exp.network.reorder = rng.chance(0.5);
 }
 
+/// The random stream of `--link-cuts`, apart from the seed's other draws.
+const LINK_CUTS_STREAM: u64 = 0x6c69_6e6b;
+
+/// One to three windows of single-link cuts within the fault window, each
+/// for 0.2-3.2 s and then restored (other cuts stay): half of them a
+/// replica's links to some of its shard's other replicas (a leader that
+/// still reaches everyone else), some a shard split in two groups, the rest
+/// one link between any two servers or services.
+fn link_cuts(t: &Topology, rng: &mut Rng, duration_s: f64) -> Vec<ScheduledFault> {
+    let from_ns = ms_to_ns(duration_s * FAULTS_FROM * 1000.0);
+    let heal_ns = ms_to_ns(duration_s * HEAL_AT * 1000.0);
+    let servers: Vec<NodeId> = (0..t.nodes.len() as u32).map(NodeId).filter(|n| !t.is_client(*n)).collect();
+    let mut faults = Vec::new();
+    for _ in 0..1 + rng.below(3) {
+        let links = draw_links(t, &servers, rng);
+        assert!(!links.is_empty(), "a link-cut window cuts something");
+        let start = from_ns + rng.below(heal_ns - from_ns);
+        let end = start + ms_to_ns(200.0 + rng.next_f64() * 3000.0);
+        faults.push(ScheduledFault { at_ns: start, action: FaultAction::CutLinks(links.clone()) });
+        faults.push(ScheduledFault { at_ns: end.min(heal_ns), action: FaultAction::RestoreLinks(links) });
+    }
+    faults
+}
+
+/// The links one window cuts (see [`link_cuts`]); never empty.
+fn draw_links(t: &Topology, servers: &[NodeId], rng: &mut Rng) -> Vec<(NodeId, NodeId)> {
+    let shard = meridian_core::ShardId(rng.below(u64::from(t.shards)) as u32);
+    let replicas = t.replicas(shard);
+    let n = replicas.len() as u64;
+    let roll = rng.next_f64();
+    if roll < 0.5 && n > 1 {
+        // One replica and a nonempty subset of its shard's others.
+        let me = replicas[rng.below(n) as usize];
+        let peers: Vec<NodeId> = replicas.iter().copied().filter(|p| *p != me).collect();
+        let mut cut: Vec<(NodeId, NodeId)> = peers.iter().filter(|_| rng.chance(0.7)).map(|p| (me, *p)).collect();
+        if cut.is_empty() {
+            cut.push((me, peers[rng.below(peers.len() as u64) as usize]));
+        }
+        cut
+    } else if roll < 0.8 && n > 1 {
+        // The shard split in two nonempty groups.
+        let mut side: Vec<bool> = replicas.iter().map(|_| rng.chance(0.5)).collect();
+        let first = rng.below(n) as usize;
+        side[first] = true;
+        let other = (first + 1 + rng.below(n - 1) as usize) % n as usize;
+        side[other] = false;
+        let group = |inside: bool| replicas.iter().zip(&side).filter(move |(_, s)| **s == inside).map(|(r, _)| *r);
+        let cut: Vec<(NodeId, NodeId)> = group(true).flat_map(|a| group(false).map(move |b| (a, b))).collect();
+        cut
+    } else {
+        // Any two distinct servers or services.
+        let a = rng.below(servers.len() as u64) as usize;
+        let b = (a + 1 + rng.below(servers.len() as u64 - 1) as usize) % servers.len();
+        vec![(servers[a], servers[b])]
+    }
+}
+
 /// Faults between `FAULTS_FROM` and `HEAL_AT` of the fault window, then
 /// heal all.
 fn fault_profile(t: &Topology, rng: &mut Rng, duration_s: f64) -> Vec<ScheduledFault> {
@@ -231,4 +300,60 @@ fn fault_profile(t: &Topology, rng: &mut Rng, duration_s: f64) -> Vec<ScheduledF
     faults.push(ScheduledFault { at_ns: heal_ns, action: FaultAction::HealAll });
     faults.sort_by_key(|f| f.at_ns);
     faults
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topology() -> Topology {
+        let exp = Experiment::from_str(BASE, "<swarm base>").expect("the base file");
+        Topology::build(&exp.cluster_spec(), &[meridian_core::ServiceSpec::round_robin("viewmgr", 3)])
+    }
+
+    #[test]
+    fn link_cuts_cut_server_links_within_the_fault_window_and_each_window_restores_its_own() {
+        let t = topology();
+        let (from_ns, heal_ns) = (ms_to_ns(20.0 * FAULTS_FROM * 1000.0), ms_to_ns(20.0 * HEAL_AT * 1000.0));
+        let mut within_a_shard = 0;
+        for seed in 0..200 {
+            let faults = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0);
+            assert!((2..=6).contains(&faults.len()), "one to three windows");
+            for pair in faults.chunks(2) {
+                let (FaultAction::CutLinks(links), FaultAction::RestoreLinks(restored)) =
+                    (&pair[0].action, &pair[1].action)
+                else {
+                    panic!("a cut then its restoration: {pair:?}");
+                };
+                assert_eq!(links, restored, "a window restores what it cut");
+                assert!(!links.is_empty());
+                assert!(from_ns <= pair[0].at_ns && pair[0].at_ns < pair[1].at_ns && pair[1].at_ns <= heal_ns);
+                for (a, b) in links {
+                    assert!(a != b && !t.is_client(*a) && !t.is_client(*b), "{a:?}-{b:?}");
+                    let shard = |n: &NodeId| t.replica_of(*n).map(|(s, _)| s);
+                    within_a_shard += usize::from(shard(a).is_some() && shard(a) == shard(b));
+                }
+            }
+            let again = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0);
+            assert_eq!(format!("{faults:?}"), format!("{again:?}"), "the seed decides");
+        }
+        assert!(within_a_shard > 200, "mostly a replica's links to its shard: {within_a_shard}");
+    }
+
+    #[test]
+    fn the_command_that_reruns_a_seed_keeps_its_link_cuts() {
+        let mut opts = SwarmOptions {
+            protocol: "tiga".into(),
+            seeds: 10,
+            start: 0,
+            config: None,
+            threads: 1,
+            history_dir: None,
+            event_log_dir: None,
+            link_cuts: false,
+        };
+        assert_eq!(reproduce_command(&opts, 7), "meridian swarm --protocol tiga --seeds 1 --start 7");
+        opts.link_cuts = true;
+        assert_eq!(reproduce_command(&opts, 7), "meridian swarm --protocol tiga --seeds 1 --start 7 --link-cuts");
+    }
 }

@@ -41,7 +41,7 @@ fn takes(kind: RawFaultKind) -> &'static str {
     match kind {
         RawFaultKind::Crash => "crash takes node",
         RawFaultKind::Restart => "restart takes node",
-        RawFaultKind::Partition => "partition takes regions or nodes",
+        RawFaultKind::Partition => "partition takes regions, nodes or links",
         RawFaultKind::Heal => "heal takes no target",
         RawFaultKind::ClockJump => "clock-jump takes node and by_ms",
     }
@@ -51,7 +51,7 @@ fn kind(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Resul
     let field = |name: &str| format!("{path}.{name}");
     let allowed: &[&str] = match f.kind {
         RawFaultKind::Crash | RawFaultKind::Restart => &["node"],
-        RawFaultKind::Partition => &["regions", "nodes"],
+        RawFaultKind::Partition => &["regions", "nodes", "links"],
         RawFaultKind::Heal => &[],
         RawFaultKind::ClockJump => &["node", "by_ms"],
     };
@@ -59,6 +59,7 @@ fn kind(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Resul
         ("node", f.node.is_some()),
         ("regions", f.regions.is_some()),
         ("nodes", f.nodes.is_some()),
+        ("links", f.links.is_some()),
         ("by_ms", f.by_ms.is_some()),
     ];
     if let Some((name, _)) = given.iter().find(|(name, present)| *present && !allowed.contains(name)) {
@@ -79,16 +80,47 @@ fn kind(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Resul
 }
 
 fn partition(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Result<PartitionTarget, ConfigError> {
-    match (&f.regions, &f.nodes) {
-        (Some(_), Some(_)) => Err(ctx.err(&format!("{path}.nodes"), "give regions or nodes, not both")),
-        (Some(regions), None) => {
-            ctx.regions(&format!("{path}.regions"), regions, matrix)?;
-            Ok(PartitionTarget::Regions(regions.clone()))
-        }
-        (None, Some(nodes)) if nodes.is_empty() => {
-            Err(ctx.err(&format!("{path}.nodes"), "must name at least one node"))
-        }
-        (None, Some(nodes)) => Ok(PartitionTarget::Nodes(nodes.clone())),
-        (None, None) => Err(ctx.err(&format!("{path}.regions"), "a partition needs regions = [...] or nodes = [...]")),
+    let given = [("regions", f.regions.is_some()), ("nodes", f.nodes.is_some()), ("links", f.links.is_some())];
+    let mut named = given.iter().filter(|(_, present)| *present).map(|(name, _)| *name);
+    let (first, second) = (named.next(), named.next());
+    if let (Some(first), Some(second)) = (first, second) {
+        return Err(ctx.err(
+            &format!("{path}.{second}"),
+            format!("give one of regions, nodes or links, not {first} and {second}"),
+        ));
     }
+    if let Some(regions) = &f.regions {
+        ctx.regions(&format!("{path}.regions"), regions, matrix)?;
+        return Ok(PartitionTarget::Regions(regions.clone()));
+    }
+    if let Some(nodes) = &f.nodes {
+        if nodes.is_empty() {
+            return Err(ctx.err(&format!("{path}.nodes"), "must name at least one node"));
+        }
+        return Ok(PartitionTarget::Nodes(nodes.clone()));
+    }
+    if let Some(links) = &f.links {
+        return link_pairs(ctx, path, links);
+    }
+    Err(ctx
+        .err(&format!("{path}.regions"), "a partition needs regions = [...], nodes = [...] or links = [[a, b], ...]"))
+}
+
+/// `links = [["a", "b"], ...]`: pairs of two different nodes, at least one.
+fn link_pairs(ctx: Ctx<'_>, path: &str, links: &[Vec<String>]) -> Result<PartitionTarget, ConfigError> {
+    let field = format!("{path}.links");
+    if links.is_empty() {
+        return Err(ctx.err(&field, "must name at least one link"));
+    }
+    let mut pairs = Vec::with_capacity(links.len());
+    for (i, link) in links.iter().enumerate() {
+        match link.as_slice() {
+            [a, b] if a != b => pairs.push((a.clone(), b.clone())),
+            [a, _] => return Err(ctx.err(&field, format!("link {i} joins {a} to itself"))),
+            _ => {
+                return Err(ctx.err(&field, format!("link {i} is {link:?}; a link is a pair of nodes [\"a\", \"b\"]")));
+            }
+        }
+    }
+    Ok(PartitionTarget::Links(pairs))
 }

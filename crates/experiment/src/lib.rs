@@ -190,6 +190,7 @@ impl Experiment {
         for (i, fault) in self.faults.iter().enumerate() {
             let field = match &fault.kind {
                 FaultKind::Partition(PartitionTarget::Nodes(_)) => "nodes",
+                FaultKind::Partition(PartitionTarget::Links(_)) => "links",
                 _ => "node",
             };
             for name in fault.node_names() {

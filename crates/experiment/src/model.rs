@@ -118,6 +118,10 @@ pub enum PartitionTarget {
     Regions(Vec<String>),
     /// These nodes, cut off from the rest.
     Nodes(Vec<String>),
+    /// The link between the two nodes of each pair, and no other: the
+    /// nodes still reach everyone else (connectivity stops being
+    /// transitive).
+    Links(Vec<(String, String)>),
 }
 
 /// What a scheduled fault does.
@@ -158,6 +162,9 @@ impl Fault {
                 vec![node.as_str()]
             }
             FaultKind::Partition(PartitionTarget::Nodes(nodes)) => nodes.iter().map(String::as_str).collect(),
+            FaultKind::Partition(PartitionTarget::Links(links)) => {
+                links.iter().flat_map(|(a, b)| [a.as_str(), b.as_str()]).collect()
+            }
             FaultKind::Partition(PartitionTarget::Regions(_)) | FaultKind::Heal => Vec::new(),
         }
     }

@@ -124,6 +124,7 @@ pub struct RawFault {
     pub node: Option<String>,
     pub regions: Option<Vec<String>>,
     pub nodes: Option<Vec<String>>,
+    pub links: Option<Vec<Vec<String>>>,
     pub by_ms: Option<f64>,
 }
 

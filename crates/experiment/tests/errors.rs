@@ -2,7 +2,7 @@
 //! the right file, line and dotted field.
 
 use meridian_core::Topology;
-use meridian_experiment::{ConfigError, Experiment};
+use meridian_experiment::{ConfigError, Experiment, FaultKind, PartitionTarget};
 
 const BASE: &str = r#"[cluster]
 preset = "tiga-gcp"
@@ -224,6 +224,31 @@ fn faults_are_checked_in_order_and_by_kind() {
     expect(&e, Some(30), "faults[0].at_s", "after the run ends");
     let e = err(&with_faults("[[faults]]\nkind = \"heal\"\n"));
     expect(&e, Some(29), "faults[0].at_s", "required field is missing");
+}
+
+#[test]
+fn a_partition_of_links_takes_pairs_of_two_different_nodes_and_nothing_else() {
+    let partition = |target: &str| with_faults(&format!("[[faults]]\nat_s = 1.0\nkind = \"partition\"\n{target}\n"));
+    let ok =
+        partition("links = [[\"shard0-replica0\", \"shard0-replica1\"], [\"shard0-replica0\", \"shard0-replica2\"]]");
+    let exp = Experiment::from_str(&ok, "x.toml").unwrap();
+    let pairs = [("shard0-replica0", "shard0-replica1"), ("shard0-replica0", "shard0-replica2")];
+    let want: Vec<(String, String)> = pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect();
+    assert_eq!(exp.faults[0].kind, FaultKind::Partition(PartitionTarget::Links(want)));
+    let e = err(&partition("links = []"));
+    expect(&e, Some(32), "faults[0].links", "at least one link");
+    let e = err(&partition("links = [[\"shard0-replica0\"]]"));
+    expect(&e, Some(32), "faults[0].links", "link 0 is [\"shard0-replica0\"]; a link is a pair");
+    let e = err(&partition("links = [[\"shard0-replica0\", \"shard0-replica0\"]]"));
+    expect(&e, Some(32), "faults[0].links", "joins shard0-replica0 to itself");
+    let e = err(&partition("nodes = [\"shard0-replica0\"]\nlinks = [[\"shard0-replica0\", \"shard0-replica1\"]]"));
+    expect(&e, Some(33), "faults[0].links", "not nodes and links");
+    let e = err(&partition(""));
+    expect(&e, Some(29), "faults[0].regions", "links = [[a, b], ...]");
+    let unknown = partition("links = [[\"shard0-replica0\", \"shard7-replica1\"]]");
+    let exp = Experiment::from_str(&unknown, "x.toml").unwrap();
+    let e = exp.check_node_names(&Topology::build(&exp.cluster_spec(), &[])).unwrap_err();
+    expect(&e, Some(32), "faults[0].links", "unknown node `shard7-replica1`");
 }
 
 #[test]

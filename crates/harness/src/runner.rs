@@ -401,6 +401,9 @@ fn fault_actions(topology: &Topology, kind: &FaultKind) -> Vec<FaultAction> {
         FaultKind::Partition(PartitionTarget::Nodes(names)) => {
             vec![FaultAction::Partition(names.iter().map(|n| node(n)).collect())]
         }
+        FaultKind::Partition(PartitionTarget::Links(links)) => {
+            vec![FaultAction::CutLinks(links.iter().map(|(a, b)| (node(a), node(b))).collect())]
+        }
         FaultKind::Partition(PartitionTarget::Regions(regions)) => {
             let cut: Vec<NodeId> = (0..topology.nodes.len() as u32)
                 .map(NodeId)

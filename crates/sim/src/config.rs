@@ -63,7 +63,12 @@ pub enum FaultAction {
     Restart(NodeId),
     /// Cuts every link between `nodes` and the rest; cuts accumulate.
     Partition(Vec<NodeId>),
-    /// Removes every cut.
+    /// Cuts the link between the two nodes of each pair (both directions)
+    /// and no other; accumulates with the other cuts.
+    CutLinks(Vec<(NodeId, NodeId)>),
+    /// Restores the links of each pair (undoes `CutLinks`); other cuts stay.
+    RestoreLinks(Vec<(NodeId, NodeId)>),
+    /// Removes every cut, link cuts included.
     Heal,
     /// Moves a node's wall clock by the (signed) amount.
     ClockJump(NodeId, i64),

@@ -1,6 +1,8 @@
 //! The simulated wide-area network: one-way delays from the latency matrix,
 //! exponential jitter, loss, duplication, optional reordering (links are FIFO
-//! otherwise, as TCP is) and partitions (sets of nodes cut off from the rest).
+//! otherwise, as TCP is) and partitions: sets of nodes cut off from the rest,
+//! and single links cut, which lets connectivity stop being transitive (a
+//! leader that still reaches the view manager but not its followers).
 
 use crate::config::NetConfig;
 use meridian_core::{LatencyMatrix, NodeId, Rng, Topology};
@@ -15,6 +17,8 @@ pub struct Network {
     last_delivery_ns: Vec<u64>,
     n: usize,
     cuts: Vec<BTreeSet<NodeId>>,
+    /// Links cut in both directions, each as (lower id, higher id).
+    cut_links: BTreeSet<(NodeId, NodeId)>,
 }
 
 /// Where a sent message goes: up to two deliveries (duplication).
@@ -43,6 +47,7 @@ impl Network {
             last_delivery_ns: vec![0; n * n],
             n,
             cuts: Vec::new(),
+            cut_links: BTreeSet::new(),
         }
     }
 
@@ -53,14 +58,29 @@ impl Network {
 
     pub fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
         self.cuts.iter().any(|cut| cut.contains(&a) != cut.contains(&b))
+            || (!self.cut_links.is_empty() && self.cut_links.contains(&(a.min(b), a.max(b))))
     }
 
     pub fn partition(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
         self.cuts.push(nodes.into_iter().collect());
     }
 
+    /// Cuts each link between the two nodes of a pair, both directions.
+    pub fn cut_links(&mut self, links: impl IntoIterator<Item = (NodeId, NodeId)>) {
+        self.cut_links.extend(links.into_iter().filter(|(a, b)| a != b).map(|(a, b)| (a.min(b), a.max(b))));
+    }
+
+    /// Restores the links of each pair that a `cut_links` cut; other cuts
+    /// stay.
+    pub fn restore_links(&mut self, links: &[(NodeId, NodeId)]) {
+        for (a, b) in links {
+            self.cut_links.remove(&(*a.min(b), *a.max(b)));
+        }
+    }
+
     pub fn heal(&mut self) {
         self.cuts.clear();
+        self.cut_links.clear();
     }
 
     /// Decides the fate of one message sent at `depart_ns`; `extra_ns` is an
@@ -89,5 +109,43 @@ impl Network {
             self.last_delivery_ns[link] = at;
         }
         at
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use meridian_core::{ClusterSpec, LeaderPlacement, RegionId};
+
+    fn network() -> Network {
+        let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
+        let spec = ClusterSpec {
+            regions: matrix.regions.clone(),
+            server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
+            shards: 1,
+            replicas_per_shard: 3,
+            leaders: LeaderPlacement::Colocated,
+            client_regions: vec![RegionId(0)],
+            clients_per_region: 1,
+        };
+        Network::new(NetConfig::default(), 1, &Topology::build(&spec, &[]), &matrix)
+    }
+
+    #[test]
+    fn a_cut_link_drops_only_its_own_messages_so_connectivity_need_not_be_transitive() {
+        let mut net = network();
+        let (a, b, c) = (NodeId(0), NodeId(1), NodeId(2));
+        net.cut_links([(b, a), (c, a)]);
+        assert!(net.is_cut(a, b) && net.is_cut(b, a) && net.is_cut(a, c), "both directions of each pair");
+        assert!(!net.is_cut(b, c), "b and c still talk");
+        assert_eq!(net.route(a, b, 0, 0), Route::default(), "dropped");
+        assert!(net.route(b, c, 0, 0).first_ns.is_some());
+        net.partition([c]);
+        net.restore_links(&[(a, b), (a, c)]);
+        assert!(!net.is_cut(a, b), "restored");
+        assert!(net.is_cut(a, c) && net.is_cut(b, c), "the node-set partition stays");
+        net.cut_links([(a, b)]);
+        net.heal();
+        assert!(!net.is_cut(a, b) && !net.is_cut(a, c), "heal removes link cuts too");
     }
 }

@@ -687,6 +687,8 @@ impl<P: Protocol> Sim<P> {
             FaultAction::Crash(node) => self.crash(node),
             FaultAction::Restart(node) => self.restart(node),
             FaultAction::Partition(nodes) => self.net.partition(nodes),
+            FaultAction::CutLinks(links) => self.net.cut_links(links),
+            FaultAction::RestoreLinks(links) => self.net.restore_links(&links),
             FaultAction::Heal => self.net.heal(),
             FaultAction::ClockJump(node, by_ns) => self.nodes[node.index()].jump_ns += by_ns,
             FaultAction::SetLoss(p) => self.net.cfg.loss = p,
