@@ -432,6 +432,69 @@ fn servers_fold_their_logs_at_the_commit_point_and_a_restarted_one_resumes_from_
         }
     }
     assert_replicas_agree(&s);
+    assert_eq!(c.get("leaders_cut_off"), None, "a leader with one follower left is not cut off");
+    let report = check(&rec.ops, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+}
+
+/// Cuts the links between `node` and the other replicas of its shard,
+/// and no other: it still reaches the view manager, clients and the other
+/// shards.
+fn cut_from_its_shard(s: &mut Sim<Tiga>, name: &str) {
+    let shard = name.split('-').next().expect("a server name");
+    let cut = node(s, name);
+    let links: Vec<(NodeId, NodeId)> =
+        (0..3).map(|r| node(s, &format!("{shard}-replica{r}"))).filter(|n| *n != cut).map(|n| (cut, n)).collect();
+    s.schedule(s.now_ns(), FaultAction::CutLinks(links));
+}
+
+/// Which replica leads each of the two shards, as shard 0's replica 2 sees
+/// the view.
+fn leaders(s: &Sim<Tiga>) -> Vec<u32> {
+    let view = server(s, "shard0-replica2").view().clone();
+    (0..2).map(|shard| (view.l_view(meridian_core::ShardId(shard)) % 3) as u32).collect()
+}
+
+#[test]
+fn a_leader_that_reaches_the_view_manager_but_not_its_followers_is_replaced() {
+    // Beyond the paper (reach.rs): shard 0's leader keeps heartbeating, so
+    // it is never silent, but its log reaches no follower: the fast path
+    // still commits, the commit-point and the slow path do not move. It
+    // says so, and the view manager replaces it; the partition never heals
+    // here.
+    let mut s = checkpointing(21, Params::new());
+    let mut rec = HistoryLog::default();
+    load(&mut s, &mut rec, 0, 20);
+    assert_eq!(leaders(&s), [0, 0]);
+    cut_from_its_shard(&mut s, "shard0-replica0");
+    load(&mut s, &mut rec, 20, 20);
+    run_for(&mut s, &mut rec, 3_000);
+    load(&mut s, &mut rec, 40, 20);
+    assert_ne!(leaders(&s)[0], 0, "shard 0 has a new leader: {:?}", s.counters());
+    assert!(s.counters().get("leaders_cut_off").copied().unwrap_or(0) >= 1, "{:?}", s.counters());
+    let report = check(&rec.ops, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+}
+
+#[test]
+fn a_new_leader_cut_off_from_its_followers_is_replaced_before_it_holds_every_shards_view() {
+    // Shard 1's leader crashes and the view manager moves every shard's
+    // leadership to replica 1 (Algorithm 4 lines 37-49). Shard 0's replica
+    // 1 cannot reach its shard: it never gathers the view's logs, and the
+    // view's later rounds wait for every shard (recovery.rs). It heartbeats
+    // all along; saying it is cut off gets it replaced, and every shard
+    // commits again while the partition lasts.
+    let mut s = checkpointing(22, Params::new());
+    let mut rec = HistoryLog::default();
+    load(&mut s, &mut rec, 0, 20);
+    cut_from_its_shard(&mut s, "shard0-replica1");
+    s.crash(node(&s, "shard1-replica0"));
+    load(&mut s, &mut rec, 20, 40);
+    // `load` returns once all 40 completed, and a completion that is not a
+    // commit fails the test (`HistoryLog::complete`).
+    let committed = rec.ops.iter().filter(|op| op.kind == OpType::Ok).count();
+    assert_eq!(committed, 60, "every transaction committed while the partition lasts");
+    assert_eq!(leaders(&s), [2, 2], "replica 2 leads both shards: {:?}", s.counters());
     let report = check(&rec.ops, Model::StrictSerializable);
     assert!(report.valid, "{}", report.summary());
 }
@@ -549,6 +612,7 @@ fn cross_shard_verification_ends_with_the_view_change_even_when_a_message_of_it_
     load(&mut s, &mut rec, 40, 40);
     // More than the 8 first-round and second-round messages: re-sends.
     assert_verification_ended(&mut s, &mut rec, 9);
+    assert_eq!(s.counters().get("leaders_cut_off"), None, "the new leaders heard their followers");
 }
 
 /// Step ④'s verification sent at least `at_least` messages and then ended

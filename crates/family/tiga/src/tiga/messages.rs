@@ -246,6 +246,20 @@ pub struct Snapshot {
     pub tentative: Vec<LogEntry>,
 }
 
+/// How a server stands, as its heartbeat tells the view manager.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Standing {
+    /// Fit to lead.
+    #[default]
+    Serving,
+    /// Restarted and not rejoined yet (Algorithm 6): it has lost its state.
+    Recovering,
+    /// A leader that has heard from fewer than `f` of its shard's other
+    /// replicas for `leader_timeout_ms`: it reaches the view manager but
+    /// cannot make its log durable, and only a new view can (`reach.rs`).
+    CutOff,
+}
+
 /// A view-manager command, replicated through its Paxos group.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum VmCmd {
@@ -333,13 +347,13 @@ pub enum Msg {
 
     // ---- servers ↔ view manager (§4, Algorithm 4) ----
     Vm(PaxosMsg<VmCmd, VmState>),
-    /// A server's periodic liveness report, with its view and whether it
-    /// restarted and has not rejoined yet (Algorithm 6).
-    /// `delays`: its one-way-delay estimates to the other shards' servers
-    /// (the probe mesh of §3.8).
+    /// A server's periodic liveness report, with its view and how it
+    /// stands (restarted and not rejoined yet, Algorithm 6; or a leader cut
+    /// off from its followers). `delays`: its one-way-delay estimates to
+    /// the other shards' servers (the probe mesh of §3.8).
     Heartbeat {
         g_view: u64,
-        recovering: bool,
+        standing: Standing,
         delays: Vec<(NodeId, u64)>,
     },
     /// Anyone → view manager: what is the current view?

@@ -11,7 +11,8 @@
 //! `agreement.rs` (§3.5-3.6 timestamp agreement among leaders), `sync.rs`
 //! (§3.7 log synchronization, slow path, commit-point), `checkpoint.rs` (§4
 //! execution, checkpoints, at-most-once memory), `recovery.rs` (§4, Appendix
-//! B: the new leader's view change). Leaf structures: `hash.rs` (Appendix D
+//! B: the new leader's view change), `reach.rs` (whether a leader still
+//! hears from its followers, told to the view manager). Leaf structures: `hash.rs` (Appendix D
 //! per-key incremental hashes), `log.rs` (the log and its points),
 //! `queue.rs`, `conflict.rs`, `messages.rs`.
 //!
@@ -53,6 +54,7 @@ pub mod hash;
 pub mod log;
 pub mod messages;
 mod queue;
+mod reach;
 mod recovery;
 mod server;
 mod sync;
@@ -195,7 +197,7 @@ pub const PARAMS: &[ParamDoc] = &[
     ParamDoc {
         name: "leader_timeout_ms",
         default: "1000",
-        doc: "heartbeat silence after which the view manager replaces a shard leader (§4, Algorithm 4)",
+        doc: "heartbeat silence after which the view manager replaces a shard leader (§4, Algorithm 4); also how long a leader hears from fewer than f followers before it asks to be replaced",
     },
     ParamDoc {
         name: "checkpoint_entries",
@@ -248,6 +250,10 @@ pub const COUNTERS: &[CounterDoc] = &[
         doc: "view changes a new leader confirmed: every participant's new log durable at f + 1 servers (round 3)",
     },
     CounterDoc { name: "verify_messages", doc: "timestamp verification messages of view changes" },
+    CounterDoc {
+        name: "leaders_cut_off",
+        doc: "heartbeats in which a leader told the view manager it had heard from fewer than f of its followers for leader_timeout_ms",
+    },
     CounterDoc { name: "recovery_raised", doc: "timestamps raised while rebuilding a view's log" },
     CounterDoc { name: "recovery_dropped", doc: "transactions dropped from a rebuilt log (not committed anywhere)" },
     CounterDoc {

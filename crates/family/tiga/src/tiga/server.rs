@@ -39,10 +39,11 @@ use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::{Replied, ShardLog, TigaLog};
 use super::messages::{
-    Checkpoint, FastReply, LogEntry, LogSync, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, StartView, Submit, Timer,
-    TsNotify, TsVerify, TxnBody, View, ViewChange,
+    Checkpoint, FastReply, LogEntry, LogSync, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, Standing, StartView, Submit,
+    Timer, TsNotify, TsVerify, TxnBody, View, ViewChange,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
+use super::reach::PeerReach;
 use super::recovery::{self, Finished};
 use super::sync::{self, SYNC_BATCH_MAX, SyncState};
 use super::{Config, Tiga};
@@ -378,6 +379,8 @@ pub struct Server {
     rebuild: super::recovery::Rebuild,
     /// One-way delays to the other shards' servers (§3.8's probe mesh).
     peer_delays: meridian_mechanisms::owd::Delays,
+    /// When it last heard from each replica of its shard (reach.rs).
+    reach: PeerReach,
 }
 
 impl Server {
@@ -416,6 +419,7 @@ impl Server {
             sync: SyncState::new(n),
             rebuild: Default::default(),
             peer_delays: Default::default(),
+            reach: PeerReach::new(n),
         }
     }
 
@@ -807,12 +811,29 @@ impl Server {
     fn on_heartbeat(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let msg = Msg::Heartbeat {
             g_view: self.core.view.g_view,
-            recovering: self.core.status == Status::Recovering,
+            standing: self.standing(ctx),
             delays: self.peer_delays.estimates(50.0),
         };
         for vm in self.core.vm_members() {
             ctx.send(vm, msg.clone());
         }
+    }
+
+    /// How this server stands for the view manager: restarted, a leader
+    /// cut off from its followers (reach.rs), or fit to lead.
+    fn standing(&mut self, ctx: &mut Ctx<'_, Tiga>) -> Standing {
+        if self.core.status == Status::Recovering {
+            return Standing::Recovering;
+        }
+        let (me, f, g_view) = (self.core.replica as usize, self.core.f(), self.core.view.g_view);
+        // Followers repeat a view-change message every `resend_ns`: a
+        // timeout shorter than a few of those would misjudge a long change.
+        let timeout_ns = self.core.cfg.leader_timeout_ns.max(3 * self.core.cfg.resend_ns);
+        if self.core.is_leader() && self.reach.cut_off(me, f, g_view, ctx.monotonic_ns(), timeout_ns) {
+            ctx.count("leaders_cut_off", 1);
+            return Standing::CutOff;
+        }
+        Standing::Serving
     }
 
     /// Every `resend_ns`: what may have been lost and is still awaited —
@@ -1657,6 +1678,12 @@ impl Server {
     }
 
     fn on_message_event(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
+        if matches!(msg, Msg::SyncReport(_) | Msg::ViewChange(_)) {
+            // A replica of this shard reports: it reaches this server.
+            if let Some(r) = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == from) {
+                self.reach.heard(r, ctx.monotonic_ns());
+            }
+        }
         match msg {
             Msg::Submit(m) => self.on_submit(ctx, from, m),
             Msg::Probe { send_clock_ns, low_watermark } => {

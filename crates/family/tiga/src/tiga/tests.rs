@@ -2,7 +2,9 @@
 //! core's `Hand`: feed one event at a chosen time, compare what the handler
 //! did with what the paper says the transition does.
 
-use super::messages::{FastReply, LogSync, Msg, StartView, Submit, SyncReport, Timer, TsNotify, TxnBody, ViewChange};
+use super::messages::{
+    FastReply, LogSync, Msg, Standing, StartView, Submit, SyncReport, Timer, TsNotify, TxnBody, ViewChange,
+};
 use super::server::Server;
 use super::{Config, Tiga, initial_view};
 use meridian_core::{
@@ -543,9 +545,9 @@ fn the_view_manager_tells_the_current_view_to_whoever_asks_or_reports_an_older_o
     vm.start(Vec::new());
     let server = topo.replicas(ShardId(0))[1];
     assert_eq!(current_views(&vm.message(server, Msg::GetView)), [(server, 1)]);
-    let fresh = Msg::Heartbeat { g_view: 1, recovering: false, delays: Vec::new() };
+    let fresh = Msg::Heartbeat { g_view: 1, standing: Standing::Serving, delays: Vec::new() };
     assert!(current_views(&vm.message(server, fresh)).is_empty(), "a server in the current view hears nothing");
-    let stale = Msg::Heartbeat { g_view: 0, recovering: false, delays: Vec::new() };
+    let stale = Msg::Heartbeat { g_view: 0, standing: Standing::Serving, delays: Vec::new() };
     assert_eq!(current_views(&vm.message(server, stale)), [(server, 1)], "one behind is told the view");
 }
 
@@ -742,7 +744,30 @@ fn set_all_ns(vms: &mut [VmHand], t: u64) {
 }
 
 fn heartbeat() -> Msg {
-    Msg::Heartbeat { g_view: 1, recovering: false, delays: Vec::new() }
+    Msg::Heartbeat { g_view: 1, standing: Standing::Serving, delays: Vec::new() }
+}
+
+/// The view manager's three members, started at `t0` and settled.
+fn view_managers(topo: &Arc<Topology>, cfg: &Config, t0: u64) -> Vec<VmHand> {
+    let view = initial_view(topo, cfg);
+    let mut vms: Vec<VmHand> = topo
+        .service("viewmgr")
+        .iter()
+        .map(|m| {
+            Hand::new(super::vm::ViewManager::new(topo.clone(), *m, view.clone(), *cfg), topo.clone(), *m, Now::at(t0))
+        })
+        .collect();
+    let started: Vec<(usize, EffectsOf<Tiga>)> = (0..3).map(|i| (i, vms[i].start(Vec::new()))).collect();
+    assert!(pump(&mut vms, started).is_empty(), "nothing to tell before any view changes");
+    vms
+}
+
+/// View 2 of a one-shard deployment, led by replica 1, told to every
+/// server and client by the member that proposed it.
+fn view_2_told(topo: &Topology, cfg: &Config) -> Vec<(usize, NodeId, Msg)> {
+    let next = super::messages::View { g_view: 2, g_vec: vec![1], mode: initial_view(topo, cfg).mode };
+    let everyone: Vec<NodeId> = topo.all_replicas().chain(topo.clients().iter().copied()).collect();
+    everyone.iter().map(|n| (0, *n, Msg::CurrentView(next.clone()))).collect()
 }
 
 #[test]
@@ -752,17 +777,8 @@ fn the_view_manager_replaces_a_leader_silent_past_the_timeout_and_tells_everyone
     // leader was silent for `leader_timeout_ms`; once a majority accepted
     // it, it installs it and tells every server and client.
     let (topo, cfg) = deployment_with_vm();
-    let members = topo.service("viewmgr").to_vec();
-    let view = initial_view(&topo, &cfg);
     let t0 = 1_000_000;
-    let mut vms: Vec<VmHand> = members
-        .iter()
-        .map(|m| {
-            Hand::new(super::vm::ViewManager::new(topo.clone(), *m, view.clone(), cfg), topo.clone(), *m, Now::at(t0))
-        })
-        .collect();
-    let started: Vec<(usize, EffectsOf<Tiga>)> = (0..3).map(|i| (i, vms[i].start(Vec::new()))).collect();
-    assert!(pump(&mut vms, started).is_empty(), "nothing to tell before any view changes");
+    let mut vms = view_managers(&topo, &cfg, t0);
     let replicas = topo.replicas(ShardId(0)).to_vec();
     let timeout = cfg.leader_timeout_ns;
     // Everyone is heard at t0; only the followers later on.
@@ -779,12 +795,75 @@ fn the_view_manager_replaces_a_leader_silent_past_the_timeout_and_tells_everyone
     set_all_ns(&mut vms, t0 + timeout);
     let tick = vms[0].timer(Timer::VmTick);
     let told = pump(&mut vms, vec![(0, tick)]);
-    let next = super::messages::View { g_view: 2, g_vec: vec![1], mode: view.mode };
-    let everyone: Vec<NodeId> = topo.all_replicas().chain(topo.clients().iter().copied()).collect();
-    let expected: Vec<(usize, NodeId, Msg)> =
-        everyone.iter().map(|n| (0, *n, Msg::CurrentView(next.clone()))).collect();
+    let expected = view_2_told(&topo, &cfg);
     assert_eq!(format!("{told:?}"), format!("{expected:?}"), "replica 1 leads view 2; everyone is told");
-    assert_eq!(*vms[0].node.view(), next, "the member that proposed it installed it");
+    let Msg::CurrentView(next) = &expected[0].2 else { unreachable!() };
+    assert_eq!(vms[0].node.view(), next, "the member that proposed it installed it");
+}
+
+#[test]
+fn the_view_manager_replaces_a_leader_cut_off_from_its_followers_only_by_a_replica_it_hears_from() {
+    // Beyond the paper (reach.rs): the leader still heartbeats but says it
+    // has not heard from f of its followers. With no other replica fit to
+    // lead, a new view would name it again, so none is made; a follower
+    // heard only since the leader's report (a partition just healed) does
+    // not count yet; one heard for two heartbeats before it takes over.
+    let (topo, cfg) = deployment_with_vm();
+    let t0 = 1_000_000;
+    let mut vms = view_managers(&topo, &cfg, t0);
+    let replicas = topo.replicas(ShardId(0)).to_vec();
+    let hb = |g_view: u64, standing: Standing| Msg::Heartbeat { g_view, standing, delays: Vec::new() };
+    let mut t = t0 + cfg.leader_timeout_ns;
+    set_all_ns(&mut vms, t);
+    vms[0].message(replicas[0], hb(1, Standing::CutOff));
+    vms[0].message(replicas[2], hb(1, Standing::Recovering));
+    let tick = vms[0].timer(Timer::VmTick);
+    assert!(pump(&mut vms, vec![(0, tick)]).is_empty(), "no follower fit to lead: the leader stays");
+    vms[0].message(replicas[1], heartbeat());
+    vms[0].message(replicas[0], hb(1, Standing::CutOff));
+    let tick = vms[0].timer(Timer::VmTick);
+    assert!(pump(&mut vms, vec![(0, tick)]).is_empty(), "replica 1 is heard only since the leader's report");
+    for _ in 0..2 {
+        t += cfg.heartbeat_ns;
+        set_all_ns(&mut vms, t);
+        vms[0].message(replicas[1], heartbeat());
+        vms[0].message(replicas[2], hb(1, Standing::Recovering));
+    }
+    vms[0].message(replicas[0], hb(1, Standing::CutOff));
+    let tick = vms[0].timer(Timer::VmTick);
+    let told = pump(&mut vms, vec![(0, tick)]);
+    let expected = view_2_told(&topo, &cfg);
+    assert_eq!(format!("{told:?}"), format!("{expected:?}"), "replica 1, heard all along, leads view 2");
+
+    // Replica 1 is cut off too (say the shard split {0, 1} | {2}). Replica
+    // 0, demoted, serves again, but said it was cut off a moment ago: it is
+    // not fit to lead, or the two would take turns. Replica 2, once it
+    // serves, takes over.
+    for _ in 0..3 {
+        t += cfg.heartbeat_ns;
+        set_all_ns(&mut vms, t);
+        vms[0].message(replicas[0], hb(2, Standing::Serving));
+        vms[0].message(replicas[1], hb(2, Standing::CutOff));
+        vms[0].message(replicas[2], hb(2, Standing::Recovering));
+    }
+    let tick = vms[0].timer(Timer::VmTick);
+    assert!(pump(&mut vms, vec![(0, tick)]).is_empty(), "replica 0 was cut off lately; replica 2 restarted");
+    for _ in 0..3 {
+        t += cfg.heartbeat_ns;
+        set_all_ns(&mut vms, t);
+        vms[0].message(replicas[0], hb(2, Standing::Serving));
+        vms[0].message(replicas[2], hb(2, Standing::Serving));
+        vms[0].message(replicas[1], hb(2, Standing::CutOff));
+    }
+    let tick = vms[0].timer(Timer::VmTick);
+    let told = pump(&mut vms, vec![(0, tick)]);
+    let views: Vec<String> = told
+        .iter()
+        .filter_map(
+            |(_, _, m)| if let Msg::CurrentView(v) = m { Some(format!("{}:{:?}", v.g_view, v.g_vec)) } else { None },
+        )
+        .collect();
+    assert!(!views.is_empty() && views.iter().all(|v| v == "3:[2]"), "replica 2 leads view 3: {views:?}");
 }
 
 // ---- a follower joins the new view (Algorithm 5 lines 37-43) ----

@@ -4,8 +4,10 @@
 //!
 //! The view history is a Multi-Paxos log (the shared `MultiPaxos`; the
 //! paper uses Viewstamped Replication, which plays the same part): the
-//! Paxos leader proposes `NewView` when a shard leader is silent or reports
-//! that it restarted, every member applies committed views in order, and
+//! Paxos leader proposes `NewView` when a shard leader is silent, reports
+//! that it restarted, or reports that it is cut off from its followers and
+//! another replica of its shard can take over (`reach.rs`), every member
+//! applies committed views in order, and
 //! every member answers a server or coordinator that shows an older view
 //! with the current one. New leaders follow Algorithm 4 lines 37-49: one
 //! replica index for every shard when all those replicas are alive (they
@@ -19,7 +21,7 @@
 //!
 //! It never touches a server's log: it only decides who leads.
 
-use super::messages::{Mode, Msg, Record, Timer, View, VmCmd, VmState};
+use super::messages::{Mode, Msg, Record, Standing, Timer, View, VmCmd, VmState};
 use super::{Config, Tiga};
 use meridian_core::Process;
 use meridian_core::{Ctx, Mapped, NodeId, ShardId, Topology};
@@ -31,12 +33,27 @@ use std::sync::Arc;
 /// view manager switches it.
 const MODE_PATIENCE_NS: u64 = 3_000_000_000;
 
+/// A server that said it was cut off from its followers is not fit to lead
+/// for this many leader timeouts afterwards, even once demoted (when it
+/// says it serves again): otherwise two replicas cut off from the rest of
+/// their shard would take turns leading it.
+const CUT_OFF_MEMORY_TIMEOUTS: u64 = 10;
+
+/// Heartbeat periods without one after which a server's run of heartbeats
+/// counts as broken (`Liveness::heard_since_ns` starts again).
+const HEARD_GAP_HEARTBEATS: u64 = 3;
+
 /// What the view manager knows of one server.
 #[derive(Clone, Debug, Default)]
 struct Liveness {
     /// The view manager's clock when it last heard from the server.
     heard_ns: Option<u64>,
-    recovering: bool,
+    /// Since when it has heard the server without a gap of
+    /// `HEARD_GAP_HEARTBEATS` heartbeats.
+    heard_since_ns: u64,
+    /// When it last heard the server say it was cut off from its followers.
+    cut_off_ns: Option<u64>,
+    standing: Standing,
     /// Its one-way-delay estimates to other shards' servers.
     delays: Vec<(NodeId, u64)>,
 }
@@ -129,9 +146,52 @@ impl ViewManager {
         }
     }
 
-    /// Heard from within the timeout and not restarting: fit to lead.
+    /// Heard from within the timeout, not restarting, and not cut off from
+    /// its followers lately (`CUT_OFF_MEMORY_TIMEOUTS`): fit to lead.
     fn alive(&self, node: NodeId, now: u64) -> bool {
-        self.heard(node, now) && self.servers.get(&node).is_some_and(|l| !l.recovering)
+        let memory_ns = CUT_OFF_MEMORY_TIMEOUTS * self.cfg.leader_timeout_ns;
+        self.heard(node, now)
+            && self.servers.get(&node).is_some_and(|l| {
+                l.standing == Standing::Serving && l.cut_off_ns.is_none_or(|c| now.saturating_sub(c) >= memory_ns)
+            })
+    }
+
+    /// Algorithm 4 line 1, and a leader that reaches this view manager but
+    /// not its followers (reach.rs): a silent or restarted leader is
+    /// replaced; a cut-off one only by a replica of its shard fit to lead
+    /// that this view manager had heard without a gap for two heartbeats
+    /// when the leader last said it was cut off. With none, a new view
+    /// would name it again; and a follower heard only since a partition
+    /// healed may well be heard by the leader too, whose next heartbeat
+    /// will say so.
+    fn must_replace(&self, shard: ShardId, leader: NodeId, now: u64) -> bool {
+        if !self.heard(leader, now) {
+            return true;
+        }
+        let Some(l) = self.servers.get(&leader) else { return true };
+        match (l.standing, l.cut_off_ns) {
+            (Standing::Serving, _) => false,
+            (Standing::Recovering, _) => true,
+            (Standing::CutOff, cut_off_ns) => {
+                let said_ns = cut_off_ns.expect("a cut-off report is remembered");
+                let settled = |m: &NodeId| {
+                    self.servers.get(m).is_some_and(|f| f.heard_since_ns + 2 * self.cfg.heartbeat_ns <= said_ns)
+                };
+                self.topo.replicas(shard).iter().any(|m| *m != leader && self.alive(*m, now) && settled(m))
+            }
+        }
+    }
+
+    /// A heartbeat from `from` at `now`.
+    fn heard_from(&mut self, from: NodeId, now: u64, standing: Standing, delays: Vec<(NodeId, u64)>) {
+        let gap_ns = HEARD_GAP_HEARTBEATS * self.cfg.heartbeat_ns;
+        let before = self.servers.get(&from);
+        let heard_since_ns = match before {
+            Some(l) if l.heard_ns.is_some_and(|h| now.saturating_sub(h) <= gap_ns) => l.heard_since_ns,
+            _ => now,
+        };
+        let cut_off_ns = if standing == Standing::CutOff { Some(now) } else { before.and_then(|l| l.cut_off_ns) };
+        self.servers.insert(from, Liveness { heard_ns: Some(now), heard_since_ns, cut_off_ns, standing, delays });
     }
 
     /// Heard from within the timeout, restarting or not. A restarted server
@@ -145,7 +205,8 @@ impl ViewManager {
     }
 
     /// Algorithm 4 line 1: the Paxos leader replaces leaders it has not
-    /// heard from for a timeout, or that restarted and lost their state.
+    /// heard from for a timeout, or that restarted and lost their state, or
+    /// that cannot reach their followers (`must_replace`).
     fn detect_failures(&mut self, ctx: &mut Ctx<'_, Tiga>) {
         let now = ctx.clock_ns();
         let Some(since) = self.leading_since_ns.filter(|_| self.paxos.is_leader()) else { return };
@@ -160,7 +221,7 @@ impl ViewManager {
         let n = self.topo.replicas_per_shard;
         let failed = (0..self.topo.shards).map(ShardId).any(|s| {
             let leader = self.topo.replicas(s)[self.view.leader_index(s, n) as usize];
-            !self.alive(leader, now)
+            self.must_replace(s, leader, now)
         });
         let next = if failed { self.next_view(now) } else { self.mode_switch(now) };
         let Some(next) = next else { return };
@@ -310,10 +371,9 @@ impl Process<Tiga> for ViewManager {
     fn on_message(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         match msg {
             Msg::Vm(m) => self.paxos.on_message(&mut Mapped::new(ctx), from, m),
-            Msg::Heartbeat { g_view, recovering, mut delays } => {
-                let now = ctx.clock_ns();
+            Msg::Heartbeat { g_view, standing, mut delays } => {
                 delays.truncate(self.topo.nodes.len());
-                self.servers.insert(from, Liveness { heard_ns: Some(now), recovering, delays });
+                self.heard_from(from, ctx.clock_ns(), standing, delays);
                 if g_view < self.view.g_view {
                     ctx.send(from, Msg::CurrentView(self.view.clone()));
                 }
