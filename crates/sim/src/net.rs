@@ -115,20 +115,13 @@ impl Network {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use meridian_core::{ClusterSpec, LeaderPlacement, RegionId};
+    use meridian_core::ClusterSpec;
 
     fn network() -> Network {
         let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
-        let spec = ClusterSpec {
-            regions: matrix.regions.clone(),
-            server_regions: vec![RegionId(0), RegionId(1), RegionId(2)],
-            shards: 1,
-            replicas_per_shard: 3,
-            leaders: LeaderPlacement::Colocated,
-            client_regions: vec![RegionId(0)],
-            clients_per_region: 1,
-        };
-        Network::new(NetConfig::default(), 1, &Topology::build(&spec, &[]), &matrix)
+        let regions: Vec<&str> = matrix.regions.iter().take(3).map(String::as_str).collect();
+        let topology = Topology::build(&ClusterSpec::every_region(&regions, 1), &[]);
+        Network::new(NetConfig::default(), 1, &topology, &matrix)
     }
 
     #[test]
