@@ -249,8 +249,7 @@ fn draw_links(t: &Topology, servers: &[NodeId], rng: &mut Rng) -> Vec<(NodeId, N
         let other = (first + 1 + rng.below(n - 1) as usize) % n as usize;
         side[other] = false;
         let group = |inside: bool| replicas.iter().zip(&side).filter(move |(_, s)| **s == inside).map(|(r, _)| *r);
-        let cut: Vec<(NodeId, NodeId)> = group(true).flat_map(|a| group(false).map(move |b| (a, b))).collect();
-        cut
+        group(true).flat_map(|a| group(false).map(move |b| (a, b))).collect()
     } else {
         // Any two distinct servers or services.
         let a = rng.below(servers.len() as u64) as usize;

@@ -21,6 +21,11 @@ pub struct Network {
     cut_links: BTreeSet<(NodeId, NodeId)>,
 }
 
+/// A link cut in both directions, named by its lower node first.
+fn link_key(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
+    (a.min(b), a.max(b))
+}
+
 /// Where a sent message goes: up to two deliveries (duplication).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
@@ -58,7 +63,7 @@ impl Network {
 
     pub fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
         self.cuts.iter().any(|cut| cut.contains(&a) != cut.contains(&b))
-            || (!self.cut_links.is_empty() && self.cut_links.contains(&(a.min(b), a.max(b))))
+            || (!self.cut_links.is_empty() && self.cut_links.contains(&link_key(a, b)))
     }
 
     pub fn partition(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
@@ -67,14 +72,14 @@ impl Network {
 
     /// Cuts each link between the two nodes of a pair, both directions.
     pub fn cut_links(&mut self, links: impl IntoIterator<Item = (NodeId, NodeId)>) {
-        self.cut_links.extend(links.into_iter().filter(|(a, b)| a != b).map(|(a, b)| (a.min(b), a.max(b))));
+        self.cut_links.extend(links.into_iter().filter(|(a, b)| a != b).map(|(a, b)| link_key(a, b)));
     }
 
     /// Restores the links of each pair that a `cut_links` cut; other cuts
     /// stay.
     pub fn restore_links(&mut self, links: &[(NodeId, NodeId)]) {
         for (a, b) in links {
-            self.cut_links.remove(&(*a.min(b), *a.max(b)));
+            self.cut_links.remove(&link_key(*a, *b));
         }
     }
 

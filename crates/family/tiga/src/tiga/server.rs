@@ -1680,7 +1680,7 @@ impl Server {
     fn on_message_event(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
         if matches!(msg, Msg::SyncReport(_) | Msg::ViewChange(_)) {
             // A replica of this shard reports: it reaches this server.
-            if let Some(r) = ctx.topology().replicas(self.core.shard).iter().position(|n| *n == from) {
+            if let Some(r) = sync::follower_index(ctx, &self.core, from) {
                 self.reach.heard(r, ctx.monotonic_ns());
             }
         }

@@ -130,7 +130,8 @@ pub(super) struct SyncState {
     fetched: Fetched,
 }
 
-fn follower_index(ctx: &Ctx<'_, Tiga>, core: &Core, node: NodeId) -> Option<usize> {
+/// The replica index of `node` in this server's shard, if it is one.
+pub(super) fn follower_index(ctx: &Ctx<'_, Tiga>, core: &Core, node: NodeId) -> Option<usize> {
     ctx.topology().replicas(core.shard()).iter().position(|n| *n == node)
 }
 
