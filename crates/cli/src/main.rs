@@ -114,6 +114,10 @@ enum Command {
         /// everyone but some of its followers), from the seed's own stream.
         #[arg(long)]
         link_cuts: bool,
+        /// Also cut links in one direction only (a node that hears a peer
+        /// but is not heard by it), from the seed's own stream.
+        #[arg(long)]
+        one_way_cuts: bool,
     },
     /// Every finished protocol side by side on a simulated three-region cluster.
     Demo,
@@ -239,9 +243,29 @@ fn main() -> ExitCode {
             sim(&config, protocol.as_deref(), seed, report.as_deref(), history.as_deref(), no_check, event_log)
         }
         Command::Check { model, file, report } => check(&model, &file, report.as_deref()),
-        Command::Swarm { protocol, seeds, start, config, threads, history_dir, event_log_dir, link_cuts } => {
+        Command::Swarm {
+            protocol,
+            seeds,
+            start,
+            config,
+            threads,
+            history_dir,
+            event_log_dir,
+            link_cuts,
+            one_way_cuts,
+        } => {
             let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            run_swarm(SwarmOptions { protocol, seeds, start, config, threads, history_dir, event_log_dir, link_cuts })
+            run_swarm(SwarmOptions {
+                protocol,
+                seeds,
+                start,
+                config,
+                threads,
+                history_dir,
+                event_log_dir,
+                link_cuts,
+                one_way_cuts,
+            })
         }
         Command::Demo => run_demo(),
         Command::Experiment { file, out, jobs, points, point, merge } => {

@@ -42,6 +42,9 @@ pub struct SwarmOptions {
     /// Also cut single links (`link_cuts`), which partitions of node sets
     /// cannot: a node that reaches some peers and not others.
     pub link_cuts: bool,
+    /// Also cut links in one direction only (`one_way_cuts`): a node that
+    /// hears a peer but is not heard by it.
+    pub one_way_cuts: bool,
 }
 
 /// The verdict on one seed.
@@ -122,6 +125,9 @@ pub fn reproduce_command(opts: &SwarmOptions, seed: u64) -> String {
     if opts.link_cuts {
         cmd.push_str(" --link-cuts");
     }
+    if opts.one_way_cuts {
+        cmd.push_str(" --one-way-cuts");
+    }
     cmd
 }
 
@@ -140,12 +146,15 @@ fn run_seed(base: &Experiment, opts: &SwarmOptions, seed: u64) -> SeedResult {
     let fault_count = Mutex::new(0usize);
     let plan = |t: &Topology| {
         let mut faults = fault_profile(t, &mut plan_rng.lock().expect("single use"), fault_window_s);
+        // Each kind of link cut draws from its own stream: the seed's
+        // other faults stay what they are without the flag.
         if opts.link_cuts {
-            // Their own stream: the seed's other faults stay what they are
-            // without the flag.
-            faults.extend(link_cuts(t, &mut Rng::derive(seed, LINK_CUTS_STREAM), fault_window_s));
-            faults.sort_by_key(|f| f.at_ns);
+            faults.extend(link_cuts(t, &mut Rng::derive(seed, LINK_CUTS_STREAM), fault_window_s, Cut::BothWays));
         }
+        if opts.one_way_cuts {
+            faults.extend(link_cuts(t, &mut Rng::derive(seed, ONE_WAY_CUTS_STREAM), fault_window_s, Cut::OneWay));
+        }
+        faults.sort_by_key(|f| f.at_ns);
         *fault_count.lock().expect("single use") = faults.len();
         faults
     };
@@ -202,26 +211,47 @@ fn randomize_world(exp: &mut Experiment, rng: &mut Rng, seed: u64) {
     exp.network.reorder = rng.chance(0.5);
 }
 
-/// The random stream of `--link-cuts`, apart from the seed's other draws.
+/// The random streams of `--link-cuts` and `--one-way-cuts`, apart from
+/// the seed's other draws.
 const LINK_CUTS_STREAM: u64 = 0x6c69_6e6b;
+const ONE_WAY_CUTS_STREAM: u64 = 0x6f6e_6577;
+
+/// Which directions a window of link cuts drops.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Cut {
+    BothWays,
+    /// From the first node of each pair to the second, or (half the
+    /// windows) the other way round: a replica not heard by some of its
+    /// shard, or one that does not hear them.
+    OneWay,
+}
 
 /// One to three windows of single-link cuts within the fault window, each
 /// for 0.2-3.2 s and then restored (other cuts stay): half of them a
 /// replica's links to some of its shard's other replicas (a leader that
 /// still reaches everyone else), some a shard split in two groups, the rest
 /// one link between any two servers or services.
-fn link_cuts(t: &Topology, rng: &mut Rng, duration_s: f64) -> Vec<ScheduledFault> {
+fn link_cuts(t: &Topology, rng: &mut Rng, duration_s: f64, cut: Cut) -> Vec<ScheduledFault> {
     let from_ns = ms_to_ns(duration_s * FAULTS_FROM * 1000.0);
     let heal_ns = ms_to_ns(duration_s * HEAL_AT * 1000.0);
     let servers: Vec<NodeId> = (0..t.nodes.len() as u32).map(NodeId).filter(|n| !t.is_client(*n)).collect();
     let mut faults = Vec::new();
     for _ in 0..1 + rng.below(3) {
-        let links = draw_links(t, &servers, rng);
+        let mut links = draw_links(t, &servers, rng);
         assert!(!links.is_empty(), "a link-cut window cuts something");
         let start = from_ns + rng.below(heal_ns - from_ns);
         let end = start + ms_to_ns(200.0 + rng.next_f64() * 3000.0);
-        faults.push(ScheduledFault { at_ns: start, action: FaultAction::CutLinks(links.clone()) });
-        faults.push(ScheduledFault { at_ns: end.min(heal_ns), action: FaultAction::RestoreLinks(links) });
+        let (cut_action, restore_action) = match cut {
+            Cut::BothWays => (FaultAction::CutLinks(links.clone()), FaultAction::RestoreLinks(links)),
+            Cut::OneWay => {
+                if rng.chance(0.5) {
+                    links = links.into_iter().map(|(a, b)| (b, a)).collect();
+                }
+                (FaultAction::CutOneWay(links.clone()), FaultAction::RestoreOneWay(links))
+            }
+        };
+        faults.push(ScheduledFault { at_ns: start, action: cut_action });
+        faults.push(ScheduledFault { at_ns: end.min(heal_ns), action: restore_action });
     }
     faults
 }
@@ -316,7 +346,7 @@ mod tests {
         let (from_ns, heal_ns) = (ms_to_ns(20.0 * FAULTS_FROM * 1000.0), ms_to_ns(20.0 * HEAL_AT * 1000.0));
         let mut within_a_shard = 0;
         for seed in 0..200 {
-            let faults = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0);
+            let faults = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0, Cut::BothWays);
             assert!((2..=6).contains(&faults.len()), "one to three windows");
             for pair in faults.chunks(2) {
                 let (FaultAction::CutLinks(links), FaultAction::RestoreLinks(restored)) =
@@ -333,14 +363,53 @@ mod tests {
                     within_a_shard += usize::from(shard(a).is_some() && shard(a) == shard(b));
                 }
             }
-            let again = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0);
+            let again = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0, Cut::BothWays);
             assert_eq!(format!("{faults:?}"), format!("{again:?}"), "the seed decides");
         }
         assert!(within_a_shard > 200, "mostly a replica's links to its shard: {within_a_shard}");
     }
 
     #[test]
-    fn the_command_that_reruns_a_seed_keeps_its_link_cuts() {
+    fn one_way_cuts_drop_one_direction_of_the_links_a_two_way_window_would_cut() {
+        let t = topology();
+        let (mut not_heard, mut not_hearing) = (0, 0);
+        for seed in 0..200 {
+            let both = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0, Cut::BothWays);
+            let one = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0, Cut::OneWay);
+            let again = link_cuts(&t, &mut Rng::derive(seed, LINK_CUTS_STREAM), 20.0, Cut::OneWay);
+            assert_eq!(format!("{one:?}"), format!("{again:?}"), "the seed decides");
+            assert_eq!(both[0].at_ns, one[0].at_ns, "the first window is drawn alike");
+            for pair in one.chunks(2) {
+                let (FaultAction::CutOneWay(links), FaultAction::RestoreOneWay(restored)) =
+                    (&pair[0].action, &pair[1].action)
+                else {
+                    panic!("a one-way cut then its restoration: {pair:?}");
+                };
+                assert_eq!(links, restored, "a window restores what it cut");
+                assert!(pair[0].at_ns < pair[1].at_ns);
+                for (from, to) in links {
+                    assert!(from != to && !t.is_client(*from) && !t.is_client(*to), "{from:?}->{to:?}");
+                }
+            }
+            // The first window, against the same window cut both ways: the
+            // same links, each dropped in one direction.
+            let (FaultAction::CutLinks(two_way), FaultAction::CutOneWay(one_way)) = (&both[0].action, &one[0].action)
+            else {
+                panic!("cuts first");
+            };
+            if one_way == two_way {
+                not_heard += 1;
+            } else {
+                let flipped: Vec<_> = two_way.iter().map(|(a, b)| (*b, *a)).collect();
+                assert_eq!(one_way, &flipped, "the other direction of the same links");
+                not_hearing += 1;
+            }
+        }
+        assert!(not_heard > 50 && not_hearing > 50, "both directions: {not_heard} and {not_hearing}");
+    }
+
+    #[test]
+    fn the_command_that_reruns_a_seed_keeps_its_link_cuts_of_either_kind() {
         let mut opts = SwarmOptions {
             protocol: "tiga".into(),
             seeds: 10,
@@ -350,9 +419,15 @@ mod tests {
             history_dir: None,
             event_log_dir: None,
             link_cuts: false,
+            one_way_cuts: false,
         };
         assert_eq!(reproduce_command(&opts, 7), "meridian swarm --protocol tiga --seeds 1 --start 7");
         opts.link_cuts = true;
         assert_eq!(reproduce_command(&opts, 7), "meridian swarm --protocol tiga --seeds 1 --start 7 --link-cuts");
+        opts.one_way_cuts = true;
+        assert_eq!(
+            reproduce_command(&opts, 7),
+            "meridian swarm --protocol tiga --seeds 1 --start 7 --link-cuts --one-way-cuts"
+        );
     }
 }

@@ -21,6 +21,7 @@ fn clean_with(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed:
         history_dir: None,
         event_log_dir: None,
         link_cuts: false,
+        one_way_cuts: false,
     };
     let base = base_experiment(&opts).unwrap_or_else(|e| panic!("{e}"));
     let results = run_swarm(&base, &opts, &|_| {});

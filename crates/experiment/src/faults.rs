@@ -41,7 +41,7 @@ fn takes(kind: RawFaultKind) -> &'static str {
     match kind {
         RawFaultKind::Crash => "crash takes node",
         RawFaultKind::Restart => "restart takes node",
-        RawFaultKind::Partition => "partition takes regions, nodes or links",
+        RawFaultKind::Partition => "partition takes regions, nodes, links or one_way",
         RawFaultKind::Heal => "heal takes no target",
         RawFaultKind::ClockJump => "clock-jump takes node and by_ms",
     }
@@ -51,7 +51,7 @@ fn kind(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Resul
     let field = |name: &str| format!("{path}.{name}");
     let allowed: &[&str] = match f.kind {
         RawFaultKind::Crash | RawFaultKind::Restart => &["node"],
-        RawFaultKind::Partition => &["regions", "nodes", "links"],
+        RawFaultKind::Partition => &["regions", "nodes", "links", "one_way"],
         RawFaultKind::Heal => &[],
         RawFaultKind::ClockJump => &["node", "by_ms"],
     };
@@ -60,6 +60,7 @@ fn kind(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Resul
         ("regions", f.regions.is_some()),
         ("nodes", f.nodes.is_some()),
         ("links", f.links.is_some()),
+        ("one_way", f.one_way.is_some()),
         ("by_ms", f.by_ms.is_some()),
     ];
     if let Some((name, _)) = given.iter().find(|(name, present)| *present && !allowed.contains(name)) {
@@ -80,13 +81,18 @@ fn kind(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Resul
 }
 
 fn partition(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> Result<PartitionTarget, ConfigError> {
-    let given = [("regions", f.regions.is_some()), ("nodes", f.nodes.is_some()), ("links", f.links.is_some())];
+    let given = [
+        ("regions", f.regions.is_some()),
+        ("nodes", f.nodes.is_some()),
+        ("links", f.links.is_some()),
+        ("one_way", f.one_way.is_some()),
+    ];
     let mut named = given.iter().filter(|(_, present)| *present).map(|(name, _)| *name);
     let (first, second) = (named.next(), named.next());
     if let (Some(first), Some(second)) = (first, second) {
         return Err(ctx.err(
             &format!("{path}.{second}"),
-            format!("give one of regions, nodes or links, not {first} and {second}"),
+            format!("give one of regions, nodes, links or one_way, not {first} and {second}"),
         ));
     }
     if let Some(regions) = &f.regions {
@@ -100,27 +106,32 @@ fn partition(ctx: Ctx<'_>, path: &str, f: &RawFault, matrix: &LatencyMatrix) -> 
         return Ok(PartitionTarget::Nodes(nodes.clone()));
     }
     if let Some(links) = &f.links {
-        return link_pairs(ctx, path, links);
+        return link_pairs(ctx, &format!("{path}.links"), links).map(PartitionTarget::Links);
     }
-    Err(ctx
-        .err(&format!("{path}.regions"), "a partition needs regions = [...], nodes = [...] or links = [[a, b], ...]"))
+    if let Some(links) = &f.one_way {
+        return link_pairs(ctx, &format!("{path}.one_way"), links).map(PartitionTarget::OneWay);
+    }
+    Err(ctx.err(
+        &format!("{path}.regions"),
+        "a partition needs regions = [...], nodes = [...], links = [[a, b], ...] or one_way = [[from, to], ...]",
+    ))
 }
 
-/// `links = [["a", "b"], ...]`: pairs of two different nodes, at least one.
-fn link_pairs(ctx: Ctx<'_>, path: &str, links: &[Vec<String>]) -> Result<PartitionTarget, ConfigError> {
-    let field = format!("{path}.links");
+/// `links` or `one_way = [["a", "b"], ...]`: pairs of two different nodes,
+/// at least one.
+fn link_pairs(ctx: Ctx<'_>, field: &str, links: &[Vec<String>]) -> Result<Vec<(String, String)>, ConfigError> {
     if links.is_empty() {
-        return Err(ctx.err(&field, "must name at least one link"));
+        return Err(ctx.err(field, "must name at least one link"));
     }
     let mut pairs = Vec::with_capacity(links.len());
     for (i, link) in links.iter().enumerate() {
         match link.as_slice() {
             [a, b] if a != b => pairs.push((a.clone(), b.clone())),
-            [a, _] => return Err(ctx.err(&field, format!("link {i} joins {a} to itself"))),
+            [a, _] => return Err(ctx.err(field, format!("link {i} joins {a} to itself"))),
             _ => {
-                return Err(ctx.err(&field, format!("link {i} is {link:?}; a link is a pair of nodes [\"a\", \"b\"]")));
+                return Err(ctx.err(field, format!("link {i} is {link:?}; a link is a pair of nodes [\"a\", \"b\"]")));
             }
         }
     }
-    Ok(PartitionTarget::Links(pairs))
+    Ok(pairs)
 }

@@ -191,6 +191,7 @@ impl Experiment {
             let field = match &fault.kind {
                 FaultKind::Partition(PartitionTarget::Nodes(_)) => "nodes",
                 FaultKind::Partition(PartitionTarget::Links(_)) => "links",
+                FaultKind::Partition(PartitionTarget::OneWay(_)) => "one_way",
                 _ => "node",
             };
             for name in fault.node_names() {

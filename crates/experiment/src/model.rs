@@ -122,6 +122,9 @@ pub enum PartitionTarget {
     /// nodes still reach everyone else (connectivity stops being
     /// transitive).
     Links(Vec<(String, String)>),
+    /// The link from the first node of each pair to the second, one
+    /// direction only: the second still reaches the first.
+    OneWay(Vec<(String, String)>),
 }
 
 /// What a scheduled fault does.
@@ -162,7 +165,7 @@ impl Fault {
                 vec![node.as_str()]
             }
             FaultKind::Partition(PartitionTarget::Nodes(nodes)) => nodes.iter().map(String::as_str).collect(),
-            FaultKind::Partition(PartitionTarget::Links(links)) => {
+            FaultKind::Partition(PartitionTarget::Links(links) | PartitionTarget::OneWay(links)) => {
                 links.iter().flat_map(|(a, b)| [a.as_str(), b.as_str()]).collect()
             }
             FaultKind::Partition(PartitionTarget::Regions(_)) | FaultKind::Heal => Vec::new(),

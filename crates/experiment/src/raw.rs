@@ -125,6 +125,7 @@ pub struct RawFault {
     pub regions: Option<Vec<String>>,
     pub nodes: Option<Vec<String>>,
     pub links: Option<Vec<Vec<String>>>,
+    pub one_way: Option<Vec<Vec<String>>>,
     pub by_ms: Option<f64>,
 }
 

@@ -244,11 +244,36 @@ fn a_partition_of_links_takes_pairs_of_two_different_nodes_and_nothing_else() {
     let e = err(&partition("nodes = [\"shard0-replica0\"]\nlinks = [[\"shard0-replica0\", \"shard0-replica1\"]]"));
     expect(&e, Some(33), "faults[0].links", "not nodes and links");
     let e = err(&partition(""));
-    expect(&e, Some(29), "faults[0].regions", "links = [[a, b], ...]");
+    expect(&e, Some(29), "faults[0].regions", "links = [[a, b], ...] or one_way = [[from, to], ...]");
     let unknown = partition("links = [[\"shard0-replica0\", \"shard7-replica1\"]]");
     let exp = Experiment::from_str(&unknown, "x.toml").unwrap();
     let e = exp.check_node_names(&Topology::build(&exp.cluster_spec(), &[])).unwrap_err();
     expect(&e, Some(32), "faults[0].links", "unknown node `shard7-replica1`");
+}
+
+#[test]
+fn a_one_way_partition_takes_ordered_pairs_of_two_different_nodes_and_nothing_else() {
+    let partition = |target: &str| with_faults(&format!("[[faults]]\nat_s = 1.0\nkind = \"partition\"\n{target}\n"));
+    let ok = partition("one_way = [[\"shard0-replica1\", \"shard0-replica0\"]]");
+    let exp = Experiment::from_str(&ok, "x.toml").unwrap();
+    let want = vec![("shard0-replica1".to_string(), "shard0-replica0".to_string())];
+    assert_eq!(exp.faults[0].kind, FaultKind::Partition(PartitionTarget::OneWay(want)), "kept in its order");
+    let e = err(&partition("one_way = []"));
+    expect(&e, Some(32), "faults[0].one_way", "at least one link");
+    let e = err(&partition("one_way = [[\"shard0-replica0\", \"shard0-replica1\", \"shard0-replica2\"]]"));
+    expect(&e, Some(32), "faults[0].one_way", "link 0 is");
+    let e = err(&partition("one_way = [[\"shard0-replica0\", \"shard0-replica0\"]]"));
+    expect(&e, Some(32), "faults[0].one_way", "joins shard0-replica0 to itself");
+    let e = err(&partition(
+        "links = [[\"shard0-replica0\", \"shard0-replica1\"]]\none_way = [[\"shard0-replica0\", \"shard0-replica1\"]]",
+    ));
+    expect(&e, Some(33), "faults[0].one_way", "not links and one_way");
+    let e = err(&with_faults("[[faults]]\nat_s = 1.0\nkind = \"heal\"\none_way = [[\"a\", \"b\"]]\n"));
+    expect(&e, Some(32), "faults[0].one_way", "not used by this fault");
+    let unknown = partition("one_way = [[\"shard9-replica0\", \"shard0-replica1\"]]");
+    let exp = Experiment::from_str(&unknown, "x.toml").unwrap();
+    let e = exp.check_node_names(&Topology::build(&exp.cluster_spec(), &[])).unwrap_err();
+    expect(&e, Some(32), "faults[0].one_way", "unknown node `shard9-replica0`");
 }
 
 #[test]

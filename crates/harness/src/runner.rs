@@ -404,6 +404,9 @@ fn fault_actions(topology: &Topology, kind: &FaultKind) -> Vec<FaultAction> {
         FaultKind::Partition(PartitionTarget::Links(links)) => {
             vec![FaultAction::CutLinks(links.iter().map(|(a, b)| (node(a), node(b))).collect())]
         }
+        FaultKind::Partition(PartitionTarget::OneWay(links)) => {
+            vec![FaultAction::CutOneWay(links.iter().map(|(from, to)| (node(from), node(to))).collect())]
+        }
         FaultKind::Partition(PartitionTarget::Regions(regions)) => {
             let cut: Vec<NodeId> = (0..topology.nodes.len() as u32)
                 .map(NodeId)

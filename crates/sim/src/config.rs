@@ -68,6 +68,11 @@ pub enum FaultAction {
     CutLinks(Vec<(NodeId, NodeId)>),
     /// Restores the links of each pair (undoes `CutLinks`); other cuts stay.
     RestoreLinks(Vec<(NodeId, NodeId)>),
+    /// Cuts the link from the first node of each pair to the second, one
+    /// direction only: the second still reaches the first.
+    CutOneWay(Vec<(NodeId, NodeId)>),
+    /// Restores the directed links (undoes `CutOneWay`); other cuts stay.
+    RestoreOneWay(Vec<(NodeId, NodeId)>),
     /// Removes every cut, link cuts included.
     Heal,
     /// Moves a node's wall clock by the (signed) amount.

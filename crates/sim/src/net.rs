@@ -1,8 +1,10 @@
 //! The simulated wide-area network: one-way delays from the latency matrix,
 //! exponential jitter, loss, duplication, optional reordering (links are FIFO
 //! otherwise, as TCP is) and partitions: sets of nodes cut off from the rest,
-//! and single links cut, which lets connectivity stop being transitive (a
-//! leader that still reaches the view manager but not its followers).
+//! single links cut, which lets connectivity stop being transitive (a
+//! leader that still reaches the view manager but not its followers), and
+//! links cut in one direction only (a node that hears another but is not
+//! heard by it).
 
 use crate::config::NetConfig;
 use meridian_core::{LatencyMatrix, NodeId, Rng, Topology};
@@ -19,6 +21,8 @@ pub struct Network {
     cuts: Vec<BTreeSet<NodeId>>,
     /// Links cut in both directions, each as (lower id, higher id).
     cut_links: BTreeSet<(NodeId, NodeId)>,
+    /// Links cut in one direction, each as (from, to).
+    one_way_cuts: BTreeSet<(NodeId, NodeId)>,
 }
 
 /// A link cut in both directions, named by its lower node first.
@@ -53,6 +57,7 @@ impl Network {
             n,
             cuts: Vec::new(),
             cut_links: BTreeSet::new(),
+            one_way_cuts: BTreeSet::new(),
         }
     }
 
@@ -61,9 +66,11 @@ impl Network {
         self.one_way_ns[from.index() * self.n + to.index()]
     }
 
-    pub fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
-        self.cuts.iter().any(|cut| cut.contains(&a) != cut.contains(&b))
-            || (!self.cut_links.is_empty() && self.cut_links.contains(&link_key(a, b)))
+    /// Whether a message from `from` to `to` is dropped by a cut.
+    pub fn is_cut(&self, from: NodeId, to: NodeId) -> bool {
+        self.cuts.iter().any(|cut| cut.contains(&from) != cut.contains(&to))
+            || (!self.cut_links.is_empty() && self.cut_links.contains(&link_key(from, to)))
+            || (!self.one_way_cuts.is_empty() && self.one_way_cuts.contains(&(from, to)))
     }
 
     pub fn partition(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
@@ -83,9 +90,23 @@ impl Network {
         }
     }
 
+    /// Cuts each link from the first node of a pair to the second: the
+    /// second still reaches the first.
+    pub fn cut_one_way(&mut self, links: impl IntoIterator<Item = (NodeId, NodeId)>) {
+        self.one_way_cuts.extend(links.into_iter().filter(|(from, to)| from != to));
+    }
+
+    /// Restores the directed links a `cut_one_way` cut; other cuts stay.
+    pub fn restore_one_way(&mut self, links: &[(NodeId, NodeId)]) {
+        for link in links {
+            self.one_way_cuts.remove(link);
+        }
+    }
+
     pub fn heal(&mut self) {
         self.cuts.clear();
         self.cut_links.clear();
+        self.one_way_cuts.clear();
     }
 
     /// Decides the fate of one message sent at `depart_ns`; `extra_ns` is an
@@ -145,5 +166,22 @@ mod tests {
         net.cut_links([(a, b)]);
         net.heal();
         assert!(!net.is_cut(a, b) && !net.is_cut(a, c), "heal removes link cuts too");
+    }
+
+    #[test]
+    fn a_one_way_cut_drops_one_direction_and_heals_with_the_rest() {
+        let mut net = network();
+        let (a, b, c) = (NodeId(0), NodeId(1), NodeId(2));
+        net.cut_one_way([(a, b), (a, c)]);
+        assert!(net.is_cut(a, b) && net.is_cut(a, c), "a is not heard");
+        assert!(!net.is_cut(b, a) && !net.is_cut(c, a), "a still hears b and c");
+        assert_eq!(net.route(a, b, 0, 0), Route::default(), "dropped");
+        assert!(net.route(b, a, 0, 0).first_ns.is_some(), "delivered");
+        net.cut_links([(a, b)]);
+        net.restore_one_way(&[(a, b)]);
+        assert!(net.is_cut(a, b) && net.is_cut(b, a), "the two-way cut of the same pair stays");
+        assert!(net.is_cut(a, c), "the other one-way cut stays");
+        net.heal();
+        assert!(!net.is_cut(a, b) && !net.is_cut(a, c), "heal removes one-way cuts too");
     }
 }

@@ -689,6 +689,8 @@ impl<P: Protocol> Sim<P> {
             FaultAction::Partition(nodes) => self.net.partition(nodes),
             FaultAction::CutLinks(links) => self.net.cut_links(links),
             FaultAction::RestoreLinks(links) => self.net.restore_links(&links),
+            FaultAction::CutOneWay(links) => self.net.cut_one_way(links),
+            FaultAction::RestoreOneWay(links) => self.net.restore_one_way(&links),
             FaultAction::Heal => self.net.heal(),
             FaultAction::ClockJump(node, by_ns) => self.nodes[node.index()].jump_ns += by_ns,
             FaultAction::SetLoss(p) => self.net.cfg.loss = p,
