@@ -477,6 +477,37 @@ fn a_leader_that_reaches_the_view_manager_but_not_its_followers_is_replaced() {
 }
 
 #[test]
+fn a_leader_whose_followers_do_not_hear_it_is_replaced() {
+    // Beyond the paper (reach.rs): the links from shard 0's leader to its
+    // followers are cut one way. Their sync reports still reach it, but no
+    // log reaches them: the fast path commits, the commit-point,
+    // checkpoints and slow path stop, and the log grows. The reports
+    // repeat the same sync-point, so the leader counts them as not heard,
+    // says it is cut off and is replaced; the cut never heals here.
+    let mut s = checkpointing(23, Params::new());
+    let mut rec = HistoryLog::default();
+    load(&mut s, &mut rec, 0, 20);
+    assert_eq!(leaders(&s), [0, 0]);
+    let leader = node(&s, "shard0-replica0");
+    let not_hearing: Vec<(NodeId, NodeId)> =
+        (1..3).map(|r| (leader, node(&s, &format!("shard0-replica{r}")))).collect();
+    s.schedule(s.now_ns(), FaultAction::CutOneWay(not_hearing));
+    load(&mut s, &mut rec, 20, 20);
+    run_for(&mut s, &mut rec, 3_000);
+    load(&mut s, &mut rec, 40, 20);
+    run_for(&mut s, &mut rec, 1_000);
+    assert_ne!(leaders(&s)[0], 0, "shard 0 has a new leader: {:?}", s.counters());
+    assert!(s.counters().get("leaders_cut_off").copied().unwrap_or(0) >= 1, "{:?}", s.counters());
+    for r in 0..3 {
+        let sv = server(&s, &format!("shard0-replica{r}"));
+        assert_eq!(sv.commit_point(), sv.log().len(), "shard0-replica{r} commits its whole log again");
+    }
+    assert_replicas_agree(&s);
+    let report = check(&rec.ops, Model::StrictSerializable);
+    assert!(report.valid, "{}", report.summary());
+}
+
+#[test]
 fn a_new_leader_cut_off_from_its_followers_is_replaced_before_it_holds_every_shards_view() {
     // Shard 1's leader crashes and the view manager moves every shard's
     // leadership to replica 1 (Algorithm 4 lines 37-49). Shard 0's replica

@@ -15,6 +15,11 @@
 //! re-send their view-change message while a view change lasts, so a
 //! leader that has heard from fewer than `f` of them for
 //! `leader_timeout_ms` cannot gather `f + 1` durable copies of anything.
+//! A report counts only when it shows the follower following the leader's
+//! log — it holds all of it, or more than it last acknowledged — so a
+//! leader whose followers do not hear it (a link cut in one direction)
+//! is cut off too, though their reports still arrive: they repeat the
+//! same sync-point while the log grows (`sync.rs`, `on_sync_report`).
 //! Its heartbeat then says so ([`Standing::CutOff`]), and the view manager
 //! replaces it by a replica it does hear from — as it would a silent one —
 //! when there is such a replica (`vm.rs`, `must_replace`). Times are on

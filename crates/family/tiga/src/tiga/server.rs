@@ -1678,8 +1678,8 @@ impl Server {
     }
 
     fn on_message_event(&mut self, ctx: &mut Ctx<'_, Tiga>, from: NodeId, msg: Msg) {
-        if matches!(msg, Msg::SyncReport(_) | Msg::ViewChange(_)) {
-            // A replica of this shard reports: it reaches this server.
+        if matches!(msg, Msg::ViewChange(_)) {
+            // A replica of this shard changing views reaches this server.
             if let Some(r) = sync::follower_index(ctx, &self.core, from) {
                 self.reach.heard(r, ctx.monotonic_ns());
             }
@@ -1712,7 +1712,11 @@ impl Server {
                 }
             }
             Msg::SyncReport(m) if m.g_view == self.core.view.g_view => {
-                self.sync.on_sync_report(&mut self.core, ctx, from, m, &self.pq)
+                // In a normal view a follower reaches its leader, and hears
+                // it, when its report shows it following the log.
+                if let Some(r) = self.sync.on_sync_report(&mut self.core, ctx, from, m, &self.pq) {
+                    self.reach.heard(r, ctx.monotonic_ns());
+                }
             }
             Msg::Bodies { bodies } => self.sync.on_bodies(&self.core, bodies),
             Msg::CheckpointState { g_view, checkpoint } => self.on_checkpoint_state(ctx, from, g_view, checkpoint),

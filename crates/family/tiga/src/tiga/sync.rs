@@ -184,7 +184,11 @@ impl SyncState {
     }
 
     /// Leader: a follower's progress; send what it misses (from the log or
-    /// the queue `pq`).
+    /// the queue `pq`). Returns the follower's index if the report shows it
+    /// hears this leader (reach.rs): it has the whole log, or more of it
+    /// than it last acknowledged. A follower that the leader's messages do
+    /// not reach (a link cut one way) reports the same point while the log
+    /// grows.
     pub(super) fn on_sync_report(
         &mut self,
         core: &mut Core,
@@ -192,15 +196,16 @@ impl SyncState {
         from: NodeId,
         m: SyncReport,
         pq: &TxnQueue,
-    ) {
+    ) -> Option<usize> {
         // The server dispatches only reports of its global view: a report
         // of another is of another log, even where this shard's leader did
         // not change (and a new leader's confirmation counts on that).
         let SyncReport { l_view, sync_point, missing, .. } = m;
         if !core.is_leader() || core.status() != Status::Normal || l_view != core.view().l_view(core.shard()) {
-            return;
+            return None;
         }
-        let Some(r) = follower_index(ctx, core, from) else { return };
+        let r = follower_index(ctx, core, from)?;
+        let follows = sync_point >= core.log().len() || sync_point > self.progress.followers[r].acked;
         self.progress.acknowledged(r, sync_point);
         let bodies: Vec<Arc<TxnBody>> = missing
             .iter()
@@ -213,6 +218,7 @@ impl SyncState {
             ctx.send(from, Msg::Bodies { bodies });
         }
         self.advance_commit_point(core);
+        follows.then_some(r)
     }
 
     /// Leader: the largest position that `f + 1` servers (the leader's
