@@ -17,6 +17,19 @@
 //! starts phase 1. Round 1 is reserved for the preferred member of a fresh
 //! group, which leads at once; elections use rounds from 2.
 //!
+//! **Links that fail one way** (beyond "Paxos Made Simple", as Raft's
+//! CheckQuorum and leader stickiness do). A leader whose followers hear it
+//! but whose acknowledgements do not reach it would heartbeat forever with
+//! nothing chosen, and no follower would time out: a leader that has had a
+//! proposal waiting for [`STEP_DOWN_ELECTIONS`] election timeouts without a
+//! majority choosing any of its slots steps down, so the followers elect
+//! another. And a member the leader does not reach would time out and, with
+//! a higher ballot, depose a leader the rest still hear, again and again: a
+//! member that heard its leader within half an election timeout (a leader:
+//! that was idle, or had a slot chosen, that recently) ignores a candidate.
+//! Neither rule acts in a run without faults: no proposal waits that long,
+//! and candidates appear only when a leader has been silent for a timeout.
+//!
 //! The component never sends a message that depends on state not yet
 //! durable, and it emits [`PaxosEvent::Committed`] strictly in slot order,
 //! each slot exactly once per process lifetime (a restarted node replays its
@@ -38,6 +51,10 @@ use meridian_core::{Env, Lsn, NodeId, Stream};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
+
+/// Election timeouts a leader waits with a proposal pending and no slot
+/// chosen before it steps down (see the module docs).
+const STEP_DOWN_ELECTIONS: u64 = 1;
 
 /// A ballot: rounds are compared first, then the proposer's rank.
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default)]
@@ -203,6 +220,14 @@ struct Slot<V> {
 pub const COUNTERS: &[meridian_core::CounterDoc] = &[
     meridian_core::CounterDoc { name: "paxos_elections", doc: "phase-1 elections a replica started" },
     meridian_core::CounterDoc { name: "paxos_leader_changes", doc: "times a replica saw a new leader" },
+    meridian_core::CounterDoc {
+        name: "paxos_leader_stepdowns",
+        doc: "leaders that stepped down after an election timeout with a proposal waiting and nothing chosen",
+    },
+    meridian_core::CounterDoc {
+        name: "paxos_prepares_ignored",
+        doc: "candidates' prepares a replica ignored because it had heard a live leader within half an election timeout",
+    },
     meridian_core::CounterDoc { name: "paxos_checkpoints", doc: "checkpoints taken (the log compacted behind them)" },
     meridian_core::CounterDoc {
         name: "paxos_snapshots_installed",
@@ -294,6 +319,11 @@ struct Acks {
 }
 
 impl Acks {
+    /// No slot waits for votes (the window holds no gap at either end).
+    fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     /// Votes for `slot`, past every slot already held.
     fn insert(&mut self, slot: u64, votes: (Quorum, u64)) {
         if self.slots.is_empty() {
@@ -343,13 +373,16 @@ enum Role<V> {
         promises: Quorum,
         merged: BTreeMap<u64, PromisedEntry<V>>,
     },
-    /// `acks` holds, per unchosen slot, its votes and the tick it was last sent.
+    /// `acks` holds, per unchosen slot, its votes and the tick it was last
+    /// sent; `heard_tick` is the last tick a majority was known to hear
+    /// this leader (a slot chosen) or nothing waited for one.
     Leader {
         ballot: Ballot,
         next_slot: u64,
         acks: Acks,
         ready: bool,
         recover_upto: u64,
+        heard_tick: u64,
     },
 }
 
@@ -393,6 +426,12 @@ pub struct MultiPaxos<V, S = ()> {
     /// The commit point the leader last announced.
     leader_commit: u64,
     ticks_since_heard: u32,
+    /// The rank of the last leader heard (an `Accept` or a heartbeat, not a
+    /// candidate's `Prepare`) and the tick it was heard at.
+    leader_heard: Option<(usize, u64)>,
+    /// Whether a promise to a candidate restarts the election timeout: only
+    /// the first since a leader was heard does (see `on_prepare`).
+    wait_for_candidate: bool,
     timeout_ticks: u32,
     fetch_pending_ticks: u32,
     /// Actions that wait for an append to be durable (votes, own votes).
@@ -461,6 +500,8 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             leader: Some(preferred),
             leader_commit: 0,
             ticks_since_heard: 0,
+            leader_heard: None,
+            wait_for_candidate: true,
             timeout_ticks: 0,
             fetch_pending_ticks: 0,
             durable: AfterDurable::new(),
@@ -645,6 +686,17 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         self.ticks += 1;
         self.fetch_pending_ticks = self.fetch_pending_ticks.saturating_sub(1);
         if let Role::Leader { ballot, .. } = self.role {
+            if self.unheard_leader() {
+                // Nothing chosen for long while a slot waits: the followers
+                // may hear this leader, but it does not hear them. Stepping
+                // down lets them time out and elect one that reaches them.
+                env.count("paxos_leader_stepdowns", 1);
+                self.step_down_if_leading();
+                self.role = Role::Follower;
+                self.leader = None;
+                self.reset_timeout(env);
+                return;
+            }
             let body = PaxosBody::Commit { ballot, commit_upto: self.commit_upto };
             self.send_others(env, &body);
             self.push_to_learners(env, body);
@@ -768,6 +820,12 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
 
     fn on_prepare(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, from_slot: u64) {
         self.max_round_seen = self.max_round_seen.max(ballot.round);
+        if ballot > self.promised && self.leader_is_live(rank) {
+            // A member the leader does not reach (a link cut one way) would
+            // depose it over and over; the rest of the group still hears it.
+            env.count("paxos_prepares_ignored", 1);
+            return;
+        }
         if ballot < self.promised || (ballot == self.promised && rank != ballot.rank as usize) {
             let promised = self.promised;
             self.send(env, self.members[rank], PaxosBody::Nack { ballot, promised });
@@ -778,7 +836,12 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             self.role = Role::Follower;
             self.promised = ballot;
             self.leader = Some(rank);
-            self.ticks_since_heard = 0;
+            // The first candidate since a leader was heard gets a whole
+            // timeout to win. One that never does (the others do not hear
+            // it) must not keep everyone else from running by asking again.
+            if std::mem::take(&mut self.wait_for_candidate) {
+                self.ticks_since_heard = 0;
+            }
             self.persist(env, PaxosRecordBody::Promised(ballot));
         }
         // Answer once the promise is durable (a duplicate Prepare waits too).
@@ -840,8 +903,14 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             unreachable!("only candidates become leaders")
         };
         let recover_upto = merged.keys().next_back().copied().unwrap_or(0).max(self.commit_upto);
-        self.role =
-            Role::Leader { ballot, next_slot: recover_upto + 1, acks: Acks::default(), ready: false, recover_upto };
+        self.role = Role::Leader {
+            ballot,
+            next_slot: recover_upto + 1,
+            acks: Acks::default(),
+            ready: false,
+            recover_upto,
+            heard_tick: self.ticks,
+        };
         // What learners have is not known: they fetch the chosen prefix, and
         // the pushes go on from here.
         self.pushed_upto = self.commit_upto;
@@ -902,7 +971,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     }
 
     fn on_accepted(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, slot: u64) {
-        let Role::Leader { ballot: mine, acks, .. } = &mut self.role else {
+        let Role::Leader { ballot: mine, acks, heard_tick, .. } = &mut self.role else {
             return;
         };
         if *mine != ballot {
@@ -913,6 +982,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         };
         if q.add(rank) {
             acks.remove(slot);
+            *heard_tick = self.ticks;
             if let Some(s) = self.log.get_mut(&slot) {
                 s.chosen = true;
             }
@@ -948,6 +1018,8 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         }
         self.leader = Some(rank);
         self.ticks_since_heard = 0;
+        self.leader_heard = Some((rank, self.ticks));
+        self.wait_for_candidate = true;
     }
 
     /// The leader of `ballot` says slots up to `upto` are chosen.
@@ -1132,6 +1204,40 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             .range(from_slot, u64::MAX)
             .map(|(slot, s)| PromisedEntry { slot, ballot: s.ballot, value: s.value.clone(), chosen: s.chosen })
             .collect()
+    }
+
+    /// A leader with a slot waiting whose last sign of a majority hearing
+    /// it is [`STEP_DOWN_ELECTIONS`] election timeouts old. An idle leader
+    /// counts as heard (nothing is stuck; its next proposal starts the
+    /// clock).
+    fn unheard_leader(&mut self) -> bool {
+        let now = self.ticks;
+        let Role::Leader { acks, heard_tick, .. } = &mut self.role else {
+            return false;
+        };
+        if acks.is_empty() {
+            *heard_tick = now;
+            return false;
+        }
+        now >= *heard_tick + STEP_DOWN_ELECTIONS * u64::from(self.cfg.election_ticks)
+    }
+
+    /// Whether this member heard a leader other than candidate `rank`
+    /// within half an election timeout (a leader: was idle or had a slot
+    /// chosen that recently), so that a candidate is not needed. A follower
+    /// of a crashed leader has heard nothing for a whole timeout by the
+    /// time any candidate runs. A candidate's `Prepare` is no sign of a
+    /// leader: a member that others do not hear must not hold their
+    /// promises against one that can win.
+    fn leader_is_live(&self, rank: usize) -> bool {
+        let lease_ticks = u64::from(self.cfg.election_ticks / 2).max(1);
+        match &self.role {
+            Role::Leader { heard_tick, .. } => self.ticks < heard_tick + lease_ticks,
+            Role::Follower => {
+                self.leader_heard.is_some_and(|(leader, at)| leader != rank && self.ticks < at + lease_ticks)
+            }
+            Role::Candidate { .. } => false,
+        }
     }
 
     fn step_down_if_leading(&mut self) {
@@ -1484,16 +1590,121 @@ mod handler_tests {
         assert!(!l.paxos.is_leader());
         let refused = l.step(|p, env| assert_eq!(p.propose(env, 8), Err(NotLeader { hint: None })));
         assert!(refused.is_empty(), "a refused proposal does nothing");
-        // A Prepare at a higher ballot deposes a leader directly, and it
-        // promises once the promise is durable.
+        // A Prepare at a higher ballot deposes a leader directly once it has
+        // had no sign of a majority for half an election timeout (here a
+        // proposal no follower acknowledged for a tick), and it promises
+        // once the promise is durable.
         let mut l = leader(&topo);
+        l.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        l.tick();
         let lsn = l.next_lsn();
         let fx = l.message(members[2], PaxosBody::Prepare { ballot: higher, from_slot: 1 });
         assert_eq!(fx.all(), [append(lsn, PaxosRecordBody::Promised(higher))]);
         assert_eq!(l.paxos.drain_events(), [PaxosEvent::Deposed]);
         assert_eq!(l.paxos.leader_hint(), Some(members[2]));
-        let promise = PaxosBody::Promise { ballot: higher, entries: Vec::new(), snapshot: None };
+        let entry = PromisedEntry { slot: 1, ballot: FIRST, value: Some(Arc::new(7)), chosen: false };
+        let promise = PaxosBody::Promise { ballot: higher, entries: vec![entry], snapshot: None };
         assert_eq!(l.persist_all().all(), [send(members[2], promise)]);
+    }
+
+    /// Ticks `m` until it starts phase 1; returns the ticks it took.
+    fn ticks_to_candidacy(m: &mut Member) -> u32 {
+        for ticks in 1..=50 {
+            if m.tick().all().iter().any(|e| *e == count("paxos_elections")) {
+                return ticks;
+            }
+        }
+        panic!("no candidacy in 50 ticks");
+    }
+
+    #[test]
+    fn a_leader_with_a_proposal_no_majority_acknowledges_for_an_election_timeout_steps_down() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        // Idle, a leader has nothing to prove and keeps leading.
+        let mut l = leader(&topo);
+        for _ in 0..10 * config().election_ticks {
+            l.tick();
+        }
+        assert!(l.paxos.is_leader(), "an idle leader stays");
+        // A proposal that a majority chooses within the timeout keeps it.
+        l.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        l.persist_all();
+        for _ in 0..config().election_ticks - 1 {
+            l.tick();
+        }
+        l.message(members[1], PaxosBody::Accepted { ballot: FIRST, slot: 1 });
+        assert_eq!(l.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
+        for _ in 0..config().election_ticks - 1 {
+            l.tick();
+        }
+        assert!(l.paxos.is_leader(), "chosen in time");
+        // One that waits a whole election timeout with nothing chosen: the
+        // followers may hear this leader, but it does not hear them.
+        l.step(|p, env| assert_eq!(p.propose(env, 8), Ok(2)));
+        for _ in 0..config().election_ticks - 1 {
+            assert!(!l.tick().all().contains(&count("paxos_leader_stepdowns")));
+        }
+        let timer = l.next_timer();
+        assert_eq!(l.tick().all(), [tick_set(timer), count("paxos_leader_stepdowns")], "no heartbeat");
+        assert_eq!(l.paxos.drain_events(), [PaxosEvent::Deposed]);
+        assert!(!l.paxos.is_leader());
+        assert_eq!(l.paxos.leader_hint(), None);
+    }
+
+    #[test]
+    fn a_member_that_heard_its_leader_within_half_a_timeout_ignores_a_candidate() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let higher = Ballot { round: 2, rank: 2 };
+        let prepare = PaxosBody::Prepare { ballot: higher, from_slot: 1 };
+        // A follower that just heard the leader's heartbeat.
+        let mut f = follower(&topo, 1);
+        f.message(members[0], PaxosBody::Commit { ballot: FIRST, commit_upto: 0 });
+        assert_eq!(f.message(members[2], prepare.clone()).all(), [count("paxos_prepares_ignored")]);
+        assert_eq!(f.paxos.ballot(), FIRST, "no promise");
+        // Half a timeout later the leader may be gone: it promises.
+        for _ in 0..config().election_ticks / 2 {
+            f.tick();
+        }
+        let lsn = f.next_lsn();
+        assert_eq!(f.message(members[2], prepare.clone()).all(), [append(lsn, PaxosRecordBody::Promised(higher))]);
+        // A leader idle, or with a slot just chosen, ignores it too.
+        let mut l = leader(&topo);
+        assert_eq!(l.message(members[2], prepare).all(), [count("paxos_prepares_ignored")]);
+        assert!(l.paxos.is_leader());
+    }
+
+    #[test]
+    fn only_the_first_candidate_since_a_leader_was_heard_restarts_a_members_timeout() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let prepare = |round| PaxosBody::Prepare { ballot: Ballot { round, rank: 0 }, from_slot: 1 };
+        // Member 2 (rank 2: the longest timeout), on its own.
+        let mut alone = follower(&topo, 2);
+        let timeout = ticks_to_candidacy(&mut alone);
+        // A candidate the others never hear from again: its first Prepare
+        // gives it a whole timeout, its next ones do not.
+        let mut f = follower(&topo, 2);
+        f.message(members[0], prepare(2));
+        f.persist_all();
+        for _ in 0..timeout - 2 {
+            f.tick();
+        }
+        f.message(members[0], prepare(3));
+        f.persist_all();
+        let ticks = ticks_to_candidacy(&mut f);
+        assert!(ticks <= 2 + config().jitter_ticks, "ran {ticks} ticks after the second Prepare");
+        // Hearing a leader gives the next candidate its whole timeout again.
+        let mut g = follower(&topo, 2);
+        g.message(members[0], prepare(2));
+        g.message(members[0], PaxosBody::Commit { ballot: Ballot { round: 2, rank: 0 }, commit_upto: 0 });
+        for _ in 0..config().election_ticks / 2 {
+            g.tick();
+        }
+        g.message(members[1], PaxosBody::Prepare { ballot: Ballot { round: 3, rank: 1 }, from_slot: 1 });
+        let ticks = ticks_to_candidacy(&mut g);
+        assert!(ticks >= timeout - config().jitter_ticks, "waited only {ticks} ticks");
     }
 
     // ---- learners ("Paxos Made Simple" §2.3): a group of one member whose

@@ -108,7 +108,8 @@
 //! `unknown_outcomes`,
 //! `leader_takeovers` (with `lock_at = "home"`: a home replica leading its
 //! log, at start and after each restart), and the Paxos log's
-//! `paxos_elections`, `paxos_leader_changes`.
+//! `paxos_elections`, `paxos_leader_changes`, `paxos_leader_stepdowns`,
+//! `paxos_prepares_ignored`.
 
 mod coordinator;
 mod copies;
