@@ -53,8 +53,13 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 /// Election timeouts a leader waits with a proposal pending and no slot
-/// chosen before it steps down (see the module docs).
+/// chosen before it steps down (see the module docs); never fewer ticks
+/// than two retransmissions take, so that one lost round of votes does not
+/// depose a leader whose timeout is short.
 const STEP_DOWN_ELECTIONS: u64 = 1;
+
+/// Ticks an unacknowledged proposal waits before the leader re-sends it.
+const RETRANSMIT_TICKS: u64 = 4;
 
 /// A ballot: rounds are compared first, then the proposer's rank.
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize, Default)]
@@ -695,6 +700,11 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
                 self.role = Role::Follower;
                 self.leader = None;
                 self.reset_timeout(env);
+                // Run last: its own first candidacy would restart the
+                // followers' timeouts (`on_prepare`) and, if they do not
+                // hear it, only delay the election they need.
+                let n = self.members.len() as u32;
+                self.timeout_ticks += self.cfg.election_ticks + n * self.cfg.stagger_ticks;
                 return;
             }
             let body = PaxosBody::Commit { ballot, commit_upto: self.commit_upto };
@@ -1018,8 +1028,10 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         }
         self.leader = Some(rank);
         self.ticks_since_heard = 0;
-        self.leader_heard = Some((rank, self.ticks));
-        self.wait_for_candidate = true;
+        if rank != self.me {
+            self.leader_heard = Some((rank, self.ticks));
+            self.wait_for_candidate = true;
+        }
     }
 
     /// The leader of `ballot` says slots up to `upto` are chosen.
@@ -1110,7 +1122,6 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// Re-sends proposals unacknowledged for `RETRANSMIT_TICKS` ticks (lost
     /// messages, restarted followers), at most `batch_max` slots a tick.
     fn retransmit(&mut self, env: &mut PaxosEnv<'_, V, S>) {
-        const RETRANSMIT_TICKS: u64 = 4;
         let now = self.ticks;
         let Role::Leader { ballot, acks, .. } = &mut self.role else {
             return;
@@ -1172,6 +1183,13 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             return;
         }
         self.adopt_snapshot(upto, state.clone());
+        if let Role::Leader { acks, .. } = &mut self.role {
+            // Chosen by now: nothing more to wait for (or re-send).
+            while acks.base <= upto && !acks.is_empty() {
+                let base = acks.base;
+                acks.remove(base);
+            }
+        }
         self.events.push(PaxosEvent::Restore { upto, state });
         self.persist_checkpoint(env);
         self.advance_commit();
@@ -1215,11 +1233,13 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         let Role::Leader { acks, heard_tick, .. } = &mut self.role else {
             return false;
         };
-        if acks.is_empty() {
+        if acks.is_empty() || self.members.len() == 1 {
+            // A member alone chooses on its own vote: no one to hear.
             *heard_tick = now;
             return false;
         }
-        now >= *heard_tick + STEP_DOWN_ELECTIONS * u64::from(self.cfg.election_ticks)
+        let wait_ticks = (STEP_DOWN_ELECTIONS * u64::from(self.cfg.election_ticks)).max(2 * RETRANSMIT_TICKS + 1);
+        now >= *heard_tick + wait_ticks
     }
 
     /// Whether this member heard a leader other than candidate `rank`
@@ -1640,9 +1660,12 @@ mod handler_tests {
         }
         assert!(l.paxos.is_leader(), "chosen in time");
         // One that waits a whole election timeout with nothing chosen: the
-        // followers may hear this leader, but it does not hear them.
+        // followers may hear this leader, but it does not hear them. (This
+        // group's timeout is short: the wait is two retransmissions.)
         l.step(|p, env| assert_eq!(p.propose(env, 8), Ok(2)));
-        for _ in 0..config().election_ticks - 1 {
+        let wait_ticks = 2 * RETRANSMIT_TICKS + 1;
+        assert!(wait_ticks > u64::from(config().election_ticks));
+        for _ in 0..wait_ticks - 1 {
             assert!(!l.tick().all().contains(&count("paxos_leader_stepdowns")));
         }
         let timer = l.next_timer();
@@ -1650,6 +1673,24 @@ mod handler_tests {
         assert_eq!(l.paxos.drain_events(), [PaxosEvent::Deposed]);
         assert!(!l.paxos.is_leader());
         assert_eq!(l.paxos.leader_hint(), None);
+        // It runs for election after any other member would: its own
+        // candidacy first would only restart their timeouts.
+        let c = config();
+        let longest_timeout = c.election_ticks + 2 * c.stagger_ticks + c.jitter_ticks;
+        assert!(ticks_to_candidacy(&mut l) > longest_timeout);
+    }
+
+    #[test]
+    fn a_sole_member_never_steps_down_however_long_its_own_vote_takes() {
+        let (topo, nodes) = trio();
+        let mut m = sole_member(&topo, &nodes);
+        m.step(|p, env| assert_eq!(p.propose(env, 7), Ok(1)));
+        for _ in 0..10 * config().election_ticks {
+            assert!(!m.tick().all().contains(&count("paxos_leader_stepdowns")));
+        }
+        m.persist_all();
+        assert_eq!(m.paxos.drain_events(), [PaxosEvent::Committed { slot: 1, value: Arc::new(7) }]);
+        assert!(m.paxos.is_leader());
     }
 
     #[test]
