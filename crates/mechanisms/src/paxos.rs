@@ -58,6 +58,10 @@ use std::sync::Arc;
 /// depose a leader whose timeout is short.
 const STEP_DOWN_ELECTIONS: u64 = 1;
 
+/// Round trips (the longest this leader measured) a leader also waits
+/// before it steps down.
+const STEP_DOWN_ROUND_TRIPS: u64 = 4;
+
 /// Ticks an unacknowledged proposal waits before the leader re-sends it.
 const RETRANSMIT_TICKS: u64 = 4;
 
@@ -373,14 +377,18 @@ impl Acks {
 #[derive(Debug)]
 enum Role<V> {
     Follower,
+    /// `since_tick`: when it started phase 1.
     Candidate {
         ballot: Ballot,
         promises: Quorum,
         merged: BTreeMap<u64, PromisedEntry<V>>,
+        since_tick: u64,
     },
     /// `acks` holds, per unchosen slot, its votes and the tick it was last
     /// sent; `heard_tick` is the last tick a majority was known to hear
-    /// this leader (a slot chosen) or nothing waited for one.
+    /// this leader (a slot chosen) or nothing waited for one;
+    /// `round_trip_ticks` the longest a majority took to answer it (its
+    /// phase 1, or a slot from proposal to choice), unknown until one did.
     Leader {
         ballot: Ballot,
         next_slot: u64,
@@ -388,6 +396,7 @@ enum Role<V> {
         ready: bool,
         recover_upto: u64,
         heard_tick: u64,
+        round_trip_ticks: Option<u64>,
     },
 }
 
@@ -817,7 +826,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         let from_slot = self.commit_upto + 1;
         let merged = self.entries_from(from_slot).into_iter().map(|e| (e.slot, e)).collect();
         let promises = if phase1 { Quorum::majority(self.members.len()) } else { Quorum::new(1) };
-        self.role = Role::Candidate { ballot, promises, merged };
+        self.role = Role::Candidate { ballot, promises, merged, since_tick: self.ticks };
         self.leader = None;
         self.reset_timeout(env);
         self.persist(env, PaxosRecordBody::Promised(ballot));
@@ -909,9 +918,12 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
 
     /// Phase 1 succeeded: adopt every recovered slot at our ballot.
     fn become_leader(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot) {
-        let Role::Candidate { merged, .. } = std::mem::replace(&mut self.role, Role::Follower) else {
+        let Role::Candidate { merged, since_tick, promises, .. } = std::mem::replace(&mut self.role, Role::Follower)
+        else {
             unreachable!("only candidates become leaders")
         };
+        // Phase 1 measured a round trip to a majority; round 1 skips it.
+        let round_trip_ticks = (promises.needed() > 1).then(|| self.ticks - since_tick);
         let recover_upto = merged.keys().next_back().copied().unwrap_or(0).max(self.commit_upto);
         self.role = Role::Leader {
             ballot,
@@ -920,6 +932,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             ready: false,
             recover_upto,
             heard_tick: self.ticks,
+            round_trip_ticks,
         };
         // What learners have is not known: they fetch the chosen prefix, and
         // the pushes go on from here.
@@ -981,18 +994,20 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     }
 
     fn on_accepted(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, slot: u64) {
-        let Role::Leader { ballot: mine, acks, heard_tick, .. } = &mut self.role else {
+        let Role::Leader { ballot: mine, acks, heard_tick, round_trip_ticks, .. } = &mut self.role else {
             return;
         };
         if *mine != ballot {
             return;
         }
-        let Some((q, _)) = acks.get_mut(slot) else {
+        let Some((q, sent)) = acks.get_mut(slot) else {
             return;
         };
         if q.add(rank) {
+            let took = self.ticks - *sent;
             acks.remove(slot);
             *heard_tick = self.ticks;
+            *round_trip_ticks = Some(round_trip_ticks.map_or(took, |r| r.max(took)));
             if let Some(s) = self.log.get_mut(&slot) {
                 s.chosen = true;
             }
@@ -1230,7 +1245,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// clock).
     fn unheard_leader(&mut self) -> bool {
         let now = self.ticks;
-        let Role::Leader { acks, heard_tick, .. } = &mut self.role else {
+        let Role::Leader { acks, heard_tick, round_trip_ticks, .. } = &mut self.role else {
             return false;
         };
         if acks.is_empty() || self.members.len() == 1 {
@@ -1238,7 +1253,16 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             *heard_tick = now;
             return false;
         }
-        let wait_ticks = (STEP_DOWN_ELECTIONS * u64::from(self.cfg.election_ticks)).max(2 * RETRANSMIT_TICKS + 1);
+        // An election timeout may be shorter than a wide-area round trip
+        // (followers time out on the gaps between heartbeats, not on round
+        // trips): the wait is also several of the round trips this leader
+        // measured, and with none measured yet it does not step down.
+        let Some(round_trip) = *round_trip_ticks else {
+            return false;
+        };
+        let wait_ticks = (STEP_DOWN_ELECTIONS * u64::from(self.cfg.election_ticks))
+            .max(2 * RETRANSMIT_TICKS + 1)
+            .max(STEP_DOWN_ROUND_TRIPS * round_trip);
         now >= *heard_tick + wait_ticks
     }
 
