@@ -21,7 +21,8 @@
 //! CheckQuorum and leader stickiness do). A leader whose followers hear it
 //! but whose acknowledgements do not reach it would heartbeat forever with
 //! nothing chosen, and no follower would time out: a leader that has had a
-//! proposal waiting for [`STEP_DOWN_ELECTIONS`] election timeouts without a
+//! proposal waiting for `STEP_DOWN_ELECTIONS` election timeouts (and at
+//! least `STEP_DOWN_ROUND_TRIPS` of the round trips it measured) without a
 //! majority choosing any of its slots steps down, so the followers elect
 //! another. And a member the leader does not reach would time out and, with
 //! a higher ballot, depose a leader the rest still hear, again and again: a
