@@ -92,33 +92,7 @@ enum Command {
         report: Option<PathBuf>,
     },
     /// Many short runs with random fault profiles; every history checked.
-    Swarm {
-        #[arg(long)]
-        protocol: String,
-        #[arg(long)]
-        seeds: u64,
-        #[arg(long, default_value_t = 0)]
-        start: u64,
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Worker threads (default: the machine's cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        /// Write the history of each failing seed into this directory.
-        #[arg(long)]
-        history_dir: Option<PathBuf>,
-        /// Log every simulated event of each seed into this directory (slow).
-        #[arg(long)]
-        event_log_dir: Option<PathBuf>,
-        /// Also cut single links between servers (a leader that reaches
-        /// everyone but some of its followers), from the seed's own stream.
-        #[arg(long)]
-        link_cuts: bool,
-        /// Also cut links in one direction only (a node that hears a peer
-        /// but is not heard by it), from the seed's own stream.
-        #[arg(long)]
-        one_way_cuts: bool,
-    },
+    Swarm(SwarmOptions),
     /// Every finished protocol side by side on a simulated three-region cluster.
     Demo,
     /// A sweep of simulated runs: results, plots and an HTML report.
@@ -234,7 +208,7 @@ fn bad(msg: impl Into<String>) -> Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Sim { .. } | Command::Swarm { .. } | Command::Demo | Command::Experiment { .. }) {
+    if matches!(cli.command, Command::Sim { .. } | Command::Swarm(_) | Command::Demo | Command::Experiment { .. }) {
         keep_freed_memory();
     }
     let result = match cli.command {
@@ -243,30 +217,7 @@ fn main() -> ExitCode {
             sim(&config, protocol.as_deref(), seed, report.as_deref(), history.as_deref(), no_check, event_log)
         }
         Command::Check { model, file, report } => check(&model, &file, report.as_deref()),
-        Command::Swarm {
-            protocol,
-            seeds,
-            start,
-            config,
-            threads,
-            history_dir,
-            event_log_dir,
-            link_cuts,
-            one_way_cuts,
-        } => {
-            let threads = threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            run_swarm(SwarmOptions {
-                protocol,
-                seeds,
-                start,
-                config,
-                threads,
-                history_dir,
-                event_log_dir,
-                link_cuts,
-                one_way_cuts,
-            })
-        }
+        Command::Swarm(opts) => run_swarm(opts),
         Command::Demo => run_demo(),
         Command::Experiment { file, out, jobs, points, point, merge } => {
             experiment(ExperimentArgs { file, out, jobs, points, point, merge })

@@ -28,23 +28,40 @@ const HEAL_AT: f64 = 0.5;
 const SETTLE_S: f64 = 5.0;
 const PROGRESS_WINDOW_S: f64 = 10.0;
 
-#[derive(Clone, Debug)]
+/// `meridian swarm`'s options, as the command line gives them.
+#[derive(Clone, Debug, clap::Args)]
 pub struct SwarmOptions {
+    #[arg(long)]
     pub protocol: String,
+    #[arg(long)]
     pub seeds: u64,
+    #[arg(long, default_value_t = 0)]
     pub start: u64,
+    #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Worker threads (by default the machine's cores).
+    #[arg(long, default_value_t = default_threads())]
     pub threads: usize,
-    /// Where to write the history of each failing seed.
+    /// Write the history of each failing seed into this directory.
+    #[arg(long)]
     pub history_dir: Option<PathBuf>,
-    /// Log every simulated event of each seed to `DIR/seed-N.events` (slow).
+    /// Log every simulated event of each seed into this directory (slow).
+    #[arg(long)]
     pub event_log_dir: Option<PathBuf>,
-    /// Also cut single links (`link_cuts`), which partitions of node sets
-    /// cannot: a node that reaches some peers and not others.
+    /// Also cut single links between servers (a leader that reaches
+    /// everyone but some of its followers), from the seed's own stream:
+    /// connectivity that partitions of node sets cannot make.
+    #[arg(long)]
     pub link_cuts: bool,
-    /// Also cut links in one direction only (`one_way_cuts`): a node that
-    /// hears a peer but is not heard by it.
+    /// Also cut links in one direction only (a node that hears a peer but
+    /// is not heard by it), from the seed's own stream.
+    #[arg(long)]
     pub one_way_cuts: bool,
+}
+
+/// The machine's cores, the default number of swarm threads.
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The verdict on one seed.
