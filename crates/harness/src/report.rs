@@ -202,6 +202,9 @@ pub struct CopiesCheck {
     /// (and so were checked against it).
     pub agreeing: usize,
     pub diverged: Vec<String>,
+    /// Live replicas still busy, or behind their shard's other copies,
+    /// when the time to settle ran out.
+    pub unsettled: Vec<String>,
 }
 
 /// The load generator's own figures in `meridian bench`: an open-loop
@@ -460,7 +463,11 @@ pub fn summary(r: &Report) -> String {
         let _ = writeln!(s, "busiest: {}", top.join(", "));
     }
     if let Some(c) = &r.copies {
-        let verdict = if c.diverged.is_empty() { "identical" } else { "DIVERGED" };
+        let verdict = match (c.diverged.is_empty(), c.unsettled.is_empty()) {
+            (false, _) => "DIVERGED",
+            (true, false) => "DID NOT SETTLE",
+            (true, true) => "identical",
+        };
         let _ = writeln!(
             s,
             "copies: {verdict} ({} of {} replicas quiescent, {} compared with a copy that applied the same input)",

@@ -145,8 +145,11 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
         }
     }
     drop(sim.take_clients());
-    settle_copies(&mut sim);
-    let copies = compare_copies(&sim);
+    let unsettled = settle_copies(&mut sim);
+    let mut copies = compare_copies(&sim);
+    if let Some(c) = copies.as_mut() {
+        c.unsettled = unsettled;
+    }
     let audit = audit_final_database(exp, &mut sim);
     let wall_s = wall.elapsed().as_secs_f64();
     let mut driver = Rc::try_unwrap(driver).ok().expect("the simulator released the driver").into_inner();
@@ -172,6 +175,7 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
     report.violations = sim.violations().to_vec();
     if let Some(c) = &copies {
         report.violations.extend(c.diverged.iter().cloned());
+        report.violations.extend(c.unsettled.iter().cloned());
     }
     report.copies = copies;
     report.cpu = Some(CpuUse::of(&topology, sim.cpu_busy_ns(), stats.committed));
@@ -185,24 +189,65 @@ const SETTLE_NS_MAX: u64 = 30 * 1_000_000_000;
 /// Lets the replicas of a deterministic protocol finish the input they
 /// were sent (remote regions lag by the wide-area delay) before they are
 /// compared: until every live copy of each shard is quiescent at the same
-/// input, or `SETTLE_NS_MAX`.
-fn settle_copies<P: Protocol>(sim: &mut Sim<P>) {
+/// input, or `SETTLE_NS_MAX`. Returns the live copies that did not get
+/// there by then, one line each: with every fault healed and no client
+/// left, a copy still busy after that long waits for something that will
+/// not come (a lost message nobody sends again), and copies that never
+/// settle would otherwise never be compared.
+fn settle_copies<P: Protocol>(sim: &mut Sim<P>) -> Vec<String> {
     let deadline_ns = sim.now_ns() + SETTLE_NS_MAX;
-    while sim.now_ns() < deadline_ns && !copies_settled(sim) {
+    loop {
+        let unsettled = unsettled_copies(sim);
+        if unsettled.is_empty() || sim.now_ns() >= deadline_ns {
+            return unsettled;
+        }
         sim.run_until(sim.now_ns() + 100_000_000);
     }
 }
 
-fn copies_settled<P: Protocol>(sim: &Sim<P>) -> bool {
-    let mut applied: std::collections::BTreeMap<u32, u64> = Default::default();
-    for node in sim.topology().all_replicas().filter(|n| sim.is_up(*n)) {
-        let Some(state) = sim.process(node).and_then(meridian_core::Process::<P>::copy_state) else { return true };
-        let Some(settled) = state.settled else { return false };
-        if *applied.entry(state.shard.0).or_insert(settled.applied) != settled.applied {
-            return false;
+/// The live copies not yet quiescent at their shard's common input (see
+/// [`unsettled`]).
+fn unsettled_copies<P: Protocol>(sim: &Sim<P>) -> Vec<String> {
+    let topology = sim.topology();
+    let mut states = Vec::new();
+    for node in topology.all_replicas().filter(|n| sim.is_up(*n)) {
+        let Some(state) = sim.process(node).and_then(meridian_core::Process::<P>::copy_state) else {
+            return Vec::new();
+        };
+        states.push((topology.name(node).to_string(), state));
+    }
+    unsettled(&states)
+}
+
+/// Of the named copies' states, those that are busy, or quiescent at an
+/// input other than the one most of their shard's quiescent copies
+/// applied.
+pub fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<String> {
+    let mut inputs: std::collections::BTreeMap<(u32, u64), usize> = Default::default();
+    for (_, s) in states {
+        if let Some(settled) = s.settled {
+            *inputs.entry((s.shard.0, settled.applied)).or_default() += 1;
         }
     }
-    true
+    let common = |shard: u32| {
+        inputs.iter().filter(|((s, _), _)| *s == shard).max_by_key(|(_, n)| **n).map(|((_, applied), _)| *applied)
+    };
+    let mut out = Vec::new();
+    for (name, s) in states {
+        match s.settled {
+            None => out.push(format!(
+                "copies did not settle: {name} of shard {} still has transactions in flight {} s after the clients stopped",
+                s.shard.0,
+                SETTLE_NS_MAX / 1_000_000_000
+            )),
+            Some(settled) if common(s.shard.0) != Some(settled.applied) => out.push(format!(
+                "copies did not settle: {name} of shard {} is quiescent at other input than its shard's other copies",
+                s.shard.0
+            )),
+            Some(_) => {}
+        }
+    }
+    out
 }
 
 /// The end-of-run comparison of copies (`Process::copy_state`): replicas
@@ -237,7 +282,13 @@ pub fn compare_copies<P: Protocol>(sim: &Sim<P>) -> Option<crate::report::Copies
         }
     }
     let agreeing = groups.values().filter(|g| g.len() > 1).map(Vec::len).sum();
-    Some(crate::report::CopiesCheck { replicas: topology.all_replicas().count(), compared, agreeing, diverged })
+    Some(crate::report::CopiesCheck {
+        replicas: topology.all_replicas().count(),
+        compared,
+        agreeing,
+        diverged,
+        unsettled: Vec::new(),
+    })
 }
 
 /// Simulated time the final-database audit may take, at most.
@@ -466,5 +517,37 @@ impl Clients for Shared {
     }
     fn on_node_up(&mut self, node: NodeId, io: &mut dyn ClientIo) {
         self.0.borrow_mut().on_node_up(node, io)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unsettled;
+    use meridian_core::{CopyState, Settled, ShardId};
+
+    fn copy(name: &str, shard: u32, settled: Option<(u64, u64)>) -> (String, CopyState) {
+        let settled = settled.map(|(applied, hash)| Settled { applied, hash });
+        (name.to_string(), CopyState { shard: ShardId(shard), settled })
+    }
+
+    #[test]
+    fn copies_quiescent_at_their_shards_common_input_have_settled() {
+        let states = [copy("a", 0, Some((7, 1))), copy("b", 0, Some((7, 1))), copy("c", 1, Some((3, 2)))];
+        assert!(unsettled(&states).is_empty());
+    }
+
+    #[test]
+    fn a_busy_copy_and_one_quiescent_at_other_input_have_not_settled_and_are_named() {
+        let states = [
+            copy("a", 0, Some((7, 1))),
+            copy("b", 0, Some((7, 1))),
+            copy("c", 0, Some((5, 1))),
+            copy("d", 1, None),
+            copy("e", 1, Some((3, 2))),
+        ];
+        let found = unsettled(&states);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("c of shard 0") && found[0].contains("other input"), "{found:?}");
+        assert!(found[1].contains("d of shard 1") && found[1].contains("in flight"), "{found:?}");
     }
 }

@@ -179,7 +179,7 @@ fn a_restarted_replica_skips_what_its_records_say_it_executed() {
     let mut h = hand(&d, "shard0-replica0");
     let t = txn(&d, 5, vec![Op::Write { key: Key(0), value: Value::int(9, 9) }]);
     let writes = vec![(Key(0), Value::int(9, 9))];
-    let record = Record::Executed { txn: t.id, at: (0, 0), writes, sent: vec![], outcome: None };
+    let record = Record::Executed { txn: t.id, at: (0, 0), writes, sent: None, outcome: None };
     h.start(vec![record]);
     assert_eq!(replica(&h).store().get(&Key(0)), Some(&Value::int(9, 9)), "rebuilt from its records");
     let seq = d.topology.service(SEQUENCER)[0];
@@ -187,6 +187,23 @@ fn a_restarted_replica_skips_what_its_records_say_it_executed() {
     assert_eq!(fx.counted("replayed"), 1);
     assert_eq!(fx.appends().count(), 0, "not executed twice");
     assert_eq!(replica(&h).next_pos(), 1);
+}
+
+/// A participant whose piece reads nothing still sends its (empty) reads
+/// to the active ones, which wait for them: after a restart its records
+/// must let it send them again when one asks (they were restored only
+/// when nonempty, and the asking participant waited for good).
+#[test]
+fn a_restarted_participant_sends_again_the_empty_reads_it_sent_before_it_crashed() {
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica0");
+    let t = TxnId { node: NodeId(99), seq: 7 };
+    h.start(vec![Record::Executed { txn: t, at: (3, 0), writes: Vec::new(), sent: Some(vec![]), outcome: None }]);
+    let peer = d.topology.node_by_name("shard1-replica0").unwrap();
+    let fx = h.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
+    let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();
+    assert_eq!(resent.len(), 1, "the lost reads are sent again");
+    assert!(matches!(resent[0].1, Msg::Reads { txn, reads, .. } if *txn == t && reads.is_empty()));
 }
 
 #[test]

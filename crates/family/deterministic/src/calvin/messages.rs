@@ -262,9 +262,10 @@ pub enum Record {
     /// A client's identifier epoch (`meridian_mechanisms::txnids`).
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
-    /// after sending `sent` (its reads) to the other participants; the
-    /// answering replica keeps the client's `outcome`, for its queries.
-    Executed { txn: TxnId, at: (u64, u32), writes: Vec<(Key, Value)>, sent: Reads, outcome: Option<Outcome> },
+    /// after sending `sent` (its reads, `None` if it had no one to send
+    /// them to) to the other participants; the answering replica keeps
+    /// the client's `outcome`, for its queries.
+    Executed { txn: TxnId, at: (u64, u32), writes: Vec<(Key, Value)>, sent: Option<Reads>, outcome: Option<Outcome> },
     /// A replica's checkpoint: every earlier record of its log folded in
     /// (appended, then made the log's snapshot through it).
     Checkpoint(Arc<Checkpoint>),

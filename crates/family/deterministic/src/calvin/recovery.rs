@@ -80,7 +80,7 @@ impl Replica {
         txn: TxnId,
         at: At,
         writes: Vec<(Key, Value)>,
-        sent: Reads,
+        sent: Option<Reads>,
         outcome: Option<Outcome>,
     ) {
         let lsn = ctx.append(Record::Executed { txn, at, writes, sent, outcome });
@@ -205,7 +205,9 @@ impl Replica {
                     }
                     self.store.extend(writes);
                     self.recovery.executed.insert(at);
-                    if !sent.is_empty() {
+                    // An empty read set was sent too: a participant that
+                    // lost it asks for it again.
+                    if let Some(sent) = sent {
                         self.sent.insert(txn, (at, sent));
                     }
                 }

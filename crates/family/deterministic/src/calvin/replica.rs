@@ -207,11 +207,12 @@ impl Replica {
             let msg = Msg::Reads { txn: id, at: r.at, shard: self.shard, reads: own.clone() };
             ctx.send(self.peer(*o), msg);
         }
-        if !others.is_empty() {
-            self.sent.insert(id, (r.at, own.clone()));
+        let sent = (!others.is_empty()).then(|| own.clone());
+        if let Some(sent) = &sent {
+            self.sent.insert(id, (r.at, sent.clone()));
         }
         if !self.is_active(&r.txn, self.shard) {
-            self.record_executed(ctx, id, r.at, Vec::new(), own, None);
+            self.record_executed(ctx, id, r.at, Vec::new(), sent, None);
             return self.finish(id);
         }
         if let Some(all) = self.exchange.expect(id, &others, own) {
@@ -275,7 +276,7 @@ impl Replica {
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
-        let sent = self.sent.get(&id).map(|(_, reads)| reads.clone()).unwrap_or_default();
+        let sent = self.sent.get(&id).map(|(_, reads)| reads.clone());
         let mut reply = None;
         if super::responder(&self.topo, &r.txn) == self.me {
             reply = self.answer(ctx, &r.txn, outcome);

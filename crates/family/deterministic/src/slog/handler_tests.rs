@@ -377,13 +377,38 @@ fn a_restarted_replica_skips_what_its_records_say_it_executed() {
     let a = l.key(0, 0, 0);
     let t = txn(&d, 5, vec![Op::Write { key: a, value: Value::int(9, 9) }]);
     let writes = vec![(a, Value::int(9, 9))];
-    h.start(vec![Record::Executed { txn: t.id, at: (0, 0), writes, header: None, sent: vec![], outcome: None }]);
+    h.start(vec![Record::Executed { txn: t.id, at: (0, 0), writes, header: None, sent: None, outcome: None }]);
     assert_eq!(replica(&h).store().get(&a), Some(&Value::int(9, 9)), "rebuilt from its records");
     let entries =
         vec![LogEntry { pos: 0, batch: BatchId { region: 0, seq: 0 }, entries: vec![(0, Entry::SingleHome(t))] }];
     let fx = h.message(sequencer(&d, 0), Msg::Log { shard: ShardId(0), entries });
     assert_eq!(fx.counted("replayed"), 1);
     assert_eq!(fx.appends().count(), 0, "not executed twice");
+}
+
+/// A participant whose piece reads nothing still sends its (empty) reads,
+/// and the others wait for them. If that message is lost and the
+/// participant restarts, its records must still let it send them again:
+/// restored only when nonempty, they left region 1's participants waiting
+/// for each other for good (swarm seed 4821081 on `examples/tpcc.toml`).
+#[test]
+fn a_restarted_participant_sends_again_the_empty_reads_it_sent_before_it_crashed() {
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica0");
+    let t = TxnId { node: NodeId(99), seq: 7 };
+    h.start(vec![Record::Executed {
+        txn: t,
+        at: (3, 0),
+        writes: Vec::new(),
+        header: None,
+        sent: Some(vec![]),
+        outcome: None,
+    }]);
+    let peer = d.topology.node_by_name("shard1-replica0").unwrap();
+    let fx = h.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
+    let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();
+    assert_eq!(resent.len(), 1, "the lost reads are sent again");
+    assert!(matches!(resent[0].1, Msg::Reads { txn, reads, .. } if *txn == t && reads.is_empty()));
 }
 
 #[test]

@@ -458,15 +458,16 @@ pub enum Record {
     /// A client's identifier epoch (`meridian_mechanisms::txnids`).
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
-    /// after sending `sent` (its reads) to the other participants; the
-    /// answering replica keeps the client's `outcome`, for its queries.
-    /// A remaster also writes its granule's header.
+    /// after sending `sent` (its reads, `None` if it had no one to send
+    /// them to) to the other participants; the answering replica keeps
+    /// the client's `outcome`, for its queries. A remaster also writes its
+    /// granule's header.
     Executed {
         txn: TxnId,
         at: (u64, u32),
         writes: Vec<(Key, Value)>,
         header: Option<(Key, Header, Since)>,
-        sent: Reads,
+        sent: Option<Reads>,
         outcome: Option<Outcome>,
     },
     /// A replica's checkpoint: every earlier record of its log folded in

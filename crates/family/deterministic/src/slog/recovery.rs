@@ -58,7 +58,7 @@ impl Replica {
         at: At,
         writes: Vec<(Key, Value)>,
         header: Option<(Key, Header, Since)>,
-        sent: Reads,
+        sent: Option<Reads>,
         outcome: Option<Outcome>,
     ) {
         let lsn = ctx.append(Record::Executed { txn, at, writes, header, sent, outcome });
@@ -210,7 +210,9 @@ impl Replica {
                     }
                     self.store.extend(writes);
                     self.recovery.executed.insert(txn, at);
-                    if !sent.is_empty() {
+                    // An empty read set was sent too: a participant that
+                    // lost it asks for it again.
+                    if let Some(sent) = sent {
                         self.sent.insert(txn, (at, sent));
                     }
                 }

@@ -456,7 +456,7 @@ impl Replica {
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
-        let sent = self.sent.get(&id).map(|(_, reads)| reads.clone()).unwrap_or_default();
+        let sent = self.sent.get(&id).map(|(_, reads)| reads.clone());
         let mut answer = None;
         let ran = outcome.is_some();
         if super::responder(&self.topo, &r.txn) == self.me {
@@ -503,7 +503,7 @@ impl Replica {
                 ctx.send(*s, Msg::Remastered { key, header: new, since });
             }
         }
-        self.record_executed(ctx, r.txn.id, r.last_at(), Vec::new(), header, Vec::new(), None);
+        self.record_executed(ctx, r.txn.id, r.last_at(), Vec::new(), header, None, None);
         self.finish(r.txn.id);
     }
 
