@@ -28,8 +28,13 @@
 //! a higher ballot, depose a leader the rest still hear, again and again: a
 //! member that heard its leader within half an election timeout (a leader:
 //! that was idle, or had a slot chosen, that recently) ignores a candidate.
-//! Neither rule acts in a run without faults: no proposal waits that long,
-//! and candidates appear only when a leader has been silent for a timeout.
+//! And a member timed out asks the others whether they would vote for it
+//! (`PreVote`, as Raft's) before it raises its ballot: one that the leader
+//! does not reach, or that was cut off and comes back, finds no majority
+//! and leaves the promises, and so the leader, alone — when the cut heals
+//! it just follows the leader again. None of these rules acts in a run
+//! without faults: no proposal waits that long, and candidates appear only
+//! when a leader has been silent for a timeout.
 //!
 //! The component never sends a message that depends on state not yet
 //! durable, and it emits [`PaxosEvent::Committed`] strictly in slot order,
@@ -151,6 +156,17 @@ pub enum PaxosBody<V, S = ()> {
         upto: u64,
         state: Arc<S>,
     },
+    /// Before phase 1: would the member vote for `ballot`? Nothing changes
+    /// at the member (Raft's PreVote).
+    PreVote {
+        ballot: Ballot,
+    },
+    /// It would: it has not heard a live leader lately. `promised` is its
+    /// promise, so the candidate's real ballot outbids it.
+    PreVoteGranted {
+        ballot: Ballot,
+        promised: Ballot,
+    },
 }
 
 /// A message of group `group`.
@@ -229,6 +245,10 @@ struct Slot<V> {
 /// that embeds it (`Protocol::counters`).
 pub const COUNTERS: &[meridian_core::CounterDoc] = &[
     meridian_core::CounterDoc { name: "paxos_elections", doc: "phase-1 elections a replica started" },
+    meridian_core::CounterDoc {
+        name: "paxos_pre_votes",
+        doc: "times a replica that stopped hearing its leader asked whether a majority would vote for it, before any phase 1",
+    },
     meridian_core::CounterDoc { name: "paxos_leader_changes", doc: "times a replica saw a new leader" },
     meridian_core::CounterDoc {
         name: "paxos_leader_stepdowns",
@@ -447,6 +467,9 @@ pub struct MultiPaxos<V, S = ()> {
     /// Whether a promise to a candidate restarts the election timeout: only
     /// the first since a leader was heard does (see `on_prepare`).
     wait_for_candidate: bool,
+    /// The ballot this member asks pre-votes for, and the grants so far
+    /// (its own included); phase 1 follows at a majority.
+    pre_vote: Option<(Ballot, Quorum)>,
     timeout_ticks: u32,
     fetch_pending_ticks: u32,
     /// Actions that wait for an append to be durable (votes, own votes).
@@ -517,6 +540,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             ticks_since_heard: 0,
             leader_heard: None,
             wait_for_candidate: true,
+            pre_vote: None,
             timeout_ticks: 0,
             fetch_pending_ticks: 0,
             durable: AfterDurable::new(),
@@ -728,8 +752,12 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             self.request_missing(env);
         }
         if !self.learning && self.ticks_since_heard >= self.timeout_ticks {
-            let round = self.max_round_seen.max(self.promised.round).max(1) + 1;
-            self.begin_candidacy(env, Ballot { round, rank: self.me as u32 }, true);
+            let ballot = self.next_ballot();
+            if self.members.len() == 1 {
+                self.begin_candidacy(env, ballot, true);
+            } else {
+                self.begin_pre_vote(env, ballot);
+            }
         }
     }
 
@@ -763,6 +791,8 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             PaxosBody::Commit { ballot, commit_upto } => self.on_commit(env, rank, ballot, commit_upto),
             PaxosBody::Fetch { from_slot, to_slot } => self.on_fetch(env, from, from_slot, to_slot),
             PaxosBody::Chosen { entries } => self.on_chosen(env, entries),
+            PaxosBody::PreVote { ballot } => self.on_pre_vote(env, rank, ballot),
+            PaxosBody::PreVoteGranted { ballot, promised } => self.on_pre_vote_granted(env, rank, ballot, promised),
         }
     }
 
@@ -812,7 +842,55 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             | PaxosBody::Nack { .. }
             | PaxosBody::Accept { .. }
             | PaxosBody::Accepted { .. }
-            | PaxosBody::Fetch { .. } => {}
+            | PaxosBody::Fetch { .. }
+            | PaxosBody::PreVote { .. }
+            | PaxosBody::PreVoteGranted { .. } => {}
+        }
+    }
+
+    // ---- pre-vote ----
+
+    /// A ballot above every one this member has seen.
+    fn next_ballot(&self) -> Ballot {
+        let round = self.max_round_seen.max(self.promised.round).max(1) + 1;
+        Ballot { round, rank: self.me as u32 }
+    }
+
+    /// Asks the others whether they would vote for `ballot`, changing
+    /// nothing durable: no majority (a member the leader does not reach,
+    /// one cut off from the group) leaves its promise, and everyone
+    /// else's, where they were. It asks again after another timeout.
+    fn begin_pre_vote(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot) {
+        let mut grants = Quorum::majority(self.members.len());
+        let won = grants.add(self.me);
+        debug_assert!(!won, "a group of several members needs more than one grant");
+        self.pre_vote = Some((ballot, grants));
+        self.reset_timeout(env);
+        env.count("paxos_pre_votes", 1);
+        self.send_others(env, &PaxosBody::PreVote { ballot });
+    }
+
+    /// Grants a pre-vote unless this member heard a live leader lately
+    /// (`leader_is_live`, the rule `on_prepare` keeps).
+    fn on_pre_vote(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot) {
+        if !self.leader_is_live(rank) {
+            let promised = self.promised;
+            self.send(env, self.members[rank], PaxosBody::PreVoteGranted { ballot, promised });
+        }
+    }
+
+    /// At a majority of grants, phase 1, at a ballot above every promise
+    /// the grants named.
+    fn on_pre_vote_granted(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, promised: Ballot) {
+        self.max_round_seen = self.max_round_seen.max(promised.round);
+        let Some((asked, grants)) = self.pre_vote.as_mut() else { return };
+        if *asked != ballot || matches!(self.role, Role::Leader { .. }) {
+            return;
+        }
+        if grants.add(rank) {
+            self.pre_vote = None;
+            let ballot = self.next_ballot();
+            self.begin_candidacy(env, ballot, true);
         }
     }
 
@@ -822,6 +900,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     /// without it our own durable promise suffices (the fresh round-1 case).
     fn begin_candidacy(&mut self, env: &mut PaxosEnv<'_, V, S>, ballot: Ballot, phase1: bool) {
         self.step_down_if_leading();
+        self.pre_vote = None;
         self.promised = ballot;
         self.max_round_seen = self.max_round_seen.max(ballot.round);
         let from_slot = self.commit_upto + 1;
@@ -856,6 +935,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             self.role = Role::Follower;
             self.promised = ballot;
             self.leader = Some(rank);
+            self.pre_vote = None;
             // The first candidate since a leader was heard gets a whole
             // timeout to win. One that never does (the others do not hear
             // it) must not keep everyone else from running by asking again.
@@ -1044,6 +1124,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         }
         self.leader = Some(rank);
         self.ticks_since_heard = 0;
+        self.pre_vote = None;
         if rank != self.me {
             self.leader_heard = Some((rank, self.ticks));
             self.wait_for_candidate = true;
@@ -1579,30 +1660,44 @@ mod handler_tests {
     }
 
     #[test]
-    fn a_silent_leader_is_replaced_through_phase_1_at_a_higher_round() {
+    fn a_silent_leader_is_replaced_after_a_pre_vote_through_phase_1_at_a_higher_round() {
         let topo = topology();
         let members = topo.replicas(ShardId(0)).to_vec();
         let mut c = follower(&topo, 1);
         let mut other = follower(&topo, 2);
-        // Ticks without hearing the leader, until the timeout.
-        let (fx, lsn, timer) = loop {
-            let (lsn, timer) = (c.next_lsn(), c.next_timer());
+        // Ticks without hearing the leader, until the timeout: it asks
+        // whether the others would vote for it, and changes nothing yet.
+        let (fx, timer) = loop {
+            let timer = c.next_timer();
             let fx = c.tick();
             if fx.len() > 1 {
-                break (fx, lsn, timer);
+                break (fx, timer);
             }
             assert_eq!(fx.all(), [tick_set(timer)], "a quiet tick only re-arms");
         };
         let ballot = Ballot { round: 2, rank: 1 };
-        let prepare = PaxosBody::Prepare { ballot, from_slot: 1 };
+        let pre_vote = PaxosBody::PreVote { ballot };
         let expected: Fxs = vec![
             tick_set(timer),
+            count("paxos_pre_votes"),
+            send(members[0], pre_vote.clone()),
+            send(members[2], pre_vote.clone()),
+        ];
+        assert_eq!(fx.all(), expected);
+        // A member that has not heard the leader either grants it, and
+        // changes nothing either.
+        let granted = PaxosBody::PreVoteGranted { ballot, promised: Ballot::default() };
+        assert_eq!(other.message(members[1], pre_vote).all(), [send(members[1], granted.clone())]);
+        // Its own grant and one other make a majority: phase 1.
+        let lsn = c.next_lsn();
+        let prepare = PaxosBody::Prepare { ballot, from_slot: 1 };
+        let expected: Fxs = vec![
             append(lsn, PaxosRecordBody::Promised(ballot)),
             count("paxos_elections"),
             send(members[0], prepare.clone()),
             send(members[2], prepare.clone()),
         ];
-        assert_eq!(fx.all(), expected);
+        assert_eq!(c.message(members[2], granted).all(), expected);
         // A member promises once its promise is durable.
         let olsn = other.next_lsn();
         assert_eq!(other.message(members[1], prepare).all(), [append(olsn, PaxosRecordBody::Promised(ballot))]);
@@ -1652,14 +1747,73 @@ mod handler_tests {
         assert_eq!(l.persist_all().all(), [send(members[2], promise)]);
     }
 
-    /// Ticks `m` until it starts phase 1; returns the ticks it took.
+    /// Ticks `m` until it runs for election (asks for pre-votes); returns
+    /// the ticks it took.
     fn ticks_to_candidacy(m: &mut Member) -> u32 {
         for ticks in 1..=50 {
-            if m.tick().all().iter().any(|e| *e == count("paxos_elections")) {
+            if m.tick().all().iter().any(|e| *e == count("paxos_pre_votes")) {
                 return ticks;
             }
         }
         panic!("no candidacy in 50 ticks");
+    }
+
+    #[test]
+    fn a_member_no_majority_would_vote_for_never_raises_its_ballot_and_follows_the_leader_again() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        // Cut off from the group (the leader does not reach it): it times
+        // out again and again, and asks; nobody answers.
+        let mut f = follower(&topo, 1);
+        f.message(members[0], PaxosBody::Commit { ballot: FIRST, commit_upto: 0 });
+        let mut asked = 0;
+        for _ in 0..10 * config().election_ticks {
+            let fx = f.tick();
+            assert!(fx.appends().next().is_none(), "no promise, no record: {fx:?}");
+            asked += usize::from(fx.all().contains(&count("paxos_pre_votes")));
+        }
+        assert!(asked >= 2, "asked {asked} times");
+        assert_eq!(f.paxos.ballot(), FIRST, "its ballot stays where the leader's is");
+        // The cut heals: the leader's heartbeat is followed, not refused.
+        let fx = f.message(members[0], PaxosBody::Commit { ballot: FIRST, commit_upto: 0 });
+        assert!(fx.is_empty(), "no Nack deposes the leader: {fx:?}");
+        assert_eq!(f.paxos.leader_hint(), Some(members[0]));
+    }
+
+    #[test]
+    fn a_member_that_heard_its_leader_lately_grants_no_pre_vote() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let pre_vote = PaxosBody::PreVote { ballot: Ballot { round: 2, rank: 2 } };
+        let mut f = follower(&topo, 1);
+        f.message(members[0], PaxosBody::Commit { ballot: FIRST, commit_upto: 0 });
+        assert!(f.message(members[2], pre_vote.clone()).is_empty(), "the leader is live");
+        let mut l = leader(&topo);
+        assert!(l.message(members[2], pre_vote.clone()).is_empty(), "the leader itself is live");
+        // Half a timeout without the leader: it grants, naming its promise.
+        for _ in 0..config().election_ticks / 2 {
+            f.tick();
+        }
+        let granted = PaxosBody::PreVoteGranted { ballot: Ballot { round: 2, rank: 2 }, promised: FIRST };
+        assert_eq!(f.message(members[2], pre_vote).all(), [send(members[2], granted)]);
+    }
+
+    #[test]
+    fn a_candidates_phase_1_ballot_outbids_every_promise_its_grants_named() {
+        let topo = topology();
+        let members = topo.replicas(ShardId(0)).to_vec();
+        let mut c = follower(&topo, 1);
+        ticks_to_candidacy(&mut c);
+        let asked = Ballot { round: 2, rank: 1 };
+        let higher = Ballot { round: 5, rank: 2 };
+        let fx = c.message(members[2], PaxosBody::PreVoteGranted { ballot: asked, promised: higher });
+        let prepare = PaxosBody::Prepare { ballot: Ballot { round: 6, rank: 1 }, from_slot: 1 };
+        assert!(fx.all().contains(&send(members[0], prepare)), "{fx:?}");
+        // A grant for a ballot it no longer asks for counts for nothing.
+        let mut d = follower(&topo, 1);
+        ticks_to_candidacy(&mut d);
+        let stale = PaxosBody::PreVoteGranted { ballot: Ballot { round: 9, rank: 1 }, promised: FIRST };
+        assert!(d.message(members[2], stale).is_empty());
     }
 
     #[test]

@@ -311,3 +311,26 @@ fn safety_and_liveness_under_random_faults() {
     assert!(installs > 0, "no lagging member ever needed a snapshot");
     eprintln!("leader changes {leader_changes}, restarts {restarts}, checkpoints {checkpoints}, installs {installs}");
 }
+
+#[test]
+fn a_follower_cut_off_and_back_again_leaves_the_leader_leading() {
+    // Without pre-votes the cut-off follower would raise its ballot at
+    // every timeout, and its first answer to the leader once the cut
+    // healed would be a refusal that deposes it.
+    let mut s = sim(3, 3);
+    let client = s.topology().clients()[0];
+    let follower = s.topology().replicas(ShardId(0))[2];
+    s.schedule(300_000_000, FaultAction::Partition(vec![follower]));
+    s.schedule(2_300_000_000, FaultAction::Heal);
+    for i in 0..300 {
+        s.request(client, RequestId(i), program());
+        s.run_until(s.now_ns() + 10_000_000);
+    }
+    s.run_until(s.now_ns() + 1_000_000_000);
+    let c = s.counters();
+    assert!(c.get("paxos_pre_votes").copied().unwrap_or(0) >= 2, "it asked while cut off: {c:?}");
+    assert_eq!(c.get("paxos_elections"), None, "no phase 1: {c:?}");
+    assert_eq!(c.get("paxos_leader_changes"), Some(&1), "the first leader still leads: {c:?}");
+    assert_eq!(s.take_completions().len(), 300, "every proposal committed");
+    assert_agreement(&s, 3);
+}

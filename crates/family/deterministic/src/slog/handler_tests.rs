@@ -296,20 +296,27 @@ fn a_member_that_takes_over_ships_the_chosen_batch_its_predecessor_had_not_place
     h.persist_all();
     let fx = h.message(group[0], paxos(PaxosBody::Commit { ballot: first, commit_upto: 1 }));
     assert!(outside(std::slice::from_ref(&fx)).is_empty(), "a member that does not lead ships nothing");
-    // The leader falls silent: this member runs for election.
-    let mut prepare = None;
+    // The leader falls silent: this member runs for election, a member
+    // that does not hear the leader either granting its pre-vote.
+    let mut pre_vote = None;
     for _ in 0..100 {
         let fx = h.timer(Timer::Paxos(PaxosTimer { group: index }));
-        h.persist_all();
-        prepare = prepare.or(fx.sends().find_map(|(_, m)| match m {
-            Msg::Paxos(PaxosMsg { body: PaxosBody::Prepare { ballot, .. }, .. }) => Some(*ballot),
+        pre_vote = pre_vote.or(fx.sends().find_map(|(_, m)| match m {
+            Msg::Paxos(PaxosMsg { body: PaxosBody::PreVote { ballot }, .. }) => Some(*ballot),
             _ => None,
         }));
-        if prepare.is_some() {
+        if pre_vote.is_some() {
             break;
         }
     }
-    let ballot = prepare.expect("an election after the leader's silence");
+    let asked = pre_vote.expect("an election after the leader's silence");
+    let fx = h.message(group[2], paxos(PaxosBody::PreVoteGranted { ballot: asked, promised: first }));
+    h.persist_all();
+    let prepare = fx.sends().find_map(|(_, m)| match m {
+        Msg::Paxos(PaxosMsg { body: PaxosBody::Prepare { ballot, .. }, .. }) => Some(*ballot),
+        _ => None,
+    });
+    let ballot = prepare.expect("phase 1 at a majority of grants");
     let fx = h.message(group[2], paxos(PaxosBody::Promise { ballot, entries: Vec::new(), snapshot: None }));
     let mut steps = vec![fx, h.persist_all()];
     assert_eq!(steps.iter().map(|fx| fx.counted("sequencer_takeovers")).sum::<u64>(), 1);

@@ -423,33 +423,41 @@ fn a_new_leader_retakes_the_locks_of_prepared_transactions_and_the_old_one_redir
     assert_effects(&l.message(members[1], accepted[0].clone()), &[vote(c, t, true)]);
     let commits: Vec<Msg> = l.timer(Timer::Paxos(PaxosTimer { group: 0 })).sends().map(|(_, m)| m.clone()).collect();
     f.message(members[0], commits[0].clone());
-    // The leader falls silent; the follower's election timeout runs out.
+    // The leader falls silent; the follower's election timeout runs out
+    // and it asks the others whether they would vote for it.
     let ballot = Ballot { round: 2, rank: 1 };
-    let prepare_2 = PaxosBody::Prepare { ballot, from_slot: 2 };
+    let pre_vote = PaxosBody::PreVote { ballot };
     let tick = Timer::Paxos(PaxosTimer { group: 0 });
-    let mut elected = false;
+    let mut asked = false;
     for _ in 0..100 {
         f.advance_ns(cfg.paxos.tick_ns);
         let rearm = Effect::SetTimer { id: f.next_timer_id(), after_ns: cfg.paxos.tick_ns, timer: tick.clone() };
-        let lsn = next_lsn(&f);
         let fx = f.timer(tick.clone());
         if fx.len() == 1 {
             assert_effects(&fx, &[rearm]); // a quiet tick
             continue;
         }
-        let promised = Record::Paxos(PaxosRecord { group: 0, body: PaxosRecordBody::Promised(ballot) });
-        let expected = [
-            rearm,
-            Effect::Append { stream: Stream::MAIN, lsn: Lsn(lsn), record: promised },
-            count("paxos_elections"),
-            paxos(members[0], prepare_2.clone()),
-            paxos(members[2], prepare_2.clone()),
-        ];
+        let expected =
+            [rearm, count("paxos_pre_votes"), paxos(members[0], pre_vote.clone()), paxos(members[2], pre_vote.clone())];
         assert_effects(&fx, &expected);
-        elected = true;
+        asked = true;
         break;
     }
-    assert!(elected, "the follower runs for election");
+    assert!(asked, "the follower runs for election");
+    // The other follower has not heard the leader either: its grant and
+    // the follower's own make a majority, and phase 1 starts.
+    let granted = PaxosBody::PreVoteGranted { ballot, promised: Ballot { round: 1, rank: 0 } };
+    let lsn = next_lsn(&f);
+    let fx = f.message(members[2], Msg::Paxos(PaxosMsg { group: 0, body: granted }));
+    let promised = Record::Paxos(PaxosRecord { group: 0, body: PaxosRecordBody::Promised(ballot) });
+    let prepare_2 = PaxosBody::Prepare { ballot, from_slot: 2 };
+    let expected = [
+        Effect::Append { stream: Stream::MAIN, lsn: Lsn(lsn), record: promised },
+        count("paxos_elections"),
+        paxos(members[0], prepare_2.clone()),
+        paxos(members[2], prepare_2.clone()),
+    ];
+    assert_effects(&fx, &expected);
     assert_effects(&f.persist_all(), &[]); // its own promise: one of two needed
     let promise = PaxosBody::Promise { ballot, entries: Vec::new(), snapshot: None };
     let fx = f.message(members[2], Msg::Paxos(PaxosMsg { group: 0, body: promise.clone() }));

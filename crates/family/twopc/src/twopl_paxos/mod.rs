@@ -109,7 +109,7 @@
 //! `leader_takeovers` (with `lock_at = "home"`: a home replica leading its
 //! log, at start and after each restart), and the Paxos log's
 //! `paxos_elections`, `paxos_leader_changes`, `paxos_leader_stepdowns`,
-//! `paxos_prepares_ignored`.
+//! `paxos_prepares_ignored`, `paxos_pre_votes`.
 
 mod coordinator;
 mod copies;
