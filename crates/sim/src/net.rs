@@ -8,7 +8,7 @@
 
 use crate::config::NetConfig;
 use meridian_core::{LatencyMatrix, NodeId, Rng, Topology};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub struct Network {
     pub cfg: NetConfig,
@@ -19,10 +19,40 @@ pub struct Network {
     last_delivery_ns: Vec<u64>,
     n: usize,
     cuts: Vec<BTreeSet<NodeId>>,
-    /// Links cut in both directions, each as (lower id, higher id).
-    cut_links: BTreeSet<(NodeId, NodeId)>,
-    /// Links cut in one direction, each as (from, to).
-    one_way_cuts: BTreeSet<(NodeId, NodeId)>,
+    /// Links cut in both directions, each as (lower id, higher id), with
+    /// the number of cuts not yet restored: windows that overlap on a link
+    /// keep it cut until the last of them ends.
+    cut_links: LinkCuts,
+    /// Links cut in one direction, each as (from, to), counted alike.
+    one_way_cuts: LinkCuts,
+}
+
+/// Cut links, each with the number of its cuts not yet restored.
+#[derive(Default)]
+struct LinkCuts(BTreeMap<(NodeId, NodeId), u32>);
+
+impl LinkCuts {
+    fn contains(&self, link: &(NodeId, NodeId)) -> bool {
+        !self.0.is_empty() && self.0.contains_key(link)
+    }
+
+    fn cut(&mut self, link: (NodeId, NodeId)) {
+        *self.0.entry(link).or_default() += 1;
+    }
+
+    /// Ends one cut of `link` (none if it has none).
+    fn restore(&mut self, link: (NodeId, NodeId)) {
+        if let Some(n) = self.0.get_mut(&link) {
+            *n -= 1;
+            if *n == 0 {
+                self.0.remove(&link);
+            }
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// A link cut in both directions, named by its lower node first.
@@ -56,8 +86,8 @@ impl Network {
             last_delivery_ns: vec![0; n * n],
             n,
             cuts: Vec::new(),
-            cut_links: BTreeSet::new(),
-            one_way_cuts: BTreeSet::new(),
+            cut_links: LinkCuts::default(),
+            one_way_cuts: LinkCuts::default(),
         }
     }
 
@@ -69,8 +99,8 @@ impl Network {
     /// Whether a message from `from` to `to` is dropped by a cut.
     pub fn is_cut(&self, from: NodeId, to: NodeId) -> bool {
         self.cuts.iter().any(|cut| cut.contains(&from) != cut.contains(&to))
-            || (!self.cut_links.is_empty() && self.cut_links.contains(&link_key(from, to)))
-            || (!self.one_way_cuts.is_empty() && self.one_way_cuts.contains(&(from, to)))
+            || self.cut_links.contains(&link_key(from, to))
+            || self.one_way_cuts.contains(&(from, to))
     }
 
     pub fn partition(&mut self, nodes: impl IntoIterator<Item = NodeId>) {
@@ -79,27 +109,31 @@ impl Network {
 
     /// Cuts each link between the two nodes of a pair, both directions.
     pub fn cut_links(&mut self, links: impl IntoIterator<Item = (NodeId, NodeId)>) {
-        self.cut_links.extend(links.into_iter().filter(|(a, b)| a != b).map(|(a, b)| link_key(a, b)));
+        for (a, b) in links.into_iter().filter(|(a, b)| a != b) {
+            self.cut_links.cut(link_key(a, b));
+        }
     }
 
-    /// Restores the links of each pair that a `cut_links` cut; other cuts
-    /// stay.
+    /// Ends one `cut_links` cut of each pair's link: a link that another
+    /// cut still holds, and other kinds of cut, stay.
     pub fn restore_links(&mut self, links: &[(NodeId, NodeId)]) {
-        for (a, b) in links {
-            self.cut_links.remove(&link_key(*a, *b));
+        for (a, b) in links.iter().filter(|(a, b)| a != b) {
+            self.cut_links.restore(link_key(*a, *b));
         }
     }
 
     /// Cuts each link from the first node of a pair to the second: the
     /// second still reaches the first.
     pub fn cut_one_way(&mut self, links: impl IntoIterator<Item = (NodeId, NodeId)>) {
-        self.one_way_cuts.extend(links.into_iter().filter(|(from, to)| from != to));
+        for link in links.into_iter().filter(|(from, to)| from != to) {
+            self.one_way_cuts.cut(link);
+        }
     }
 
-    /// Restores the directed links a `cut_one_way` cut; other cuts stay.
+    /// Ends one `cut_one_way` cut of each directed link, as `restore_links`.
     pub fn restore_one_way(&mut self, links: &[(NodeId, NodeId)]) {
-        for link in links {
-            self.one_way_cuts.remove(link);
+        for link in links.iter().filter(|(from, to)| from != to) {
+            self.one_way_cuts.restore(*link);
         }
     }
 
@@ -166,6 +200,28 @@ mod tests {
         net.cut_links([(a, b)]);
         net.heal();
         assert!(!net.is_cut(a, b) && !net.is_cut(a, c), "heal removes link cuts too");
+    }
+
+    #[test]
+    fn overlapping_cuts_of_one_link_hold_it_until_the_last_of_them_is_restored() {
+        let mut net = network();
+        let (a, b) = (NodeId(0), NodeId(1));
+        net.cut_links([(a, b)]);
+        net.cut_links([(b, a)]);
+        net.restore_links(&[(a, b)]);
+        assert!(net.is_cut(a, b) && net.is_cut(b, a), "the second window still holds it");
+        net.restore_links(&[(b, a)]);
+        assert!(!net.is_cut(a, b), "both windows ended");
+        net.restore_links(&[(a, b)]);
+        net.cut_links([(a, b)]);
+        assert!(net.is_cut(a, b), "a restore with no cut left does not outlast the next cut");
+        net.cut_one_way([(a, b)]);
+        net.cut_one_way([(a, b)]);
+        net.restore_one_way(&[(a, b)]);
+        net.restore_links(&[(a, b)]);
+        assert!(net.is_cut(a, b) && !net.is_cut(b, a), "one of the two one-way cuts remains");
+        net.restore_one_way(&[(a, b)]);
+        assert!(!net.is_cut(a, b));
     }
 
     #[test]
