@@ -316,11 +316,14 @@ pub trait Process<P: Protocol> {
 /// One replica's state for the end-of-run comparison of copies: every copy
 /// of `shard` that applied the same input (`applied`, a digest naming it)
 /// must hold the same state (`hash`), or the regions diverged. `settled`
-/// is `None` while the replica has transactions in flight.
+/// is `None` while the replica has transactions in flight. `finished`
+/// counts the transactions it finished since it started: a copy in
+/// flight whose count stays put is waiting, not working.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CopyState {
     pub shard: crate::ShardId,
     pub settled: Option<Settled>,
+    pub finished: u64,
 }
 
 /// What a quiescent copy applied, and its state's hash.

@@ -202,8 +202,9 @@ pub struct CopiesCheck {
     /// (and so were checked against it).
     pub agreeing: usize,
     pub diverged: Vec<String>,
-    /// Live replicas still busy, or behind their shard's other copies,
-    /// when the time to settle ran out.
+    /// Live replicas stuck after the clients stopped: still busy, or
+    /// quiescent behind their shard's other copies, and without progress
+    /// for 10 simulated seconds.
     pub unsettled: Vec<String>,
 }
 

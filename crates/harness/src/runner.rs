@@ -186,43 +186,77 @@ pub fn run_sim<P: Protocol>(exp: &Experiment, opts: RunOptions<'_>) -> Result<Ru
 /// Simulated time the copies may take to catch up after the clients stop.
 const SETTLE_NS_MAX: u64 = 30 * 1_000_000_000;
 
+/// Simulated time a copy that has not settled may go without progress (no
+/// transaction finished, no new input applied) before it counts as stuck.
+const STALL_NS: u64 = 10 * 1_000_000_000;
+
 /// Lets the replicas of a deterministic protocol finish the input they
 /// were sent (remote regions lag by the wide-area delay) before they are
 /// compared: until every live copy of each shard is quiescent at the same
-/// input, or `SETTLE_NS_MAX`. Returns the live copies that did not get
-/// there by then, one line each: with every fault healed and no client
-/// left, a copy still busy after that long waits for something that will
-/// not come (a lost message nobody sends again), and copies that never
-/// settle would otherwise never be compared.
+/// input, or `SETTLE_NS_MAX`. Returns the copies that are stuck, one line
+/// each: not settled, and without progress for `STALL_NS`. With every fault
+/// healed and no client left, such a copy waits for something that will
+/// not come (a lost message nobody sends again) — and copies that never
+/// settle would otherwise never be compared. A copy still working through
+/// a backlog when the time runs out is only left uncompared.
 fn settle_copies<P: Protocol>(sim: &mut Sim<P>) -> Vec<String> {
     let deadline_ns = sim.now_ns() + SETTLE_NS_MAX;
+    let mut progress = Progress::default();
     loop {
-        let unsettled = unsettled_copies(sim);
-        if unsettled.is_empty() || sim.now_ns() >= deadline_ns {
-            return unsettled;
+        let Some(states) = copy_states(sim) else { return Vec::new() };
+        let now_ns = sim.now_ns();
+        progress.observe(now_ns, &states);
+        let unsettled = unsettled(&states);
+        let stuck = stuck(&states, &unsettled, &progress, now_ns);
+        if unsettled.is_empty() || now_ns >= deadline_ns || stuck.len() == unsettled.len() {
+            return stuck;
         }
-        sim.run_until(sim.now_ns() + 100_000_000);
+        sim.run_until(now_ns + 100_000_000);
     }
 }
 
-/// The live copies not yet quiescent at their shard's common input (see
-/// [`unsettled`]).
-fn unsettled_copies<P: Protocol>(sim: &Sim<P>) -> Vec<String> {
+/// Every live replica's `CopyState`, by name; `None` for a protocol whose
+/// replicas report none.
+fn copy_states<P: Protocol>(sim: &Sim<P>) -> Option<Vec<(String, meridian_core::CopyState)>> {
     let topology = sim.topology();
     let mut states = Vec::new();
     for node in topology.all_replicas().filter(|n| sim.is_up(*n)) {
-        let Some(state) = sim.process(node).and_then(meridian_core::Process::<P>::copy_state) else {
-            return Vec::new();
-        };
+        let state = sim.process(node).and_then(meridian_core::Process::<P>::copy_state)?;
         states.push((topology.name(node).to_string(), state));
     }
-    unsettled(&states)
+    Some(states)
 }
 
-/// Of the named copies' states, those that are busy, or quiescent at an
-/// input other than the one most of their shard's quiescent copies
-/// applied.
-pub fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<String> {
+/// When each copy last made progress: its count of finished transactions
+/// or the input it applied changed.
+#[derive(Default)]
+pub struct Progress {
+    last: std::collections::BTreeMap<String, ((u64, Option<u64>), u64)>,
+}
+
+impl Progress {
+    pub fn observe(&mut self, now_ns: u64, states: &[(String, meridian_core::CopyState)]) {
+        for (name, s) in states {
+            let key = (s.finished, s.settled.map(|settled| settled.applied));
+            match self.last.get(name) {
+                Some((seen, _)) if *seen == key => {}
+                _ => {
+                    self.last.insert(name.clone(), (key, now_ns));
+                }
+            }
+        }
+    }
+
+    /// How long `name` has gone without progress.
+    pub fn idle_ns(&self, name: &str, now_ns: u64) -> u64 {
+        self.last.get(name).map_or(0, |(_, since)| now_ns.saturating_sub(*since))
+    }
+}
+
+/// Of the named copies' states, those (by index) that are busy, or
+/// quiescent at an input other than the one most of their shard's
+/// quiescent copies applied, with what they are.
+pub fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<(usize, &'static str)> {
     let mut inputs: std::collections::BTreeMap<(u32, u64), usize> = Default::default();
     for (_, s) in states {
         if let Some(settled) = s.settled {
@@ -233,18 +267,34 @@ pub fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<String> {
         inputs.iter().filter(|((s, _), _)| *s == shard).max_by_key(|(_, n)| **n).map(|((_, applied), _)| *applied)
     };
     let mut out = Vec::new();
-    for (name, s) in states {
+    for (i, (_, s)) in states.iter().enumerate() {
         match s.settled {
-            None => out.push(format!(
-                "copies did not settle: {name} of shard {} still has transactions in flight {} s after the clients stopped",
-                s.shard.0,
-                SETTLE_NS_MAX / 1_000_000_000
-            )),
-            Some(settled) if common(s.shard.0) != Some(settled.applied) => out.push(format!(
-                "copies did not settle: {name} of shard {} is quiescent at other input than its shard's other copies",
-                s.shard.0
-            )),
+            None => out.push((i, "has transactions in flight")),
+            Some(settled) if common(s.shard.0) != Some(settled.applied) => {
+                out.push((i, "is quiescent at other input than its shard's other copies"))
+            }
             Some(_) => {}
+        }
+    }
+    out
+}
+
+/// The unsettled copies without progress for `STALL_NS`, one line each.
+pub fn stuck(
+    states: &[(String, meridian_core::CopyState)],
+    unsettled: &[(usize, &'static str)],
+    progress: &Progress,
+    now_ns: u64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, what) in unsettled {
+        let (name, s) = &states[*i];
+        if progress.idle_ns(name, now_ns) >= STALL_NS {
+            out.push(format!(
+                "copies did not settle: {name} of shard {} {what}, with no progress for {} s after the clients stopped",
+                s.shard.0,
+                STALL_NS / 1_000_000_000
+            ));
         }
     }
     out
@@ -522,32 +572,53 @@ impl Clients for Shared {
 
 #[cfg(test)]
 mod tests {
-    use super::unsettled;
+    use super::{Progress, STALL_NS, stuck, unsettled};
     use meridian_core::{CopyState, Settled, ShardId};
 
-    fn copy(name: &str, shard: u32, settled: Option<(u64, u64)>) -> (String, CopyState) {
+    fn copy(name: &str, shard: u32, settled: Option<(u64, u64)>, finished: u64) -> (String, CopyState) {
         let settled = settled.map(|(applied, hash)| Settled { applied, hash });
-        (name.to_string(), CopyState { shard: ShardId(shard), settled })
+        (name.to_string(), CopyState { shard: ShardId(shard), settled, finished })
     }
 
     #[test]
     fn copies_quiescent_at_their_shards_common_input_have_settled() {
-        let states = [copy("a", 0, Some((7, 1))), copy("b", 0, Some((7, 1))), copy("c", 1, Some((3, 2)))];
+        let states = [copy("a", 0, Some((7, 1)), 3), copy("b", 0, Some((7, 1)), 3), copy("c", 1, Some((3, 2)), 1)];
         assert!(unsettled(&states).is_empty());
     }
 
     #[test]
-    fn a_busy_copy_and_one_quiescent_at_other_input_have_not_settled_and_are_named() {
+    fn a_busy_copy_and_one_quiescent_at_other_input_have_not_settled() {
         let states = [
-            copy("a", 0, Some((7, 1))),
-            copy("b", 0, Some((7, 1))),
-            copy("c", 0, Some((5, 1))),
-            copy("d", 1, None),
-            copy("e", 1, Some((3, 2))),
+            copy("a", 0, Some((7, 1)), 3),
+            copy("b", 0, Some((7, 1)), 3),
+            copy("c", 0, Some((5, 1)), 2),
+            copy("d", 1, None, 4),
+            copy("e", 1, Some((3, 2)), 4),
         ];
         let found = unsettled(&states);
-        assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].contains("c of shard 0") && found[0].contains("other input"), "{found:?}");
-        assert!(found[1].contains("d of shard 1") && found[1].contains("in flight"), "{found:?}");
+        assert_eq!(found.iter().map(|(i, _)| *i).collect::<Vec<_>>(), vec![2, 3], "{found:?}");
+        assert!(found[0].1.contains("other input") && found[1].1.contains("in flight"), "{found:?}");
+    }
+
+    #[test]
+    fn an_unsettled_copy_is_stuck_only_after_it_made_no_progress_for_the_stall_time() {
+        let mut progress = Progress::default();
+        let busy = |finished| [copy("a", 0, Some((7, 1)), 3), copy("b", 0, None, finished)];
+        progress.observe(0, &busy(10));
+        // Working through a backlog: it finishes transactions.
+        let later = busy(11);
+        progress.observe(STALL_NS - 1, &later);
+        progress.observe(STALL_NS + 5, &later);
+        assert!(stuck(&later, &unsettled(&later), &progress, STALL_NS + 5).is_empty(), "it made progress lately");
+        // Waiting: nothing changes for the stall time.
+        let at = 2 * STALL_NS;
+        progress.observe(at, &later);
+        let found = stuck(&later, &unsettled(&later), &progress, at);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].contains("b of shard 0 has transactions in flight"), "{found:?}");
+        // Settled copies are never stuck, however long they were quiet.
+        let settled = [copy("a", 0, Some((7, 1)), 3), copy("b", 0, Some((7, 1)), 12)];
+        progress.observe(3 * STALL_NS, &settled);
+        assert!(stuck(&settled, &unsettled(&settled), &progress, 5 * STALL_NS).is_empty());
     }
 }

@@ -135,6 +135,33 @@ fn an_active_participant_executes_once_it_has_every_participants_reads() {
     assert_eq!(replica(&h).running(), 0);
 }
 
+/// A replica that asks another copy for a checkpoint drops the
+/// transactions it runs when it installs it; their peers may still wait
+/// for its reads, which only the other copy can give. So it asks for the
+/// reads from the first place a running transaction holds, not from its
+/// next position (swarm seed 4 of `examples/calvin-truncation.toml` waited
+/// for good).
+#[test]
+fn a_replica_asking_for_a_checkpoint_asks_for_the_reads_of_the_transactions_it_still_runs() {
+    let d = deployment();
+    let mut h = hand(&d, "shard0-replica0");
+    h.start(Vec::new());
+    let t = txn(&d, 2, vec![Op::Increment { key: Key(0), delta: 2, tag: 7 }, Op::Read { key: Key(1) }]);
+    let seq = d.topology.service(SEQUENCER)[0];
+    let entries = (0..4).map(|pos| LogEntry { pos, txns: if pos == 0 { vec![(0, Arc::clone(&t))] } else { vec![] } });
+    h.message(seq, Msg::Log { shard: ShardId(0), entries: entries.collect() });
+    assert_eq!((replica(&h).running(), replica(&h).next_pos()), (1, 4), "waits for shard 1's reads");
+    let fx = h.message(seq, Msg::Truncated { shard: ShardId(0), base: 10 });
+    let asked: Vec<(u64, u64)> = fx
+        .sends()
+        .filter_map(|(_, m)| match m {
+            Msg::FetchCheckpoint { from, need, .. } => Some((*from, *need)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![(0, 10)], "the reads from position 0, a checkpoint at 10 or later");
+}
+
 #[test]
 fn a_reconnaissance_that_no_longer_covers_the_keys_writes_nothing_and_sends_the_client_back_for_a_new_pass() {
     // OLLP: an update through index key 1 (shard 1); the pass saw it name

@@ -145,7 +145,12 @@ impl Replica {
             self.topo.replicas(self.shard).iter().copied().filter(|r| *r != self.me).collect();
         copies.sort_by_key(|r| self.topo.region_of(*r) != region);
         let Some((to, need)) = self.recovery.catch_up.next_ask(self.feed.next_pos, &copies) else { return };
-        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.feed.next_pos, need });
+        // The reads from the first place a running transaction holds: a
+        // transaction admitted but not finished here is dropped when the
+        // checkpoint is installed, and its peers may still wait for reads
+        // only the checkpoint's copy can give.
+        let from = self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos);
+        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from, need });
     }
 
     /// Another copy lags behind what the sequencers keep: this replica's

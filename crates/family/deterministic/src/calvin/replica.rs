@@ -73,6 +73,9 @@ pub struct Replica {
     /// Outcomes of the transactions this copy answers for (`None`: its
     /// reconnaissance no longer held; the client makes a new pass).
     pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
+    /// Transactions finished since this process started (the end-of-run
+    /// comparison tells a copy that works from one that waits).
+    pub(super) finished: u64,
     pub(super) recovery: super::recovery::Recovery,
 }
 
@@ -92,6 +95,7 @@ impl Replica {
             exchange: ReadExchange::new(cfg.early_reads_max),
             sent: RecentMap::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
+            finished: 0,
             recovery: super::recovery::Recovery::default(),
             cfg,
         }
@@ -316,6 +320,7 @@ impl Replica {
     fn finish(&mut self, id: TxnId) {
         self.scheduler.finish(id);
         self.running.remove(&id);
+        self.finished += 1;
     }
 
     // ---- lost messages ----
@@ -427,7 +432,7 @@ impl Process<Calvin> for Replica {
     fn copy_state(&self) -> Option<CopyState> {
         let settled =
             self.running.is_empty().then(|| Settled { applied: self.feed.next_pos, hash: digest(&self.store) });
-        Some(CopyState { shard: self.shard, settled })
+        Some(CopyState { shard: self.shard, settled, finished: self.finished })
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {

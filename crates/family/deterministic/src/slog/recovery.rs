@@ -140,7 +140,10 @@ impl Replica {
             .filter(|r| *r != self.me && self.topo.region_of(*r) == region)
             .collect();
         let Some((to, need)) = self.recovery.catch_up.next_ask(self.next_pos, &copies) else { return };
-        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.next_pos, need });
+        // The reads from the first place a running transaction holds (see
+        // Calvin's `ask_checkpoint`).
+        let from = self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos);
+        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from, need });
     }
 
     /// Another copy of the region lags behind what the group keeps: this

@@ -112,6 +112,9 @@ pub struct Replica {
     pub(super) sent: RecentMap<TxnId, (At, Reads)>,
     /// Answers this replica gave (`None`: restart), for clients' queries.
     pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
+    /// Transactions finished since this process started (the end-of-run
+    /// comparison tells a copy that works from one that waits).
+    pub(super) finished: u64,
     pub(super) recovery: super::recovery::Recovery,
     /// The experiment's one scheduled remaster (`remaster_at`), if any.
     pub(super) scheduled: Option<super::ScheduledRemaster>,
@@ -142,6 +145,7 @@ impl Replica {
             exchange: ReadExchange::new(cfg.early_reads_max),
             sent: RecentMap::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
+            finished: 0,
             recovery: super::recovery::Recovery::default(),
             scheduled: None,
             cfg,
@@ -608,6 +612,7 @@ impl Replica {
         for (part, _) in &r.parts {
             self.scheduler.finish(*part);
         }
+        self.finished += 1;
     }
 
     // ---- lost messages ----
@@ -734,7 +739,7 @@ impl Process<Slog> for Replica {
             .running
             .is_empty()
             .then(|| Settled { applied: digest(&self.applied), hash: digest(&(&self.store, &self.headers)) });
-        Some(CopyState { shard: self.shard, settled })
+        Some(CopyState { shard: self.shard, settled, finished: self.finished })
     }
 
     fn state_sizes(&self, out: &mut dyn FnMut(&'static str, usize)) {

@@ -650,7 +650,9 @@ impl Process<TwoPlPaxos> for Replica {
         logs.sort_by_key(|l| l.group());
         let applied: Vec<(u32, u64)> = logs.iter().map(|l| (l.group(), l.applied_slot())).collect();
         let data: Vec<(u32, u64)> = logs.iter().map(|l| (l.group(), l.data_digest())).collect();
-        Some(CopyState { shard: self.shard, settled: Some(Settled { applied: digest(&applied), hash: digest(&data) }) })
+        let settled = Some(Settled { applied: digest(&applied), hash: digest(&data) });
+        // Never in flight: what it applied is its progress.
+        Some(CopyState { shard: self.shard, settled, finished: 0 })
     }
 
     fn on_start(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, durable: Vec<Record>) {
