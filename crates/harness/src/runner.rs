@@ -230,12 +230,12 @@ fn copy_states<P: Protocol>(sim: &Sim<P>) -> Option<Vec<(String, meridian_core::
 /// When each copy last made progress: its count of finished transactions
 /// or the input it applied changed.
 #[derive(Default)]
-pub struct Progress {
+struct Progress {
     last: std::collections::BTreeMap<String, ((u64, Option<u64>), u64)>,
 }
 
 impl Progress {
-    pub fn observe(&mut self, now_ns: u64, states: &[(String, meridian_core::CopyState)]) {
+    fn observe(&mut self, now_ns: u64, states: &[(String, meridian_core::CopyState)]) {
         for (name, s) in states {
             let key = (s.finished, s.settled.map(|settled| settled.applied));
             match self.last.get(name) {
@@ -248,7 +248,7 @@ impl Progress {
     }
 
     /// How long `name` has gone without progress.
-    pub fn idle_ns(&self, name: &str, now_ns: u64) -> u64 {
+    fn idle_ns(&self, name: &str, now_ns: u64) -> u64 {
         self.last.get(name).map_or(0, |(_, since)| now_ns.saturating_sub(*since))
     }
 }
@@ -256,7 +256,7 @@ impl Progress {
 /// Of the named copies' states, those (by index) that are busy, or
 /// quiescent at an input other than the one most of their shard's
 /// quiescent copies applied, with what they are.
-pub fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<(usize, &'static str)> {
+fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<(usize, &'static str)> {
     let mut inputs: std::collections::BTreeMap<(u32, u64), usize> = Default::default();
     for (_, s) in states {
         if let Some(settled) = s.settled {
@@ -280,7 +280,7 @@ pub fn unsettled(states: &[(String, meridian_core::CopyState)]) -> Vec<(usize, &
 }
 
 /// The unsettled copies without progress for `STALL_NS`, one line each.
-pub fn stuck(
+fn stuck(
     states: &[(String, meridian_core::CopyState)],
     unsettled: &[(usize, &'static str)],
     progress: &Progress,

@@ -662,6 +662,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
             assert!(slot.ballot <= self.promised, "a slot accepted above the promise");
         }
         assert!(!self.learning || matches!(self.role, Role::Follower), "a learner runs or leads");
+        assert!(self.pre_vote.is_none() || !matches!(self.role, Role::Leader { .. }), "a leader asks for pre-votes");
         if let Role::Leader { ballot, next_slot, acks, .. } = &self.role {
             assert!(*ballot <= self.promised, "a leader's ballot above its promise");
             assert!(self.pushed_upto <= self.commit_upto, "pushed to learners past the commit point");
@@ -884,7 +885,7 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
     fn on_pre_vote_granted(&mut self, env: &mut PaxosEnv<'_, V, S>, rank: usize, ballot: Ballot, promised: Ballot) {
         self.max_round_seen = self.max_round_seen.max(promised.round);
         let Some((asked, grants)) = self.pre_vote.as_mut() else { return };
-        if *asked != ballot || matches!(self.role, Role::Leader { .. }) {
+        if *asked != ballot {
             return;
         }
         if grants.add(rank) {
@@ -1003,6 +1004,9 @@ impl<V: Clone + std::fmt::Debug, S: Clone + std::fmt::Debug> MultiPaxos<V, S> {
         else {
             unreachable!("only candidates become leaders")
         };
+        // A candidate that timed out may be asking for pre-votes when its
+        // phase 1's late promises make it leader: it needs them no more.
+        self.pre_vote = None;
         // Phase 1 measured a round trip to a majority; round 1 skips it.
         let round_trip_ticks = (promises.needed() > 1).then(|| self.ticks - since_tick);
         let recover_upto = merged.keys().next_back().copied().unwrap_or(0).max(self.commit_upto);

@@ -4,8 +4,8 @@
 use super::messages::{Batch, BatchId, LogEntry, Msg, Record, Timer, Txn};
 use super::{Calvin, Node, SEQUENCER};
 use meridian_core::{
-    ClusterSpec, Deployment, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program, Protocol,
-    RegionId, ShardId, Topology, TxnId, Value,
+    ClusterSpec, Deployment, EffectsOf, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program,
+    Protocol, RegionId, ShardId, Topology, TxnId, Value,
 };
 use std::sync::Arc;
 
@@ -114,16 +114,29 @@ fn a_passive_participant_sends_its_reads_to_the_active_one_and_finishes_at_once(
     assert_eq!(fx.appends().count(), 1, "recorded, so that a restart does not re-read later writes");
 }
 
+/// Shard 0's replica in South Carolina, started, and a transaction that
+/// increments key 0 (shard 0, the first: it answers) with key 1 (shard 1)
+/// read — placed at position 0 of `log_len` positions, the rest empty.
+fn active_participant(d: &Deployment, log_len: u64) -> (Hand<Calvin>, TxnId, EffectsOf<Calvin>) {
+    let mut h = hand(d, "shard0-replica0");
+    h.start(Vec::new());
+    let t = txn(d, 2, vec![Op::Increment { key: Key(0), delta: 2, tag: 7 }, Op::Read { key: Key(1) }]);
+    let id = t.id;
+    let mut first = Some(t);
+    let entries =
+        (0..log_len).map(|pos| LogEntry { pos, txns: first.take().map(|t| vec![(0, t)]).unwrap_or_default() });
+    let fx = h.message(sequencer(d), Msg::Log { shard: ShardId(0), entries: entries.collect() });
+    (h, id, fx)
+}
+
+fn sequencer(d: &Deployment) -> NodeId {
+    d.topology.service(SEQUENCER)[0]
+}
+
 #[test]
 fn an_active_participant_executes_once_it_has_every_participants_reads() {
     let d = deployment();
-    let mut h = hand(&d, "shard0-replica0");
-    h.start(Vec::new());
-    // Increments key 0 (shard 0, the first: it answers) with key 1 read.
-    let t = txn(&d, 2, vec![Op::Increment { key: Key(0), delta: 2, tag: 7 }, Op::Read { key: Key(1) }]);
-    let id = t.id;
-    let seq = d.topology.service(SEQUENCER)[0];
-    let fx = h.message(seq, Msg::Log { shard: ShardId(0), entries: vec![LogEntry { pos: 0, txns: vec![(0, t)] }] });
+    let (mut h, id, fx) = active_participant(&d, 1);
     assert_eq!(fx.completions().count() + fx.sends().filter(|(_, m)| matches!(m, Msg::Reply { .. })).count(), 0);
     assert_eq!(replica(&h).running(), 1, "holds its locks while it waits");
     let peer = d.topology.replicas(ShardId(1))[0];
@@ -144,14 +157,9 @@ fn an_active_participant_executes_once_it_has_every_participants_reads() {
 #[test]
 fn a_replica_asking_for_a_checkpoint_asks_for_the_reads_of_the_transactions_it_still_runs() {
     let d = deployment();
-    let mut h = hand(&d, "shard0-replica0");
-    h.start(Vec::new());
-    let t = txn(&d, 2, vec![Op::Increment { key: Key(0), delta: 2, tag: 7 }, Op::Read { key: Key(1) }]);
-    let seq = d.topology.service(SEQUENCER)[0];
-    let entries = (0..4).map(|pos| LogEntry { pos, txns: if pos == 0 { vec![(0, Arc::clone(&t))] } else { vec![] } });
-    h.message(seq, Msg::Log { shard: ShardId(0), entries: entries.collect() });
+    let (mut h, _, _) = active_participant(&d, 4);
     assert_eq!((replica(&h).running(), replica(&h).next_pos()), (1, 4), "waits for shard 1's reads");
-    let fx = h.message(seq, Msg::Truncated { shard: ShardId(0), base: 10 });
+    let fx = h.message(sequencer(&d), Msg::Truncated { shard: ShardId(0), base: 10 });
     let asked: Vec<(u64, u64)> = fx
         .sends()
         .filter_map(|(_, m)| match m {

@@ -105,8 +105,14 @@ impl Replica {
     /// The state now: the store after every transaction before the first
     /// one running (or the next position), the later ones executed, and
     /// the newest `sent_max` reads sent that `keep` selects.
+    /// Where replay resumes: the first position a running transaction
+    /// holds, or the next position.
+    fn resume_pos(&self) -> u64 {
+        self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos)
+    }
+
     fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
-        let next_pos = self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos);
+        let next_pos = self.resume_pos();
         let sent = self.sent.newest(sent_max).filter(|(_, (at, _))| keep(*at));
         Checkpoint {
             next_pos,
@@ -145,12 +151,11 @@ impl Replica {
             self.topo.replicas(self.shard).iter().copied().filter(|r| *r != self.me).collect();
         copies.sort_by_key(|r| self.topo.region_of(*r) != region);
         let Some((to, need)) = self.recovery.catch_up.next_ask(self.feed.next_pos, &copies) else { return };
-        // The reads from the first place a running transaction holds: a
-        // transaction admitted but not finished here is dropped when the
-        // checkpoint is installed, and its peers may still wait for reads
-        // only the checkpoint's copy can give.
-        let from = self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos);
-        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from, need });
+        // The reads from where replay would resume, not from the next
+        // position: a transaction admitted but not finished here is dropped
+        // when the checkpoint is installed, and its peers may still wait
+        // for reads only the checkpoint's copy can give.
+        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.resume_pos(), need });
     }
 
     /// Another copy lags behind what the sequencers keep: this replica's

@@ -211,11 +211,11 @@ impl Replica {
             let msg = Msg::Reads { txn: id, at: r.at, shard: self.shard, reads: own.clone() };
             ctx.send(self.peer(*o), msg);
         }
-        let sent = (!others.is_empty()).then(|| own.clone());
-        if let Some(sent) = &sent {
-            self.sent.insert(id, (r.at, sent.clone()));
+        if !others.is_empty() {
+            self.sent.insert(id, (r.at, own.clone()));
         }
         if !self.is_active(&r.txn, self.shard) {
+            let sent = (!others.is_empty()).then_some(own);
             self.record_executed(ctx, id, r.at, Vec::new(), sent, None);
             return self.finish(id);
         }

@@ -85,8 +85,14 @@ impl Replica {
     /// the first one a running transaction holds (or the next position),
     /// the transactions executed at or after it, and the newest `sent_max`
     /// reads sent that `keep` selects.
+    /// Where replay resumes: the first position a running transaction
+    /// holds, or the next position.
+    fn resume_pos(&self) -> u64 {
+        self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos)
+    }
+
     fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
-        let next_pos = self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos);
+        let next_pos = self.resume_pos();
         let mut applied = self.applied.clone();
         for b in self.batch_at.range(next_pos..).map(|(_, b)| b) {
             *applied.get_mut(&b.region).expect("applied") -= 1;
@@ -140,10 +146,9 @@ impl Replica {
             .filter(|r| *r != self.me && self.topo.region_of(*r) == region)
             .collect();
         let Some((to, need)) = self.recovery.catch_up.next_ask(self.next_pos, &copies) else { return };
-        // The reads from the first place a running transaction holds (see
-        // Calvin's `ask_checkpoint`).
-        let from = self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos);
-        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from, need });
+        // The reads from where replay would resume (see Calvin's
+        // `ask_checkpoint`).
+        ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.resume_pos(), need });
     }
 
     /// Another copy of the region lags behind what the group keeps: this
