@@ -271,13 +271,22 @@ fn an_abort_decision_releases_the_locks_without_writing() {
 }
 
 #[test]
-fn an_abort_of_a_transaction_never_prepared_here_is_acknowledged_without_logging() {
+fn an_abort_of_a_transaction_never_prepared_here_is_acknowledged_once_logged() {
+    // Only the log tells a leader from one deposed without knowing it, whose
+    // successor may hold the transaction prepared: the abort is acknowledged
+    // once it is chosen, and its locks are free at once.
     let topo = topology(1);
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
     hand.message(c, execute(t, 10, &[2], LockMode::Exclusive));
-    assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[decided(c, t)]);
+    let lsn = next_lsn(&hand);
+    assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[logged(lsn, 1, Cmd::Abort(t))]);
+    assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[]); // a repeat waits for the same entry
+    let other = txn(2);
+    let fx = hand.message(c, execute(other, 30, &[2], LockMode::Exclusive));
+    assert_effects(&fx, &[no_wait(), executed(c, other, vec![(2, None)])]); // the lock is free
+    assert_effects(&hand.persist_all(), &[decided(c, t)]);
     let late = hand.message(c, execute(t, 10, &[2], LockMode::Exclusive));
     assert_effects(&late, &[]); // a late duplicate of its execute is ignored
 }
@@ -482,6 +491,36 @@ fn a_new_leader_retakes_the_locks_of_prepared_transactions_and_the_old_one_redir
     let fx = l.message(c, execute(txn(4), 40, &[8], LockMode::Exclusive));
     let refused = Msg::Refused { txn: txn(4), part: Participant(0), reason: Refusal::NotLeader { hint: None } };
     assert_effects(&fx, &[send(c, refused)]);
+}
+
+/// A leader cut off from its shard while a successor was elected still
+/// believes it leads. A coordinator whose leader hint is stale sends it
+/// the decision of a transaction the successor prepared: had it answered
+/// "decided", the coordinator's watermark would pass the transaction, the
+/// successor would retire it while it is still prepared, and the decision
+/// reaching the successor later would find it forgotten — its locks held
+/// for good (swarm seed 4904951, hot `list-append` with link cuts).
+#[test]
+fn a_leader_deposed_without_knowing_it_acknowledges_no_decision_of_a_transaction_its_log_lacks() {
+    let topo = topology(3);
+    let members = topo.replicas(ShardId(0)).to_vec();
+    let (mut l, _, _) = shard_of_three(&topo);
+    let c = client(&topo);
+    assert!(l.node.is_leading(), "it has heard of no successor");
+    // A commit proves the transaction prepared in the shard's log, which this
+    // leader's lacks: it sends the coordinator to look for the leader.
+    let t = txn(1);
+    let hint = Some(members[0]); // itself: the coordinator asks every replica who leads
+    let refused = Msg::Refused { txn: t, part: Participant(0), reason: Refusal::NotLeader { hint } };
+    assert_effects(&l.message(c, decide(t, Decision::Commit)), &[count("stale_leader_decisions"), send(c, refused)]);
+    // An abort it first tries to log: the accepts go out, and nothing is
+    // acknowledged until a majority has chosen it — never, for a leader
+    // the others no longer follow.
+    let u = txn(2);
+    let fx = l.message(c, decide(u, Decision::Abort));
+    assert_eq!(fx.sends().filter(|(_, m)| matches!(m, Msg::Paxos(_))).count(), members.len() - 1, "{fx:?}");
+    assert!(!fx.sends().any(|(_, m)| matches!(m, Msg::Decided { .. })), "acknowledged before it was chosen: {fx:?}");
+    assert!(!l.persist_all().sends().any(|(_, m)| matches!(m, Msg::Decided { .. })), "its own vote is not a majority");
 }
 
 // ---- the coordinator ----

@@ -234,6 +234,17 @@ impl Log {
     pub(super) fn check_invariants(&self) {
         self.paxos.check_invariants();
         assert!(self.applied_slot <= self.paxos.delivered_upto(), "applied past what Paxos delivered");
+        // A coordinator's watermark says every transaction below it is
+        // decided at every participant: one retired while prepared here would
+        // never hear its decision, and its locks would be held for good.
+        for txn in self.prepared.keys().take(meridian_core::process::CHECKED_MAX) {
+            assert_eq!(
+                self.outcomes.lookup(*txn),
+                None,
+                "{txn:?} is prepared in log {} but has an outcome",
+                self.group()
+            );
+        }
     }
 }
 

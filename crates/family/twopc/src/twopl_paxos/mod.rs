@@ -24,7 +24,12 @@
 //!    the prepare record to a majority of its group (one round trip from
 //!    `L_s` to its `⌈(n+1)/2⌉-1`-th nearest peer, plus an fsync);
 //! 3. the outcome is known when every vote is in; the decision is sent
-//!    afterwards, off the client's path.
+//!    afterwards, off the client's path. A leader acknowledges it only once
+//!    its log holds it — a commit applied, an abort logged even where the
+//!    transaction never prepared — and refuses a commit its log has no
+//!    prepare for: a leader deposed without knowing it confirms nothing, so
+//!    a coordinator's watermark never passes a transaction a participant
+//!    still holds prepared.
 //!
 //! With `RTT(a, b)` the round trip between regions and `Q_s` the majority
 //! round trip of shard `s`'s leader:
@@ -105,7 +110,8 @@
 //!
 //! `retries` (attempts restarted after a wound or a lost leader),
 //! `wounds`, `lock_leases_expired`, `in_doubt_queries`, `in_doubt_resolved`,
-//! `unknown_outcomes`,
+//! `unknown_outcomes`, `stale_leader_decisions` (a commit refused by a leader
+//! whose log lacks its prepare: deposed without knowing it),
 //! `leader_takeovers` (with `lock_at = "home"`: a home replica leading its
 //! log, at start and after each restart), and the Paxos log's
 //! `paxos_elections`, `paxos_leader_changes`, `paxos_leader_stepdowns`,
@@ -249,6 +255,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "leader_takeovers", doc: "replicas that became shard leader and rebuilt the lock table" },
     CounterDoc { name: "in_doubt_queries", doc: "prepared transactions a leader asked the other participants about" },
     CounterDoc { name: "in_doubt_resolved", doc: "in-doubt transactions settled by the termination protocol" },
+    CounterDoc {
+        name: "stale_leader_decisions",
+        doc: "commit decisions refused by a leader whose log lacks the prepare: it was deposed and has not heard",
+    },
 ];
 
 impl Config {

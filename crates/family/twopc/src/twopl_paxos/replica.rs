@@ -398,15 +398,30 @@ impl Replica {
             self.propose(ctx, cmd);
             return;
         }
-        // Never prepared here: only an abort is possible, and nothing durable
-        // needs to say so (a later prepare finds no executed transaction).
-        debug_assert_eq!(decision, Decision::Abort, "commit of {txn} that never prepared at {:?}", self.part);
+        if decision == Decision::Commit {
+            // A commit means this shard's leader voted yes once the prepare
+            // was chosen, and every later leader's log holds it: a leader
+            // without it was deposed and has not heard yet. Acknowledging
+            // would let the coordinator's watermark pass a transaction its
+            // successor still holds prepared.
+            ctx.count("stale_leader_decisions", 1);
+            return self.refuse_not_leader(ctx, from, txn);
+        }
+        // Never prepared here: abort it through the log before saying so, as
+        // a query about it does. Only the log tells a leader deposed without
+        // knowing it from the leader: had it answered at once, the
+        // coordinator would count this shard decided while its successor
+        // holds the transaction prepared, retire it, and the decision that
+        // reaches the successor later would find it forgotten and leave its
+        // locks held for good.
         if let Some(a) = self.active.remove(&txn) {
             let granted = self.release_locks(txn, &a.locks);
             self.acquire(ctx, granted);
         }
         self.refused.insert(txn);
-        ctx.send(from, Msg::Decided { txn, part: self.part });
+        if self.awaiting_decision.insert(txn, from).is_none() {
+            self.propose(ctx, Cmd::Abort(txn)); // a repeated decision waits for the same entry
+        }
     }
 
     pub(super) fn propose(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
