@@ -1,7 +1,7 @@
 //! Handlers driven by hand: the effects of one event compared with what
 //! the paper says the transition does.
 
-use super::messages::{Batch, BatchId, LogEntry, Msg, Record, Timer, Txn};
+use super::messages::{Batch, BatchId, Checkpoint, LogEntry, Msg, Record, Timer, Txn};
 use super::{Calvin, Node, SEQUENCER};
 use meridian_core::{
     ClusterSpec, Deployment, EffectsOf, Hand, Key, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params, Program,
@@ -168,6 +168,34 @@ fn a_replica_asking_for_a_checkpoint_asks_for_the_reads_of_the_transactions_it_s
         })
         .collect();
     assert_eq!(asked, vec![(0, 10)], "the reads from position 0, a checkpoint at 10 or later");
+}
+
+/// A replica that installs another copy's checkpoint makes it durable in
+/// place of every earlier record, the earlier checkpoint it installed
+/// among them, with the reads that one gave it for transactions before
+/// the new checkpoint's `from`: a peer that had not reached them yet asks
+/// for them after this replica restarts (swarm seed 4906721 of
+/// `examples/calvin-truncation.toml` waited for good).
+#[test]
+fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() {
+    let d = deployment();
+    let mut h = hand(&d, "shard1-replica0");
+    h.start(Vec::new());
+    let copy = d.topology.node_by_name("shard1-replica2").unwrap();
+    let t = TxnId { node: NodeId(99), seq: 8 };
+    let reads = vec![(Key(1), Some(Value::int(3, 40)))];
+    let first = Checkpoint { next_pos: 5, sent: vec![(t, (2, 0), reads)], ..Checkpoint::default() };
+    h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(first) });
+    // Asked for the reads from position 5 on: it carries none before.
+    let second = Checkpoint { next_pos: 8, ..Checkpoint::default() };
+    let fx = h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(second) });
+    let (_, _, snapshot) = fx.compactions().last().expect("the installed checkpoint replaces the log");
+    let mut restarted = hand(&d, "shard1-replica0");
+    restarted.start(vec![snapshot.clone()]);
+    let peer = d.topology.node_by_name("shard0-replica0").unwrap();
+    let fx = restarted.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
+    let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();
+    assert_eq!(resent.len(), 1, "the reads the first checkpoint gave it survive the second and a restart");
 }
 
 #[test]

@@ -102,15 +102,15 @@ impl Replica {
         ctx.count("replica_checkpoints", 1);
     }
 
-    /// The state now: the store after every transaction before the first
-    /// one running (or the next position), the later ones executed, and
-    /// the newest `sent_max` reads sent that `keep` selects.
     /// Where replay resumes: the first position a running transaction
     /// holds, or the next position.
     fn resume_pos(&self) -> u64 {
         self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos)
     }
 
+    /// The state now: the store after every transaction before the first
+    /// one running (or the next position), the later ones executed, and
+    /// the newest `sent_max` reads sent that `keep` selects.
     fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
         let next_pos = self.resume_pos();
         let sent = self.sent.newest(sent_max).filter(|(_, (at, _))| keep(*at));
@@ -187,6 +187,13 @@ impl Replica {
         self.scheduler = Scheduler::new();
         self.exchange = ReadExchange::new(self.cfg.early_reads_max);
         self.recovery.catch_up.installed();
+        // It replaces every earlier record, and with them the reads this
+        // replica sent or an earlier installed checkpoint gave it, which
+        // peers may still ask for (a restart keeps only what is durable):
+        // made durable with every read this replica can send again, not
+        // only those the other copy sent from this replica's `from` on.
+        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, reads.clone()));
+        let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
         self.apply_held(ctx);

@@ -1,7 +1,9 @@
 //! Handlers driven by hand: the effects of one event compared with what
 //! SLOG's Figure 2 says the transition does.
 
-use super::messages::{BatchId, Entry, Header, LocalBatch, LogEntry, Msg, Record, RegionRecord, Timer, Txn};
+use super::messages::{
+    BatchId, Checkpoint, Entry, Header, LocalBatch, LogEntry, Msg, Record, RegionRecord, Timer, Txn,
+};
 use super::{Node, Slog};
 use meridian_core::{
     ClusterSpec, Deployment, EffectsOf, Hand, Key, KeyLayout, LatencyMatrix, LeaderPlacement, NodeId, Now, Op, Params,
@@ -459,4 +461,32 @@ fn a_late_copy_of_a_submission_below_its_clients_floor_is_dropped_once_the_log_f
     let fx = h.message(client, submit(5, 5));
     assert_eq!(fx.counted("duplicates_dropped"), 1, "a late copy below the floor");
     assert!(batched(&mut h).is_empty(), "it runs no second time");
+}
+
+/// A replica that installs another copy's checkpoint makes it durable in
+/// place of every earlier record, the earlier checkpoint it installed
+/// among them, with the reads that one gave it for transactions before
+/// the new checkpoint's `from`: a peer that had not reached them yet asks
+/// for them after this replica restarts (as Calvin's swarm seed 4906721
+/// of `examples/calvin-truncation.toml` showed).
+#[test]
+fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() {
+    let d = deployment();
+    let mut h = hand(&d, "shard1-replica0");
+    h.start(Vec::new());
+    let copy = d.topology.node_by_name("shard1-replica2").unwrap();
+    let t = TxnId { node: NodeId(99), seq: 8 };
+    let reads = vec![(Key(1), super::messages::Read::Value(Some(Value::int(3, 40))))];
+    let first = Checkpoint { next_pos: 5, sent: vec![(t, (2, 0), reads)], ..Checkpoint::default() };
+    h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(first) });
+    // Asked for the reads from position 5 on: it carries none before.
+    let second = Checkpoint { next_pos: 8, ..Checkpoint::default() };
+    let fx = h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(second) });
+    let (_, _, snapshot) = fx.compactions().last().expect("the installed checkpoint replaces the log");
+    let mut restarted = hand(&d, "shard1-replica0");
+    restarted.start(vec![snapshot.clone()]);
+    let peer = d.topology.node_by_name("shard0-replica0").unwrap();
+    let fx = restarted.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
+    let resent = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).count();
+    assert_eq!(resent, 1, "the reads the first checkpoint gave it survive the second and a restart");
 }

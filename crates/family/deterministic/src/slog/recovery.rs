@@ -81,16 +81,16 @@ impl Replica {
         ctx.count("replica_checkpoints", 1);
     }
 
-    /// The state now: the store and headers after every position before
-    /// the first one a running transaction holds (or the next position),
-    /// the transactions executed at or after it, and the newest `sent_max`
-    /// reads sent that `keep` selects.
     /// Where replay resumes: the first position a running transaction
     /// holds, or the next position.
     fn resume_pos(&self) -> u64 {
         self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos)
     }
 
+    /// The state now: the store and headers after every position before
+    /// the first one a running transaction holds (or the next position),
+    /// the transactions executed at or after it, and the newest `sent_max`
+    /// reads sent that `keep` selects.
     fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
         let next_pos = self.resume_pos();
         let mut applied = self.applied.clone();
@@ -178,6 +178,13 @@ impl Replica {
         self.scheduler = Scheduler::new();
         self.exchange = ReadExchange::new(self.cfg.early_reads_max);
         self.recovery.catch_up.installed();
+        // It replaces every earlier record, and with them the reads this
+        // replica sent or an earlier installed checkpoint gave it, which
+        // peers may still ask for (a restart keeps only what is durable):
+        // made durable with every read this replica can send again, not
+        // only those the other copy sent from this replica's `from` on.
+        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, reads.clone()));
+        let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
         let next = self.next_pos;
