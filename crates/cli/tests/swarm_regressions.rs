@@ -12,6 +12,12 @@ fn clean(protocol: &str, seed: u64) {
 /// `seed` of `protocol`'s swarm on `config` (the default one if `None`)
 /// ends valid, with more than `min_committed` transactions committed.
 fn clean_with(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed: u64) {
+    clean_cut(protocol, seed, config, min_committed, false);
+}
+
+/// As `clean_with`; `cuts` adds both kinds of link cut (`--link-cuts
+/// --one-way-cuts`).
+fn clean_cut(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed: u64, cuts: bool) {
     let opts = SwarmOptions {
         protocol: protocol.to_string(),
         seeds: 1,
@@ -20,8 +26,8 @@ fn clean_with(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed:
         threads: 1,
         history_dir: None,
         event_log_dir: None,
-        link_cuts: false,
-        one_way_cuts: false,
+        link_cuts: cuts,
+        one_way_cuts: cuts,
     };
     let base = base_experiment(&opts).unwrap_or_else(|e| panic!("{e}"));
     let results = run_swarm(&base, &opts, &|_| {});
@@ -64,6 +70,30 @@ fn tiga_seed_4671029_a_rejoining_follower_keeps_its_fast_path_votes() {
     let config = hot_list_append("tiga-4671029");
     clean_with("tiga", 4_671_029, Some(config.clone()), 200);
     std::fs::remove_file(&config).expect("the test's own file");
+}
+
+/// `2pl-paxos`: a leader cut off from its shard while a successor was
+/// elected still believed it led, and acknowledged a coordinator's commit
+/// of a transaction the successor had prepared; the coordinator's
+/// watermark passed it, the successor retired it while it was prepared,
+/// and the commit that reached the successor later found it forgotten. Its
+/// locks were held for good and nothing committed after the heal.
+#[test]
+fn twopl_paxos_seed_4904951_a_deposed_leader_acknowledges_no_decision_its_log_lacks() {
+    let config = hot_list_append("2pl-4904951");
+    clean_cut("2pl-paxos", 4_904_951, Some(config.clone()), 20, true);
+    std::fs::remove_file(&config).expect("the test's own file");
+}
+
+/// `calvin`: a replica that installed two other copies' checkpoints in a
+/// row made the second durable as it came, with only the reads from its
+/// second request's position on; the reads the first had given it, which a
+/// slower peer still needed, were gone after its next crash, and the peer
+/// waited for them for good.
+#[test]
+fn calvin_seed_4906721_a_second_installed_checkpoint_keeps_the_reads_the_first_gave() {
+    let config = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/calvin-truncation.toml"));
+    clean_cut("calvin", 4_906_721, Some(config), 500, true);
 }
 
 /// `ra-noc2`: a client crashed and restarted lost its local safe view and
