@@ -108,13 +108,8 @@ impl Replica {
             Some(Stage::Preparing) => {}
             // Never seen, or unprepared here: abort it first.
             None | Some(Stage::Locking { .. } | Stage::Executed | Stage::Prepared) => {
-                if let Some(a) = self.active.remove(&txn) {
-                    let granted = self.release_locks(txn, &a.locks);
-                    self.acquire(ctx, granted);
-                }
-                self.refused.insert(txn);
                 self.pending_answers.entry(txn).or_default().push(from);
-                self.propose(ctx, Cmd::Abort(txn));
+                self.abort_unprepared(ctx, txn);
             }
         }
     }

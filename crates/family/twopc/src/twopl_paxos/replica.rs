@@ -414,14 +414,21 @@ impl Replica {
         // holds the transaction prepared, retire it, and the decision that
         // reaches the successor later would find it forgotten and leave its
         // locks held for good.
+        if self.awaiting_decision.insert(txn, from).is_none() {
+            self.abort_unprepared(ctx, txn); // a repeated decision waits for the same entry
+        }
+    }
+
+    /// Aborts a transaction not prepared here through the log: its locks
+    /// go now, anything more of it is refused, and the abort, once chosen,
+    /// also voids a prepare of it a deposed leader may still get chosen.
+    pub(super) fn abort_unprepared(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         if let Some(a) = self.active.remove(&txn) {
             let granted = self.release_locks(txn, &a.locks);
             self.acquire(ctx, granted);
         }
         self.refused.insert(txn);
-        if self.awaiting_decision.insert(txn, from).is_none() {
-            self.propose(ctx, Cmd::Abort(txn)); // a repeated decision waits for the same entry
-        }
+        self.propose(ctx, Cmd::Abort(txn));
     }
 
     pub(super) fn propose(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, cmd: Cmd) {
