@@ -12,6 +12,10 @@ use std::sync::Arc;
 /// Two shards, one replica of each in each of three regions, a sequencer
 /// per region.
 fn deployment() -> Deployment {
+    deployment_with(Params::new())
+}
+
+fn deployment_with(params: Params) -> Deployment {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
         regions: matrix.regions.clone(),
@@ -22,7 +26,6 @@ fn deployment() -> Deployment {
         client_regions: vec![RegionId(0)],
         clients_per_region: 1,
     };
-    let params = Params::new();
     let topology = Arc::new(Topology::build(&spec, &Calvin::services(&params)));
     Deployment { topology, params, epsilon_us: 100, latency: Arc::new(matrix) }
 }
@@ -184,7 +187,7 @@ fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() 
     let copy = d.topology.node_by_name("shard1-replica2").unwrap();
     let t = TxnId { node: NodeId(99), seq: 8 };
     let reads = vec![(Key(1), Some(Value::int(3, 40)))];
-    let first = Checkpoint { next_pos: 5, sent: vec![(t, (2, 0), reads)], ..Checkpoint::default() };
+    let first = Checkpoint { next_pos: 5, sent: vec![(t, (2, 0), Arc::new(reads))], ..Checkpoint::default() };
     h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(first) });
     // Asked for the reads from position 5 on: it carries none before.
     let second = Checkpoint { next_pos: 8, ..Checkpoint::default() };
@@ -196,6 +199,41 @@ fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() 
     let fx = restarted.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
     let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();
     assert_eq!(resent.len(), 1, "the reads the first checkpoint gave it survive the second and a restart");
+}
+
+/// A replica's own checkpoint carries every read it keeps to send again,
+/// not only the newest 1,024: a peer of its region may be further behind
+/// (it was the active participant of those transactions, this replica a
+/// passive one that ran ahead), and if it lost the reads in a crash it
+/// asks this replica, restarted meanwhile from its checkpoint, in vain.
+#[test]
+fn a_restarted_replica_sends_again_every_read_it_kept_before_its_checkpoint() {
+    const TXNS: u64 = 1_100;
+    let d = deployment_with(Params::new().with("checkpoint_txns", meridian_core::ParamValue::Int(TXNS as i64)));
+    let mut h = hand(&d, "shard1-replica0");
+    h.start(Vec::new());
+    // Each reads key 1 (shard 1, here) and writes key 2 (shard 0): shard 1
+    // is passive, so it sends its reads and goes on at once.
+    let txns: Vec<Arc<Txn>> = (0..TXNS)
+        .map(|seq| {
+            txn(&d, 100 + seq, vec![Op::Write { key: Key(2), value: Value::int(5, 5) }, Op::Read { key: Key(1) }])
+        })
+        .collect();
+    let entries = txns.iter().enumerate().map(|(pos, t)| LogEntry { pos: pos as u64, txns: vec![(0, Arc::clone(t))] });
+    h.message(d.topology.service(SEQUENCER)[0], Msg::Log { shard: ShardId(1), entries: entries.collect() });
+    assert_eq!(replica(&h).next_pos(), TXNS, "every transaction ran");
+    h.persist_all();
+    let fx = h.timer(Timer::ReplicaTick);
+    assert_eq!(fx.counted("replica_checkpoints"), 1);
+    let (_, _, snapshot) = fx.compactions().last().expect("the checkpoint replaces the log");
+    let mut restarted = hand(&d, "shard1-replica0");
+    restarted.start(vec![snapshot.clone()]);
+    let peer = d.topology.node_by_name("shard0-replica0").unwrap();
+    for t in [&txns[0], &txns[TXNS as usize - 1]] {
+        let fx = restarted.message(peer, Msg::ReadsWanted { txn: t.id, shard: ShardId(1) });
+        let resent = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { txn, .. } if *txn == t.id));
+        assert_eq!(resent.count(), 1, "the reads of {:?} are sent again after the restart", t.id);
+    }
 }
 
 #[test]
@@ -261,7 +299,13 @@ fn a_restarted_participant_sends_again_the_empty_reads_it_sent_before_it_crashed
     let d = deployment();
     let mut h = hand(&d, "shard0-replica0");
     let t = TxnId { node: NodeId(99), seq: 7 };
-    h.start(vec![Record::Executed { txn: t, at: (3, 0), writes: Vec::new(), sent: Some(vec![]), outcome: None }]);
+    h.start(vec![Record::Executed {
+        txn: t,
+        at: (3, 0),
+        writes: Vec::new(),
+        sent: Some(Arc::new(vec![])),
+        outcome: None,
+    }]);
     let peer = d.topology.node_by_name("shard1-replica0").unwrap();
     let fx = h.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
     let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();

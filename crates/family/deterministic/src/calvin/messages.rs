@@ -243,8 +243,9 @@ pub struct Checkpoint {
     pub next_pos: u64,
     pub store: BTreeMap<Key, Value>,
     pub executed: Vec<(u64, u32)>,
-    /// The latest reads this replica sent, to send again on request.
-    pub sent: Vec<(TxnId, (u64, u32), Reads)>,
+    /// The reads this replica keeps to send again on request (every one,
+    /// up to `reads_kept`), shared with the ones in its memory.
+    pub sent: Vec<(TxnId, (u64, u32), Arc<Reads>)>,
 }
 
 /// A durable record.
@@ -265,7 +266,13 @@ pub enum Record {
     /// after sending `sent` (its reads, `None` if it had no one to send
     /// them to) to the other participants; the answering replica keeps
     /// the client's `outcome`, for its queries.
-    Executed { txn: TxnId, at: (u64, u32), writes: Vec<(Key, Value)>, sent: Option<Reads>, outcome: Option<Outcome> },
+    Executed {
+        txn: TxnId,
+        at: (u64, u32),
+        writes: Vec<(Key, Value)>,
+        sent: Option<Arc<Reads>>,
+        outcome: Option<Outcome>,
+    },
     /// A replica's checkpoint: every earlier record of its log folded in
     /// (appended, then made the log's snapshot through it).
     Checkpoint(Arc<Checkpoint>),

@@ -45,9 +45,6 @@ use meridian_mechanisms::scheduler::{ReadExchange, Scheduler};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-/// Most sent reads a checkpoint carries (the newest).
-const CHECKPOINT_SENT_MAX: usize = 1024;
-
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Recovery {
     /// Places executed and recorded at or past the last checkpoint's
@@ -80,7 +77,7 @@ impl Replica {
         txn: TxnId,
         at: At,
         writes: Vec<(Key, Value)>,
-        sent: Option<Reads>,
+        sent: Option<Arc<Reads>>,
         outcome: Option<Outcome>,
     ) {
         let lsn = ctx.append(Record::Executed { txn, at, writes, sent, outcome });
@@ -95,7 +92,7 @@ impl Replica {
         if self.recovery.last_lsn.is_none() || self.recovery.records_since < every {
             return;
         }
-        let checkpoint = self.checkpoint_now(|_| true, CHECKPOINT_SENT_MAX);
+        let checkpoint = self.checkpoint_now(|_| true);
         let next_pos = checkpoint.next_pos;
         self.recovery.executed.retain(|at| at.0 >= next_pos);
         self.persist_checkpoint(ctx, Arc::new(checkpoint));
@@ -110,15 +107,18 @@ impl Replica {
 
     /// The state now: the store after every transaction before the first
     /// one running (or the next position), the later ones executed, and
-    /// the newest `sent_max` reads sent that `keep` selects.
-    fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
+    /// the reads sent that `keep` selects — every one this replica keeps
+    /// (`reads_kept`), so that a restart can send again what it could
+    /// before: a peer may be that far behind, and asks in vain for
+    /// reads no copy of this shard in its region keeps.
+    fn checkpoint_now(&self, keep: impl Fn(At) -> bool) -> Checkpoint {
         let next_pos = self.resume_pos();
-        let sent = self.sent.newest(sent_max).filter(|(_, (at, _))| keep(*at));
+        let sent = self.sent.newest(self.cfg.reads_kept).filter(|(_, (at, _))| keep(*at));
         Checkpoint {
             next_pos,
             store: self.store.clone(),
             executed: self.recovery.executed.iter().copied().filter(|at| at.0 >= next_pos).collect(),
-            sent: sent.map(|(id, (at, reads))| (*id, *at, reads.clone())).collect(),
+            sent: sent.map(|(id, (at, reads))| (*id, *at, Arc::clone(reads))).collect(),
         }
     }
 
@@ -161,7 +161,7 @@ impl Replica {
     /// Another copy lags behind what the sequencers keep: this replica's
     /// state now, if it is at or past what that copy needs.
     pub(super) fn on_fetch_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>, to: NodeId, from: u64, need: u64) {
-        let checkpoint = self.checkpoint_now(|at| at.0 >= from, self.cfg.reads_kept);
+        let checkpoint = self.checkpoint_now(|at| at.0 >= from);
         if checkpoint.next_pos >= need {
             ctx.count("checkpoints_sent", 1);
             ctx.send(to, Msg::Checkpoint { shard: self.shard, checkpoint: Arc::new(checkpoint) });
@@ -181,7 +181,7 @@ impl Replica {
         let next = self.feed.next_pos;
         self.recovery.executed = checkpoint.executed.iter().copied().collect();
         for (id, at, reads) in &checkpoint.sent {
-            self.sent.insert(*id, (*at, reads.clone()));
+            self.sent.insert(*id, (*at, Arc::clone(reads)));
         }
         self.running.clear();
         self.scheduler = Scheduler::new();
@@ -192,7 +192,7 @@ impl Replica {
         // peers may still ask for (a restart keeps only what is durable):
         // made durable with every read this replica can send again, not
         // only those the other copy sent from this replica's `from` on.
-        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, reads.clone()));
+        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, Arc::clone(reads)));
         let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
@@ -213,7 +213,7 @@ impl Replica {
                     self.recovery.catch_up.restored(c.next_pos);
                     self.recovery.executed = c.executed.iter().copied().collect();
                     for (id, at, reads) in &c.sent {
-                        self.sent.insert(*id, (*at, reads.clone()));
+                        self.sent.insert(*id, (*at, Arc::clone(reads)));
                     }
                 }
                 Record::Executed { txn, at, writes, sent, outcome } => {

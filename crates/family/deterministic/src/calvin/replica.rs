@@ -68,7 +68,7 @@ pub struct Replica {
     pub(super) running: BTreeMap<TxnId, Running>,
     pub(super) exchange: ReadExchange<Option<Value>>,
     /// Reads this replica sent, to send again on request.
-    pub(super) sent: RecentMap<TxnId, (At, Reads)>,
+    pub(super) sent: RecentMap<TxnId, (At, Arc<Reads>)>,
     /// Outcomes this replica answered with, for clients' queries.
     /// Outcomes of the transactions this copy answers for (`None`: its
     /// reconnaissance no longer held; the client makes a new pass).
@@ -211,11 +211,11 @@ impl Replica {
             let msg = Msg::Reads { txn: id, at: r.at, shard: self.shard, reads: own.clone() };
             ctx.send(self.peer(*o), msg);
         }
-        if !others.is_empty() {
-            self.sent.insert(id, (r.at, own.clone()));
+        let sent = (!others.is_empty()).then(|| Arc::new(own.clone()));
+        if let Some(reads) = &sent {
+            self.sent.insert(id, (r.at, Arc::clone(reads)));
         }
         if !self.is_active(&r.txn, self.shard) {
-            let sent = (!others.is_empty()).then_some(own);
             self.record_executed(ctx, id, r.at, Vec::new(), sent, None);
             return self.finish(id);
         }
@@ -280,7 +280,7 @@ impl Replica {
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
-        let sent = self.sent.get(&id).map(|(_, reads)| reads.clone());
+        let sent = self.sent.get(&id).map(|(_, reads)| Arc::clone(reads));
         let mut reply = None;
         if super::responder(&self.topo, &r.txn) == self.me {
             reply = self.answer(ctx, &r.txn, outcome);
@@ -327,7 +327,7 @@ impl Replica {
 
     fn on_reads_wanted(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, txn: TxnId) {
         if let Some((at, reads)) = self.sent.get(&txn) {
-            ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: reads.clone() });
+            ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: Reads::clone(reads) });
         }
     }
 

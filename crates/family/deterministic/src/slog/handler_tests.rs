@@ -16,6 +16,10 @@ use std::sync::Arc;
 /// Carolina, Finland, Brazil: homes 0, 1, 2), a group of three sequencers
 /// per region.
 fn deployment() -> Deployment {
+    deployment_with(Params::new())
+}
+
+fn deployment_with(params: Params) -> Deployment {
     let matrix = LatencyMatrix::preset("tiga-gcp").unwrap();
     let spec = ClusterSpec {
         regions: matrix.regions.clone(),
@@ -26,7 +30,6 @@ fn deployment() -> Deployment {
         client_regions: vec![RegionId(0)],
         clients_per_region: 1,
     };
-    let params = Params::new();
     let topology = Arc::new(Topology::build(&spec, &Slog::services(&params)));
     Deployment { topology, params, epsilon_us: 100, latency: Arc::new(matrix) }
 }
@@ -410,7 +413,7 @@ fn a_restarted_participant_sends_again_the_empty_reads_it_sent_before_it_crashed
         at: (3, 0),
         writes: Vec::new(),
         header: None,
-        sent: Some(vec![]),
+        sent: Some(Arc::new(vec![])),
         outcome: None,
     }]);
     let peer = d.topology.node_by_name("shard1-replica0").unwrap();
@@ -477,7 +480,7 @@ fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() 
     let copy = d.topology.node_by_name("shard1-replica2").unwrap();
     let t = TxnId { node: NodeId(99), seq: 8 };
     let reads = vec![(Key(1), super::messages::Read::Value(Some(Value::int(3, 40))))];
-    let first = Checkpoint { next_pos: 5, sent: vec![(t, (2, 0), reads)], ..Checkpoint::default() };
+    let first = Checkpoint { next_pos: 5, sent: vec![(t, (2, 0), Arc::new(reads))], ..Checkpoint::default() };
     h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(first) });
     // Asked for the reads from position 5 on: it carries none before.
     let second = Checkpoint { next_pos: 8, ..Checkpoint::default() };
@@ -489,4 +492,50 @@ fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() 
     let fx = restarted.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
     let resent = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).count();
     assert_eq!(resent, 1, "the reads the first checkpoint gave it survive the second and a restart");
+}
+
+/// A replica's own checkpoint carries every read it keeps to send again,
+/// not only the newest 1,024: a peer of its region may be further behind,
+/// and if it lost the reads in a crash it asks this replica, restarted
+/// meanwhile from its checkpoint, in vain.
+#[test]
+fn a_restarted_replica_sends_again_every_read_it_kept_before_its_checkpoint() {
+    const TXNS: u64 = 1_100;
+    let d = deployment_with(Params::new().with("checkpoint_txns", meridian_core::ParamValue::Int(TXNS as i64)));
+    let l = layout(&d);
+    let mut h = hand(&d, "shard1-replica0");
+    h.start(Vec::new());
+    let peer = d.topology.node_by_name("shard0-replica0").unwrap();
+    // Each reads a key of shard 1 (here) and increments one of shard 0,
+    // both homed in South Carolina: one position each, in order.
+    let (here, there) = (l.key(1, 0, 0), l.key(0, 0, 0));
+    let mut txns = Vec::new();
+    for pos in 0..TXNS {
+        let t = txn(&d, 100 + pos, vec![Op::Read { key: here }, inc(there)]);
+        let batch = BatchId { region: 0, seq: pos };
+        let entries = vec![LogEntry { pos, batch, entries: vec![(0, Entry::SingleHome(Arc::clone(&t)))] }];
+        let fx = h.message(sequencer(&d, 0), Msg::Log { shard: ShardId(1), entries });
+        let at = fx
+            .sends()
+            .find_map(|(to, m)| match m {
+                Msg::Reads { at, .. } if to == peer => Some(*at),
+                _ => None,
+            })
+            .expect("its reads go to shard 0's replica of the region");
+        let reads = vec![(there, super::messages::Read::Value(None))];
+        h.message(peer, Msg::Reads { txn: t.id, at, shard: ShardId(0), reads });
+        txns.push(t);
+    }
+    assert_eq!(replica(&h).running(), 0, "every transaction ran");
+    h.persist_all();
+    let fx = h.timer(Timer::ReplicaTick);
+    assert_eq!(fx.counted("replica_checkpoints"), 1);
+    let (_, _, snapshot) = fx.compactions().last().expect("the checkpoint replaces the log");
+    let mut restarted = hand(&d, "shard1-replica0");
+    restarted.start(vec![snapshot.clone()]);
+    for t in [&txns[0], &txns[TXNS as usize - 1]] {
+        let fx = restarted.message(peer, Msg::ReadsWanted { txn: t.id, shard: ShardId(1) });
+        let resent = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { txn, .. } if *txn == t.id));
+        assert_eq!(resent.count(), 1, "the reads of {:?} are sent again after the restart", t.id);
+    }
 }

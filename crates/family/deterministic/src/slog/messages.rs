@@ -356,8 +356,9 @@ pub struct Checkpoint {
     /// Per local log, the batches before `next_pos` (what the copy applied).
     pub applied: BTreeMap<u32, u64>,
     pub executed: Vec<(TxnId, (u64, u32))>,
-    /// The latest reads this replica sent, to send again on request.
-    pub sent: Vec<(TxnId, (u64, u32), Reads)>,
+    /// The reads this replica keeps to send again on request (every one,
+    /// up to `reads_kept`), shared with the ones in its memory.
+    pub sent: Vec<(TxnId, (u64, u32), Arc<Reads>)>,
 }
 
 /// A record of a region's sequencer group, chosen by the group's Paxos
@@ -467,7 +468,7 @@ pub enum Record {
         at: (u64, u32),
         writes: Vec<(Key, Value)>,
         header: Option<(Key, Header, Since)>,
-        sent: Option<Reads>,
+        sent: Option<Arc<Reads>>,
         outcome: Option<Outcome>,
     },
     /// A replica's checkpoint: every earlier record of its log folded in

@@ -23,9 +23,6 @@ use meridian_mechanisms::scheduler::{ReadExchange, Scheduler};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// Most sent reads a checkpoint carries (the newest).
-const CHECKPOINT_SENT_MAX: usize = 1024;
-
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Recovery {
     /// Transactions executed and recorded whose last place here is at or
@@ -58,7 +55,7 @@ impl Replica {
         at: At,
         writes: Vec<(Key, Value)>,
         header: Option<(Key, Header, Since)>,
-        sent: Option<Reads>,
+        sent: Option<Arc<Reads>>,
         outcome: Option<Outcome>,
     ) {
         let lsn = ctx.append(Record::Executed { txn, at, writes, header, sent, outcome });
@@ -73,7 +70,7 @@ impl Replica {
         if self.recovery.last_lsn.is_none() || self.recovery.records_since < every {
             return;
         }
-        let checkpoint = self.checkpoint_now(|_| true, CHECKPOINT_SENT_MAX);
+        let checkpoint = self.checkpoint_now(|_| true);
         let next_pos = checkpoint.next_pos;
         self.recovery.executed.retain(|_, at| at.0 >= next_pos);
         self.batch_at = self.batch_at.split_off(&next_pos);
@@ -89,15 +86,18 @@ impl Replica {
 
     /// The state now: the store and headers after every position before
     /// the first one a running transaction holds (or the next position),
-    /// the transactions executed at or after it, and the newest `sent_max`
-    /// reads sent that `keep` selects.
-    fn checkpoint_now(&self, keep: impl Fn(At) -> bool, sent_max: usize) -> Checkpoint {
+    /// the transactions executed at or after it, and the reads sent that
+    /// `keep` selects — every one this replica keeps (`reads_kept`), so
+    /// that a restart can send again what it could before: a peer may be
+    /// that far behind, and asks in vain for reads no copy of this shard
+    /// in its region keeps.
+    fn checkpoint_now(&self, keep: impl Fn(At) -> bool) -> Checkpoint {
         let next_pos = self.resume_pos();
         let mut applied = self.applied.clone();
         for b in self.batch_at.range(next_pos..).map(|(_, b)| b) {
             *applied.get_mut(&b.region).expect("applied") -= 1;
         }
-        let sent = self.sent.newest(sent_max).filter(|(_, (at, _))| keep(*at));
+        let sent = self.sent.newest(self.cfg.reads_kept).filter(|(_, (at, _))| keep(*at));
         Checkpoint {
             next_pos,
             store: self.store.clone(),
@@ -110,7 +110,7 @@ impl Replica {
                 .filter(|(_, at)| at.0 >= next_pos)
                 .map(|(id, at)| (*id, *at))
                 .collect(),
-            sent: sent.map(|(id, (at, reads))| (*id, *at, reads.clone())).collect(),
+            sent: sent.map(|(id, (at, reads))| (*id, *at, Arc::clone(reads))).collect(),
         }
     }
 
@@ -157,7 +157,7 @@ impl Replica {
         if self.topo.region_of(to) != self.region() {
             return;
         }
-        let checkpoint = self.checkpoint_now(|at| at.0 >= from, self.cfg.reads_kept);
+        let checkpoint = self.checkpoint_now(|at| at.0 >= from);
         if checkpoint.next_pos >= need {
             ctx.count("checkpoints_sent", 1);
             ctx.send(to, Msg::Checkpoint { shard: self.shard, checkpoint: Arc::new(checkpoint) });
@@ -183,7 +183,7 @@ impl Replica {
         // peers may still ask for (a restart keeps only what is durable):
         // made durable with every read this replica can send again, not
         // only those the other copy sent from this replica's `from` on.
-        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, reads.clone()));
+        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, Arc::clone(reads)));
         let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
@@ -202,7 +202,7 @@ impl Replica {
         self.next_pos = c.next_pos;
         self.recovery.executed = c.executed.iter().copied().collect();
         for (id, at, reads) in &c.sent {
-            self.sent.insert(*id, (*at, reads.clone()));
+            self.sent.insert(*id, (*at, Arc::clone(reads)));
         }
     }
 

@@ -109,7 +109,7 @@ pub struct Replica {
     pub(super) running: BTreeMap<TxnId, Running>,
     pub(super) exchange: ReadExchange<Read>,
     /// Reads this replica sent, to send again on request.
-    pub(super) sent: RecentMap<TxnId, (At, Reads)>,
+    pub(super) sent: RecentMap<TxnId, (At, Arc<Reads>)>,
     /// Answers this replica gave (`None`: restart), for clients' queries.
     pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
     /// Transactions finished since this process started (the end-of-run
@@ -368,7 +368,7 @@ impl Replica {
             ctx.send(self.peer(*o), Msg::Reads { txn: id, at, shard: self.shard, reads: own.clone() });
         }
         if !others.is_empty() {
-            self.sent.insert(id, (at, own.clone()));
+            self.sent.insert(id, (at, Arc::new(own.clone())));
         }
         if let Some(all) = self.exchange.expect(id, &others, own) {
             self.execute(ctx, id, all);
@@ -460,7 +460,7 @@ impl Replica {
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
-        let sent = self.sent.get(&id).map(|(_, reads)| reads.clone());
+        let sent = self.sent.get(&id).map(|(_, reads)| Arc::clone(reads));
         let mut answer = None;
         let ran = outcome.is_some();
         if super::responder(&self.topo, &r.txn) == self.me {
@@ -619,7 +619,7 @@ impl Replica {
 
     fn on_reads_wanted(&mut self, ctx: &mut Ctx<'_, Slog>, from: NodeId, txn: TxnId) {
         if let Some((at, reads)) = self.sent.get(&txn) {
-            ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: reads.clone() });
+            ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: Reads::clone(reads) });
         }
     }
 
