@@ -96,6 +96,31 @@ fn calvin_seed_4906721_a_second_installed_checkpoint_keeps_the_reads_the_first_g
     clean_cut("calvin", 4_906_721, Some(config), 500, true);
 }
 
+/// `examples/calvin-truncation.toml` with `reads_kept = 64`, written to a
+/// file of the test's own: peers fall further behind than the reads a
+/// participant keeps.
+fn calvin_reads_kept_64(name: &str) -> PathBuf {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/calvin-truncation.toml");
+    let text = std::fs::read_to_string(example).expect("the example");
+    let last = text.lines().rfind(|l| l.starts_with('['));
+    assert_eq!(last, Some("[protocol.params]"), "the params table comes last");
+    let path = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}-{name}.toml", std::process::id()));
+    std::fs::write(&path, format!("{text}\nreads_kept = 64\n")).expect("written");
+    path
+}
+
+/// `calvin`: a participant further behind than the reads its peer keeps
+/// asked for them in vain; told they are gone, it gets them from another
+/// copy of the peer's shard or catches up from a checkpoint of its own
+/// shard past the transaction. In 4935031 the peer's records skipped the
+/// transaction (executed past its checkpoint), and it said nothing.
+#[test]
+fn calvin_seeds_4934098_4934099_and_4935031_a_peer_further_behind_than_reads_kept_catches_up() {
+    for seed in [4_934_098, 4_934_099, 4_935_031] {
+        clean_cut("calvin", seed, Some(calvin_reads_kept_64(&format!("rk64-{seed}"))), 200, false);
+    }
+}
+
 /// `ra-noc2`: a client crashed and restarted lost its local safe view and
 /// version vector, and its sessions read the initial state of keys they
 /// had written (read-your-writes).

@@ -20,6 +20,10 @@ pub struct CatchUp {
     appended: Option<(Lsn, u64)>,
     /// The positions this replica needs are forgotten before this one.
     need: Option<u64>,
+    /// A transaction this replica runs before this position waits for
+    /// reads its peer no longer keeps (`reads_gone`): only a checkpoint
+    /// at or past it lets it go on.
+    gone: Option<u64>,
     /// Asks made since the need arose: one copy a tick, in turn.
     asked: usize,
 }
@@ -58,23 +62,44 @@ impl CatchUp {
         true
     }
 
-    /// The copy to ask for a checkpoint now, and the position it must be
-    /// at or past: `copies` in turn (the nearest first), while the need
-    /// lasts. None once the log reached it after all.
-    pub fn next_ask(&mut self, next_pos: u64, copies: &[NodeId]) -> Option<(NodeId, u64)> {
-        let need = self.need?;
-        if next_pos >= need {
-            self.need = None;
-            return None;
+    /// A peer no longer keeps the reads a transaction this replica runs
+    /// at `pos` waits for; true if that adds a need (a checkpoint past
+    /// `pos`).
+    pub fn reads_gone(&mut self, pos: u64) -> bool {
+        if self.gone.is_some_and(|gone| gone > pos) {
+            return false;
         }
+        self.gone = Some(pos + 1);
+        true
+    }
+
+    /// The copy to ask for a checkpoint now, and the position it must be
+    /// at or past: `copies` in turn (the nearest first), while a need
+    /// lasts — the log's, until it reaches `next_pos`; a transaction's
+    /// gone reads, until none before them runs (`resume_pos`). None once
+    /// both are met after all.
+    pub fn next_ask(&mut self, next_pos: u64, resume_pos: u64, copies: &[NodeId]) -> Option<(NodeId, u64)> {
+        self.need = self.need.filter(|need| next_pos < *need);
+        self.gone = self.gone.filter(|gone| resume_pos < *gone);
+        let need = self.need.max(self.gone)?;
         let to = *copies.get(self.asked % copies.len().max(1))?;
         self.asked += 1;
         Some((to, need))
     }
 
-    /// A checkpoint was installed: the need is met.
+    /// Whether a copy's checkpoint resuming from `pos` is worth
+    /// installing at a replica whose log is applied up to `next_pos` and
+    /// whose first running transaction is at `resume_pos`: past its log,
+    /// or far enough for reads that are gone and still waited for (even
+    /// behind its log).
+    pub fn wants(&self, pos: u64, next_pos: u64, resume_pos: u64) -> bool {
+        pos > next_pos || self.gone.is_some_and(|gone| pos >= gone && resume_pos < gone)
+    }
+
+    /// A checkpoint was installed: the needs are met.
     pub fn installed(&mut self) {
         self.need = None;
+        self.gone = None;
         self.asked = 0;
     }
 
@@ -103,13 +128,30 @@ mod tests {
         let mut c = CatchUp::default();
         let copies = [NodeId(7), NodeId(8)];
         assert!(!c.truncated(10, 12), "not behind: nothing needed");
-        assert_eq!(c.next_ask(12, &copies), None);
+        assert_eq!(c.next_ask(12, 12, &copies), None);
         assert!(c.truncated(30, 12));
         assert!(!c.truncated(20, 12), "an older truncation adds nothing");
-        assert_eq!(c.next_ask(12, &copies), Some((NodeId(7), 30)));
-        assert_eq!(c.next_ask(12, &copies), Some((NodeId(8), 30)));
-        assert_eq!(c.next_ask(12, &copies), Some((NodeId(7), 30)));
-        assert_eq!(c.next_ask(30, &copies), None, "the log reached it");
-        assert_eq!(c.next_ask(12, &copies), None, "and the need is gone");
+        assert_eq!(c.next_ask(12, 12, &copies), Some((NodeId(7), 30)));
+        assert_eq!(c.next_ask(12, 12, &copies), Some((NodeId(8), 30)));
+        assert_eq!(c.next_ask(12, 12, &copies), Some((NodeId(7), 30)));
+        assert_eq!(c.next_ask(30, 12, &copies), None, "the log reached it");
+        assert_eq!(c.next_ask(12, 12, &copies), None, "and the need is gone");
+    }
+
+    #[test]
+    fn a_replica_whose_peer_lost_the_reads_it_waits_for_asks_for_a_checkpoint_past_them_even_behind_its_log() {
+        let mut c = CatchUp::default();
+        let copies = [NodeId(7)];
+        assert!(c.reads_gone(40));
+        assert!(!c.reads_gone(35), "an earlier transaction's gone reads add nothing");
+        assert_eq!(c.next_ask(90, 40, &copies), Some((NodeId(7), 41)), "the log is past it; the transaction is not");
+        assert!(c.wants(41, 90, 40) && !c.wants(40, 90, 40), "a checkpoint past the transaction, behind the log");
+        assert!(c.wants(91, 90, 40), "one past the log always");
+        assert!(!c.wants(41, 90, 41), "the transaction finished after all");
+        assert_eq!(c.next_ask(90, 41, &copies), None);
+        assert!(!c.wants(41, 90, 40), "the need is gone");
+        assert!(c.reads_gone(50));
+        c.installed();
+        assert_eq!(c.next_ask(90, 45, &copies), None, "installed: no need left");
     }
 }

@@ -199,6 +199,7 @@ impl Process<Calvin> for Client {
             | Msg::Checkpointed { .. }
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
+            | Msg::ReadsGone { .. }
             | Msg::Query { .. }
             | Msg::ReconRead { .. } => {}
         }

@@ -196,7 +196,7 @@ fn a_replica_installing_a_second_checkpoint_keeps_the_reads_the_first_gave_it() 
     let mut restarted = hand(&d, "shard1-replica0");
     restarted.start(vec![snapshot.clone()]);
     let peer = d.topology.node_by_name("shard0-replica0").unwrap();
-    let fx = restarted.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
+    let fx = restarted.message(peer, Msg::ReadsWanted { txn: t, at: (2, 0), shard: ShardId(1) });
     let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();
     assert_eq!(resent.len(), 1, "the reads the first checkpoint gave it survive the second and a restart");
 }
@@ -229,11 +229,93 @@ fn a_restarted_replica_sends_again_every_read_it_kept_before_its_checkpoint() {
     let mut restarted = hand(&d, "shard1-replica0");
     restarted.start(vec![snapshot.clone()]);
     let peer = d.topology.node_by_name("shard0-replica0").unwrap();
-    for t in [&txns[0], &txns[TXNS as usize - 1]] {
-        let fx = restarted.message(peer, Msg::ReadsWanted { txn: t.id, shard: ShardId(1) });
+    for pos in [0, TXNS - 1] {
+        let t = &txns[pos as usize];
+        let fx = restarted.message(peer, Msg::ReadsWanted { txn: t.id, at: (pos, 0), shard: ShardId(1) });
         let resent = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { txn, .. } if *txn == t.id));
         assert_eq!(resent.count(), 1, "the reads of {:?} are sent again after the restart", t.id);
     }
+}
+
+/// A participant asked for reads it no longer keeps says so once it is
+/// past the transaction (a peer further behind than `reads_kept`), and
+/// stays silent while it has not reached it (it sends them when it does).
+#[test]
+fn a_participant_past_a_transaction_whose_reads_it_no_longer_keeps_says_so() {
+    let d = deployment_with(Params::new().with("reads_kept", meridian_core::ParamValue::Int(2)));
+    let mut h = hand(&d, "shard1-replica0");
+    h.start(Vec::new());
+    // Passive here (reads key 1, writes key 2 on shard 0): it sends its
+    // reads and goes on; three of them, so the first is forgotten.
+    let txns: Vec<Arc<Txn>> = (0..3)
+        .map(|seq| {
+            txn(&d, 200 + seq, vec![Op::Write { key: Key(2), value: Value::int(5, 5) }, Op::Read { key: Key(1) }])
+        })
+        .collect();
+    let entries = txns.iter().enumerate().map(|(pos, t)| LogEntry { pos: pos as u64, txns: vec![(0, Arc::clone(t))] });
+    h.message(sequencer(&d), Msg::Log { shard: ShardId(1), entries: entries.collect() });
+    let peer = d.topology.node_by_name("shard0-replica0").unwrap();
+    let ask = |h: &mut Hand<Calvin>, txn: TxnId, pos: u64| {
+        let fx = h.message(peer, Msg::ReadsWanted { txn, at: (pos, 0), shard: ShardId(0) });
+        fx.sends().map(|(_, m)| m.clone()).collect::<Vec<Msg>>()
+    };
+    let gone = ask(&mut h, txns[0].id, 0);
+    assert!(matches!(gone.as_slice(), [Msg::ReadsGone { txn, shard }] if *txn == txns[0].id && *shard == ShardId(1)));
+    assert!(matches!(ask(&mut h, txns[2].id, 2).as_slice(), [Msg::Reads { .. }]), "kept: sent again");
+    let later = TxnId { node: NodeId(99), seq: 300 };
+    assert!(ask(&mut h, later, 7).is_empty(), "not reached yet: it sends them when it gets there");
+}
+
+/// A replica restarted from a checkpoint skips, in replay, the
+/// transactions past the checkpoint's position it had executed: asked for
+/// reads of one it no longer keeps, it says they are gone too (swarm seed
+/// 4935031 with `reads_kept = 64`: two participants of a region each
+/// waited for the other's reads of such a transaction).
+#[test]
+fn a_replica_whose_records_skip_a_transaction_says_the_reads_it_no_longer_keeps_are_gone() {
+    let d = deployment();
+    let mut h = hand(&d, "shard1-replica0");
+    let checkpoint = Checkpoint { next_pos: 3, executed: vec![(5, 0)], ..Checkpoint::default() };
+    h.start(vec![Record::Checkpoint(Arc::new(checkpoint))]);
+    let peer = d.topology.node_by_name("shard0-replica0").unwrap();
+    let (skipped, ahead) = (TxnId { node: NodeId(99), seq: 5 }, TxnId { node: NodeId(99), seq: 6 });
+    let fx = h.message(peer, Msg::ReadsWanted { txn: skipped, at: (5, 0), shard: ShardId(0) });
+    assert!(fx.sends().any(|(to, m)| to == peer && matches!(m, Msg::ReadsGone { txn, .. } if *txn == skipped)));
+    let fx = h.message(peer, Msg::ReadsWanted { txn: ahead, at: (6, 0), shard: ShardId(0) });
+    assert_eq!(fx.sends().count(), 0, "one it will run: it sends the reads when it does");
+}
+
+/// A participant told that the reads it waits for are gone asks the other
+/// copies of that shard (every region reads the same values) and another
+/// copy of its own shard for a checkpoint past the transaction — and
+/// installs one that is past it even though it is behind its log.
+#[test]
+fn a_participant_whose_peer_lost_its_reads_asks_the_other_copies_and_installs_a_checkpoint_past_the_transaction() {
+    let d = deployment();
+    let (mut h, id, _) = active_participant(&d, 4);
+    assert_eq!((replica(&h).running(), replica(&h).next_pos()), (1, 4), "waits for shard 1's reads at position 0");
+    let peer = d.topology.replicas(ShardId(1))[0];
+    let fx = h.message(peer, Msg::ReadsGone { txn: id, shard: ShardId(1) });
+    let mut wanted: Vec<NodeId> =
+        fx.sends().filter(|(_, m)| matches!(m, Msg::ReadsWanted { .. })).map(|(to, _)| to).collect();
+    wanted.sort();
+    assert_eq!(wanted, d.topology.replicas(ShardId(1))[1..].to_vec(), "the peer shard's other copies");
+    let asked: Vec<(NodeId, u64, u64)> = fx
+        .sends()
+        .filter_map(|(to, m)| match m {
+            Msg::FetchCheckpoint { from, need, .. } => Some((to, *from, *need)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 1);
+    let (copy, from, need) = asked[0];
+    assert_eq!((from, need), (0, 1), "a checkpoint past position 0, with the reads from there");
+    assert!(d.topology.replicas(ShardId(0)).contains(&copy) && copy != h.me());
+    assert_eq!(fx.counted("reads_gone_checkpoints_asked"), 1);
+    let checkpoint = Checkpoint { next_pos: 2, ..Checkpoint::default() };
+    let fx = h.message(copy, Msg::Checkpoint { shard: ShardId(0), checkpoint: Arc::new(checkpoint) });
+    assert_eq!(fx.counted("checkpoints_installed"), 1, "past the transaction, though behind the log");
+    assert_eq!((replica(&h).running(), replica(&h).next_pos()), (0, 2), "it goes on from the checkpoint");
 }
 
 #[test]
@@ -307,7 +389,7 @@ fn a_restarted_participant_sends_again_the_empty_reads_it_sent_before_it_crashed
         outcome: None,
     }]);
     let peer = d.topology.node_by_name("shard1-replica0").unwrap();
-    let fx = h.message(peer, Msg::ReadsWanted { txn: t, shard: ShardId(1) });
+    let fx = h.message(peer, Msg::ReadsWanted { txn: t, at: (3, 0), shard: ShardId(1) });
     let resent: Vec<_> = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { .. })).collect();
     assert_eq!(resent.len(), 1, "the lost reads are sent again");
     assert!(matches!(resent[0].1, Msg::Reads { txn, reads, .. } if *txn == t && reads.is_empty()));

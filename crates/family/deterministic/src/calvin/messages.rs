@@ -217,8 +217,9 @@ pub enum Msg {
     /// Participant → participants of the same copy: its local reads of a
     /// transaction at global position `at` (Calvin §3.2 phase 3).
     Reads { txn: TxnId, at: (u64, u32), shard: ShardId, reads: Reads },
-    /// A participant still waiting for `shard`'s reads asks again.
-    ReadsWanted { txn: TxnId, shard: ShardId },
+    /// A participant still waiting for `shard`'s reads asks again; `at`
+    /// is the transaction's place (the same in every copy).
+    ReadsWanted { txn: TxnId, at: (u64, u32), shard: ShardId },
     /// Responder → client: the outcome.
     Reply { id: TxnId, outcome: Outcome },
     /// Responder → client: a version its reconnaissance assumed had
@@ -227,6 +228,10 @@ pub enum Msg {
     Restart { id: TxnId },
     /// Client → the responder: the outcome of `id`, if known.
     Query { id: TxnId },
+    /// Participant → a participant asking for its reads: it is past the
+    /// transaction and no longer keeps them (`reads_kept`); the asker
+    /// catches up from another copy's checkpoint.
+    ReadsGone { txn: TxnId, shard: ShardId },
 }
 
 impl From<PaxosMsg<BatchId, LogState>> for Msg {

@@ -49,7 +49,8 @@
 //! `batches` (batches cut), `txns_sequenced`, `duplicates_dropped`
 //! (repeats of a transaction or a batch in the global log),
 //! `multi_partition` and `single_partition` (transactions executed, at the
-//! answering replica), `reads_sent`, `reads_wanted`, `log_fetches`,
+//! answering replica), `reads_sent`, `reads_wanted`, `reads_gone`,
+//! `reads_gone_checkpoints_asked`, `log_fetches`,
 //! `batch_fetches`, `replica_checkpoints`, `replayed` (transactions a
 //! restarted replica found executed in its durable log),
 //! `recon_reads`, `recon_aborts`, `recon_restarts` (reconnaissance, OLLP),
@@ -215,6 +216,14 @@ pub const COUNTERS: &[CounterDoc] = &[
     },
     CounterDoc { name: "reads_sent", doc: "read messages a participant sent to another (Calvin §3.2 phase 3)" },
     CounterDoc { name: "reads_wanted", doc: "requests for reads a participant waited for too long" },
+    CounterDoc {
+        name: "reads_gone",
+        doc: "requests for reads a participant past the transaction no longer keeps (it says so)",
+    },
+    CounterDoc {
+        name: "reads_gone_checkpoints_asked",
+        doc: "transactions whose reads a peer no longer keeps, caught up past from another copy's checkpoint",
+    },
     CounterDoc { name: "log_fetches", doc: "global-log positions a sequencer sent again to a replica that asked" },
     CounterDoc { name: "log_failovers", doc: "replicas that turned to another sequencer for the log" },
     CounterDoc { name: "batch_fetches", doc: "contents of an ordered batch a sequencer asked its peers for" },

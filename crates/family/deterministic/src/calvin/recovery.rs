@@ -40,7 +40,7 @@ use super::Calvin;
 use super::messages::{Checkpoint, Msg, Reads, Record};
 use super::replica::{At, Replica};
 use crate::catch_up::CatchUp;
-use meridian_core::{Ctx, Key, Lsn, NodeId, Outcome, TxnId, Value};
+use meridian_core::{Ctx, Key, Lsn, NodeId, Outcome, ShardId, TxnId, Value};
 use meridian_mechanisms::scheduler::{ReadExchange, Scheduler};
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -101,7 +101,7 @@ impl Replica {
 
     /// Where replay resumes: the first position a running transaction
     /// holds, or the next position.
-    fn resume_pos(&self) -> u64 {
+    pub(super) fn resume_pos(&self) -> u64 {
         self.running.values().map(|r| r.at.0).min().unwrap_or(self.feed.next_pos)
     }
 
@@ -143,6 +143,26 @@ impl Replica {
         }
     }
 
+    /// A peer no longer keeps the reads a transaction running here waits
+    /// for. Every region executes the same log, so the other copies of
+    /// the peer's shard read the same values: they are asked, in case one
+    /// still keeps them. And another copy of this shard that ran the
+    /// transaction has a checkpoint past it (it executed it with those
+    /// reads): that one lets this replica go on whatever the others keep.
+    pub(super) fn on_reads_gone(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, txn: TxnId, shard: ShardId) {
+        let Some(at) = self.running.get(&txn).map(|r| r.at) else { return };
+        if from == self.peer(shard) {
+            // Only the peer's answer fans out: another copy's does not.
+            for copy in self.topo.replicas(shard).iter().copied().filter(|c| *c != from) {
+                ctx.send(copy, Msg::ReadsWanted { txn, at, shard: self.shard });
+            }
+        }
+        if self.recovery.catch_up.reads_gone(at.0) {
+            ctx.count("reads_gone_checkpoints_asked", 1);
+            self.ask_checkpoint(ctx);
+        }
+    }
+
     /// Asks the next copy of this shard (its region's first, then the
     /// others) for a checkpoint, while the positions it needs are gone.
     pub(super) fn ask_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>) {
@@ -150,7 +170,9 @@ impl Replica {
         let mut copies: Vec<NodeId> =
             self.topo.replicas(self.shard).iter().copied().filter(|r| *r != self.me).collect();
         copies.sort_by_key(|r| self.topo.region_of(*r) != region);
-        let Some((to, need)) = self.recovery.catch_up.next_ask(self.feed.next_pos, &copies) else { return };
+        let Some((to, need)) = self.recovery.catch_up.next_ask(self.feed.next_pos, self.resume_pos(), &copies) else {
+            return;
+        };
         // The reads from where replay would resume, not from the next
         // position: a transaction admitted but not finished here is dropped
         // when the checkpoint is installed, and its peers may still wait
@@ -173,7 +195,7 @@ impl Replica {
     /// afresh (the same locks in the same order), and it is durable here
     /// before this replica reports it.
     pub(super) fn install_checkpoint(&mut self, ctx: &mut Ctx<'_, Calvin>, checkpoint: Arc<Checkpoint>) {
-        if checkpoint.next_pos <= self.feed.next_pos {
+        if !self.recovery.catch_up.wants(checkpoint.next_pos, self.feed.next_pos, self.resume_pos()) {
             return;
         }
         self.store = checkpoint.store.clone();

@@ -121,7 +121,7 @@ impl Replica {
     }
 
     /// The replica of `shard` in this replica's copy (its region).
-    fn peer(&self, shard: ShardId) -> NodeId {
+    pub(super) fn peer(&self, shard: ShardId) -> NodeId {
         self.topo.replicas(shard)[self.copy as usize]
     }
 
@@ -325,9 +325,17 @@ impl Replica {
 
     // ---- lost messages ----
 
-    fn on_reads_wanted(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, txn: TxnId) {
+    /// Sends again the reads a peer lost; if this replica is done with the
+    /// transaction — past it, or past it in its records, where replay
+    /// skips it — and no longer keeps them (a peer further behind than
+    /// `reads_kept`), says so, and the peer catches up from a checkpoint.
+    /// Not yet there, it sends them when it gets there.
+    fn on_reads_wanted(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, txn: TxnId, at: At) {
         if let Some((at, reads)) = self.sent.get(&txn) {
             ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: Reads::clone(reads) });
+        } else if at.0 < self.resume_pos() || self.recovery.executed(at) {
+            ctx.count("reads_gone", 1);
+            ctx.send(from, Msg::ReadsGone { txn, shard: self.shard });
         }
     }
 
@@ -361,9 +369,10 @@ impl Replica {
     /// participants still missing).
     fn want_reads(&mut self, ctx: &mut Ctx<'_, Calvin>) {
         for (id, missing) in self.exchange.overdue(u64::from(self.cfg.reads_retry_ticks)) {
+            let Some(at) = self.running.get(&id).map(|r| r.at) else { continue };
             for s in missing {
                 ctx.count("reads_wanted", 1);
-                ctx.send(self.peer(s), Msg::ReadsWanted { txn: id, shard: self.shard });
+                ctx.send(self.peer(s), Msg::ReadsWanted { txn: id, at, shard: self.shard });
             }
         }
     }
@@ -385,7 +394,8 @@ impl Process<Calvin> for Replica {
         match msg {
             Msg::Log { shard, entries } if shard == self.shard => self.on_log(ctx, from, entries),
             Msg::Reads { txn, at, shard, reads } => self.on_reads(ctx, txn, at, shard, reads),
-            Msg::ReadsWanted { txn, .. } => self.on_reads_wanted(ctx, from, txn),
+            Msg::ReadsWanted { txn, at, .. } => self.on_reads_wanted(ctx, from, txn, at),
+            Msg::ReadsGone { txn, shard } => self.on_reads_gone(ctx, from, txn, shard),
             Msg::Query { id } => match self.outcomes.get(&id) {
                 Some(Some(outcome)) => ctx.send(from, Msg::Reply { id, outcome: outcome.clone() }),
                 Some(None) => ctx.send(from, Msg::Restart { id }),

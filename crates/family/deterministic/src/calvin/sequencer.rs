@@ -490,6 +490,7 @@ impl Process<Calvin> for Sequencer {
             | Msg::Checkpoint { .. }
             | Msg::Reads { .. }
             | Msg::ReadsWanted { .. }
+            | Msg::ReadsGone { .. }
             | Msg::Reply { .. }
             | Msg::Restart { .. }
             | Msg::Query { .. }

@@ -145,7 +145,9 @@ impl Replica {
             .copied()
             .filter(|r| *r != self.me && self.topo.region_of(*r) == region)
             .collect();
-        let Some((to, need)) = self.recovery.catch_up.next_ask(self.next_pos, &copies) else { return };
+        let Some((to, need)) = self.recovery.catch_up.next_ask(self.next_pos, self.resume_pos(), &copies) else {
+            return;
+        };
         // The reads from where replay would resume (see Calvin's
         // `ask_checkpoint`).
         ctx.send(to, Msg::FetchCheckpoint { shard: self.shard, from: self.resume_pos(), need });
