@@ -539,3 +539,25 @@ fn a_restarted_replica_sends_again_every_read_it_kept_before_its_checkpoint() {
         assert_eq!(resent.count(), 1, "the reads of {:?} are sent again after the restart", t.id);
     }
 }
+
+/// A position held while the log was behind may be the very next one of a
+/// checkpoint this replica installs: it is applied then, not left due
+/// (debug swarm seeds 4945600, 4945617, 4945624 and 4945630 of
+/// `examples/slog-truncation.toml` with both kinds of link cut stopped on
+/// the invariant; release builds applied it at the next log message).
+#[test]
+fn a_replica_installing_a_checkpoint_applies_the_held_position_it_resumes_from() {
+    let d = deployment();
+    let l = layout(&d);
+    let mut h = hand(&d, "shard1-replica0");
+    h.start(Vec::new());
+    let t = txn(&d, 9, vec![inc(l.key(1, 0, 0))]);
+    let batch = BatchId { region: 0, seq: 5 };
+    let entries = vec![LogEntry { pos: 5, batch, entries: vec![(0, Entry::SingleHome(t))] }];
+    h.message(sequencer(&d, 0), Msg::Log { shard: ShardId(1), entries });
+    assert_eq!(replica(&h).next_pos(), 0, "ahead of the log: held");
+    let checkpoint = Checkpoint { next_pos: 5, applied: [(0, 5)].into_iter().collect(), ..Checkpoint::default() };
+    let copy = d.topology.node_by_name("shard1-replica1").unwrap();
+    h.message(copy, Msg::Checkpoint { shard: ShardId(1), checkpoint: Arc::new(checkpoint) });
+    assert_eq!(replica(&h).next_pos(), 6, "the held position 5 applied on top of the checkpoint");
+}

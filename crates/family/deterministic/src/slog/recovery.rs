@@ -189,8 +189,10 @@ impl Replica {
         let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
+        // A position held while the log was behind may be the checkpoint's
+        // next one: it is applied now, not left due.
+        self.apply_held(ctx);
         let next = self.next_pos;
-        self.held.retain(|pos, _| *pos >= next);
         let msg = Msg::FetchLog { shard: self.shard, from: next, durable: self.recovery.catch_up.durable_pos() };
         ctx.send(self.sequencer(), msg);
     }

@@ -211,12 +211,17 @@ impl Replica {
                 self.held.insert(e.pos, e);
             }
         }
+        self.apply_held(ctx);
+        self.run_ready(ctx);
+    }
+
+    /// Applies the held positions now due, and drops those passed.
+    pub(super) fn apply_held(&mut self, ctx: &mut Ctx<'_, Slog>) {
         while let Some(e) = self.held.remove(&self.next_pos) {
             self.apply(ctx, e);
         }
         let next = self.next_pos;
         self.held.retain(|pos, _| *pos >= next);
-        self.run_ready(ctx);
     }
 
     /// SLOG Figure 2, lock manager: each entry asks for its locks, in log
