@@ -96,17 +96,21 @@ fn calvin_seed_4906721_a_second_installed_checkpoint_keeps_the_reads_the_first_g
     clean_cut("calvin", 4_906_721, Some(config), 500, true);
 }
 
-/// `examples/calvin-truncation.toml` with `reads_kept = 64`, written to a
-/// file of the test's own: peers fall further behind than the reads a
-/// participant keeps.
-fn calvin_reads_kept_64(name: &str) -> PathBuf {
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/calvin-truncation.toml");
+/// `examples/<example>.toml` with `reads_kept = 64`, written to a file of
+/// the test's own: peers fall further behind than the reads a participant
+/// keeps by count.
+fn reads_kept_64(example: &str, name: &str) -> PathBuf {
+    let example = format!("{}/../../examples/{example}.toml", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(example).expect("the example");
     let last = text.lines().rfind(|l| l.starts_with('['));
     assert_eq!(last, Some("[protocol.params]"), "the params table comes last");
     let path = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}-{name}.toml", std::process::id()));
     std::fs::write(&path, format!("{text}\nreads_kept = 64\n")).expect("written");
     path
+}
+
+fn calvin_reads_kept_64(name: &str) -> PathBuf {
+    reads_kept_64("calvin-truncation", name)
 }
 
 /// `calvin`: a participant further behind than the reads its peer keeps
@@ -118,6 +122,36 @@ fn calvin_reads_kept_64(name: &str) -> PathBuf {
 fn calvin_seeds_4934098_4934099_and_4935031_a_peer_further_behind_than_reads_kept_catches_up() {
     for seed in [4_934_098, 4_934_099, 4_935_031] {
         clean_cut("calvin", seed, Some(calvin_reads_kept_64(&format!("rk64-{seed}"))), 200, false);
+    }
+}
+
+/// `calvin`: a participant dropped the reads it sent by count, and every
+/// copy of its peer shard waited for them (4935545: all three copies of
+/// shard 1 missed shard 0's reads of one transaction, and every copy of
+/// shard 0 had run 64 past it). Now reads are kept until the region is
+/// durably past them, and never dropped while their transaction runs
+/// (4935302, which a first version of that failed: two participants behind
+/// the positions their sequencer forgot each dropped the reads the other
+/// waited for).
+#[test]
+fn calvin_seeds_4935545_and_4935302_reads_are_kept_while_a_participant_of_the_region_may_need_them() {
+    for seed in [4_935_545, 4_935_302] {
+        let config = calvin_reads_kept_64(&format!("rk64-{seed}"));
+        clean_cut("calvin", seed, Some(config.clone()), 200, false);
+        std::fs::remove_file(&config).expect("the test's own file");
+    }
+}
+
+/// `slog`: a participant dropped the reads it sent by count, and a peer of
+/// its region further behind waited for them for good. Now they are kept
+/// until every replica of the region is durably past the transaction's
+/// last LockOnlyTxn.
+#[test]
+fn slog_seeds_4934000_and_4934001_reads_are_kept_until_the_region_is_durably_past_them() {
+    for seed in [4_934_000, 4_934_001] {
+        let config = reads_kept_64("slog-truncation", &format!("slog-rk64-{seed}"));
+        clean_cut("slog", seed, Some(config.clone()), 200, false);
+        std::fs::remove_file(&config).expect("the test's own file");
     }
 }
 

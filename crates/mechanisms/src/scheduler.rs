@@ -107,16 +107,24 @@ impl<I: Copy + Eq + std::hash::Hash + std::fmt::Debug> Scheduler<I> {
 /// One participant's reads of a transaction.
 pub type Reads<V> = Vec<(Key, V)>;
 
-/// Reads exchanged among a transaction's participants.
+/// Every participant's reads of a transaction, and the latest log
+/// position any participant read at.
+pub type Exchanged<V> = (Reads<V>, u64);
+
+/// Reads exchanged among a transaction's participants. Each participant's
+/// reads come with the log position it read at (SLOG: a multi-home
+/// transaction's participants hold different LockOnlyTxns, and the latest
+/// one says when every participant is past it).
 #[derive(Clone, Debug)]
 pub struct ReadExchange<V> {
     /// Transactions this participant waits on: who has not sent yet, the
-    /// reads so far, and the tick it last asked for them.
-    waiting: BTreeMap<TxnId, (BTreeSet<ShardId>, Reads<V>, u64)>,
+    /// reads so far, the tick it last asked for them, and the latest
+    /// position read at so far.
+    waiting: BTreeMap<TxnId, (BTreeSet<ShardId>, Reads<V>, u64, u64)>,
     /// Ticks of [`ReadExchange::overdue`] so far.
     ticks: u64,
     /// Reads that came before this participant scheduled the transaction.
-    early: BTreeMap<TxnId, Vec<(ShardId, Reads<V>)>>,
+    early: BTreeMap<TxnId, Vec<(ShardId, Reads<V>, u64)>>,
     max_early: usize,
 }
 
@@ -125,21 +133,22 @@ impl<V> ReadExchange<V> {
         ReadExchange { waiting: BTreeMap::new(), ticks: 0, early: BTreeMap::new(), max_early }
     }
 
-    /// This participant runs `txn` with `own` reads and needs those of
-    /// `from` (the other participants); returns every read if none is
-    /// missing.
-    pub fn expect(&mut self, txn: TxnId, from: &[ShardId], own: Vec<(Key, V)>) -> Option<Vec<(Key, V)>> {
+    /// This participant runs `txn` with `own` reads, read at `pos`, and
+    /// needs those of `from` (the other participants); returns every read
+    /// if none is missing.
+    pub fn expect(&mut self, txn: TxnId, from: &[ShardId], own: Vec<(Key, V)>, pos: u64) -> Option<Exchanged<V>> {
         let mut left: BTreeSet<ShardId> = from.iter().copied().collect();
-        let mut reads = own;
-        for (shard, r) in self.early.remove(&txn).unwrap_or_default() {
+        let (mut reads, mut latest) = (own, pos);
+        for (shard, r, at) in self.early.remove(&txn).unwrap_or_default() {
             if left.remove(&shard) {
                 reads.extend(r);
+                latest = latest.max(at);
             }
         }
         if left.is_empty() {
-            return Some(reads);
+            return Some((reads, latest));
         }
-        self.waiting.insert(txn, (left, reads, self.ticks));
+        self.waiting.insert(txn, (left, reads, self.ticks, latest));
         None
     }
 
@@ -147,14 +156,14 @@ impl<V> ReadExchange<V> {
     /// Duplicates are ignored; reads for a transaction not yet expected
     /// are kept (up to the bound: beyond it the sender's re-send is
     /// needed).
-    pub fn receive(&mut self, txn: TxnId, shard: ShardId, reads: Vec<(Key, V)>) -> Option<Vec<(Key, V)>> {
-        let Some((left, got, _)) = self.waiting.get_mut(&txn) else {
+    pub fn receive(&mut self, txn: TxnId, shard: ShardId, reads: Vec<(Key, V)>, pos: u64) -> Option<Exchanged<V>> {
+        let Some((left, got, _, latest)) = self.waiting.get_mut(&txn) else {
             let fits = self.early.len() < self.max_early || self.early.contains_key(&txn);
             let early = self.early.entry(txn);
             if fits {
                 let list = early.or_default();
-                if !list.iter().any(|(s, _)| *s == shard) {
-                    list.push((shard, reads));
+                if !list.iter().any(|(s, _, _)| *s == shard) {
+                    list.push((shard, reads, pos));
                 }
             }
             return None;
@@ -163,8 +172,9 @@ impl<V> ReadExchange<V> {
             return None;
         }
         got.extend(reads);
+        *latest = (*latest).max(pos);
         if left.is_empty() {
-            return self.waiting.remove(&txn).map(|(_, r, _)| r);
+            return self.waiting.remove(&txn).map(|(_, r, _, latest)| (r, latest));
         }
         None
     }
@@ -177,7 +187,7 @@ impl<V> ReadExchange<V> {
         self.ticks += 1;
         let now = self.ticks;
         let mut out = Vec::new();
-        for (txn, (left, _, asked)) in self.waiting.iter_mut() {
+        for (txn, (left, _, asked, _)) in self.waiting.iter_mut() {
             if out.len() == meridian_core::process::CHECKED_MAX {
                 break;
             }
@@ -264,35 +274,36 @@ mod tests {
     }
 
     #[test]
-    fn a_participant_runs_once_it_has_every_participants_reads() {
+    fn a_participant_runs_once_it_has_every_participants_reads_and_knows_the_latest_position_read_at() {
         let mut x: ReadExchange<u64> = ReadExchange::new(8);
-        assert!(x.receive(t(1), ShardId(2), vec![(Key(20), 2)]).is_none(), "early: kept");
-        assert!(x.expect(t(1), &[ShardId(2), ShardId(3)], vec![(Key(10), 1)]).is_none());
-        assert!(x.receive(t(1), ShardId(2), vec![(Key(20), 2)]).is_none(), "a duplicate");
-        let all = x.receive(t(1), ShardId(3), vec![(Key(30), 3)]).expect("complete");
+        assert!(x.receive(t(1), ShardId(2), vec![(Key(20), 2)], 9).is_none(), "early: kept");
+        assert!(x.expect(t(1), &[ShardId(2), ShardId(3)], vec![(Key(10), 1)], 4).is_none());
+        assert!(x.receive(t(1), ShardId(2), vec![(Key(20), 2)], 50).is_none(), "a duplicate");
+        let (all, latest) = x.receive(t(1), ShardId(3), vec![(Key(30), 3)], 7).expect("complete");
         assert_eq!(all, vec![(Key(10), 1), (Key(20), 2), (Key(30), 3)]);
+        assert_eq!(latest, 9, "the early reads' position counts; the duplicate's does not");
         assert_eq!(x.pending(), (0, 0));
     }
 
     #[test]
     fn a_participant_asks_again_only_for_reads_still_missing_after_the_retry() {
         let mut x: ReadExchange<u64> = ReadExchange::new(8);
-        assert!(x.expect(t(1), &[ShardId(2), ShardId(3)], vec![]).is_none());
-        x.receive(t(1), ShardId(2), vec![]);
+        assert!(x.expect(t(1), &[ShardId(2), ShardId(3)], vec![], 0).is_none());
+        x.receive(t(1), ShardId(2), vec![], 0);
         assert!(x.overdue(2).is_empty(), "not before the retry");
         assert_eq!(x.overdue(2), vec![(t(1), vec![ShardId(3)])], "only the shard still missing");
         assert!(x.overdue(2).is_empty(), "asked again: the retry starts over");
-        x.receive(t(1), ShardId(3), vec![]);
+        x.receive(t(1), ShardId(3), vec![], 0);
         assert!(x.overdue(2).is_empty() && x.overdue(2).is_empty(), "complete: nothing to ask");
     }
 
     #[test]
     fn early_reads_are_held_only_up_to_the_bound() {
         let mut x: ReadExchange<u64> = ReadExchange::new(1);
-        x.receive(t(1), ShardId(2), vec![]);
-        x.receive(t(2), ShardId(2), vec![]);
+        x.receive(t(1), ShardId(2), vec![], 0);
+        x.receive(t(2), ShardId(2), vec![], 0);
         assert_eq!(x.pending(), (0, 1));
-        assert!(x.expect(t(1), &[ShardId(2)], vec![]).is_some(), "the held one completes it");
-        assert!(x.expect(t(2), &[ShardId(2)], vec![]).is_none(), "the other waits for a re-send");
+        assert!(x.expect(t(1), &[ShardId(2)], vec![], 0).is_some(), "the held one completes it");
+        assert!(x.expect(t(2), &[ShardId(2)], vec![], 0).is_none(), "the other waits for a re-send");
     }
 }

@@ -7,6 +7,7 @@ pub mod calvin;
 pub mod catch_up;
 pub mod readers;
 pub mod recon;
+pub mod sent_reads;
 pub mod slog;
 pub mod submissions;
 

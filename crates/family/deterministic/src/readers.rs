@@ -21,12 +21,15 @@ pub struct Readers {
     /// Per replica fed: its shard, and the position its durable checkpoint
     /// resumes from (0 until it reports).
     copies: BTreeMap<NodeId, (ShardId, u64)>,
+    /// Per replica fed: the first position kept it was last told of
+    /// (`tell`).
+    told: BTreeMap<NodeId, u64>,
 }
 
 impl Readers {
     /// The replicas a sequencer feeds, each with its shard.
     pub fn new(feeds: &[(NodeId, ShardId)]) -> Readers {
-        Readers { copies: feeds.iter().map(|(node, shard)| (*node, (*shard, 0))).collect() }
+        Readers { copies: feeds.iter().map(|(node, shard)| (*node, (*shard, 0))).collect(), told: BTreeMap::new() }
     }
 
     /// A replica reports the position its durable checkpoint resumes from.
@@ -45,6 +48,12 @@ impl Readers {
         self.best().values().copied().min().unwrap_or(0)
     }
 
+    /// Every position below this one is checkpointed by every copy here:
+    /// no replica fed here runs a transaction placed before it again.
+    pub fn every_copy_below(&self) -> u64 {
+        self.copies.values().map(|(_, pos)| *pos).min().unwrap_or(0)
+    }
+
     /// Per shard, the furthest durable checkpoint among its copies here.
     pub fn best(&self) -> BTreeMap<ShardId, u64> {
         let mut best: BTreeMap<ShardId, u64> = BTreeMap::new();
@@ -53,6 +62,20 @@ impl Readers {
             *b = (*b).max(*pos);
         }
         best
+    }
+
+    /// Whether `node`, fed here, is to be told that the log is forgotten
+    /// before `base`: once per advance (a lost telling is made good by the
+    /// next; the replica then keeps reads a little longer, no more). Its
+    /// sent reads are kept while the log is (`crate::sent_reads`).
+    pub fn tell(&mut self, node: NodeId, base: u64) -> bool {
+        if base == 0 || !self.copies.contains_key(&node) {
+            return false;
+        }
+        let told = self.told.entry(node).or_insert(0);
+        let news = base > *told;
+        *told = (*told).max(base);
+        news
     }
 
     /// The position `node` last reported, if it is fed here.
@@ -74,10 +97,23 @@ mod tests {
         assert_eq!(r.below(), 0, "shard 1's only copy has not reported");
         r.report(c, 25);
         assert_eq!(r.below(), 25, "shard 0's copy a is past 25; b can install a's checkpoint");
+        assert_eq!(r.every_copy_below(), 0, "b has not reported");
         assert_eq!(r.best().into_iter().collect::<Vec<_>>(), vec![(ShardId(0), 40), (ShardId(1), 25)]);
         r.report(c, 10);
         assert_eq!(r.reported(c), Some(25), "an older report is ignored");
         r.report(NodeId(9), 100);
         assert_eq!(r.reported(NodeId(9)), None, "a replica fed elsewhere does not count");
+    }
+
+    #[test]
+    fn a_replica_is_told_each_advance_of_the_forgotten_positions_once() {
+        let (a, b) = (NodeId(1), NodeId(2));
+        let mut r = Readers::new(&[(a, ShardId(0))]);
+        assert!(!r.tell(a, 0), "nothing forgotten: nothing to tell");
+        assert!(r.tell(a, 10));
+        assert!(!r.tell(a, 10), "told already");
+        assert!(!r.tell(a, 7), "an older base is no news");
+        assert!(r.tell(a, 12));
+        assert!(!r.tell(b, 12), "a replica fed elsewhere is not told");
     }
 }

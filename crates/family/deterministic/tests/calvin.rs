@@ -352,7 +352,7 @@ fn the_same_seed_gives_the_same_trace() {
 /// slots.
 fn truncating(duration_s: u64) -> String {
     RUN.replace("duration_s = 8.0", &format!("duration_s = {duration_s}.0\ndrain_s = 12.0"))
-        + "[protocol.params]\ncheckpoint_txns = 20\nkept_positions_max = 64\ncheckpoint_every_slots = 32\n"
+        + "[protocol.params]\ncheckpoint_txns = 20\nkept_positions_max = 64\ncheckpoint_every_slots = 32\nreads_kept = 64\n"
 }
 
 #[test]
@@ -373,6 +373,11 @@ fn a_long_calvin_run_holds_a_bounded_log() {
     assert!(out.report.state_peak("paxos_slots") < 300, "{:?}", out.report.state_peaks);
     let copies = out.report.copies.as_ref().expect("calvin's copies are compared");
     assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
+    // A replica keeps the reads it sent while its region is not durably
+    // past them, past `reads_kept` (64): a checkpoint's worth or so, not
+    // the run's thousands (`reads_sent`, over six replicas).
+    assert!(out.report.counter("reads_sent") > 6 * 1_000, "{:?}", out.report.counters);
+    assert!(out.report.state_peak("reads_kept") < 300, "{:?}", out.report.state_peaks);
 }
 
 #[test]

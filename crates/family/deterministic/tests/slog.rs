@@ -722,7 +722,7 @@ fn snapshot_reads_remastering_and_slog_ha_together_leave_no_transaction_stalled(
 fn truncating(duration_s: u64, replicas_per_shard: u32) -> String {
     RUN.replace("duration_s = 8.0", &format!("duration_s = {duration_s}.0\ndrain_s = 12.0"))
         .replace("replicas_per_shard = 3", &format!("replicas_per_shard = {replicas_per_shard}"))
-        + "[protocol.params]\ncheckpoint_txns = 20\ncheckpoint_every_slots = 32\n"
+        + "[protocol.params]\ncheckpoint_txns = 20\ncheckpoint_every_slots = 32\nreads_kept = 64\n"
 }
 
 #[test]
@@ -741,6 +741,11 @@ fn a_long_slog_run_holds_a_bounded_log() {
     }
     let copies = out.report.copies.as_ref().expect("slog's copies are compared");
     assert!(copies.diverged.is_empty() && copies.agreeing == 6, "{copies:?}");
+    // A replica keeps the reads it sent while its region is not durably
+    // past them, past `reads_kept` (64): a checkpoint's worth or so, not
+    // the run's thousands (`reads_sent`, over six replicas).
+    assert!(out.report.counter("reads_sent") > 6 * 1_000, "{:?}", out.report.counters);
+    assert!(out.report.state_peak("reads_kept") < 300, "{:?}", out.report.state_peaks);
 }
 
 #[test]

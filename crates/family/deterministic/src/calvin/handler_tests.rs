@@ -237,11 +237,14 @@ fn a_restarted_replica_sends_again_every_read_it_kept_before_its_checkpoint() {
     }
 }
 
-/// A participant asked for reads it no longer keeps says so once it is
-/// past the transaction (a peer further behind than `reads_kept`), and
-/// stays silent while it has not reached it (it sends them when it does).
+/// A participant keeps the reads it sent while its region's sequencer
+/// keeps their position, past `reads_kept` (swarm seed 4935545 with
+/// `reads_kept = 64`: every copy of a shard waited for reads every copy of
+/// its peer shard had dropped). Once they are dropped, asked for them it
+/// says so when it is past the transaction, and stays silent while it has
+/// not reached it (it sends them when it does).
 #[test]
-fn a_participant_past_a_transaction_whose_reads_it_no_longer_keeps_says_so() {
+fn a_participant_keeps_the_reads_its_region_still_needs_and_says_those_it_dropped_are_gone() {
     let d = deployment_with(Params::new().with("reads_kept", meridian_core::ParamValue::Int(2)));
     let mut h = hand(&d, "shard1-replica0");
     h.start(Vec::new());
@@ -259,6 +262,9 @@ fn a_participant_past_a_transaction_whose_reads_it_no_longer_keeps_says_so() {
         let fx = h.message(peer, Msg::ReadsWanted { txn, at: (pos, 0), shard: ShardId(0) });
         fx.sends().map(|(_, m)| m.clone()).collect::<Vec<Msg>>()
     };
+    let kept = ask(&mut h, txns[0].id, 0);
+    assert!(matches!(kept.as_slice(), [Msg::Reads { .. }]), "past `reads_kept`, but position 0 is kept: sent again");
+    h.message(sequencer(&d), Msg::Truncated { shard: ShardId(1), base: 1 });
     let gone = ask(&mut h, txns[0].id, 0);
     assert!(matches!(gone.as_slice(), [Msg::ReadsGone { txn, shard }] if *txn == txns[0].id && *shard == ShardId(1)));
     assert!(matches!(ask(&mut h, txns[2].id, 2).as_slice(), [Msg::Reads { .. }]), "kept: sent again");
@@ -473,4 +479,30 @@ fn the_global_log_forgets_a_clients_transactions_below_its_floor_and_drops_a_lat
         }
     });
     assert_eq!(remembered, 1, "only 6 is kept");
+}
+
+/// A participant keeps the reads of the transactions it still runs
+/// whatever its region's sequencer forgot (with `kept_positions_max` it
+/// forgets what another region's copies are past): a peer stuck behind
+/// with it waits for them (swarm seed 4935302 with `reads_kept = 64`: two
+/// participants behind the forgotten positions each dropped the reads the
+/// other waited for, and neither was done to say so).
+#[test]
+fn a_participant_keeps_the_reads_of_the_transactions_it_still_runs_whatever_its_region_forgot() {
+    let d = deployment_with(Params::new().with("reads_kept", meridian_core::ParamValue::Int(1)));
+    let mut h = hand(&d, "shard0-replica0");
+    h.start(Vec::new());
+    // Both write on both shards: every participant is active and waits.
+    let inc = |key| Op::Increment { key: Key(key), delta: 1, tag: 7 };
+    let txns: Vec<Arc<Txn>> = (0..2).map(|n| txn(&d, 10 + n, vec![inc(2 * n), inc(2 * n + 1)])).collect();
+    let entries = txns.iter().enumerate().map(|(pos, t)| LogEntry { pos: pos as u64, txns: vec![(0, Arc::clone(t))] });
+    h.message(sequencer(&d), Msg::Log { shard: ShardId(0), entries: entries.collect() });
+    assert_eq!(replica(&h).running(), 2, "both wait for shard 1's reads");
+    h.message(sequencer(&d), Msg::Truncated { shard: ShardId(0), base: 5 });
+    let peer = d.topology.replicas(ShardId(1))[0];
+    for (pos, t) in txns.iter().enumerate() {
+        let fx = h.message(peer, Msg::ReadsWanted { txn: t.id, at: (pos as u64, 0), shard: ShardId(1) });
+        let resent = fx.sends().filter(|(to, m)| *to == peer && matches!(m, Msg::Reads { txn, .. } if *txn == t.id));
+        assert_eq!(resent.count(), 1, "{:?} runs here: its reads are kept past `reads_kept`", t.id);
+    }
 }

@@ -248,8 +248,9 @@ pub struct Checkpoint {
     pub next_pos: u64,
     pub store: BTreeMap<Key, Value>,
     pub executed: Vec<(u64, u32)>,
-    /// The reads this replica keeps to send again on request (every one,
-    /// up to `reads_kept`), shared with the ones in its memory.
+    /// The reads this replica keeps to send again on request (every one:
+    /// `crate::sent_reads`), each with its transaction's place, shared
+    /// with the ones in its memory.
     pub sent: Vec<(TxnId, (u64, u32), Arc<Reads>)>,
 }
 

@@ -169,7 +169,12 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "global-log Paxos slots between a sequencer's checkpoints (its log state; the Paxos log compacted \
               behind it); at least as many as the state's entries",
     },
-    ParamDoc { name: "reads_kept", default: "65536", doc: "reads a participant keeps to send again on request" },
+    ParamDoc {
+        name: "reads_kept",
+        default: "65536",
+        doc: "reads a participant keeps to send again on request however old; older ones while a replica of its \
+              region may still run their transaction (until its sequencer says every one is durably past them)",
+    },
     ParamDoc { name: "outcomes_kept", default: "65536", doc: "outcomes an answering replica keeps for queries" },
     ParamDoc {
         name: "early_reads_max",

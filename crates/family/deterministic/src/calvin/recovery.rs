@@ -113,12 +113,12 @@ impl Replica {
     /// reads no copy of this shard in its region keeps.
     fn checkpoint_now(&self, keep: impl Fn(At) -> bool) -> Checkpoint {
         let next_pos = self.resume_pos();
-        let sent = self.sent.newest(self.cfg.reads_kept).filter(|(_, (at, _))| keep(*at));
+        let sent = self.sent.iter().filter(|(_, at, _)| keep(*at));
         Checkpoint {
             next_pos,
             store: self.store.clone(),
             executed: self.recovery.executed.iter().copied().filter(|at| at.0 >= next_pos).collect(),
-            sent: sent.map(|(id, (at, reads))| (*id, *at, Arc::clone(reads))).collect(),
+            sent: sent.map(|(id, at, reads)| (id, at, Arc::clone(reads))).collect(),
         }
     }
 
@@ -138,6 +138,15 @@ impl Replica {
     /// The region's sequencer forgot the positions before `base`: if this
     /// replica needs them, it catches up from another copy's checkpoint.
     pub(super) fn on_truncated(&mut self, ctx: &mut Ctx<'_, Calvin>, base: u64) {
+        // Every replica of the region, or another copy of each shard they
+        // can catch up from, is durable past `base` (any region's
+        // sequencer: each forgets only what some copy of every shard is
+        // past): the reads sent before it are needed no more — but for
+        // those of transactions still running here, which a peer stuck
+        // with this replica waits for (swarm seed 4935302 with
+        // `reads_kept = 64`: two participants, both behind `base`, each
+        // dropped the reads the other waited for).
+        self.sent.past(base.min(self.resume_pos()));
         if self.recovery.catch_up.truncated(base, self.feed.next_pos) {
             self.ask_checkpoint(ctx);
         }
@@ -203,7 +212,7 @@ impl Replica {
         let next = self.feed.next_pos;
         self.recovery.executed = checkpoint.executed.iter().copied().collect();
         for (id, at, reads) in &checkpoint.sent {
-            self.sent.insert(*id, (*at, Arc::clone(reads)));
+            self.sent.insert(*id, *at, Arc::clone(reads));
         }
         self.running.clear();
         self.scheduler = Scheduler::new();
@@ -214,7 +223,7 @@ impl Replica {
         // peers may still ask for (a restart keeps only what is durable):
         // made durable with every read this replica can send again, not
         // only those the other copy sent from this replica's `from` on.
-        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, Arc::clone(reads)));
+        let sent = self.sent.iter().map(|(id, at, reads)| (id, at, Arc::clone(reads)));
         let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
@@ -235,7 +244,7 @@ impl Replica {
                     self.recovery.catch_up.restored(c.next_pos);
                     self.recovery.executed = c.executed.iter().copied().collect();
                     for (id, at, reads) in &c.sent {
-                        self.sent.insert(*id, (*at, Arc::clone(reads)));
+                        self.sent.insert(*id, *at, Arc::clone(reads));
                     }
                 }
                 Record::Executed { txn, at, writes, sent, outcome } => {
@@ -247,7 +256,7 @@ impl Replica {
                     // An empty read set was sent too: a participant that
                     // lost it asks for it again.
                     if let Some(sent) = sent {
-                        self.sent.insert(txn, (at, sent));
+                        self.sent.insert(txn, at, sent);
                     }
                 }
                 Record::Paxos(_) | Record::Batch(_) | Record::Batches { .. } | Record::Epoch(_) => {

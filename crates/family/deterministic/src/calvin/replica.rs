@@ -17,6 +17,7 @@
 
 use super::messages::{LogEntry, Msg, Reads, Record, Timer, Txn};
 use super::{Calvin, Config};
+use crate::sent_reads::SentReads;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
     CopyState, Ctx, Key, Lsn, NodeId, Outcome, Process, RequestId, Settled, ShardId, Topology, TxnId, Value, procedure,
@@ -67,8 +68,9 @@ pub struct Replica {
     pub(super) scheduler: Scheduler,
     pub(super) running: BTreeMap<TxnId, Running>,
     pub(super) exchange: ReadExchange<Option<Value>>,
-    /// Reads this replica sent, to send again on request.
-    pub(super) sent: RecentMap<TxnId, (At, Arc<Reads>)>,
+    /// Reads this replica sent, to send again on request: while the
+    /// region's sequencer keeps their position (`crate::sent_reads`).
+    pub(super) sent: SentReads<Reads>,
     /// Outcomes this replica answered with, for clients' queries.
     /// Outcomes of the transactions this copy answers for (`None`: its
     /// reconnaissance no longer held; the client makes a new pass).
@@ -93,7 +95,7 @@ impl Replica {
             scheduler: Scheduler::new(),
             running: BTreeMap::new(),
             exchange: ReadExchange::new(cfg.early_reads_max),
-            sent: RecentMap::new(cfg.reads_kept),
+            sent: SentReads::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
             finished: 0,
             recovery: super::recovery::Recovery::default(),
@@ -213,13 +215,13 @@ impl Replica {
         }
         let sent = (!others.is_empty()).then(|| Arc::new(own.clone()));
         if let Some(reads) = &sent {
-            self.sent.insert(id, (r.at, Arc::clone(reads)));
+            self.sent.insert(id, r.at, Arc::clone(reads));
         }
         if !self.is_active(&r.txn, self.shard) {
             self.record_executed(ctx, id, r.at, Vec::new(), sent, None);
             return self.finish(id);
         }
-        if let Some(all) = self.exchange.expect(id, &others, own) {
+        if let Some((all, _)) = self.exchange.expect(id, &others, own, r.at.0) {
             self.execute(ctx, id, all);
         }
     }
@@ -251,7 +253,7 @@ impl Replica {
         if passed || self.recovery.executed(at) {
             return; // finished here already
         }
-        if let Some(all) = self.exchange.receive(txn, shard, reads) {
+        if let Some((all, _)) = self.exchange.receive(txn, shard, reads, at.0) {
             self.execute(ctx, txn, all);
         }
     }
@@ -280,7 +282,7 @@ impl Replica {
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
-        let sent = self.sent.get(&id).map(|(_, reads)| Arc::clone(reads));
+        let sent = self.sent.get(id).map(|(_, reads)| Arc::clone(reads));
         let mut reply = None;
         if super::responder(&self.topo, &r.txn) == self.me {
             reply = self.answer(ctx, &r.txn, outcome);
@@ -331,8 +333,8 @@ impl Replica {
     /// `reads_kept`), says so, and the peer catches up from a checkpoint.
     /// Not yet there, it sends them when it gets there.
     fn on_reads_wanted(&mut self, ctx: &mut Ctx<'_, Calvin>, from: NodeId, txn: TxnId, at: At) {
-        if let Some((at, reads)) = self.sent.get(&txn) {
-            ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: Reads::clone(reads) });
+        if let Some((at, reads)) = self.sent.get(txn) {
+            ctx.send(from, Msg::Reads { txn, at, shard: self.shard, reads: Reads::clone(reads) });
         } else if at.0 < self.resume_pos() || self.recovery.executed(at) {
             ctx.count("reads_gone", 1);
             ctx.send(from, Msg::ReadsGone { txn, shard: self.shard });
@@ -458,6 +460,7 @@ impl Process<Calvin> for Replica {
 
     fn check_invariants(&self) {
         self.recovery.catch_up.check_invariants(self.feed.next_pos);
+        self.sent.check_invariants();
         assert_eq!(self.running.len(), self.scheduler.len(), "running = admitted and not finished");
         assert!(self.feed.held.len() <= self.cfg.held_entries_max, "held entries past their bound");
         assert!(self.feed.held.keys().next().is_none_or(|p| *p > self.feed.next_pos), "a held entry is due");

@@ -241,7 +241,8 @@ impl Process<Slog> for Client {
             | Msg::Query { .. }
             | Msg::ReconRead { .. }
             | Msg::RemasterRequest { .. }
-            | Msg::Remastered { .. } => {}
+            | Msg::Remastered { .. }
+            | Msg::RegionDurable { .. } => {}
         }
     }
 

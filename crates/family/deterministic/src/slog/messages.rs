@@ -343,6 +343,11 @@ pub enum Msg {
     /// Replica → a sequencer: `key`'s header is now `header`, written by
     /// the remaster in `batch` (the Lookup Master's asynchronous update).
     Remastered { key: Key, header: Header, since: Since },
+    /// Sequencer → a replica of its region: every replica of the region
+    /// has a durable checkpoint past `below`, so no participant runs a
+    /// transaction placed before it again; the reads sent for those are
+    /// needed no more (`crate::sent_reads`).
+    RegionDurable { below: u64 },
 }
 
 /// A replica's state as of a checkpoint: the store and headers after every
@@ -356,8 +361,9 @@ pub struct Checkpoint {
     /// Per local log, the batches before `next_pos` (what the copy applied).
     pub applied: BTreeMap<u32, u64>,
     pub executed: Vec<(TxnId, (u64, u32))>,
-    /// The reads this replica keeps to send again on request (every one,
-    /// up to `reads_kept`), shared with the ones in its memory.
+    /// The reads this replica keeps to send again on request (every one:
+    /// `crate::sent_reads`), each with the place it is kept until, shared
+    /// with the ones in its memory.
     pub sent: Vec<(TxnId, (u64, u32), Arc<Reads>)>,
 }
 
@@ -460,7 +466,8 @@ pub enum Record {
     Epoch(u64),
     /// A replica executed the transaction at `at`, writing `writes`,
     /// after sending `sent` (its reads, `None` if it had no one to send
-    /// them to) to the other participants; the answering replica keeps
+    /// them to) to the other participants — with the latest place any
+    /// participant read it at, until which they are kept; the answering replica keeps
     /// the client's `outcome`, for its queries. A remaster also writes its
     /// granule's header.
     Executed {
@@ -468,7 +475,7 @@ pub enum Record {
         at: (u64, u32),
         writes: Vec<(Key, Value)>,
         header: Option<(Key, Header, Since)>,
-        sent: Option<Arc<Reads>>,
+        sent: Option<((u64, u32), Arc<Reads>)>,
         outcome: Option<Outcome>,
     },
     /// A replica's checkpoint: every earlier record of its log folded in

@@ -198,7 +198,12 @@ pub const PARAMS: &[ParamDoc] = &[
         doc: "slots of a region group's Paxos log between a sequencer's checkpoints (its chosen logs; the Paxos \
               log compacted behind it); at least as many as the checkpoint's entries",
     },
-    ParamDoc { name: "reads_kept", default: "65536", doc: "reads a participant keeps to send again on request" },
+    ParamDoc {
+        name: "reads_kept",
+        default: "65536",
+        doc: "reads a participant keeps to send again on request however old; older ones while a replica of its \
+              region may still run their transaction (until its sequencer says every one is durably past them)",
+    },
     ParamDoc { name: "outcomes_kept", default: "65536", doc: "answers an answering replica keeps for queries" },
     ParamDoc {
         name: "early_reads_max",

@@ -55,7 +55,7 @@ impl Replica {
         at: At,
         writes: Vec<(Key, Value)>,
         header: Option<(Key, Header, Since)>,
-        sent: Option<Arc<Reads>>,
+        sent: Option<(At, Arc<Reads>)>,
         outcome: Option<Outcome>,
     ) {
         let lsn = ctx.append(Record::Executed { txn, at, writes, header, sent, outcome });
@@ -80,7 +80,7 @@ impl Replica {
 
     /// Where replay resumes: the first position a running transaction
     /// holds, or the next position.
-    fn resume_pos(&self) -> u64 {
+    pub(super) fn resume_pos(&self) -> u64 {
         self.running.values().map(|r| r.first_at().0).min().unwrap_or(self.next_pos)
     }
 
@@ -97,7 +97,7 @@ impl Replica {
         for b in self.batch_at.range(next_pos..).map(|(_, b)| b) {
             *applied.get_mut(&b.region).expect("applied") -= 1;
         }
-        let sent = self.sent.newest(self.cfg.reads_kept).filter(|(_, (at, _))| keep(*at));
+        let sent = self.sent.iter().filter(|(_, until, _)| keep(*until));
         Checkpoint {
             next_pos,
             store: self.store.clone(),
@@ -110,7 +110,7 @@ impl Replica {
                 .filter(|(_, at)| at.0 >= next_pos)
                 .map(|(id, at)| (*id, *at))
                 .collect(),
-            sent: sent.map(|(id, (at, reads))| (*id, *at, Arc::clone(reads))).collect(),
+            sent: sent.map(|(id, until, reads)| (id, until, Arc::clone(reads))).collect(),
         }
     }
 
@@ -185,7 +185,7 @@ impl Replica {
         // peers may still ask for (a restart keeps only what is durable):
         // made durable with every read this replica can send again, not
         // only those the other copy sent from this replica's `from` on.
-        let sent = self.sent.newest(self.cfg.reads_kept).map(|(id, (at, reads))| (*id, *at, Arc::clone(reads)));
+        let sent = self.sent.iter().map(|(id, until, reads)| (id, until, Arc::clone(reads)));
         let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
@@ -205,8 +205,8 @@ impl Replica {
         self.batch_at.clear();
         self.next_pos = c.next_pos;
         self.recovery.executed = c.executed.iter().copied().collect();
-        for (id, at, reads) in &c.sent {
-            self.sent.insert(*id, (*at, Arc::clone(reads)));
+        for (id, until, reads) in &c.sent {
+            self.sent.insert(*id, *until, Arc::clone(reads));
         }
     }
 
@@ -231,8 +231,8 @@ impl Replica {
                     self.recovery.executed.insert(txn, at);
                     // An empty read set was sent too: a participant that
                     // lost it asks for it again.
-                    if let Some(sent) = sent {
-                        self.sent.insert(txn, (at, sent));
+                    if let Some((until, sent)) = sent {
+                        self.sent.insert(txn, until, sent);
                     }
                 }
                 Record::Paxos(_) | Record::Epoch(_) => {

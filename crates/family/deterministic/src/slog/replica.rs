@@ -22,6 +22,7 @@
 
 use super::messages::{BatchId, Entry, Header, LogEntry, Msg, Read, Reads, Record, SNAPSHOTS, Since, Timer, Txn};
 use super::{Config, Slog};
+use crate::sent_reads::SentReads;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
     CopyState, Ctx, Key, KeyLayout, Lsn, NodeId, Outcome, Process, ReadMode, RegionId, RequestId, Settled, ShardId,
@@ -109,7 +110,10 @@ pub struct Replica {
     pub(super) running: BTreeMap<TxnId, Running>,
     pub(super) exchange: ReadExchange<Read>,
     /// Reads this replica sent, to send again on request.
-    pub(super) sent: RecentMap<TxnId, (At, Arc<Reads>)>,
+    /// Kept until every replica of the region is durable past the latest
+    /// place any participant read the transaction at
+    /// (`crate::sent_reads`).
+    pub(super) sent: SentReads<Reads>,
     /// Answers this replica gave (`None`: restart), for clients' queries.
     pub(super) outcomes: RecentMap<TxnId, Option<Outcome>>,
     /// Transactions finished since this process started (the end-of-run
@@ -143,7 +147,7 @@ impl Replica {
             scheduler: Scheduler::new(),
             running: BTreeMap::new(),
             exchange: ReadExchange::new(cfg.early_reads_max),
-            sent: RecentMap::new(cfg.reads_kept),
+            sent: SentReads::new(cfg.reads_kept),
             outcomes: RecentMap::new(cfg.outcomes_kept),
             finished: 0,
             recovery: super::recovery::Recovery::default(),
@@ -373,10 +377,13 @@ impl Replica {
             ctx.send(self.peer(*o), Msg::Reads { txn: id, at, shard: self.shard, reads: own.clone() });
         }
         if !others.is_empty() {
-            self.sent.insert(id, (at, Arc::new(own.clone())));
+            // Kept until this shard's last LockOnlyTxn for now (no later
+            // than this replica's durable checkpoint, so not dropped while
+            // it runs); `execute` knows the latest at any participant.
+            self.sent.insert(id, at, Arc::new(own.clone()));
         }
-        if let Some(all) = self.exchange.expect(id, &others, own) {
-            self.execute(ctx, id, all);
+        if let Some((all, latest)) = self.exchange.expect(id, &others, own, at.0) {
+            self.execute(ctx, id, all, latest);
         }
     }
 
@@ -413,12 +420,12 @@ impl Replica {
         reads.into_iter().collect()
     }
 
-    fn on_reads(&mut self, ctx: &mut Ctx<'_, Slog>, txn: TxnId, shard: ShardId, reads: Reads) {
+    fn on_reads(&mut self, ctx: &mut Ctx<'_, Slog>, txn: TxnId, at: At, shard: ShardId, reads: Reads) {
         if self.recovery.executed(txn) {
             return; // finished here already
         }
-        if let Some(all) = self.exchange.receive(txn, shard, reads) {
-            self.execute(ctx, txn, all);
+        if let Some((all, latest)) = self.exchange.receive(txn, shard, reads, at.0) {
+            self.execute(ctx, txn, all, latest);
         }
     }
 
@@ -427,7 +434,12 @@ impl Replica {
     /// or a version its reconnaissance assumed changed: then nothing is
     /// written, in every region alike, and the client is told to submit
     /// the transaction again.
-    fn execute(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, all: Reads) {
+    ///
+    /// `latest` is the latest position any participant read at: the
+    /// place of the transaction's last LockOnlyTxn in the region's log,
+    /// past which no participant runs it, and until which the reads this
+    /// replica sent are kept.
+    fn execute(&mut self, ctx: &mut Ctx<'_, Slog>, id: TxnId, all: Reads, latest: u64) {
         let r = self.running.get(&id).expect("an executing transaction is running").clone();
         let at = r.last_at();
         let wrong: Vec<(Key, Header, Option<Since>)> = all
@@ -465,7 +477,10 @@ impl Replica {
         for (k, v) in &writes {
             self.store.insert(*k, v.clone());
         }
-        let sent = self.sent.get(&id).map(|(_, reads)| Arc::clone(reads));
+        let sent = self.sent.get(id).map(|(until, reads)| ((latest.max(until.0), 0), Arc::clone(reads)));
+        if let Some((until, reads)) = &sent {
+            self.sent.insert(id, *until, Arc::clone(reads));
+        }
         let mut answer = None;
         let ran = outcome.is_some();
         if super::responder(&self.topo, &r.txn) == self.me {
@@ -623,8 +638,8 @@ impl Replica {
     // ---- lost messages ----
 
     fn on_reads_wanted(&mut self, ctx: &mut Ctx<'_, Slog>, from: NodeId, txn: TxnId) {
-        if let Some((at, reads)) = self.sent.get(&txn) {
-            ctx.send(from, Msg::Reads { txn, at: *at, shard: self.shard, reads: Reads::clone(reads) });
+        if let Some((at, reads)) = self.sent.get(txn) {
+            ctx.send(from, Msg::Reads { txn, at, shard: self.shard, reads: Reads::clone(reads) });
         }
     }
 
@@ -692,11 +707,14 @@ impl Process<Slog> for Replica {
                 }
                 self.on_log(ctx, entries)
             }
-            Msg::Reads { txn, shard, reads, .. } => self.on_reads(ctx, txn, shard, reads),
+            Msg::Reads { txn, at, shard, reads } => self.on_reads(ctx, txn, at, shard, reads),
             Msg::ReadsWanted { txn, .. } => self.on_reads_wanted(ctx, from, txn),
             Msg::Query { id } => self.on_query(ctx, from, id),
             Msg::ReconRead { request, keys } => self.on_recon_read(ctx, from, request, keys),
             Msg::Truncated { shard, base } if shard == self.shard => self.on_truncated(ctx, base),
+            // Never past a transaction still running here (below is no
+            // later than this replica's durable checkpoint, so it is not).
+            Msg::RegionDurable { below } => self.sent.past(below.min(self.resume_pos())),
             Msg::FetchCheckpoint { shard, from: pos, need } if shard == self.shard => {
                 self.on_fetch_checkpoint(ctx, from, pos, need)
             }

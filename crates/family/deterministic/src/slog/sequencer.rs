@@ -1188,6 +1188,12 @@ impl Sequencer {
     /// positions it needs that are forgotten are answered `Truncated`.
     fn on_fetch_log(&mut self, ctx: &mut Ctx<'_, Slog>, from_node: NodeId, shard: ShardId, from: u64, durable: u64) {
         self.readers.report(from_node, durable);
+        // Every copy, not each shard's most advanced one: SLOG's replicas
+        // have no other remedy for reads their peers dropped.
+        let below = self.readers.every_copy_below();
+        if self.readers.tell(from_node, below) {
+            ctx.send(from_node, Msg::RegionDurable { below });
+        }
         if from < self.st.placed.base {
             ctx.count("log_truncated", 1);
             ctx.send(from_node, Msg::Truncated { shard, base: self.st.placed.base });
@@ -1292,7 +1298,8 @@ impl Process<Slog> for Sequencer {
             | Msg::Leader { .. }
             | Msg::Query { .. }
             | Msg::ReconRead { .. }
-            | Msg::ReconValues { .. } => {}
+            | Msg::ReconValues { .. }
+            | Msg::RegionDurable { .. } => {}
         }
         self.drain(ctx);
     }
