@@ -90,6 +90,12 @@ impl<R> SentReads<R> {
         self.kept.iter().map(|((until, txn), reads)| (*txn, *until, reads))
     }
 
+    /// The reads kept whose `until` `keep` selects, shared, as a
+    /// checkpoint carries them.
+    pub fn checkpoint(&self, keep: impl Fn(At) -> bool) -> Vec<(TxnId, At, Arc<R>)> {
+        self.iter().filter(|(_, until, _)| keep(*until)).map(|(id, until, r)| (id, until, Arc::clone(r))).collect()
+    }
+
     pub fn len(&self) -> usize {
         self.kept.len()
     }

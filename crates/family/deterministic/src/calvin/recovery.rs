@@ -108,17 +108,16 @@ impl Replica {
     /// The state now: the store after every transaction before the first
     /// one running (or the next position), the later ones executed, and
     /// the reads sent that `keep` selects — every one this replica keeps
-    /// (`reads_kept`), so that a restart can send again what it could
-    /// before: a peer may be that far behind, and asks in vain for
+    /// (`crate::sent_reads`), so that a restart can send again what it
+    /// could before: a peer may be that far behind, and asks in vain for
     /// reads no copy of this shard in its region keeps.
     fn checkpoint_now(&self, keep: impl Fn(At) -> bool) -> Checkpoint {
         let next_pos = self.resume_pos();
-        let sent = self.sent.iter().filter(|(_, at, _)| keep(*at));
         Checkpoint {
             next_pos,
             store: self.store.clone(),
             executed: self.recovery.executed.iter().copied().filter(|at| at.0 >= next_pos).collect(),
-            sent: sent.map(|(id, at, reads)| (id, at, Arc::clone(reads))).collect(),
+            sent: self.sent.checkpoint(keep),
         }
     }
 
@@ -223,8 +222,7 @@ impl Replica {
         // peers may still ask for (a restart keeps only what is durable):
         // made durable with every read this replica can send again, not
         // only those the other copy sent from this replica's `from` on.
-        let sent = self.sent.iter().map(|(id, at, reads)| (id, at, Arc::clone(reads)));
-        let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
+        let checkpoint = Arc::new(Checkpoint { sent: self.sent.checkpoint(|_| true), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
         self.apply_held(ctx);

@@ -87,7 +87,7 @@ impl Replica {
     /// The state now: the store and headers after every position before
     /// the first one a running transaction holds (or the next position),
     /// the transactions executed at or after it, and the reads sent that
-    /// `keep` selects — every one this replica keeps (`reads_kept`), so
+    /// `keep` selects — every one this replica keeps (`crate::sent_reads`), so
     /// that a restart can send again what it could before: a peer may be
     /// that far behind, and asks in vain for reads no copy of this shard
     /// in its region keeps.
@@ -97,7 +97,6 @@ impl Replica {
         for b in self.batch_at.range(next_pos..).map(|(_, b)| b) {
             *applied.get_mut(&b.region).expect("applied") -= 1;
         }
-        let sent = self.sent.iter().filter(|(_, until, _)| keep(*until));
         Checkpoint {
             next_pos,
             store: self.store.clone(),
@@ -110,7 +109,7 @@ impl Replica {
                 .filter(|(_, at)| at.0 >= next_pos)
                 .map(|(id, at)| (*id, *at))
                 .collect(),
-            sent: sent.map(|(id, until, reads)| (id, until, Arc::clone(reads))).collect(),
+            sent: self.sent.checkpoint(keep),
         }
     }
 
@@ -185,8 +184,7 @@ impl Replica {
         // peers may still ask for (a restart keeps only what is durable):
         // made durable with every read this replica can send again, not
         // only those the other copy sent from this replica's `from` on.
-        let sent = self.sent.iter().map(|(id, until, reads)| (id, until, Arc::clone(reads)));
-        let checkpoint = Arc::new(Checkpoint { sent: sent.collect(), ..(*checkpoint).clone() });
+        let checkpoint = Arc::new(Checkpoint { sent: self.sent.checkpoint(|_| true), ..(*checkpoint).clone() });
         self.persist_checkpoint(ctx, checkpoint);
         ctx.count("checkpoints_installed", 1);
         // A position held while the log was behind may be the checkpoint's
