@@ -15,14 +15,15 @@
 //! checkpoint (`ReadsGone`, `crate::catch_up`).
 //!
 //! Each entry is kept by `until`, the place past which no participant runs
-//! the transaction: its place in the log (Calvin, whose participants meet
+//! the transaction, and dropped in the order kept (nearly `until` order, so
+//! one a little early may wait behind a later one; none goes early): its place in the log (Calvin, whose participants meet
 //! at one place), or the place of its last LockOnlyTxn at any participant
 //! (SLOG, whose participants hold different LockOnlyTxns of a multi-home
 //! transaction).
 
 use meridian_core::TxnId;
 use rustc_hash::FxHashMap;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A place in a log: the position and the index in its batch.
@@ -30,35 +31,38 @@ pub type At = (u64, u32);
 
 #[derive(Clone, Debug)]
 pub struct SentReads<R> {
-    /// By the place the reads are needed until, then transaction.
-    kept: BTreeMap<(At, TxnId), Arc<R>>,
-    /// Each transaction's `until` (looked up only, never iterated).
-    until: FxHashMap<TxnId, At>,
+    /// Each transaction's reads, with the place they are kept until
+    /// (looked up only, never iterated).
+    kept: FxHashMap<TxnId, (At, Arc<R>)>,
+    /// The transactions in the order their reads were kept: their place,
+    /// nearly in order (Calvin finishes in log order but for a few), so
+    /// the front is the first to drop. A later place for one queues it
+    /// again and leaves its earlier entry stale, skipped when it comes to
+    /// the front.
+    order: VecDeque<(At, TxnId)>,
     /// Reads kept however old: the newest this many.
     kept_min: usize,
-    /// The region's sequencer forgot the log before this position.
+    /// The region is durably past every position before this one.
     forgotten_below: u64,
 }
 
 impl<R> SentReads<R> {
     pub fn new(kept_min: usize) -> SentReads<R> {
-        SentReads { kept: BTreeMap::new(), until: FxHashMap::default(), kept_min, forgotten_below: 0 }
+        SentReads { kept: FxHashMap::default(), order: VecDeque::new(), kept_min, forgotten_below: 0 }
     }
 
     /// The reads sent for `txn`, needed until `until`; replaces what was
     /// kept for it (a later place, once known).
     pub fn insert(&mut self, txn: TxnId, until: At, reads: Arc<R>) {
-        if let Some(old) = self.until.insert(txn, until) {
-            self.kept.remove(&(old, txn));
+        if self.kept.insert(txn, (until, reads)).is_none_or(|(old, _)| old != until) {
+            self.order.push_back((until, txn));
         }
-        self.kept.insert((until, txn), reads);
         self.trim();
     }
 
     /// The reads kept for `txn`, with the place they are needed until.
     pub fn get(&self, txn: TxnId) -> Option<(At, &Arc<R>)> {
-        let until = *self.until.get(&txn)?;
-        self.kept.get(&(until, txn)).map(|reads| (until, reads))
+        self.kept.get(&txn).map(|(until, reads)| (*until, reads))
     }
 
     /// The region is past `base`: every replica of it (Calvin: or another
@@ -71,23 +75,29 @@ impl<R> SentReads<R> {
         }
     }
 
+    /// Whether `entry` of `order` is the one its transaction is kept by.
+    fn live(&self, (until, txn): (At, TxnId)) -> bool {
+        self.kept.get(&txn).is_some_and(|(u, _)| *u == until)
+    }
+
     /// Drops the oldest reads the region no longer needs, beyond the
-    /// newest `kept_min`.
+    /// newest `kept_min`, from the front (stale entries on the way).
     fn trim(&mut self) {
-        while self.kept.len() > self.kept_min {
-            let Some(entry) = self.kept.first_entry() else { break };
-            let (until, txn) = *entry.key();
-            if until.0 >= self.forgotten_below {
-                break;
+        while let Some(&(until, txn)) = self.order.front() {
+            if self.live((until, txn)) {
+                if self.kept.len() <= self.kept_min || until.0 >= self.forgotten_below {
+                    break;
+                }
+                self.kept.remove(&txn);
             }
-            entry.remove();
-            self.until.remove(&txn);
+            self.order.pop_front();
         }
     }
 
-    /// Every read kept, in `until` order.
+    /// Every read kept, in the order kept.
     pub fn iter(&self) -> impl Iterator<Item = (TxnId, At, &Arc<R>)> {
-        self.kept.iter().map(|((until, txn), reads)| (*txn, *until, reads))
+        let live = self.order.iter().filter(|e| self.live(**e));
+        live.map(|(until, txn)| (*txn, *until, &self.kept[txn].1))
     }
 
     /// The reads kept whose `until` `keep` selects, shared, as a
@@ -105,9 +115,9 @@ impl<R> SentReads<R> {
     }
 
     pub fn check_invariants(&self) {
-        assert_eq!(self.kept.len(), self.until.len(), "every read kept is indexed once");
-        // In `until` order: if any entry is one the region is past, the first is.
-        let old = self.kept.keys().next().is_some_and(|(until, _)| until.0 < self.forgotten_below);
+        assert!(self.kept.len() <= self.order.len(), "every read kept is queued");
+        let front = self.order.front().filter(|e| self.live(**e));
+        let old = front.is_some_and(|(until, _)| until.0 < self.forgotten_below);
         assert!(!old || self.kept.len() <= self.kept_min, "reads the region is past kept beyond `kept_min`");
     }
 }

@@ -171,7 +171,7 @@ pub const PARAMS: &[ParamDoc] = &[
     },
     ParamDoc {
         name: "reads_kept",
-        default: "65536",
+        default: "4096",
         doc: "reads a participant keeps to send again on request however old; older ones while a replica of its \
               region may still run their transaction (until its sequencer says every one is durably past them)",
     },

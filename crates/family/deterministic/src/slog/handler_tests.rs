@@ -605,13 +605,19 @@ fn a_participant_keeps_its_reads_until_its_region_is_durable_past_the_transactio
         assert_eq!(resent.len(), 1, "past `reads_kept`, the region still needs {:?}: kept", t.id);
     }
     h.message(from, Msg::RegionDurable { below: 3 });
-    assert!(ask(&mut h, singles[0].id).is_empty(), "the region is past position 1: dropped");
-    assert!(ask(&mut h, singles[1].id).is_empty(), "and position 2");
     let resent: Vec<Msg> = ask(&mut h, multi.id);
     assert!(
         matches!(resent.as_slice(), [Msg::Reads { at: (5, 0), .. }]),
         "placed at 0 here but at 5 at the peer: kept until the region is past 5"
     );
+    // The log goes on (a replica is never told of a position it has not
+    // reached: the region is durable past no more than it is).
+    let empty = (3..7).map(|pos| LogEntry { pos, batch: BatchId { region: 0, seq: pos }, entries: Vec::new() });
+    h.message(from, Msg::Log { shard: ShardId(1), entries: empty.collect() });
+    h.message(from, Msg::RegionDurable { below: 6 });
+    assert!(ask(&mut h, multi.id).is_empty(), "the region is past 5: dropped");
+    assert!(ask(&mut h, singles[0].id).is_empty(), "and position 1, beyond `reads_kept`");
+    assert_eq!(ask(&mut h, singles[1].id).len(), 1, "the newest `reads_kept` stay");
 }
 
 /// A sequencer tells a replica of its region how far every replica of the
