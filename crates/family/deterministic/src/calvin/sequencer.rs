@@ -316,16 +316,15 @@ impl Sequencer {
     fn on_fetch_log(&mut self, ctx: &mut Ctx<'_, Calvin>, from_node: NodeId, shard: ShardId, from: u64, durable: u64) {
         self.readers.report(from_node, durable);
         let base = self.log.base();
-        let news = self.readers.tell(from_node, base);
+        // A replica behind `base` is told each time (it must catch up);
+        // one past it once per advance (its sent reads before `base` are
+        // needed by no peer of the region any more).
+        if self.readers.tell(from_node, base) || from < base {
+            ctx.send(from_node, Msg::Truncated { shard, base });
+        }
         if from < base {
             ctx.count("log_truncated", 1);
-            ctx.send(from_node, Msg::Truncated { shard, base });
             return;
-        }
-        if news {
-            // Not needed by the replica's log: its sent reads before
-            // `base` are needed by no peer of the region any more.
-            ctx.send(from_node, Msg::Truncated { shard, base });
         }
         let to = (from + LOG_CHUNK).min(self.log.next_pos()).max(from);
         let entries = self.entries(from..to, shard);
