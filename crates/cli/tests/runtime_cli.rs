@@ -15,10 +15,26 @@ fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)
 }
 
-fn write_temp(name: &str, text: &str) -> PathBuf {
+/// A file of the test's own, removed when the test ends.
+struct TempFile(PathBuf);
+
+impl std::ops::Deref for TempFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn write_temp(name: &str, text: &str) -> TempFile {
     let path = std::env::temp_dir().join(format!("meridian-cli-{}-{name}", std::process::id()));
     std::fs::write(&path, text).unwrap();
-    path
+    TempFile(path)
 }
 
 fn assert_bad_input(args: &[&str], expect: &str) {

@@ -18,6 +18,7 @@ fn clean_with(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed:
 /// As `clean_with`; `cuts` adds both kinds of link cut (`--link-cuts
 /// --one-way-cuts`).
 fn clean_cut(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed: u64, cuts: bool) {
+    let shown = config.as_ref().map_or("the default configuration".to_string(), |c| c.display().to_string());
     let opts = SwarmOptions {
         protocol: protocol.to_string(),
         seeds: 1,
@@ -32,13 +33,37 @@ fn clean_cut(protocol: &str, seed: u64, config: Option<PathBuf>, min_committed: 
     let base = base_experiment(&opts).unwrap_or_else(|e| panic!("{e}"));
     let results = run_swarm(&base, &opts, &|_| {});
     assert_eq!(results.len(), 1);
-    assert_eq!(results[0].failure, None, "{protocol} seed {seed}");
+    assert_eq!(results[0].failure, None, "{protocol} seed {seed} on {shown}");
     assert!(results[0].committed > min_committed, "{protocol} seed {seed}: {} committed", results[0].committed);
+}
+
+/// A configuration file of the test's own: removed when the test ends,
+/// kept when it fails so that the failing seed can be run again on it.
+struct TestFile(PathBuf);
+
+impl TestFile {
+    fn write(name: &str, text: &str) -> TestFile {
+        let path = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}-{name}.toml", std::process::id()));
+        std::fs::write(&path, text).expect("written");
+        TestFile(path)
+    }
+
+    fn path(&self) -> Option<PathBuf> {
+        Some(self.0.clone())
+    }
+}
+
+impl Drop for TestFile {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
 }
 
 /// `examples/list-append.toml` on four keys per shard, written to a file of
 /// the test's own: a hot swarm, where most transactions conflict.
-fn hot_list_append(name: &str) -> PathBuf {
+fn hot_list_append(name: &str) -> TestFile {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/list-append.toml");
     let text = std::fs::read_to_string(example).expect("the example");
     let hot: Vec<String> = text
@@ -46,9 +71,7 @@ fn hot_list_append(name: &str) -> PathBuf {
         .map(|l| if l.starts_with("keys_per_shard") { "keys_per_shard = 4".to_string() } else { l.to_string() })
         .collect();
     assert!(hot.iter().any(|l| l == "keys_per_shard = 4"), "the example sets keys_per_shard");
-    let path = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}-{name}.toml", std::process::id()));
-    std::fs::write(&path, hot.join("\n")).expect("written");
-    path
+    TestFile::write(name, &hot.join("\n"))
 }
 
 /// `tiga`: a leader restarted during a view change counted the queue it
@@ -68,8 +91,7 @@ fn tiga_seed_4661761_a_leader_restarted_in_a_view_change_does_not_count_its_queu
 #[test]
 fn tiga_seed_4671029_a_rejoining_follower_keeps_its_fast_path_votes() {
     let config = hot_list_append("tiga-4671029");
-    clean_with("tiga", 4_671_029, Some(config.clone()), 200);
-    std::fs::remove_file(&config).expect("the test's own file");
+    clean_with("tiga", 4_671_029, config.path(), 200);
 }
 
 /// `2pl-paxos`: a leader cut off from its shard while a successor was
@@ -81,8 +103,7 @@ fn tiga_seed_4671029_a_rejoining_follower_keeps_its_fast_path_votes() {
 #[test]
 fn twopl_paxos_seed_4904951_a_deposed_leader_acknowledges_no_decision_its_log_lacks() {
     let config = hot_list_append("2pl-4904951");
-    clean_cut("2pl-paxos", 4_904_951, Some(config.clone()), 20, true);
-    std::fs::remove_file(&config).expect("the test's own file");
+    clean_cut("2pl-paxos", 4_904_951, config.path(), 20, true);
 }
 
 /// `calvin`: a replica that installed two other copies' checkpoints in a
@@ -99,17 +120,15 @@ fn calvin_seed_4906721_a_second_installed_checkpoint_keeps_the_reads_the_first_g
 /// `examples/<example>.toml` with `reads_kept = 64`, written to a file of
 /// the test's own: peers fall further behind than the reads a participant
 /// keeps by count.
-fn reads_kept_64(example: &str, name: &str) -> PathBuf {
+fn reads_kept_64(example: &str, name: &str) -> TestFile {
     let example = format!("{}/../../examples/{example}.toml", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(example).expect("the example");
     let last = text.lines().rfind(|l| l.starts_with('['));
     assert_eq!(last, Some("[protocol.params]"), "the params table comes last");
-    let path = std::env::temp_dir().join(format!("meridian-swarm-regressions-{}-{name}.toml", std::process::id()));
-    std::fs::write(&path, format!("{text}\nreads_kept = 64\n")).expect("written");
-    path
+    TestFile::write(name, &format!("{text}\nreads_kept = 64\n"))
 }
 
-fn calvin_reads_kept_64(name: &str) -> PathBuf {
+fn calvin_reads_kept_64(name: &str) -> TestFile {
     reads_kept_64("calvin-truncation", name)
 }
 
@@ -121,7 +140,7 @@ fn calvin_reads_kept_64(name: &str) -> PathBuf {
 #[test]
 fn calvin_seeds_4934098_4934099_and_4935031_a_peer_further_behind_than_reads_kept_catches_up() {
     for seed in [4_934_098, 4_934_099, 4_935_031] {
-        clean_cut("calvin", seed, Some(calvin_reads_kept_64(&format!("rk64-{seed}"))), 200, false);
+        clean_cut("calvin", seed, calvin_reads_kept_64(&format!("rk64-{seed}")).path(), 200, false);
     }
 }
 
@@ -137,8 +156,7 @@ fn calvin_seeds_4934098_4934099_and_4935031_a_peer_further_behind_than_reads_kep
 fn calvin_seeds_4935545_and_4935302_reads_are_kept_while_a_participant_of_the_region_may_need_them() {
     for seed in [4_935_545, 4_935_302] {
         let config = calvin_reads_kept_64(&format!("rk64-{seed}"));
-        clean_cut("calvin", seed, Some(config.clone()), 200, false);
-        std::fs::remove_file(&config).expect("the test's own file");
+        clean_cut("calvin", seed, config.path(), 200, false);
     }
 }
 
@@ -150,8 +168,7 @@ fn calvin_seeds_4935545_and_4935302_reads_are_kept_while_a_participant_of_the_re
 fn slog_seeds_4934000_and_4934001_reads_are_kept_until_the_region_is_durably_past_them() {
     for seed in [4_934_000, 4_934_001] {
         let config = reads_kept_64("slog-truncation", &format!("slog-rk64-{seed}"));
-        clean_cut("slog", seed, Some(config.clone()), 200, false);
-        std::fs::remove_file(&config).expect("the test's own file");
+        clean_cut("slog", seed, config.path(), 200, false);
     }
 }
 

@@ -606,10 +606,29 @@ mod tests {
 
     const M: Stream = Stream::MAIN;
 
-    fn temp_dir(name: &str) -> PathBuf {
+    /// A directory of the test's own, removed when the test ends (kept if
+    /// it fails, to look at).
+    struct TempDir(PathBuf);
+
+    impl std::ops::Deref for TempDir {
+        type Target = Path;
+        fn deref(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            if !std::thread::panicking() {
+                let _ = fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+
+    fn temp_dir(name: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!("meridian-wal-{name}-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        dir
+        TempDir(dir)
     }
 
     #[test]
