@@ -11,7 +11,7 @@ use meridian_core::{
 };
 use meridian_core::{Protocol, ShardId};
 use meridian_sim::{ClockModel, Completion, FaultAction, Sim, SimConfig, Verdict};
-use meridian_tiga::tiga::messages::{FastReply, LogSync, Submit, TsNotify, TsVerify};
+use meridian_tiga::tiga::messages::{LogSync, Submit, TsNotify, TsVerify};
 use meridian_tiga::tiga::{Msg, Node, Tiga};
 use meridian_workload::{completion_mops, invoke_mops};
 use std::collections::BTreeMap;
@@ -560,9 +560,7 @@ fn a_resubmission_of_a_folded_transaction_is_answered_from_memory_and_never_exec
     let coordinator = node(&s, "client-finland-0");
     let start = s.now_ns();
     s.set_interceptor(Box::new(move |now, _, to, msg: &Msg| match msg {
-        Msg::FastReply(FastReply { .. }) | Msg::SyncReply { .. } if to == coordinator && now < start + 2_500 * MS => {
-            Verdict::Drop
-        }
+        Msg::FastReply(_) | Msg::SyncReply { .. } if to == coordinator && now < start + 2_500 * MS => Verdict::Drop,
         _ => Verdict::Deliver,
     }));
     let mut rec = HistoryLog::default();

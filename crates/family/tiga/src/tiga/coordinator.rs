@@ -548,7 +548,7 @@ impl Process<Tiga> for Coordinator {
                     self.owd.add(from, ns);
                 }
                 if self.view_matches(m.g_view, m.shard, m.l_view) {
-                    self.on_fast_reply(ctx, from, m);
+                    self.on_fast_reply(ctx, from, *m);
                 } else if m.g_view > self.view.g_view {
                     self.ask_view(ctx);
                 }

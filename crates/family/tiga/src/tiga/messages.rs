@@ -291,8 +291,11 @@ pub enum Msg {
     /// A server's fast reply: the timestamp it released the transaction
     /// with, the hash of its log on the transaction's keys, and (leaders
     /// only) the execution result. `recv_owd_ns` is the one-way delay this
-    /// server measured for the submission, when it has one.
-    FastReply(FastReply),
+    /// server measured for the submission, when it has one. Boxed: at 112
+    /// bytes (a 128-bit hash) it made every message of the protocol that
+    /// large, and every message is moved several times on its way through
+    /// the simulator's queue.
+    FastReply(Box<FastReply>),
     ProbeReply {
         send_clock_ns: u64,
         recv_clock_ns: u64,

@@ -742,7 +742,7 @@ impl Server {
     /// This server's fast reply (§3.4) for `id` released at `t`.
     fn fast_reply(&self, id: TxnId, t: u64, hash: u128, result: Option<Vec<OpResult>>, owd_ns: Option<u64>) -> Msg {
         let (shard, g_view, l_view) = (self.core.shard, self.core.view.g_view, self.core.view.l_view(self.core.shard));
-        Msg::FastReply(FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns })
+        Msg::FastReply(Box::new(FastReply { id, shard, g_view, l_view, t, hash, result, owd_ns }))
     }
 
     fn resend_fast_reply(&mut self, ctx: &mut Ctx<'_, Tiga>, id: TxnId, owd_ns: Option<u64>) {

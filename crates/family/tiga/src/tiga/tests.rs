@@ -64,7 +64,7 @@ fn submitted_timestamps(fx: &EffectsOf<Tiga>) -> Vec<(u64, u64)> {
 }
 
 fn fast_replied(fx: &EffectsOf<Tiga>, seq: u64) -> bool {
-    fx.sends().any(|(_, m)| matches!(m, Msg::FastReply(FastReply { id, result: Some(_), .. }) if id.seq == seq))
+    fx.sends().any(|(_, m)| matches!(m, Msg::FastReply(r) if r.id.seq == seq && r.result.is_some()))
 }
 
 fn release_timer_set(fx: &EffectsOf<Tiga>) -> bool {
@@ -115,7 +115,7 @@ fn a_follower_admits_only_copies_of_its_own_view() {
         follower.set_time_ns(t + 1);
         follower.timer(Timer::Release);
         let fx = follower.persist_all();
-        fx.sends().any(|(_, m)| matches!(m, Msg::FastReply(FastReply { .. })))
+        fx.sends().any(|(_, m)| matches!(m, Msg::FastReply(_)))
     };
     assert!(!replied(submit_in_view(client, 1, 7, 2_000_000, 2), 2_000_000), "another view");
     assert!(replied(submit_in_view(client, 1, 7, 2_000_000, 1), 2_000_000), "its own view");
@@ -240,7 +240,7 @@ fn logged_at(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
 
 fn fast_reply_at(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
     fx.sends().find_map(|(_, m)| match m {
-        Msg::FastReply(FastReply { id, t, result: Some(_), .. }) if id.seq == seq => Some(*t),
+        Msg::FastReply(r) if r.id.seq == seq && r.result.is_some() => Some(r.t),
         _ => None,
     })
 }
@@ -426,7 +426,7 @@ fn the_new_leader_starts_the_view_once_a_majority_sent_their_logs() {
 
 fn fast_reply_t(fx: &EffectsOf<Tiga>, seq: u64) -> Option<u64> {
     fx.sends().find_map(|(_, m)| match m {
-        Msg::FastReply(FastReply { id, t, .. }) if id.seq == seq => Some(*t),
+        Msg::FastReply(r) if r.id.seq == seq => Some(r.t),
         _ => None,
     })
 }
@@ -628,7 +628,7 @@ fn coordinator_with_a_read(topo: &Arc<Topology>, cfg: &Config) -> (CoordinatorHa
 }
 
 fn fast(id: TxnId, t: u64, hash: u128, result: Option<Vec<meridian_core::OpResult>>) -> Msg {
-    Msg::FastReply(FastReply { id, shard: ShardId(0), g_view: 1, l_view: 0, t, hash, result, owd_ns: None })
+    Msg::FastReply(Box::new(FastReply { id, shard: ShardId(0), g_view: 1, l_view: 0, t, hash, result, owd_ns: None }))
 }
 
 fn synced(id: TxnId, t: u64) -> Msg {
