@@ -14,6 +14,13 @@
 # clean release builds. Needs rustup's llvm-tools component, which the script
 # installs when it is missing.
 #
+# The binary is for the machine that builds it: on an x86-64 machine with
+# AVX2 (and the rest of the x86-64-v3 level) it uses those instructions,
+# which the ordinary build cannot assume. It does not go past that level,
+# so valgrind (scripts/instructions.sh) still runs it. TARGET_CPU overrides
+# the choice (`x86-64` for the portable baseline, `native` for everything
+# this CPU has).
+#
 #   scripts/build-pgo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +35,26 @@ if [ ! -x "$profdata" ]; then
 fi
 [ -x "$profdata" ] || { echo "build-pgo: llvm-profdata not found at $profdata" >&2; exit 2; }
 
+# rustc's name for the CPU level the build may assume (see above).
+target_cpu() {
+  [ "$(uname -m)" = x86_64 ] || return 0
+  local have
+  have=$(rustc --print cfg -C target-cpu=native)
+  for f in avx avx2 bmi1 bmi2 f16c fma lzcnt movbe xsave; do
+    grep -q "target_feature=\"$f\"" <<<"$have" || return 0
+  done
+  echo x86-64-v3
+}
+cpu=${TARGET_CPU-$(target_cpu)}
+cpu_flag=${cpu:+-Ctarget-cpu=$cpu}
+echo "build-pgo: CPU level ${cpu:-x86-64 (the default)}" >&2
+
 data="$root/target/pgo-data"
 rm -rf "$data"
 mkdir -p "$data"
 
 echo "build-pgo: 1/3 instrumented build (target/pgo-gen)" >&2
-RUSTFLAGS="-Cprofile-generate=$data" CARGO_TARGET_DIR="$root/target/pgo-gen" cargo build --release -q -p meridian
+RUSTFLAGS="-Cprofile-generate=$data $cpu_flag" CARGO_TARGET_DIR="$root/target/pgo-gen" cargo build --release -q -p meridian
 gen="$root/target/pgo-gen/release/meridian"
 
 echo "build-pgo: 2/3 training runs" >&2
@@ -63,5 +84,5 @@ done
 "$profdata" merge -o "$data/merged.profdata" "$data"
 
 echo "build-pgo: 3/3 optimized build (target/pgo)" >&2
-RUSTFLAGS="-Cprofile-use=$data/merged.profdata" CARGO_TARGET_DIR="$root/target/pgo" cargo build --release -q -p meridian
+RUSTFLAGS="-Cprofile-use=$data/merged.profdata $cpu_flag" CARGO_TARGET_DIR="$root/target/pgo" cargo build --release -q -p meridian
 echo "target/pgo/release/meridian"
