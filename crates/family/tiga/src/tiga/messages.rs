@@ -290,7 +290,7 @@ pub enum Msg {
     // ---- servers → coordinator (§3.4, §3.7, Appendix E) ----
     /// A server's fast reply: the timestamp it released the transaction
     /// with, the hash of its log on the transaction's keys, and (leaders
-    /// only) the execution result. `recv_owd_ns` is the one-way delay this
+    /// only) the execution result. `owd_ns` is the one-way delay this
     /// server measured for the submission, when it has one. Boxed: at 112
     /// bytes (a 128-bit hash) it made every message of the protocol that
     /// large, and every message is moved several times on its way through
@@ -494,7 +494,7 @@ pub struct Submit {
 
 /// A server's fast reply: the timestamp it released the transaction
 /// with, the hash of its log on the transaction's keys, and (leaders
-/// only) the execution result. `recv_owd_ns` is the one-way delay this
+/// only) the execution result. `owd_ns` is the one-way delay this
 /// server measured for the submission, when it has one.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct FastReply {
