@@ -15,18 +15,20 @@
 //! checkpoint (`ReadsGone`, `crate::catch_up`).
 //!
 //! Each entry is kept by `until`, the place past which no participant runs
-//! the transaction, and dropped in the order kept (nearly `until` order, so
-//! one a little early may wait behind a later one; none goes early): its place in the log (Calvin, whose participants meet
+//! the transaction: its place in the log (Calvin, whose participants meet
 //! at one place), or the place of its last LockOnlyTxn at any participant
 //! (SLOG, whose participants hold different LockOnlyTxns of a multi-home
-//! transaction).
+//! transaction). Entries are dropped in the order they were kept, which is
+//! nearly `until` order: one whose place is passed may wait behind an
+//! earlier-kept one whose place is not, but none is dropped early.
 
 use meridian_core::TxnId;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// A place in a log: the position and the index in its batch.
+/// A transaction's place in the region's log: the position and its index
+/// in the batch placed there (Calvin and SLOG alike).
 pub type At = (u64, u32);
 
 #[derive(Clone, Debug)]

@@ -28,9 +28,7 @@ use meridian_mechanisms::scheduler::{ReadExchange, Scheduler, digest};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A transaction's place in the global log: the position and its index
-/// in the position's batch.
-pub type At = (u64, u32);
+pub use crate::sent_reads::At;
 
 /// The scheduler's log order of a place.
 fn order_of(at: At) -> u64 {

@@ -34,9 +34,7 @@ use meridian_mechanisms::scheduler::{ReadExchange, Scheduler, digest};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// A place in the region's global log: the position and the entry's index
-/// in the batch placed there.
-pub type At = (u64, u32);
+pub use crate::sent_reads::At;
 
 /// A lock request: a transaction's whole set on this shard (`ALL`), or one
 /// LockOnlyTxn's (the home region's id).
