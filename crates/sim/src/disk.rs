@@ -10,10 +10,14 @@
 //! durable ones and, behind them, those awaiting a flush, so a flush that
 //! completes moves no record, it only raises the durable LSN. A node
 //! appends on most events, and moving each record from a pending list to
-//! the durable one cost the simulator more than the append itself.
+//! the durable one cost the simulator more than the append itself. The
+//! deque grows by blocks ([`BlockDeque`]): the records between two
+//! compactions grow with the state a checkpoint holds, and a doubling
+//! buffer would copy them all into fresh memory each time it grew.
 
+use crate::block_deque::BlockDeque;
 use meridian_core::{Lsn, Stream};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 /// A compaction queued but not yet flushed.
 struct Compaction<R> {
@@ -26,7 +30,7 @@ pub struct Disk<R> {
     snapshots: BTreeMap<Stream, R>,
     /// Every record appended and not compacted away, in LSN order: those
     /// up to `durable_upto` are durable, the rest wait for a flush.
-    log: VecDeque<(Lsn, Stream, R)>,
+    log: BlockDeque<(Lsn, Stream, R)>,
     /// Compactions waiting for a flush, in the order queued.
     compactions: Vec<Compaction<R>>,
     next_lsn: u64,
@@ -36,18 +40,23 @@ pub struct Disk<R> {
     flushing_compactions: usize,
     /// Highest LSN ever made durable: LSNs continue after it on restart.
     durable_upto: u64,
+    /// Every stream ever appended to, a bit each (streams from 63 on share
+    /// the last): a compaction of the only one drops a prefix it finds by
+    /// LSN alone.
+    streams: u64,
 }
 
 impl<R: Clone> Disk<R> {
     pub fn new() -> Disk<R> {
         Disk {
             snapshots: BTreeMap::new(),
-            log: VecDeque::new(),
+            log: BlockDeque::new(),
             compactions: Vec::new(),
             next_lsn: 1,
             flushing_upto: None,
             flushing_compactions: 0,
             durable_upto: 0,
+            streams: 0,
         }
     }
 
@@ -62,6 +71,7 @@ impl<R: Clone> Disk<R> {
         let lsn = Lsn(self.next_lsn);
         self.next_lsn += 1;
         self.log.push_back((lsn, stream, record));
+        self.streams |= stream_bit(stream);
         (lsn, self.flushing_upto.is_none())
     }
 
@@ -102,7 +112,8 @@ impl<R: Clone> Disk<R> {
         // first and its compactions after them, in order, keeps what
         // applying them interleaved would.
         for c in self.compactions.drain(..self.flushing_compactions) {
-            drop_compacted(&mut self.log, c.stream, c.upto);
+            let only = self.streams & !stream_bit(c.stream) == 0;
+            drop_compacted(&mut self.log, c.stream, c.upto, only);
             self.snapshots.insert(c.stream, c.snapshot);
         }
         self.flushing_compactions = 0;
@@ -134,15 +145,27 @@ impl<R: Clone> Disk<R> {
 /// leave from the front, without the pass over every record `retain` makes,
 /// which moves each one kept — a whole checkpoint interval's records per
 /// compaction.
-fn drop_compacted<R>(durable: &mut VecDeque<(Lsn, Stream, R)>, stream: Stream, upto: Lsn) {
+/// `only`: every record is `stream`'s, so the prefix is found by LSN alone,
+/// without a pass over it.
+fn drop_compacted<R>(durable: &mut BlockDeque<(Lsn, Stream, R)>, stream: Stream, upto: Lsn, only: bool) {
     debug_assert!(durable.iter().zip(durable.iter().skip(1)).all(|(a, b)| a.0 < b.0), "durable records in LSN order");
+    debug_assert!(!only || durable.iter().all(|(_, s, _)| *s == stream), "another stream's record");
     // Dropped in one piece: one at a time, each would be moved out first.
-    let prefix = durable.iter().take_while(|(l, s, _)| *s == stream && *l <= upto).count();
-    durable.drain(..prefix);
+    let prefix = if only {
+        durable.partition_point(|(l, _, _)| *l <= upto)
+    } else {
+        durable.iter().take_while(|(l, s, _)| *s == stream && *l <= upto).count()
+    };
+    durable.drop_front(prefix);
     let candidates = durable.partition_point(|(l, _, _)| *l <= upto);
-    if durable.range(..candidates).any(|(_, s, _)| *s == stream) {
+    if durable.iter().take(candidates).any(|(_, s, _)| *s == stream) {
         durable.retain(|(l, s, _)| *s != stream || *l > upto);
     }
+}
+
+/// The bit of `stream` in `Disk::streams`.
+fn stream_bit(stream: Stream) -> u64 {
+    1 << stream.0.min(63)
 }
 
 impl<R: Clone> Default for Disk<R> {
@@ -219,12 +242,16 @@ mod tests {
         let cases: [&[u16]; 5] = [&[0, 0, 0, 0], &[0, 0, 1, 1], &[1, 0, 0, 1, 0], &[0, 1, 0, 1, 0, 0], &[1, 1, 1]];
         for streams in cases {
             for upto in 0..=streams.len() as u64 + 1 {
-                let log: VecDeque<(Lsn, Stream, u64)> =
+                let log: Vec<(Lsn, Stream, u64)> =
                     streams.iter().enumerate().map(|(i, s)| (Lsn(i as u64 + 1), Stream(*s), i as u64)).collect();
-                let mut fast = log.clone();
-                drop_compacted(&mut fast, MAIN, Lsn(upto));
-                let kept: Vec<_> = log.into_iter().filter(|(l, s, _)| *s != MAIN || l.0 > upto).collect();
-                assert_eq!(fast.into_iter().collect::<Vec<_>>(), kept, "streams {streams:?} compacted up to {upto}");
+                let kept: Vec<_> = log.iter().copied().filter(|(l, s, _)| *s != MAIN || l.0 > upto).collect();
+                let only_main = streams.iter().all(|s| *s == MAIN.0);
+                for only in [false, only_main] {
+                    let mut fast: BlockDeque<_> = log.iter().copied().collect();
+                    drop_compacted(&mut fast, MAIN, Lsn(upto), only);
+                    let fast: Vec<_> = fast.iter().copied().collect();
+                    assert_eq!(fast, kept, "streams {streams:?} compacted up to {upto} (one stream known: {only})");
+                }
             }
         }
     }

@@ -6,6 +6,7 @@
 //! TrueTime, per-node CPU service time, a group-commit disk, and crash /
 //! restart faults. Same seed and configuration ⇒ identical run.
 
+pub mod block_deque;
 pub mod config;
 mod counters;
 pub mod disk;
