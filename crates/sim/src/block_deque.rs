@@ -80,8 +80,7 @@ impl<T> BlockDeque<T> {
         let last = self.blocks.back_mut()?;
         let value = last.pop_back().expect("no block is empty");
         if last.is_empty() {
-            let block = self.blocks.pop_back().expect("the last block");
-            self.keep_spare(block);
+            self.retire_back();
         }
         self.len -= 1;
         Some(value)
@@ -90,6 +89,12 @@ impl<T> BlockDeque<T> {
     /// The emptied first block goes; it becomes the spare.
     fn retire_front(&mut self) {
         let block = self.blocks.pop_front().expect("the first block");
+        self.keep_spare(block);
+    }
+
+    /// The emptied last block goes, likewise.
+    fn retire_back(&mut self) {
+        let block = self.blocks.pop_back().expect("the last block");
         self.keep_spare(block);
     }
 
@@ -128,8 +133,7 @@ impl<T> BlockDeque<T> {
             last.truncate(last.len() - drop);
             self.len -= drop;
             if last.is_empty() {
-                let block = self.blocks.pop_back().expect("the last block");
-                self.keep_spare(block);
+                self.retire_back();
             }
         }
     }
