@@ -112,7 +112,7 @@ impl<R: Clone> Disk<R> {
         // first and its compactions after them, in order, keeps what
         // applying them interleaved would.
         for c in self.compactions.drain(..self.flushing_compactions) {
-            let only = self.streams & !stream_bit(c.stream) == 0;
+            let only = holds_only(self.streams, c.stream);
             drop_compacted(&mut self.log, c.stream, c.upto, only);
             self.snapshots.insert(c.stream, c.snapshot);
         }
@@ -163,9 +163,16 @@ fn drop_compacted<R>(durable: &mut BlockDeque<(Lsn, Stream, R)>, stream: Stream,
     }
 }
 
-/// The bit of `stream` in `Disk::streams`.
+/// The bit of `stream` in `Disk::streams`; streams from 63 on share the
+/// last, which therefore never proves a stream alone.
 fn stream_bit(stream: Stream) -> u64 {
     1 << stream.0.min(63)
+}
+
+/// Whether every record ever appended to a disk whose `Disk::streams` is
+/// `streams` is `stream`'s.
+fn holds_only(streams: u64, stream: Stream) -> bool {
+    stream.0 < 63 && streams & !stream_bit(stream) == 0
 }
 
 impl<R: Clone> Default for Disk<R> {
@@ -254,6 +261,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn streams_that_share_the_last_bit_are_never_taken_for_one() {
+        let (high, higher) = (Stream(63), Stream(70));
+        let mut d = Disk::new();
+        for (s, r) in [(high, "h1"), (higher, "x1"), (high, "h2"), (higher, "x2")] {
+            d.append(s, r);
+        }
+        assert!(!holds_only(d.streams, high) && !holds_only(d.streams, higher), "63 and 70 share a bit");
+        d.compact(high, Lsn(3), "h-snap");
+        d.start_flush();
+        d.complete_flush();
+        assert_eq!(d.recover(), vec!["h-snap", "x1", "x2"], "the other stream's records stay");
+        let mut alone = Disk::new();
+        alone.append(OTHER, "o");
+        assert!(holds_only(alone.streams, OTHER) && !holds_only(alone.streams, MAIN));
     }
 
     #[test]
