@@ -7,6 +7,7 @@ use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -29,10 +30,19 @@ pub struct PrepareRecord {
     /// it; `None`: the initial state): those it locked and does not write,
     /// and those it read and writes. Every replica applies the record only
     /// if these are still current (see `Log::prepare_holds`).
-    pub reads: Vec<(Key, Option<u64>)>,
+    pub reads: PreparedReads,
     /// Values to install on commit; their keys are held exclusively.
-    pub writes: Vec<(Key, Value)>,
+    pub writes: PreparedWrites,
 }
+
+/// A prepare record's reads and writes, the first of each held in the
+/// record. Every replica of the shard reads them when it applies the
+/// record and again at its decision, a round trip later, by when the
+/// record has left the cache: in one allocation they cost one miss where
+/// the record and two vectors cost three (most transactions read and write
+/// one key at each participant). Encoded as vectors are.
+pub type PreparedReads = SmallVec<[(Key, Option<u64>); 1]>;
+pub type PreparedWrites = SmallVec<[(Key, Value); 1]>;
 
 /// A command in a shard's replicated log.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,5 +219,58 @@ pub enum Timer {
 impl From<PaxosTimer> for Timer {
     fn from(t: PaxosTimer) -> Timer {
         Timer::Paxos(t)
+    }
+}
+
+#[cfg(test)]
+mod record_tests {
+    use super::*;
+
+    /// The record as it was, with vectors: what a write-ahead log written
+    /// before holds.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct PrepareRecordWithVecs {
+        txn: TxnId,
+        coordinator: NodeId,
+        participants: Vec<Participant>,
+        reads: Vec<(Key, Option<u64>)>,
+        writes: Vec<(Key, Value)>,
+    }
+
+    fn record(reads: &[(u64, Option<u64>)], writes: &[u64]) -> PrepareRecord {
+        PrepareRecord {
+            txn: TxnId { node: NodeId(4), seq: 9 },
+            coordinator: NodeId(4),
+            participants: vec![Participant(0), Participant(2)],
+            reads: reads.iter().map(|(k, v)| (Key(*k), *v)).collect(),
+            writes: writes.iter().map(|k| (Key(*k), Value::int(*k, 7))).collect(),
+        }
+    }
+
+    #[test]
+    fn a_prepare_record_encodes_as_the_one_with_vectors_it_replaced() {
+        for r in
+            [record(&[(1, Some(3))], &[1]), record(&[(1, None), (5, Some(2)), (8, None)], &[5, 8]), record(&[], &[])]
+        {
+            let old = PrepareRecordWithVecs {
+                txn: r.txn,
+                coordinator: r.coordinator,
+                participants: r.participants.clone(),
+                reads: r.reads.to_vec(),
+                writes: r.writes.to_vec(),
+            };
+            let bytes = postcard::to_allocvec(&r).expect("encodes");
+            assert_eq!(bytes, postcard::to_allocvec(&old).expect("encodes"), "the same bytes");
+            let back: PrepareRecord = postcard::from_bytes(&bytes).expect("decodes");
+            assert_eq!(back, r);
+        }
+    }
+
+    #[test]
+    fn a_prepare_of_one_key_holds_its_read_and_write_in_the_record() {
+        let one = record(&[(1, Some(3))], &[1]);
+        assert!(!one.reads.spilled() && !one.writes.spilled(), "no allocation beside the record");
+        let more = record(&[(1, None), (2, None)], &[1, 2]);
+        assert!(more.reads.spilled() && more.writes.spilled(), "more keys go to the heap, as a vector's");
     }
 }

@@ -372,7 +372,8 @@ impl Replica {
             .into_iter()
             .map(|k| (k, a.read_versions.get(&k).copied().unwrap_or_else(|| store.latest_version(k))))
             .collect();
-        let record = PrepareRecord { txn, coordinator: from, participants, reads, writes };
+        let record =
+            PrepareRecord { txn, coordinator: from, participants, reads, writes: writes.into_iter().collect() };
         a.stage = Stage::Preparing;
         if self.log.paxos.propose(&mut Mapped::new(ctx), Cmd::Prepare(Arc::new(record))).is_err() {
             self.refuse_not_leader(ctx, from, txn);
