@@ -245,10 +245,19 @@ impl TigaLog {
         assert!(upto <= self.len(), "folding to {upto}, past the end {}", self.len());
         let n = (upto - self.base) as usize;
         let folded: Vec<(LogEntry, Option<Replied>)> = self.entries.drain(..n).zip(self.replies.drain(..n)).collect();
-        for (e, r) in &folded {
-            self.pos.remove(&e.body.id);
-            self.replied -= usize::from(r.is_some());
+        if 2 * n >= self.pos.len() {
+            // Most of the log goes (a fold takes every executed entry): one
+            // pass over the table, where a removal per entry would read each
+            // entry's body, long out of the cache, for its id, and probe the
+            // table at random.
+            self.pos.retain(|_, p| *p >= upto);
+        } else {
+            for (e, _) in &folded {
+                self.pos.remove(&e.body.id);
+            }
         }
+        self.replied -= folded.iter().filter(|(_, r)| r.is_some()).count();
+        debug_assert_eq!(self.pos.len(), self.entries.len(), "every entry held, and only those, has a position");
         self.base = upto;
         self.check_replies();
         debug_assert_eq!(self.replied, self.replies.iter().filter(|r| r.is_some()).count(), "replies counted");
@@ -426,6 +435,26 @@ mod tests {
         assert_eq!(log.push(e(5, 50)), 5);
         let rebuilt = TigaLog::from_base(2, log.all().to_vec());
         assert_eq!(rebuilt.position(id(5)), Some(5));
+    }
+
+    #[test]
+    fn folding_a_few_entries_or_most_of_the_log_leaves_exactly_the_held_ones_indexed() {
+        let mut log = TigaLog::new();
+        for s in 1..=20 {
+            log.push(e(s, 10 * s));
+        }
+        let check = |log: &TigaLog| {
+            for s in 1..=20 {
+                let expected = (s > log.base()).then(|| s - 1);
+                assert_eq!(log.position(id(s)), expected, "txn {s} with the base at {}", log.base());
+            }
+        };
+        assert_eq!(log.fold_to(1).len(), 1, "one of twenty: removed one by one");
+        check(&log);
+        assert_eq!(log.fold_to(15).len(), 14, "most of the rest: one pass over the table");
+        check(&log);
+        assert_eq!(log.fold_to(20).len(), 5);
+        check(&log);
     }
 
     fn reply(t: u64) -> Replied {
