@@ -8,6 +8,7 @@
 pub mod catalog;
 pub mod driver;
 pub mod effects;
+pub mod hint;
 pub mod ids;
 pub mod latency;
 pub mod params;

@@ -21,6 +21,7 @@
 //! of everything queued — each lane's first event is its least — so events
 //! come out in exactly the order one heap of them all would give.
 
+use meridian_core::hint::prefetch;
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BinaryHeap, VecDeque};
@@ -163,14 +164,12 @@ impl<E> EventQueue<E> {
             return;
         };
         let source = (next.0 & SOURCE_MASK) as u32;
-        let (at, len) = if source & LANE_BIT != 0 {
-            let lane = &self.lanes[(source & !LANE_BIT) as usize];
-            (lane.front().map(|e| e as *const (u128, E) as *const u8), size_of::<(u128, E)>())
-        } else {
-            (self.slab.get(source as usize).map(|e| e as *const Option<E> as *const u8), size_of::<Option<E>>())
-        };
-        if let Some(at) = at {
-            prefetch(at, len);
+        if source & LANE_BIT != 0 {
+            if let Some(e) = self.lanes[(source & !LANE_BIT) as usize].front() {
+                prefetch(e);
+            }
+        } else if let Some(e) = self.slab.get(source as usize) {
+            prefetch(e);
         }
     }
 
@@ -181,25 +180,6 @@ impl<E> EventQueue<E> {
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
-}
-
-/// Prefetches the cache lines of `len` bytes at `at` (at most four).
-#[inline(always)]
-fn prefetch(at: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for line in 0..len.div_ceil(64).min(4) {
-        // `wrapping_add` stays within or just past the object, and a
-        // prefetch of any address is harmless: it never faults.
-        // SAFETY: SSE, the only feature the intrinsic needs, is part of
-        // every x86-64 target.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                at.wrapping_add(line * 64) as *const i8
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (at, len);
 }
 
 impl<E> Default for EventQueue<E> {

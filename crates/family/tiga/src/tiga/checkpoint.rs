@@ -38,6 +38,7 @@
 use super::log::{Replied, ShardLog};
 use super::messages::{Checkpoint, Done, DoneList, LogEntry, NO_HASH, Settled, SettledList, Stamp};
 use super::{Config, Tiga};
+use meridian_core::hint::prefetch;
 use meridian_core::{Ctx, Key, NodeId, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::mvstore::MvStore;
@@ -208,6 +209,24 @@ fn raise_stamps(map: &mut CowMap<Key, Stamp>, keys: &[Key], stamp: Stamp) {
     }
 }
 
+/// Entries a fold looks ahead (see [`look_ahead`]).
+const FOLD_AHEAD: usize = 8;
+
+/// Asks for what a fold will read of the entries after the one it folds
+/// now (`rest`). It reads entries executed long before, whose bodies and
+/// operations have left the cache: it asks for each entry's body
+/// `2 * FOLD_AHEAD` entries before it reads it and for its operations
+/// `FOLD_AHEAD` before, so that the misses overlap rather than wait one
+/// behind another.
+fn look_ahead(rest: &[(LogEntry, Option<Replied>)]) {
+    if let Some((e, _)) = rest.get(2 * FOLD_AHEAD - 1) {
+        prefetch(&*e.body);
+    }
+    if let Some((e, _)) = rest.get(FOLD_AHEAD - 1) {
+        prefetch(e.body.program.ops.as_slice());
+    }
+}
+
 /// What a server executed in log order and folded (§4): the shard's data
 /// after the first `applied` log entries, the latest checkpoint, the last
 /// reply per logged transaction, and the memory of folded ones. Every server
@@ -318,7 +337,9 @@ impl Executed {
         let mut hashes = prev.hashes.clone();
         let (mut rmap, mut wmap) = (prev.rmap.clone(), prev.wmap.clone());
         let mut dones = Vec::with_capacity(folded.len());
-        for (e, reply) in folded {
+        let mut rest = folded.into_iter();
+        while let Some((e, reply)) = rest.next() {
+            look_ahead(rest.as_slice());
             let (reads, writes) = e.body.program.declared_keys(shard, |k| topo.shard_of(k));
             hashes.toggle_declared(&e, &reads, &writes);
             raise_stamps(&mut rmap, &reads, e.stamp());
