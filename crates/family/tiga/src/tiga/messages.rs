@@ -9,6 +9,7 @@ use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::paxos::{PaxosMsg, PaxosRecord, PaxosTimer};
 use serde::ser::SerializeSeq;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -425,7 +426,7 @@ pub enum Record {
     /// The log from `pos` on is replaced by `entries`.
     Log {
         pos: u64,
-        entries: Vec<LogEntry>,
+        entries: LoggedEntries,
     },
     SyncPoint(u64),
     /// A leader's optimistic execution it replied to (detective mode):
@@ -444,6 +445,12 @@ pub enum Record {
     Vm(PaxosRecord<VmCmd, VmState>),
     Epoch(u64),
 }
+
+/// The entries of a [`Record::Log`]: one, held in the record, for every
+/// append of a released transaction — no allocation beside the record, and
+/// none to read again when a compaction drops it — more after a view change
+/// or a log synchronization. Encoded as a vector is.
+pub type LoggedEntries = SmallVec<[LogEntry; 1]>;
 
 impl From<PaxosRecord<VmCmd, VmState>> for Record {
     fn from(r: PaxosRecord<VmCmd, VmState>) -> Record {
@@ -641,5 +648,33 @@ mod tests {
         assert_eq!(bytes, postcard::to_allocvec(&flat).expect("encodes"));
         let back: DoneList = postcard::from_bytes(&bytes).expect("decodes");
         assert_eq!(seqs(&back), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_log_record_encodes_as_the_one_with_a_vector_it_replaced() {
+        #[derive(Serialize)]
+        enum RecordWithVec {
+            Log { pos: u64, entries: Vec<LogEntry> },
+        }
+        let entry = |seq: u64| {
+            let body = TxnBody {
+                id: TxnId { node: NodeId(2), seq },
+                coordinator: NodeId(2),
+                program: Program::default(),
+                shards: vec![ShardId(0)],
+            };
+            LogEntry { body: Arc::new(body), t: 10 * seq }
+        };
+        for entries in [vec![entry(1)], vec![entry(1), entry(2), entry(3)], Vec::new()] {
+            let old = postcard::to_allocvec(&RecordWithVec::Log { pos: 7, entries: entries.clone() }).expect("encodes");
+            let record = Record::Log { pos: 7, entries: LoggedEntries::from_vec(entries.clone()) };
+            assert_eq!(postcard::to_allocvec(&record).expect("encodes"), old, "the same bytes");
+            let Record::Log { pos, entries: back } = postcard::from_bytes(&old).expect("decodes") else {
+                panic!("decoded another record")
+            };
+            assert_eq!((pos, back.to_vec()), (7, entries));
+        }
+        let one: LoggedEntries = smallvec::smallvec![entry(1)];
+        assert!(!one.spilled(), "an append's one entry is held in the record");
     }
 }

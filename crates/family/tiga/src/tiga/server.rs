@@ -39,8 +39,8 @@ use super::conflict::ConflictMaps;
 use super::hash::KeyHashes;
 use super::log::{Replied, ShardLog, TigaLog};
 use super::messages::{
-    Checkpoint, FastReply, LogEntry, LogSync, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, Standing, StartView, Submit,
-    Timer, TsNotify, TsVerify, TxnBody, View, ViewChange,
+    Checkpoint, FastReply, LogEntry, LogSync, LoggedEntries, Mode, Msg, NO_HASH, Record, Snapshot, Stamp, Standing,
+    StartView, Submit, Timer, TsNotify, TsVerify, TxnBody, View, ViewChange,
 };
 pub(super) use super::queue::{PState, Pending, TxnQueue};
 use super::reach::PeerReach;
@@ -719,7 +719,7 @@ impl Server {
     fn append(&mut self, ctx: &mut Ctx<'_, Tiga>, entry: LogEntry, reads: &[Key], writes: &[Key]) -> u128 {
         let hash = self.hashes.toggle_digest(&entry, reads, writes);
         let pos = self.core.log.push(entry.clone());
-        self.core.persist(ctx, Record::Log { pos, entries: vec![entry] });
+        self.core.persist(ctx, Record::Log { pos, entries: smallvec::smallvec![entry] });
         hash
     }
 
@@ -1064,7 +1064,7 @@ impl Server {
         for e in &entries {
             self.core.log.push(e.clone());
         }
-        self.core.persist(ctx, Record::Log { pos, entries });
+        self.core.persist(ctx, Record::Log { pos, entries: LoggedEntries::from_vec(entries) });
     }
 
     /// Algorithm 5 lines 7-9: the queue's transactions join the log in
@@ -1449,7 +1449,7 @@ impl Server {
         missing.extend(wanted.map(|(id, _)| id).filter(|id| self.find_body(*id).is_none()).take(SYNC_BATCH_MAX));
         if changed_from != u64::MAX {
             let suffix = self.core.log.suffix(changed_from).to_vec();
-            self.core.persist(ctx, Record::Log { pos: changed_from, entries: suffix });
+            self.core.persist(ctx, Record::Log { pos: changed_from, entries: LoggedEntries::from_vec(suffix) });
         }
         if self.core.log.sync_point() > start {
             self.core.persist(ctx, Record::SyncPoint(self.core.log.sync_point()));

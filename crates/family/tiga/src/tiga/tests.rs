@@ -905,7 +905,7 @@ fn a_restarted_server_stays_recovering_until_its_leader_gives_it_the_log() {
     let mut server = server_hand(&topo, &cfg, 2, 1_000_000);
     let first = entry(client, 1, 7, 900_000);
     let durable = vec![
-        super::messages::Record::Log { pos: 0, entries: vec![first.clone()] },
+        super::messages::Record::Log { pos: 0, entries: smallvec::smallvec![first.clone()] },
         super::messages::Record::SyncPoint(1),
     ];
     let fx = server.start(durable);
