@@ -89,8 +89,8 @@ impl ReleaseIndex {
 /// deque. Release takes them from the front in order, and an arrival's
 /// stamp lands among the latest few hundred (a server's transactions wait
 /// at most about a wide-area one-way delay): a bisection and a short move,
-/// where a B-tree set walked and rebalanced nodes — 3.4 % of a Tiga run's
-/// instructions (docs/flat-cost.md).
+/// where a B-tree set walked and rebalanced nodes, 2.8 % more of a Tiga
+/// run's instructions (docs/flat-cost.md).
 #[derive(Debug, Default)]
 struct Waiting {
     stamps: VecDeque<Stamp>,
