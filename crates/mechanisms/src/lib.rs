@@ -26,6 +26,7 @@ pub mod primary_backup;
 pub mod quorum;
 pub mod recent;
 pub mod scheduler;
+pub mod seq_index;
 pub mod small_map;
 pub mod twopc;
 pub mod txnids;

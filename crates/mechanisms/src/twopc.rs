@@ -13,6 +13,7 @@
 //! watermark: a question about a forgotten transaction is answered
 //! "forgotten", never guessed.
 
+use crate::seq_index::{COORDINATORS_MAX, find_seq};
 use crate::small_map::SmallMap;
 use meridian_core::{NodeId, ShardId, TxnId};
 use serde::{Deserialize, Serialize};
@@ -133,33 +134,10 @@ struct Remembered {
 
 impl Remembered {
     /// Where `seq` is, or would go, in `decided`. The ids asked about are
-    /// mostly among the newest (a prepare or decision being applied), so
-    /// the search gallops back from the end before it bisects: a few
-    /// comparisons where a bisection of the whole table takes a dozen.
+    /// mostly among the newest (a prepare or decision being applied):
+    /// `find_seq` gallops back from the end.
     fn find(&self, seq: u64) -> Result<usize, usize> {
-        let d = &self.decided;
-        // Every entry from `hi` on is past `seq`; every one before `lo` below it.
-        let (mut lo, mut hi, mut step) = (0, d.len(), 1);
-        while hi > 0 {
-            let probe = hi.saturating_sub(step);
-            match d[probe].0.cmp(&seq) {
-                std::cmp::Ordering::Equal => return Ok(probe),
-                std::cmp::Ordering::Less => {
-                    lo = probe + 1;
-                    break;
-                }
-                std::cmp::Ordering::Greater => (hi, step) = (probe, step * 2),
-            }
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            match d[mid].0.cmp(&seq) {
-                std::cmp::Ordering::Equal => return Ok(mid),
-                std::cmp::Ordering::Less => lo = mid + 1,
-                std::cmp::Ordering::Greater => hi = mid,
-            }
-        }
-        Err(lo)
+        find_seq(&self.decided, seq, |e| e.0)
     }
 }
 
@@ -167,10 +145,6 @@ impl Remembered {
 fn epoch(seq: u64) -> u64 {
     crate::txnids::epoch_of(seq)
 }
-
-/// Coordinator node indexes the table accepts: ids are dense, and one
-/// slot per coordinator is kept.
-const MAX_COORDINATORS: usize = 1 << 20;
 
 impl Outcomes {
     pub fn new(capacity: usize) -> Outcomes {
@@ -195,7 +169,7 @@ impl Outcomes {
 
     fn remembered_mut(&mut self, node: NodeId) -> &mut Remembered {
         let i = node.index();
-        assert!(i < MAX_COORDINATORS, "coordinator {node} past the {MAX_COORDINATORS} the table holds");
+        assert!(i < COORDINATORS_MAX, "coordinator {node} past the {COORDINATORS_MAX} the table holds");
         if self.by_node.len() <= i {
             self.by_node.resize_with(i + 1, Remembered::default);
         }

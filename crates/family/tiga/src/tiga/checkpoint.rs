@@ -42,8 +42,8 @@ use meridian_core::hint::prefetch;
 use meridian_core::{Ctx, Key, NodeId, ShardId, Topology, TxnId};
 use meridian_mechanisms::cow_map::CowMap;
 use meridian_mechanisms::mvstore::MvStore;
+use meridian_mechanisms::seq_index::SeqIndex;
 use meridian_mechanisms::txnids::epoch_of;
-use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -59,12 +59,14 @@ const DONE_MAX: usize = 1 << 20;
 /// gone by; and each coordinator's watermark per epoch.
 #[derive(Default)]
 pub(super) struct Folded {
-    done: FxHashMap<TxnId, Arc<Done>>,
+    /// Per coordinator in id order (`SeqIndex`): a fresh submission's
+    /// "folded already?" compares it with each coordinator's newest.
+    done: SeqIndex<Arc<Done>>,
     /// The order they were folded in (oldest first, but for ones carried
     /// past a settling), shared with the checkpoints.
     order: DoneList,
     /// Settled transactions' timestamps.
-    settled: FxHashMap<TxnId, u64>,
+    settled: SeqIndex<u64>,
     /// The order they settled in, shared with the checkpoints.
     settled_order: SettledList,
     watermarks: BTreeMap<(NodeId, u64), u64>,
@@ -88,16 +90,16 @@ impl Folded {
 
     /// A folded transaction not yet settled, in full.
     pub(super) fn get(&self, id: TxnId) -> Option<&Arc<Done>> {
-        self.done.get(&id)
+        self.done.get(id)
     }
 
     /// The timestamp a remembered transaction committed at.
     pub(super) fn t_of(&self, id: TxnId) -> Option<u64> {
-        self.done.get(&id).map(|d| d.t).or_else(|| self.settled.get(&id).copied())
+        self.done.get(id).map(|d| d.t).or_else(|| self.settled.get(id).copied())
     }
 
     pub(super) fn contains(&self, id: TxnId) -> bool {
-        self.done.contains_key(&id) || self.settled.contains_key(&id)
+        self.done.contains(id) || self.settled.contains(id)
     }
 
     /// Every folded transaction not yet settled, as a checkpoint keeps them
@@ -127,13 +129,11 @@ impl Folded {
     fn remember(&mut self, folded: impl IntoIterator<Item = Arc<Done>>) {
         let mut chunk = Vec::new();
         for d in folded {
-            if self.settled.contains_key(&d.id) {
+            if self.settled.contains(d.id) || self.done.contains(d.id) {
                 continue;
             }
-            if let std::collections::hash_map::Entry::Vacant(v) = self.done.entry(d.id) {
-                v.insert(Arc::clone(&d));
-                chunk.push(d);
-            }
+            self.done.insert(d.id, Arc::clone(&d));
+            chunk.push(d);
         }
         self.order.push_chunk(chunk);
     }
@@ -142,11 +142,10 @@ impl Folded {
     fn remember_settled(&mut self, settled: impl IntoIterator<Item = Settled>) {
         let mut chunk = Vec::new();
         for s in settled {
-            if self.done.contains_key(&s.id) {
+            if self.done.contains(s.id) {
                 continue; // settles here in its turn
             }
-            if let std::collections::hash_map::Entry::Vacant(v) = self.settled.entry(s.id) {
-                v.insert(s.t);
+            if self.settled.insert(s.id, s.t).is_none() {
                 chunk.push(s);
             }
         }
@@ -161,7 +160,7 @@ impl Folded {
         let (mut settled, mut carried) = (Vec::new(), Vec::new());
         while let Some(d) = self.order.pop_front() {
             if self.stale(d.id) {
-                self.done.remove(&d.id);
+                self.done.remove(d.id);
                 self.settled.insert(d.id, d.t);
                 settled.push(Settled { id: d.id, t: d.t, settled_ns: now_ns });
             } else {
@@ -181,12 +180,12 @@ impl Folded {
             if !(old || self.len() > DONE_MAX) {
                 break;
             }
-            self.settled.remove(&s.id);
+            self.settled.remove(s.id);
             self.settled_order.pop_front();
         }
         while self.len() > DONE_MAX {
             let d = self.order.pop_front().expect("more remembered than settled");
-            self.done.remove(&d.id);
+            self.done.remove(d.id);
         }
         debug_assert_eq!(self.done.len(), self.order.len(), "every remembered transaction is in the order");
         debug_assert_eq!(self.settled.len(), self.settled_order.len(), "every settled one is in its order");

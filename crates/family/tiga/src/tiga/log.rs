@@ -13,8 +13,7 @@
 
 use super::messages::LogEntry;
 use meridian_core::{OpResult, TxnId};
-use rustc_hash::FxHashMap;
-use std::collections::hash_map::Entry;
+use meridian_mechanisms::seq_index::SeqIndex;
 
 /// The last fast reply of a logged transaction, for resubmissions.
 #[derive(Clone, Debug)]
@@ -46,7 +45,12 @@ pub struct TigaLog {
     replies: Vec<Option<Replied>>,
     /// Entries with a reply.
     replied: usize,
-    pos: FxHashMap<TxnId, u64>,
+    /// Each held entry's position, per coordinator in id order: a new
+    /// entry is indexed at the end of its coordinator's run, and a fresh
+    /// submission's "logged already?" (Appendix B's at-most-once check,
+    /// on every submission, nearly every one new) is one comparison with
+    /// it — where a hash map took a cache miss for each.
+    pos: SeqIndex<u64>,
 }
 
 impl TigaLog {
@@ -63,7 +67,7 @@ impl TigaLog {
             entries: Vec::with_capacity(n),
             replies: Vec::with_capacity(n),
             replied: 0,
-            pos: FxHashMap::default(),
+            pos: SeqIndex::new(),
         };
         for e in entries {
             log.push(e);
@@ -96,7 +100,7 @@ impl TigaLog {
     }
 
     pub fn position(&self, id: TxnId) -> Option<u64> {
-        self.pos.get(&id).copied()
+        self.pos.get(id).copied()
     }
 
     pub fn entry_of(&self, id: TxnId) -> Option<&LogEntry> {
@@ -105,10 +109,8 @@ impl TigaLog {
 
     pub fn push(&mut self, e: LogEntry) -> u64 {
         let p = self.len();
-        match self.pos.entry(e.body.id) {
-            Entry::Occupied(_) => panic!("{} logged twice", e.body.id),
-            Entry::Vacant(slot) => slot.insert(p),
-        };
+        let before = self.pos.insert(e.body.id, p);
+        assert!(before.is_none(), "{} logged twice", e.body.id);
         self.entries.push(e);
         self.replies.push(None);
         p
@@ -208,7 +210,7 @@ impl TigaLog {
     /// Inserts an entry at `pos`, shifting the rest up.
     pub fn insert_at(&mut self, pos: u64, e: LogEntry) {
         assert!(pos >= self.base, "inserting at folded position {pos}");
-        assert!(!self.pos.contains_key(&e.body.id), "{} logged twice", e.body.id);
+        assert!(!self.pos.contains(e.body.id), "{} logged twice", e.body.id);
         self.entries.insert((pos - self.base) as usize, e);
         self.replies.insert((pos - self.base) as usize, None);
         self.reindex_from(pos);
@@ -229,7 +231,7 @@ impl TigaLog {
         let dropped = self.replies.drain(self.entries.len()..).filter(|r| r.is_some()).count();
         self.replied -= dropped;
         for e in &old {
-            self.pos.remove(&e.body.id);
+            self.pos.remove(e.body.id);
         }
         for e in new {
             self.push(e);
@@ -247,13 +249,13 @@ impl TigaLog {
         let folded: Vec<(LogEntry, Option<Replied>)> = self.entries.drain(..n).zip(self.replies.drain(..n)).collect();
         if 2 * n >= self.pos.len() {
             // Most of the log goes (a fold takes every executed entry): one
-            // pass over the table, where a removal per entry would read each
-            // entry's body, long out of the cache, for its id, and probe the
-            // table at random.
+            // pass over the index, where a removal per entry would read each
+            // entry's body, long out of the cache, for its id, and shift each
+            // coordinator's run once per removal.
             self.pos.retain(|_, p| *p >= upto);
         } else {
             for (e, _) in &folded {
-                self.pos.remove(&e.body.id);
+                self.pos.remove(e.body.id);
             }
         }
         self.replied -= folded.iter().filter(|(_, r)| r.is_some()).count();

@@ -1517,6 +1517,12 @@ impl Process<Tiga> for Server {
         for p in self.pq.values().take(CHECKED_MAX) {
             assert!(self.core.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
+        // The newest entries, which the at-most-once filter is likeliest to
+        // get wrong, are found where they stand.
+        let log = self.core.log.entries();
+        for (i, e) in log.all().iter().enumerate().rev().take(CHECKED_MAX) {
+            assert_eq!(log.position(e.body.id), Some(log.base() + i as u64), "{:?} logged but not found", e.body.id);
+        }
         if self.core.status == Status::Normal && !self.core.is_leader() {
             // Leader-only state: a view change clears it, and a follower
             // never builds it.
