@@ -1517,8 +1517,8 @@ impl Process<Tiga> for Server {
         for p in self.pq.values().take(CHECKED_MAX) {
             assert!(self.core.log.position(p.body.id).is_none(), "{:?} is both queued and in the log", p.body.id);
         }
-        // The newest entries, which the at-most-once filter is likeliest to
-        // get wrong, are found where they stand.
+        // The newest entries, which the per-coordinator index (`SeqIndex`)
+        // places last, are found where they stand.
         let log = self.core.log.entries();
         for (i, e) in log.all().iter().enumerate().rev().take(CHECKED_MAX) {
             assert_eq!(log.position(e.body.id), Some(log.base() + i as u64), "{:?} logged but not found", e.body.id);
