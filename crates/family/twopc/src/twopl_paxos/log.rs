@@ -19,6 +19,7 @@ use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
 use meridian_mechanisms::scheduler::digest;
 use meridian_mechanisms::twopc::{Decision, Outcomes, TxnStatus};
 use rustc_hash::FxHashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 
 /// What applying a log command did, for the serving replica to act on.
@@ -268,12 +269,14 @@ impl PreparedKeys {
     fn remove(&mut self, r: &PrepareRecord) {
         let keys = r.reads.iter().map(|(k, _)| (*k, true)).chain(r.writes.iter().map(|(k, _)| (*k, false)));
         for (k, read) in keys {
-            let e = self.map.get_mut(&k).expect("a prepared key is counted");
-            let n = if read { &mut e.0 } else { &mut e.1 };
+            // One probe: the entry found is the one removed.
+            let Entry::Occupied(mut e) = self.map.entry(k) else { panic!("prepared key {k} is not counted") };
+            let counts = e.get_mut();
+            let n = if read { &mut counts.0 } else { &mut counts.1 };
             assert!(*n > 0, "key {k} counted below zero");
             *n -= 1;
-            if *e == (0, 0) {
-                self.map.remove(&k);
+            if *counts == (0, 0) {
+                e.remove();
             }
         }
     }
