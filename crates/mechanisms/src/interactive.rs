@@ -14,7 +14,7 @@
 
 use crate::small_map::SmallMap;
 use meridian_core::{Deployment, Execution, Key, NodeId, Op, Program, RegionId, ShardId, Step, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// Execute rounds an attempt may take: a bound against a procedure that
 /// keeps asking.
@@ -73,14 +73,15 @@ pub enum Progress {
 #[derive(Debug)]
 pub struct Execute<P = ShardId> {
     round: u32,
-    waiting: BTreeSet<P>,
+    /// The few participants yet to answer: a sorted vector, not a B-tree.
+    waiting: SmallMap<P, ()>,
     reads: BTreeMap<Key, Option<Value>>,
 }
 
 impl<P: Copy + Ord> Execute<P> {
     /// Starts round 0, which the given participants answer.
     pub fn start(shards: impl IntoIterator<Item = P>) -> Execute<P> {
-        Execute { round: 0, waiting: shards.into_iter().collect(), reads: BTreeMap::new() }
+        Execute { round: 0, waiting: shards.into_iter().map(|p| (p, ())).collect(), reads: BTreeMap::new() }
     }
 
     pub fn round(&self) -> u32 {
@@ -94,11 +95,11 @@ impl<P: Copy + Ord> Execute<P> {
 
     /// Whether `shard` still owes an answer to the current round.
     pub fn waiting_for(&self, shard: P) -> bool {
-        self.waiting.contains(&shard)
+        self.waiting.contains_key(&shard)
     }
 
     pub fn waiting(&self) -> impl Iterator<Item = P> + '_ {
-        self.waiting.iter().copied()
+        self.waiting.keys().copied()
     }
 
     /// `shard`'s answer to `round`: what it read.
@@ -109,7 +110,7 @@ impl<P: Copy + Ord> Execute<P> {
         round: u32,
         reads: impl IntoIterator<Item = (Key, Option<Value>)>,
     ) -> Progress {
-        if round != self.round || !self.waiting.remove(&shard) {
+        if round != self.round || self.waiting.remove(&shard).is_none() {
             return Progress::Duplicate;
         }
         self.reads.extend(reads);
@@ -130,7 +131,7 @@ impl<P: Copy + Ord> Execute<P> {
     pub fn next_round(&mut self, shards: impl IntoIterator<Item = P>) -> u32 {
         assert!(self.waiting.is_empty(), "round {} still has answers to come", self.round);
         self.round += 1;
-        self.waiting = shards.into_iter().collect();
+        self.waiting = shards.into_iter().map(|p| (p, ())).collect();
         self.round
     }
 }

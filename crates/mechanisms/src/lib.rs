@@ -27,6 +27,7 @@ pub mod quorum;
 pub mod recent;
 pub mod scheduler;
 pub mod seq_index;
+pub mod seq_window;
 pub mod small_map;
 pub mod twopc;
 pub mod txnids;

@@ -108,6 +108,16 @@ impl<'a, K: Ord, V> IntoIterator for &'a SmallMap<K, V> {
     }
 }
 
+/// The entries by value, in key order.
+impl<K, V> IntoIterator for SmallMap<K, V> {
+    type Item = (K, V);
+    type IntoIter = std::vec::IntoIter<(K, V)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
 /// Written as a map in key order, as a B-tree map is.
 impl<K: serde::Serialize, V: serde::Serialize> serde::Serialize for SmallMap<K, V> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
@@ -173,6 +183,7 @@ mod tests {
         }
         assert!(small.keys().eq(tree.keys()));
         assert!(small.values().eq(tree.values()));
+        assert!(small.into_iter().eq(tree), "consumed, the entries come in key order");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::seq_index::{COORDINATORS_MAX, find_seq};
 use crate::small_map::SmallMap;
 use meridian_core::{NodeId, ShardId, TxnId};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 /// What a participant knows of a transaction.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,19 +41,20 @@ pub enum Decision {
 /// `lock_at = "home"` prepares at each shard's home partitions).
 #[derive(Clone, Debug)]
 pub struct Tally<P = ShardId> {
-    pending: BTreeSet<P>,
+    /// A few participants: a sorted vector, not a B-tree.
+    pending: SmallMap<P, ()>,
     decided: Option<Decision>,
 }
 
 impl<P: Copy + Ord> Tally<P> {
     pub fn new(participants: &[P]) -> Tally<P> {
         assert!(!participants.is_empty(), "a transaction has participants");
-        Tally { pending: participants.iter().copied().collect(), decided: None }
+        Tally { pending: participants.iter().map(|p| (*p, ())).collect(), decided: None }
     }
 
     /// A yes vote; returns the decision when it completes the tally.
     pub fn yes(&mut self, participant: P) -> Option<Decision> {
-        if self.decided.is_some() || !self.pending.remove(&participant) || !self.pending.is_empty() {
+        if self.decided.is_some() || self.pending.remove(&participant).is_none() || !self.pending.is_empty() {
             return None;
         }
         self.decided = Some(Decision::Commit);
@@ -70,7 +71,7 @@ impl<P: Copy + Ord> Tally<P> {
     }
 
     pub fn pending(&self) -> impl Iterator<Item = P> + '_ {
-        self.pending.iter().copied()
+        self.pending.keys().copied()
     }
 
     pub fn decided(&self) -> Option<Decision> {
@@ -282,6 +283,18 @@ mod tests {
         let mut tally = Tally::new(&[ShardId(0), ShardId(1)]);
         assert_eq!(tally.no(ShardId(1)), Some(Decision::Abort));
         assert_eq!(tally.yes(ShardId(0)), None);
+    }
+
+    #[test]
+    fn a_tally_waits_for_each_participant_once_and_lists_them_in_order() {
+        let mut tally = Tally::new(&[ShardId(2), ShardId(0), ShardId(2), ShardId(1)]);
+        assert!(tally.pending().eq([ShardId(0), ShardId(1), ShardId(2)]), "sorted, each once");
+        assert_eq!(tally.yes(ShardId(1)), None);
+        assert_eq!(tally.yes(ShardId(7)), None, "a vote from outside the tally counts for nothing");
+        assert!(tally.pending().eq([ShardId(0), ShardId(2)]));
+        assert_eq!(tally.yes(ShardId(2)), None);
+        assert_eq!(tally.yes(ShardId(0)), Some(Decision::Commit));
+        assert_eq!(tally.pending().count(), 0);
     }
 
     #[test]

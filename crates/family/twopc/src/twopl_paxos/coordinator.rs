@@ -20,7 +20,7 @@
 //! sent again at their deadlines).
 
 use super::messages::{self, Executed, LockRead, Msg, Prepare, Priority, Record, Refusal, Timer};
-use super::participant::{LockAt, Participant, home_replica};
+use super::participant::{LockAt, Participant, Participants, home_replica};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
@@ -32,9 +32,11 @@ use meridian_mechanisms::interactive::{
     Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys, writes_by_participant,
 };
 use meridian_mechanisms::locks::LockMode;
+use meridian_mechanisms::seq_window::SeqWindow;
 use meridian_mechanisms::small_map::SmallMap;
 use meridian_mechanisms::twopc::{Decision, Tally, TxnStatus};
 use meridian_mechanisms::txnids::EpochGate;
+use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Debug)]
@@ -60,11 +62,11 @@ struct Attempt {
     exec: Execute<Participant>,
     /// Every participant that locked something for this attempt, sorted
     /// (a few: a vector costs less than a B-tree here, and iterates alike).
-    participants: Vec<Participant>,
+    participants: Participants,
     writes: SmallMap<Participant, Vec<(Key, Value)>>,
     tally: Option<Tally<Participant>>,
     /// Participants yet to acknowledge the decision, sorted.
-    unacked: Vec<Participant>,
+    unacked: Participants,
     /// The coordinator tick at which the current phase times out.
     deadline_tick: u64,
     /// Prepare re-sends so far (bounded by the decision timeout).
@@ -82,8 +84,10 @@ pub struct Coordinator {
     /// Transaction ids, and the requests that arrived before their epoch
     /// was durable.
     ids: EpochGate<(RequestId, Program)>,
-    requests: BTreeMap<RequestId, Request>,
-    attempts: BTreeMap<TxnId, Attempt>,
+    /// Looked up by id, never iterated.
+    requests: FxHashMap<RequestId, Request>,
+    /// Iterated in id order (deadlines, the watermark), as an ordered map is.
+    attempts: SeqWindow<Attempt>,
     /// Attempts given up on before every participant acknowledged a
     /// decision, with the participants not known to have decided: they hold the
     /// watermark (a participant may still be in doubt and ask the others)
@@ -109,8 +113,8 @@ impl Coordinator {
             layout,
             leader_hint: leaders,
             ids: EpochGate::new(me),
-            requests: BTreeMap::new(),
-            attempts: BTreeMap::new(),
+            requests: FxHashMap::default(),
+            attempts: SeqWindow::new(me),
             abandoned: BTreeMap::new(),
             ticks: 0,
             tick_armed: false,
@@ -140,10 +144,10 @@ impl Coordinator {
             request,
             phase: Phase::Executing,
             exec: Execute::start([]),
-            participants: Vec::new(),
+            participants: Participants::new(),
             writes: SmallMap::new(),
             tally: None,
-            unacked: Vec::new(),
+            unacked: Participants::new(),
             deadline_tick,
             prepare_rounds: 0,
             decide_rounds: 0,
@@ -170,9 +174,9 @@ impl Coordinator {
     /// Sends the attempt's first or next round: each participant's keys to
     /// its server.
     fn send_round(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, keys: Vec<LockRead>, first: bool) {
-        let mut by_part: BTreeMap<Participant, Vec<LockRead>> = BTreeMap::new();
+        let mut by_part: SmallMap<Participant, Vec<LockRead>> = SmallMap::new();
         for k in keys {
-            by_part.entry(self.participant(k.key)).or_default().push(k);
+            by_part.get_or_insert_with(self.participant(k.key), Vec::new).push(k);
         }
         let a = self.attempts.get_mut(&txn).expect("a live attempt");
         let prio = self.requests[&a.request].attempts.priority().expect("set at the first attempt");
@@ -272,7 +276,7 @@ impl Coordinator {
     }
 
     /// Sends the decision to every participant until acknowledged.
-    fn decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision, parts: Vec<Participant>) {
+    fn decide(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId, decision: Decision, parts: Participants) {
         let a = self.attempts.get_mut(&txn).expect("deciding a live attempt");
         a.phase = Phase::Deciding(decision);
         debug_assert!(parts.is_sorted(), "participants are kept sorted");
@@ -399,7 +403,7 @@ impl Coordinator {
     fn on_tick(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>) {
         self.ticks += 1;
         let due: Vec<(TxnId, Phase)> =
-            self.attempts.iter().filter(|(_, a)| a.deadline_tick <= self.ticks).map(|(t, a)| (*t, a.phase)).collect();
+            self.attempts.iter().filter(|(_, a)| a.deadline_tick <= self.ticks).map(|(t, a)| (t, a.phase)).collect();
         for (txn, phase) in due {
             match phase {
                 Phase::Executing => self.execute_timed_out(ctx, txn),
@@ -487,7 +491,7 @@ impl Coordinator {
     /// Every transaction this coordinator started in its epoch below this
     /// number is decided at every participant: neither live nor abandoned.
     fn settled_below(&self) -> u64 {
-        let live = self.attempts.keys().next().map(|t| t.seq);
+        let live = self.attempts.first_key().map(|t| t.seq);
         let abandoned = self.abandoned.keys().next().map(|t| t.seq);
         let floor = [live, abandoned].into_iter().flatten().min();
         floor.map_or(self.ids.next_seq(), |s| s.min(self.ids.next_seq()))

@@ -11,7 +11,7 @@ use super::coordinator::Coordinator;
 use super::messages::{
     Cmd, Execute, Executed, LockRead, Msg, Prepare, PrepareRecord, Priority, Record, Refusal, Timer,
 };
-use super::participant::{LockAt, Participant};
+use super::participant::{LockAt, Participant, Participants};
 use super::replica::Replica;
 use super::{Config, TwoPlPaxos};
 use meridian_core::{
@@ -89,7 +89,7 @@ fn execute(t: TxnId, start_ns: u64, keys: &[u64], mode: LockMode) -> Msg {
     Msg::Execute(Execute { txn: t, prio: prio(t, start_ns), round: 0, keys })
 }
 
-fn prepare(t: TxnId, participants: Vec<Participant>, writes: &[(u64, i64)]) -> Msg {
+fn prepare(t: TxnId, participants: Participants, writes: &[(u64, i64)]) -> Msg {
     let writes = writes.iter().map(|(k, v)| (Key(*k), int(*v))).collect();
     Msg::Prepare(Prepare { txn: t, participants, writes })
 }
@@ -141,13 +141,7 @@ fn next_lsn(hand: &Leader) -> u64 {
     hand.last_lsn().0 + 1
 }
 
-fn prepare_cmd(
-    t: TxnId,
-    coordinator: NodeId,
-    participants: Vec<Participant>,
-    reads: &[u64],
-    writes: &[(u64, i64)],
-) -> Cmd {
+fn prepare_cmd(t: TxnId, coordinator: NodeId, participants: Participants, reads: &[u64], writes: &[(u64, i64)]) -> Cmd {
     Cmd::Prepare(Arc::new(PrepareRecord {
         txn: t,
         coordinator,
@@ -159,7 +153,7 @@ fn prepare_cmd(
 
 /// Runs `t` (exclusive on `keys`, writing 5 to each) through execute and a
 /// durable prepare, in slot `slot` of a one-replica shard.
-fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Vec<Participant>, slot: u64) {
+fn prepared(hand: &mut Leader, from: NodeId, t: TxnId, keys: &[u64], participants: Participants, slot: u64) {
     hand.message(from, execute(t, 10, keys, LockMode::Exclusive));
     let writes: Vec<(u64, i64)> = keys.iter().map(|k| (*k, 5)).collect();
     let lsn = next_lsn(hand);
@@ -200,7 +194,7 @@ fn a_younger_transaction_waits_for_an_older_prepared_holder_and_reads_its_write(
     let mut hand = leader(&topo);
     let c = client(&topo);
     let (older, younger) = (txn(1), txn(2));
-    prepared(&mut hand, c, older, &[2], vec![Participant(0)], 1);
+    prepared(&mut hand, c, older, &[2], smallvec::smallvec![Participant(0)], 1);
     let fx = hand.message(c, execute(younger, 20, &[2], LockMode::Shared));
     assert_effects(&fx, &[]); // waits: a prepared holder is never wounded, nor is it refused
     let lsn = next_lsn(&hand);
@@ -225,8 +219,8 @@ fn a_prepare_is_voted_only_after_its_log_entry_is_durable() {
     let fx = hand.message(c, Msg::Execute(Execute { txn: t, prio: prio(t, 10), round: 0, keys }));
     assert_effects(&fx, &[no_wait(), executed(c, t, vec![(2, None), (4, None)])]);
     let lsn = next_lsn(&hand);
-    let fx = hand.message(c, prepare(t, vec![Participant(0)], &[(2, 5)]));
-    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, vec![Participant(0)], &[2, 4], &[(2, 5)]))]);
+    let fx = hand.message(c, prepare(t, smallvec::smallvec![Participant(0)], &[(2, 5)]));
+    assert_effects(&fx, &[logged(lsn, 1, prepare_cmd(t, c, smallvec::smallvec![Participant(0)], &[2, 4], &[(2, 5)]))]);
     assert_effects(&hand.persist_all(), &[vote(c, t, true)]);
 }
 
@@ -235,7 +229,7 @@ fn a_prepare_without_an_execution_here_is_voted_no_at_once() {
     let topo = topology(1);
     let mut hand = leader(&topo);
     let c = client(&topo);
-    let fx = hand.message(c, prepare(txn(1), vec![Participant(0)], &[(2, 5)]));
+    let fx = hand.message(c, prepare(txn(1), smallvec::smallvec![Participant(0)], &[(2, 5)]));
     assert_effects(&fx, &[vote(c, txn(1), false)]);
 }
 
@@ -245,7 +239,7 @@ fn a_commit_decision_installs_the_writes_and_is_acknowledged_once_applied() {
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![Participant(0)], 1);
+    prepared(&mut hand, c, t, &[2], smallvec::smallvec![Participant(0)], 1);
     let lsn = next_lsn(&hand);
     let fx = hand.message(c, decide(t, Decision::Commit));
     assert_effects(&fx, &[logged(lsn, 2, Cmd::Commit(t))]); // not acknowledged before it is applied
@@ -260,7 +254,7 @@ fn an_abort_decision_releases_the_locks_without_writing() {
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![Participant(0)], 1);
+    prepared(&mut hand, c, t, &[2], smallvec::smallvec![Participant(0)], 1);
     let lsn = next_lsn(&hand);
     assert_effects(&hand.message(c, decide(t, Decision::Abort)), &[logged(lsn, 2, Cmd::Abort(t))]);
     assert_effects(&hand.persist_all(), &[decided(c, t)]);
@@ -301,7 +295,7 @@ fn a_transaction_in_doubt_asks_the_other_participants_and_follows_their_answer()
     let mut hand = leader(&topo);
     let c = client(&topo);
     let t = txn(1);
-    prepared(&mut hand, c, t, &[2], vec![Participant(0), Participant(1)], 1);
+    prepared(&mut hand, c, t, &[2], smallvec::smallvec![Participant(0), Participant(1)], 1);
     let other = topo.replicas(ShardId(1))[0];
     let rearm = |hand: &Leader| Effect::SetTimer {
         id: hand.next_timer_id(),
@@ -337,7 +331,10 @@ fn a_query_about_a_transaction_never_seen_aborts_it_durably_before_answering() {
     assert_effects(&hand.persist_all(), &[send(asker, aborted.clone())]);
     assert_effects(&hand.message(asker, Msg::Query { txn: t }), &[send(asker, aborted)]); // from its outcomes
     let c = client(&topo);
-    assert_effects(&hand.message(c, prepare(t, vec![Participant(0), Participant(1)], &[(2, 5)])), &[vote(c, t, false)]);
+    assert_effects(
+        &hand.message(c, prepare(t, smallvec::smallvec![Participant(0), Participant(1)], &[(2, 5)])),
+        &[vote(c, t, false)],
+    );
 }
 
 // ---- a shard of three replicas ----
@@ -362,9 +359,9 @@ fn a_prepare_chosen_after_a_commit_overwrote_a_key_it_read_and_writes_is_void_at
     let (winner, stale) = (txn(1), txn(2));
     // Both read key 2 at its initial version and write it.
     let chosen = vec![
-        (1, Some(Arc::new(prepare_cmd(winner, c, vec![Participant(0)], &[2], &[(2, 5)])))),
+        (1, Some(Arc::new(prepare_cmd(winner, c, smallvec::smallvec![Participant(0)], &[2], &[(2, 5)])))),
         (2, Some(Arc::new(Cmd::Commit(winner)))),
-        (3, Some(Arc::new(prepare_cmd(stale, c, vec![Participant(0)], &[2], &[(2, 6)])))),
+        (3, Some(Arc::new(prepare_cmd(stale, c, smallvec::smallvec![Participant(0)], &[2], &[(2, 6)])))),
         (4, Some(Arc::new(Cmd::Commit(stale)))),
     ];
     f.message(members[0], Msg::Paxos(PaxosMsg { group: 0, body: PaxosBody::Chosen { entries: chosen } }));
@@ -382,10 +379,10 @@ fn a_prepare_is_voted_only_once_a_majority_of_its_shard_accepted_it() {
     let t = txn(1);
     l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
     // The leader's vote goes to disk while the followers are asked.
-    let cmd = prepare_cmd(t, c, vec![Participant(0)], &[2], &[(2, 5)]);
+    let cmd = prepare_cmd(t, c, smallvec::smallvec![Participant(0)], &[2], &[(2, 5)]);
     let accept = PaxosBody::Accept { ballot: FIRST, slot: 1, value: Some(Arc::new(cmd.clone())), commit_upto: 0 };
     let lsn = next_lsn(&l);
-    let fx = l.message(c, prepare(t, vec![Participant(0)], &[(2, 5)]));
+    let fx = l.message(c, prepare(t, smallvec::smallvec![Participant(0)], &[(2, 5)]));
     assert_effects(
         &fx,
         &[logged(lsn, 1, cmd.clone()), paxos(members[1], accept.clone()), paxos(members[2], accept.clone())],
@@ -424,8 +421,11 @@ fn a_new_leader_retakes_the_locks_of_prepared_transactions_and_the_old_one_redir
     let t = txn(1);
     // `t` prepared through the leader and the first follower.
     l.message(c, execute(t, 10, &[2], LockMode::Exclusive));
-    let accepts: Vec<Msg> =
-        l.message(c, prepare(t, vec![Participant(0)], &[(2, 5)])).sends().map(|(_, m)| m.clone()).collect();
+    let accepts: Vec<Msg> = l
+        .message(c, prepare(t, smallvec::smallvec![Participant(0)], &[(2, 5)]))
+        .sends()
+        .map(|(_, m)| m.clone())
+        .collect();
     l.persist_all();
     f.message(members[0], accepts[0].clone());
     let accepted: Vec<Msg> = f.persist_all().sends().map(|(_, m)| m.clone()).collect();
@@ -547,8 +547,8 @@ fn first_id(topo: &Topology) -> TxnId {
     TxnId { node: client(topo), seq: (1 << COUNTER_BITS) | 1 }
 }
 
-fn participants() -> Vec<Participant> {
-    vec![Participant(0), Participant(1)]
+fn participants() -> Participants {
+    [Participant(0), Participant(1)].into_iter().collect()
 }
 
 /// Runs a two-shard increment up to its votes; returns its id.
@@ -711,7 +711,7 @@ fn a_home_replica_prepares_with_its_own_fsync_alone_and_pushes_its_log_to_the_co
     assert_effects(&fx, &[no_wait(), send(c, Msg::Executed(Executed { txn: t, part: HOME_PART, round: 0, reads }))]);
     // The prepare record goes to its own log alone: nothing is sent, to any
     // replica, until its own fsync; then the vote.
-    let fx = home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    let fx = home.message(c, prepare(t, smallvec::smallvec![HOME_PART], &[(HOME_KEY, 5)]));
     assert_eq!(fx.appends().count(), 1, "{fx:?}");
     assert_eq!(fx.sends().count(), 0, "no vote awaited from any other replica: {fx:?}");
     let vote = Msg::Vote { txn: t, part: HOME_PART, yes: true };
@@ -747,7 +747,7 @@ fn a_copy_applies_a_home_log_pushed_to_it_on_that_homes_stream() {
     let c = client(&topo);
     let t = txn(1);
     home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
-    home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    home.message(c, prepare(t, smallvec::smallvec![HOME_PART], &[(HOME_KEY, 5)]));
     home.persist_all();
     home.message(c, decide(t, Decision::Commit));
     home.persist_all();
@@ -775,7 +775,7 @@ fn a_restarted_home_replica_replays_its_log_and_holds_its_prepared_transactions_
     let c = client(&topo);
     let t = txn(1);
     home.message(c, execute(t, 10, &[HOME_KEY], LockMode::Exclusive));
-    let prepared = home.message(c, prepare(t, vec![HOME_PART], &[(HOME_KEY, 5)]));
+    let prepared = home.message(c, prepare(t, smallvec::smallvec![HOME_PART], &[(HOME_KEY, 5)]));
     home.persist_all();
     // It crashes before the decision: a new process gets its durable log.
     let mut back = home_node(&topo, 1, 1);

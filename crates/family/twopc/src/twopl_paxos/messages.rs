@@ -1,6 +1,6 @@
 //! The messages, log commands, durable records and timers of `2pl-paxos`.
 
-use super::participant::Participant;
+use super::participant::{Participant, Participants};
 use meridian_core::{Key, NodeId, RequestId, ShardId, TxnId, Value};
 use meridian_mechanisms::locks::LockMode;
 use meridian_mechanisms::mvstore::MvStore;
@@ -25,7 +25,7 @@ pub struct Priority {
 pub struct PrepareRecord {
     pub txn: TxnId,
     pub coordinator: NodeId,
-    pub participants: Vec<Participant>,
+    pub participants: Participants,
     /// Keys it read, each with the version it read (the log slot that wrote
     /// it; `None`: the initial state): those it locked and does not write,
     /// and those it read and writes. Every replica applies the record only
@@ -178,7 +178,7 @@ pub struct Executed {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prepare {
     pub txn: TxnId,
-    pub participants: Vec<Participant>,
+    pub participants: Participants,
     pub writes: Vec<(Key, Value)>,
 }
 
@@ -241,7 +241,7 @@ mod record_tests {
         PrepareRecord {
             txn: TxnId { node: NodeId(4), seq: 9 },
             coordinator: NodeId(4),
-            participants: vec![Participant(0), Participant(2)],
+            participants: [Participant(0), Participant(2)].into_iter().collect(),
             reads: reads.iter().map(|(k, v)| (Key(*k), *v)).collect(),
             writes: writes.iter().map(|k| (Key(*k), Value::int(*k, 7))).collect(),
         }
@@ -255,7 +255,7 @@ mod record_tests {
             let old = PrepareRecordWithVecs {
                 txn: r.txn,
                 coordinator: r.coordinator,
-                participants: r.participants.clone(),
+                participants: r.participants.to_vec(),
                 reads: r.reads.to_vec(),
                 writes: r.writes.to_vec(),
             };

@@ -21,6 +21,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Copy, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 pub struct Participant(pub u32);
 
+/// A transaction's participants, sorted: a few, held inline in the space a
+/// vector's pointer takes, so the copies a coordinator sends in every
+/// prepare cost no allocation. Encoded as a vector is.
+pub type Participants = smallvec::SmallVec<[Participant; 4]>;
+
 /// Where a key's lock manager lives: the `lock_at` parameter.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum LockAt {

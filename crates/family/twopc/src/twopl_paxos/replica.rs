@@ -28,7 +28,7 @@ use super::participant::{LockAt, Participant};
 use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::{CHECKED_MAX, CopyState, Settled};
-use meridian_core::{Ctx, Key, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
+use meridian_core::{Ctx, Key, KeyList, Lsn, Mapped, NodeId, ShardId, TxnId, Value};
 use meridian_mechanisms::locks::{Acquire, LockMode, LockTable};
 use meridian_mechanisms::mvstore::MvStore;
 use meridian_mechanisms::paxos::{MultiPaxos, PaxosEvent};
@@ -37,6 +37,7 @@ use meridian_mechanisms::scheduler::digest;
 use meridian_mechanisms::small_map::SmallMap;
 use meridian_mechanisms::twopc::{Decision, TxnStatus};
 use rustc_hash::FxHashMap;
+use smallvec::{SmallVec, smallvec};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -53,6 +54,13 @@ pub(super) enum Stage {
     Prepared,
 }
 
+/// A transaction's locks at one participant: most take one or two, held
+/// inline (the list is copied as its locks are taken).
+pub(super) type LockList = SmallVec<[(Key, LockMode); 2]>;
+
+/// Transactions whose locks to take next (a release grants a few).
+pub(super) type Work = SmallVec<[TxnId; 4]>;
+
 #[derive(Clone, Debug)]
 pub(super) struct Active {
     pub prio: Priority,
@@ -60,10 +68,10 @@ pub(super) struct Active {
     /// The execute round in progress (a procedure reads in rounds).
     pub round: u32,
     /// The keys this round reads, once its locks are held.
-    pub reads: Vec<Key>,
+    pub reads: KeyList,
     /// Every lock asked for, in the order taken; a key appears again when
     /// a later round upgrades it.
-    pub locks: Vec<(Key, LockMode)>,
+    pub locks: LockList,
     pub stage: Stage,
     /// Termination ticks in the current stage at this leader: a lock lease
     /// for unprepared transactions, in-doubt detection for prepared ones.
@@ -185,7 +193,7 @@ impl Replica {
             return; // late or duplicated: the coordinator has moved on
         }
         assert!(!keys.is_empty(), "an execute request names keys");
-        let reads: Vec<Key> = keys.iter().filter(|k| k.read).map(|k| k.key).collect();
+        let reads: KeyList = keys.iter().filter(|k| k.read).map(|k| k.key).collect();
         let wanted = lock_list(&keys);
         let Some(a) = self.active.get_mut(&txn) else {
             if round > 0 {
@@ -206,7 +214,7 @@ impl Replica {
                 read_versions: SmallMap::new(),
             };
             self.active.insert(txn, active);
-            return self.acquire(ctx, vec![txn]);
+            return self.acquire(ctx, smallvec![txn]);
         };
         if round < a.round || (round == a.round && a.stage != Stage::Executed) {
             return; // a duplicate of a round answered or in progress
@@ -228,13 +236,13 @@ impl Replica {
         a.reads = reads;
         a.stage = Stage::Locking { next };
         a.asked_ns = ctx.clock_ns();
-        self.acquire(ctx, vec![txn]);
+        self.acquire(ctx, smallvec![txn]);
     }
 
     /// Advances each listed transaction through its lock list, wounding
     /// younger holders and waiting behind older ones; transactions granted
     /// a lock by a release join the work list.
-    pub(super) fn acquire(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, mut work: Vec<TxnId>) {
+    pub(super) fn acquire(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, mut work: Work) {
         let mut rounds = 0usize;
         while let Some(txn) = work.pop() {
             rounds += 1;
@@ -291,7 +299,7 @@ impl Replica {
 
     /// Aborts `b` here: releases its locks and tells its coordinator.
     /// Returns the transactions its release granted locks to.
-    fn wound(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, b: TxnId) -> Vec<TxnId> {
+    fn wound(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, b: TxnId) -> Work {
         let a = self.active.remove(&b).expect("woundable transactions are active");
         self.refused.insert(b);
         ctx.count("wounds", 1);
@@ -299,8 +307,8 @@ impl Replica {
         self.release_locks(b, &a.locks)
     }
 
-    pub(super) fn release_locks(&mut self, txn: TxnId, locks: &[(Key, LockMode)]) -> Vec<TxnId> {
-        let mut granted = Vec::new();
+    pub(super) fn release_locks(&mut self, txn: TxnId, locks: &[(Key, LockMode)]) -> Work {
+        let mut granted = Work::new();
         for (key, _) in locks {
             granted.extend(self.locks.release(*key, txn));
         }
@@ -359,7 +367,7 @@ impl Replica {
         // adopted by a later leader's phase 1) is voided rather than
         // install values computed from reads another leader's transactions
         // have since overwritten (`Log::prepare_holds`).
-        let mut read_keys: Vec<Key> = a
+        let mut read_keys: KeyList = a
             .locks
             .iter()
             .map(|(k, _)| *k)
@@ -549,7 +557,7 @@ impl Replica {
                 prio,
                 coordinator: r.coordinator,
                 round: 0,
-                reads: Vec::new(),
+                reads: KeyList::new(),
                 locks,
                 stage: Stage::Prepared,
                 age_ticks: 0,
@@ -593,8 +601,8 @@ fn cfg_refused_kept() -> usize {
 }
 
 /// One lock per key (the strongest asked), in key order.
-fn lock_list(keys: &[LockRead]) -> Vec<(Key, LockMode)> {
-    let mut locks: Vec<(Key, LockMode)> = Vec::with_capacity(keys.len());
+fn lock_list(keys: &[LockRead]) -> LockList {
+    let mut locks = LockList::with_capacity(keys.len());
     for k in keys {
         match locks.iter_mut().find(|(key, _)| *key == k.key) {
             Some(l) if k.mode == LockMode::Exclusive => l.1 = k.mode,
@@ -757,7 +765,7 @@ mod tests {
             lr(1, LockMode::Shared),
         ];
         assert_eq!(
-            lock_list(&ops),
+            lock_list(&ops).to_vec(),
             vec![(Key(1), LockMode::Shared), (Key(2), LockMode::Exclusive), (Key(5), LockMode::Exclusive)]
         );
     }
