@@ -7,7 +7,9 @@
 //! the deterministic scheduler and read exchange of Calvin and SLOG,
 //! strongly connected components, the interactive coordinator's rounds
 //! and retries, a value's encoded size (the metadata the cost model
-//! measures), and an ordered map for a handful of entries.
+//! measures), an ordered map for a handful of entries, and tables keyed by
+//! transaction id: any coordinator's, in its id order (`seq_index`), and a
+//! coordinator's own in flight, in a window of ids (`seq_window`).
 
 pub mod batch_stream;
 pub mod client_floors;

@@ -12,18 +12,20 @@
 //! insertion a push at the back, a removal leaves a hole that goes once
 //! every older one has gone, and iteration is in id order, as the map's.
 //! Memory is the span from the oldest live id to the newest, which the
-//! coordinator's timeouts bound; [`SPAN_MAX`] bounds it again.
+//! coordinator's timeouts bound; a window's `span_max` bounds it again (the
+//! holder asks [`SeqWindow::has_room_for`] and refuses work past it).
 
 use meridian_core::{NodeId, TxnId};
 use std::collections::VecDeque;
 
-/// Most slots a window spans (from its oldest live id to its newest).
-pub const SPAN_MAX: usize = 1 << 20;
+/// Most slots any window spans (from its oldest live id to its newest).
+pub const SPAN_MAX: usize = 1 << 24;
 
 /// Values by the ids of one coordinator, inserted in increasing id order.
 #[derive(Clone, Debug)]
 pub struct SeqWindow<V> {
     node: NodeId,
+    span_max: usize,
     /// The sequence number of `slots[0]`.
     base: u64,
     slots: VecDeque<Option<V>>,
@@ -31,9 +33,16 @@ pub struct SeqWindow<V> {
 }
 
 impl<V> SeqWindow<V> {
-    /// An empty window for the ids of coordinator `node`.
-    pub fn new(node: NodeId) -> Self {
-        SeqWindow { node, base: 0, slots: VecDeque::new(), len: 0 }
+    /// An empty window for the ids of coordinator `node`, spanning at most
+    /// `span_max` ids.
+    pub fn new(node: NodeId, span_max: usize) -> Self {
+        assert!((1..=SPAN_MAX).contains(&span_max), "a window spans 1 to {SPAN_MAX} ids, not {span_max}");
+        SeqWindow { node, span_max, base: 0, slots: VecDeque::new(), len: 0 }
+    }
+
+    /// Whether `id` (newer than every id held) fits within the span.
+    pub fn has_room_for(&self, id: TxnId) -> bool {
+        self.slots.is_empty() || id.seq.checked_sub(self.base).is_some_and(|i| i < self.span_max as u64)
     }
 
     fn slot(&self, id: TxnId) -> Option<usize> {
@@ -62,8 +71,8 @@ impl<V> SeqWindow<V> {
         }
         let next = self.base + self.slots.len() as u64;
         assert!(id.seq >= next, "{id:?} is not newer than the window's ids (next {next})");
+        assert!(self.has_room_for(id), "{id:?} would open a window past {} ids", self.span_max);
         let span = (id.seq - self.base) as usize + 1;
-        assert!(span <= SPAN_MAX, "{id:?} would open a window of {span} ids, past {SPAN_MAX}");
         self.slots.resize_with(span - 1, || None);
         self.slots.push_back(Some(value));
         self.len += 1;
@@ -130,7 +139,7 @@ mod tests {
     #[test]
     fn a_window_holds_what_an_ordered_map_holds_and_iterates_it_alike() {
         let mut rng = Rng::new(7);
-        let (mut window, mut map) = (SeqWindow::new(NodeId(3)), BTreeMap::new());
+        let (mut window, mut map) = (SeqWindow::new(NodeId(3), 1 << 10), BTreeMap::new());
         let mut next = 1u64 << 40; // an epoch in the high bits
         for _ in 0..20_000 {
             match rng.below(10) {
@@ -162,7 +171,7 @@ mod tests {
 
     #[test]
     fn holes_go_once_every_older_id_has_gone() {
-        let mut w = SeqWindow::new(NodeId(3));
+        let mut w = SeqWindow::new(NodeId(3), 8);
         for seq in 10..15 {
             w.insert(id(seq), seq);
         }
@@ -181,7 +190,7 @@ mod tests {
 
     #[test]
     fn ids_of_another_coordinator_or_outside_the_window_are_absent() {
-        let mut w = SeqWindow::new(NodeId(3));
+        let mut w = SeqWindow::new(NodeId(3), 8);
         w.insert(id(5), ());
         assert!(w.contains_key(&id(5)));
         assert!(!w.contains_key(&TxnId { node: NodeId(4), seq: 5 }));
@@ -192,16 +201,27 @@ mod tests {
     #[test]
     #[should_panic(expected = "is not newer than the window's ids")]
     fn an_id_older_than_the_newest_is_refused() {
-        let mut w = SeqWindow::new(NodeId(3));
+        let mut w = SeqWindow::new(NodeId(3), 8);
         w.insert(id(5), ());
         w.insert(id(5), ());
     }
 
     #[test]
-    #[should_panic(expected = "would open a window of")]
+    fn the_room_left_is_counted_from_the_oldest_id_held() {
+        let mut w = SeqWindow::new(NodeId(3), 4);
+        assert!(w.has_room_for(id(1_000)), "an empty window takes any id");
+        w.insert(id(10), ());
+        assert!(w.has_room_for(id(13)) && !w.has_room_for(id(14)), "ids 10 to 13 fill it");
+        w.insert(id(13), ());
+        w.remove(&id(10));
+        assert!(w.has_room_for(id(16)) && !w.has_room_for(id(17)), "the oldest id held is now 13");
+    }
+
+    #[test]
+    #[should_panic(expected = "would open a window past 4 ids")]
     fn a_span_past_the_bound_is_refused_not_allocated() {
-        let mut w = SeqWindow::new(NodeId(3));
+        let mut w = SeqWindow::new(NodeId(3), 4);
         w.insert(id(1), ());
-        w.insert(id(1 + SPAN_MAX as u64), ());
+        w.insert(id(5), ());
     }
 }

@@ -108,13 +108,14 @@ const ABANDONED_QUERY_TICKS: u64 = 20;
 impl Coordinator {
     pub fn new(me: NodeId, leaders: Vec<NodeId>, layout: KeyLayout, cfg: Config) -> Coordinator {
         assert_eq!(leaders.len(), layout.shards as usize, "a leader per shard");
+        let attempts = SeqWindow::new(me, cfg.attempts_span_max);
         Coordinator {
             cfg,
             layout,
             leader_hint: leaders,
             ids: EpochGate::new(me),
             requests: FxHashMap::default(),
-            attempts: SeqWindow::new(me),
+            attempts,
             abandoned: BTreeMap::new(),
             ticks: 0,
             tick_armed: false,
@@ -129,6 +130,13 @@ impl Coordinator {
 
     fn start_attempt(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, request: RequestId) {
         let txn = self.ids.next_id();
+        if !self.attempts.has_room_for(txn) {
+            // An attempt `attempts_span_max` ids older still runs (timeouts
+            // far past their defaults): refuse new work rather than grow.
+            self.requests.remove(&request).expect("attempts belong to live requests");
+            ctx.count("attempts_refused", 1);
+            return ctx.complete(request, Outcome::Aborted { reason: AbortReason::Rejected });
+        }
         let req = self.requests.get_mut(&request).expect("attempts belong to live requests");
         req.attempts.begin(|| Priority { start_ns: ctx.clock_ns(), first: txn });
         let keys = lock_reads(round_keys(&req.program, &BTreeMap::new(), true));

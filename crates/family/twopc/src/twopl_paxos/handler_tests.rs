@@ -597,6 +597,26 @@ fn the_coordinator_commits_when_every_participant_votes_yes() {
 }
 
 #[test]
+fn a_coordinator_refuses_requests_while_its_oldest_attempt_is_a_window_of_ids_old() {
+    let topo = topology(1);
+    let me = client(&topo);
+    let leaders = (0..topo.shards).map(|s| topo.initial_leader(ShardId(s))).collect();
+    let cfg = Config { attempts_span_max: 2, ..config() };
+    let mut hand = Hand::new(Coordinator::new(me, leaders, topo.key_layout(), cfg), topo.clone(), me, Now::at(0));
+    hand.start(Vec::new());
+    hand.persist_all();
+    for r in 1..=2 {
+        let fx = hand.request(RequestId(r), two_shard_increment());
+        assert_eq!(fx.completions().count(), 0, "request {r} runs");
+        assert_eq!(fx.sends().filter(|(_, m)| matches!(m, Msg::Execute(_))).count(), 2, "request {r} runs");
+    }
+    let fx = hand.request(RequestId(3), two_shard_increment());
+    let rejected = Outcome::Aborted { reason: meridian_core::AbortReason::Rejected };
+    assert!(fx.completions().eq([(RequestId(3), &rejected)]), "{fx:?}");
+    assert_eq!((fx.sends().count(), fx.counted("attempts_refused")), (0, 1));
+}
+
+#[test]
 fn one_no_vote_aborts_every_participant_and_the_request_retries() {
     let topo = topology(1);
     let mut hand = coordinator(&topo);

@@ -158,9 +158,17 @@ pub struct Config {
     pub retry_backoff_ns: u64,
     pub max_redirects: u32,
     pub outcomes_kept: usize,
+    /// Most ids from a coordinator's oldest running attempt to its newest
+    /// (`meridian_mechanisms::seq_window`); past it, requests are refused.
+    /// Not a parameter: with the default timeouts an attempt ends within
+    /// about 45 s, a span of about 22,000 ids at 500 requests a second.
+    pub attempts_span_max: usize,
     pub lock_at: LockAt,
     pub paxos: PaxosConfig,
 }
+
+/// The default `Config::attempts_span_max`.
+pub const ATTEMPTS_SPAN_MAX: usize = 1 << 17;
 
 pub const PARAMS: &[ParamDoc] = &[
     ParamDoc {
@@ -249,6 +257,10 @@ pub const COUNTERS: &[CounterDoc] = &[
     CounterDoc { name: "retries", doc: "attempts after a request's first (aborts by wound, timeout or conflict)" },
     CounterDoc { name: "wounds", doc: "younger lock holders aborted by an older transaction (wound-wait)" },
     CounterDoc { name: "unknown_outcomes", doc: "requests whose client was told the outcome is unknown" },
+    CounterDoc {
+        name: "attempts_refused",
+        doc: "requests refused while a coordinator's oldest running attempt is attempts_span_max ids old",
+    },
     CounterDoc { name: "abandoned_dropped", doc: "abandoned attempts forgotten past the bound" },
     CounterDoc { name: "lock_leases_expired", doc: "unprepared transactions whose locks outlived their lease" },
     CounterDoc { name: "prepares_voided", doc: "prepare records applied after the transaction was aborted" },
@@ -288,6 +300,7 @@ impl Config {
             retry_backoff_ns: ms("retry_backoff_ms")?,
             max_redirects: count("max_redirects")? as u32,
             outcomes_kept: count("outcomes_kept")? as usize,
+            attempts_span_max: ATTEMPTS_SPAN_MAX,
             lock_at: if p.choice("lock_at", &["leader", "home"])? == "home" { LockAt::Home } else { LockAt::Leader },
             paxos: PaxosConfig {
                 tick_ns: heartbeat_ns,
