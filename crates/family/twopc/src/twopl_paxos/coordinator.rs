@@ -25,8 +25,8 @@ use super::{Config, TwoPlPaxos};
 use meridian_core::Process;
 use meridian_core::process::CHECKED_MAX;
 use meridian_core::{
-    AbortReason, Ctx, Execution, Key, KeyLayout, Lsn, NodeId, Outcome, Program, RequestId, ShardId, Topology, TxnId,
-    Value,
+    AbortReason, Ctx, Execution, Key, KeyLayout, Lsn, NodeId, OpResult, Outcome, Program, RequestId, ShardId, Topology,
+    TxnId, Value,
 };
 use meridian_mechanisms::interactive::{
     Attempts, Execute, Progress, Retry, RetryPolicy, RoundKey, round_keys, writes_by_participant,
@@ -64,6 +64,9 @@ struct Attempt {
     /// (a few: a vector costs less than a B-tree here, and iterates alike).
     participants: Participants,
     writes: SmallMap<Participant, Vec<(Key, Value)>>,
+    /// What the execution that computed `writes` returns to the client on
+    /// commit.
+    results: Vec<OpResult>,
     tally: Option<Tally<Participant>>,
     /// Participants yet to acknowledge the decision, sorted.
     unacked: Participants,
@@ -154,6 +157,7 @@ impl Coordinator {
             exec: Execute::start([]),
             participants: Participants::new(),
             writes: SmallMap::new(),
+            results: Vec::new(),
             tally: None,
             unacked: Participants::new(),
             deadline_tick,
@@ -240,6 +244,7 @@ impl Coordinator {
         }
         debug_assert!(a.writes.is_empty(), "writes are computed once, when every lock is held");
         a.writes = writes_by_participant(&exec, |k| lock_at.participant(layout, k));
+        a.results = exec.results;
         let participants = a.participants.clone();
         a.phase = Phase::Preparing;
         a.tally = Some(Tally::new(&participants));
@@ -274,8 +279,8 @@ impl Coordinator {
     fn commit(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = self.attempts.get_mut(&txn).expect("committing a live attempt");
         let req = self.requests.remove(&a.request).expect("a live request");
-        let results = req.program.execute(|k| a.exec.reads().get(&k).cloned().flatten()).results;
-        ctx.complete(a.request, Outcome::Committed { results });
+        debug_assert_eq!(a.results, req.program.execute(|k| a.exec.reads().get(&k).cloned().flatten()).results);
+        ctx.complete(a.request, Outcome::Committed { results: std::mem::take(&mut a.results) });
         if req.attempts.count() > 1 {
             ctx.count("retries", u64::from(req.attempts.count() - 1));
         }
