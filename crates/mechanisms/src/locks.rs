@@ -8,6 +8,7 @@
 
 use meridian_core::Key;
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum LockMode {
@@ -23,7 +24,9 @@ impl LockMode {
 
 #[derive(Clone, Debug)]
 struct Entry<T, O> {
-    holders: Vec<(T, LockMode)>,
+    /// Inline for one: most keys have a single holder (an exclusive lock,
+    /// or one reader), and an entry comes and goes with every lock.
+    holders: SmallVec<[(T, LockMode); 1]>,
     /// Sorted by the order key `O`.
     waiters: Vec<(O, T, LockMode)>,
 }
@@ -56,7 +59,7 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
     /// queued ahead; a holder asking again (or upgrading as the sole holder)
     /// is granted. Does not queue.
     pub fn try_acquire(&mut self, key: Key, owner: T, mode: LockMode) -> Acquire<T> {
-        let entry = self.map.entry(key).or_insert_with(|| Entry { holders: Vec::new(), waiters: Vec::new() });
+        let entry = self.map.entry(key).or_insert_with(|| Entry { holders: SmallVec::new(), waiters: Vec::new() });
         if let Some(i) = entry.holders.iter().position(|(t, _)| *t == owner) {
             if mode == LockMode::Shared || entry.holders[i].1 == LockMode::Exclusive || entry.holders.len() == 1 {
                 if mode == LockMode::Exclusive {
@@ -82,7 +85,7 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
 
     /// Queues a waiter at its place in the order.
     pub fn enqueue(&mut self, key: Key, owner: T, mode: LockMode, order: O) {
-        let entry = self.map.entry(key).or_insert_with(|| Entry { holders: Vec::new(), waiters: Vec::new() });
+        let entry = self.map.entry(key).or_insert_with(|| Entry { holders: SmallVec::new(), waiters: Vec::new() });
         debug_assert!(!entry.waiters.iter().any(|(_, t, _)| *t == owner), "queued twice");
         let i = entry.waiters.partition_point(|(o, _, _)| *o <= order);
         entry.waiters.insert(i, (order, owner, mode));
@@ -132,7 +135,7 @@ impl<T: Copy + Eq, O: Copy + Ord> LockTable<T, O> {
 
     /// Current holders of a key.
     pub fn holders(&self, key: Key) -> Vec<(T, LockMode)> {
-        self.map.get(&key).map(|e| e.holders.clone()).unwrap_or_default()
+        self.map.get(&key).map(|e| e.holders.to_vec()).unwrap_or_default()
     }
 
     pub fn holds(&self, key: Key, owner: T) -> bool {

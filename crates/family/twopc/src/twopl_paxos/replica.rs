@@ -319,10 +319,13 @@ impl Replica {
     fn send_reads(&mut self, ctx: &mut Ctx<'_, TwoPlPaxos>, txn: TxnId) {
         let a = self.active.get_mut(&txn).expect("reads are sent for active transactions");
         let store = self.log.store();
+        // One store look-up a key for both its version and its value.
+        let mut reads: Vec<(Key, Option<Value>)> = Vec::with_capacity(a.reads.len());
         for k in &a.reads {
-            a.read_versions.get_or_insert_with(*k, || store.latest_version(*k));
+            let newest = store.versions_of(*k).last();
+            a.read_versions.get_or_insert_with(*k, || newest.map(|v| v.version));
+            reads.push((*k, newest.map(|v| v.value.clone())));
         }
-        let reads: Vec<(Key, Option<Value>)> = a.reads.iter().map(|k| (*k, store.latest(*k).cloned())).collect();
         ctx.send(a.coordinator, Msg::Executed(Executed { txn, part: self.part, round: a.round, reads }));
     }
 
