@@ -150,9 +150,16 @@ impl<M: VersionMeta> MvStore<M> {
         self.map.get(&key).map_or(&[], Versions::as_slice)
     }
 
+    /// The newest version of a key, whatever its status: its number and
+    /// value in one look-up (a 2PL read sends the value and keeps the
+    /// number for its prepare's check).
+    pub fn newest(&self, key: Key) -> Option<&Version<M>> {
+        self.versions_of(key).last()
+    }
+
     /// The newest version of a key.
     pub fn latest(&self, key: Key) -> Option<&Value> {
-        self.versions_of(key).last().map(|v| &v.value)
+        self.newest(key).map(|v| &v.value)
     }
 
     /// The newest version numbered at or below `version`.
@@ -164,7 +171,7 @@ impl<M: VersionMeta> MvStore<M> {
 
     /// The version number of the newest version of a key.
     pub fn latest_version(&self, key: Key) -> Option<u64> {
-        self.versions_of(key).last().map(|v| v.version)
+        self.newest(key).map(|v| v.version)
     }
 
     /// The version numbered exactly `version` (RAMP's second-round fetch
@@ -325,6 +332,20 @@ mod tests {
 
     fn v(tag: u64) -> Value {
         Value::int(tag, tag as i64)
+    }
+
+    #[test]
+    fn the_newest_version_carries_the_latest_value_and_number_intents_included() {
+        let mut s: MvStore<Meta> = MvStore::default();
+        assert!(s.newest(Key(1)).is_none());
+        s.install_with(Key(1), 10, v(1), Meta::default());
+        s.install_with(Key(1), 20, v(2), Meta::default());
+        let n = s.newest(Key(1)).expect("two versions");
+        assert_eq!((n.version, &n.value), (20, &v(2)));
+        assert_eq!((s.latest_version(Key(1)), s.latest(Key(1))), (Some(20), Some(&v(2))));
+        s.install_intent(Key(1), 30, v(3), intent(7));
+        assert_eq!(s.newest(Key(1)).map(|n| n.version), Some(30), "an intent is the newest version");
+        assert_eq!(s.latest_committed(Key(1)).map(|c| c.version), Some(20));
     }
 
     #[test]

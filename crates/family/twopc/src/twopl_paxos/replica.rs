@@ -322,7 +322,7 @@ impl Replica {
         // One store look-up a key for both its version and its value.
         let mut reads: Vec<(Key, Option<Value>)> = Vec::with_capacity(a.reads.len());
         for k in &a.reads {
-            let newest = store.versions_of(*k).last();
+            let newest = store.newest(*k);
             a.read_versions.get_or_insert_with(*k, || newest.map(|v| v.version));
             reads.push((*k, newest.map(|v| v.value.clone())));
         }
